@@ -1,0 +1,81 @@
+// placement::client::Client -- a connection to one placementd.
+//
+// Connect() dials the daemon (host:port or unix:/path) over one gRPC
+// channel shared by every typed call. Typed calls return absl::Status /
+// absl::StatusOr and keep the daemon's gRPC code and message unchanged
+// (NOT_FOUND stays NOT_FOUND, INVALID_ARGUMENT keeps its text).
+//
+// Thread-safe: one Client may be used from many threads at once.
+#ifndef PLACEMENT_CLIENT_CLIENT_H_
+#define PLACEMENT_CLIENT_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "placement/v1/daemon_service.pb.h"
+#include "placement/v1/device_service.pb.h"
+
+namespace grpc {
+class Channel;
+class ClientContext;
+}  // namespace grpc
+
+namespace placement::client {
+
+struct ClientOptions {
+  // Deadline applied to every unary call (streams: per call, see each API).
+  absl::Duration default_deadline = absl::Seconds(30);
+  // HTTP/2 keep-alive ping interval; zero disables.
+  absl::Duration keepalive_time = absl::Seconds(30);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
+  // Message size caps. Tensor bytes travel in chunks, so the defaults are
+  // never a ceiling on tensor size.
+  int max_receive_message_bytes = 16 << 20;
+  int max_send_message_bytes = 16 << 20;
+  // How long Connect waits for the channel to become ready; zero = don't wait.
+  absl::Duration connect_timeout = absl::Seconds(10);
+};
+
+class Client {
+ public:
+  // Dials `target` ("127.0.0.1:50051", "unix:/run/placementd/placementd.sock").
+  // UNAVAILABLE when the daemon cannot be reached within connect_timeout;
+  // INVALID_ARGUMENT for an empty target.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& target,
+                                                         const ClientOptions& options = {});
+  ~Client();
+
+  const std::string& target() const { return target_; }
+  const ClientOptions& options() const { return options_; }
+  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
+  // Sets the default deadline on `context`.
+  void PrepareContext(grpc::ClientContext* context) const;
+
+  // --- DeviceService ---------------------------------------------------------
+  absl::StatusOr<std::vector<placement::v1::Device>> ListDevices() const;
+  absl::StatusOr<placement::v1::GetDeviceInfoResponse> GetDeviceInfo() const;
+  // `hardware`: seed name ("h100", "tpu_v5e", ...); empty = detected type.
+  absl::StatusOr<placement::v1::BatchSizeRecommendation> GetBatchSizeRecommendation(
+      const std::string& hardware = "") const;
+  absl::StatusOr<placement::v1::ValidateBatchSizeResponse> ValidateBatchSize(
+      int64_t batch_size, bool warn_suboptimal = true, const std::string& hardware = "") const;
+
+  // --- DaemonService ---------------------------------------------------------
+  absl::StatusOr<placement::v1::GetStatusResponse> GetStatus() const;
+
+ private:
+  Client(std::string target, ClientOptions options, std::shared_ptr<grpc::Channel> channel);
+
+  std::string target_;
+  ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+}  // namespace placement::client
+
+#endif  // PLACEMENT_CLIENT_CLIENT_H_

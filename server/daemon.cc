@@ -1,0 +1,220 @@
+#include "server/daemon.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/daemon_identity.h"
+#include "server/device/device_inventory.h"
+#include "server/listen_address.h"
+#include "server/logging.h"
+#include "server/metrics/http_server.h"
+#include "server/metrics/metrics.h"
+#include "server/service/call_gate.h"
+#include "server/service/daemon_handler.h"
+#include "server/service/device_handler.h"
+#include "server/service/rpc_metrics_interceptor.h"
+#include "server/service_set.h"
+#include "server/systemd_notifier.h"
+
+namespace placement::server {
+namespace {
+
+// A unix socket path that accepts connections belongs to a live server;
+// gRPC would unlink it and steal the address, so refuse instead.
+absl::Status CheckUnixSocketFree(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("unix socket path '", path, "' is longer than ",
+                                                   sizeof(addr.sun_path) - 1, " bytes"));
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::OkStatus();
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  if (live) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on unix:", path, ": address already in use by a running server"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteReadyFile(const std::string& path, const std::string& address) {
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << address << "\n";
+    if (!out.good()) return absl::InternalError(absl::StrCat("cannot write --ready_file ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct Daemon::State {
+  DaemonConfig config;
+  DaemonIdentity identity;
+  Metrics metrics;
+  CallGate gate;
+  std::unique_ptr<DeviceBackend> backend;
+  std::unique_ptr<DeviceInventory> inventory;
+  std::unique_ptr<ServiceSet> services;
+  std::unique_ptr<DeviceHandler> device_handler;
+  std::unique_ptr<DaemonHandler> daemon_handler;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<MetricsHttpServer> metrics_http;
+  SystemdNotifier systemd;
+  std::string address;
+  absl::Mutex drain_mu;
+  bool drained = false;
+};
+
+Daemon::Daemon(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+Daemon::~Daemon() { Drain(); }
+
+const std::string& Daemon::address() const { return state_->address; }
+int Daemon::metrics_port() const {
+  return state_->metrics_http ? state_->metrics_http->port() : 0;
+}
+const std::string& Daemon::backend_note() const { return state_->identity.backend_note; }
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config) {
+  ASSIGN_OR_RETURN(ListenAddress listen, ParseListenAddress(config.listen));
+  if (config.drain_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--drain_timeout must be >= 0");
+  }
+  if (listen.is_unix) RETURN_IF_ERROR(CheckUnixSocketFree(listen.path));
+
+  auto state = std::make_unique<State>();
+  state->config = config;
+  ASSIGN_OR_RETURN(BackendSelection selection, CreateBackend(config.backend));
+  state->backend = std::move(selection.backend);
+  LogInfo("backend: ", state->backend->Name(), ": ", selection.note);
+  state->inventory = std::make_unique<DeviceInventory>(state->backend.get());
+
+  DaemonIdentity& id = state->identity;
+  id.version = PlacementVersion();
+  id.instance_id = NewInstanceId();
+  id.start_time = absl::Now();
+  id.backend = std::string(state->backend->Name());
+  id.backend_note = selection.note;
+  id.process_index = config.backend.cpu.process_index;
+
+  ServiceSetOptions service_options;
+  service_options.max_tensor_bytes_per_owner = config.max_tensor_bytes_per_owner;
+  ASSIGN_OR_RETURN(state->services, ServiceSet::Create(state->inventory.get(), &state->gate,
+                                                       &state->metrics, service_options));
+  state->device_handler = std::make_unique<DeviceHandler>(state->inventory.get(), &state->gate);
+  state->daemon_handler = std::make_unique<DaemonHandler>(
+      &state->identity, state->inventory.get(), state->services->counts(), &state->gate);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // Two daemons must never share a port: without this gRPC sets SO_REUSEPORT.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  int selected_port = 0;
+  std::string bind_uri = listen.ToGrpcUri(listen.port);
+  builder.AddListeningPort(bind_uri, grpc::InsecureServerCredentials(),
+                           listen.is_unix ? nullptr : &selected_port);
+  builder.RegisterService(state->device_handler.get());
+  builder.RegisterService(state->daemon_handler.get());
+  state->services->Register(&builder);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MakeRpcMetricsInterceptorFactory(&state->metrics));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  state->server = builder.BuildAndStart();
+  if (state->server == nullptr || (!listen.is_unix && selected_port == 0)) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", config.listen,
+        ": the address is already in use or not available on this host"));
+  }
+  state->address = listen.ToGrpcUri(selected_port);
+  id.listen_address = state->address;
+  grpc::HealthCheckServiceInterface* health = state->server->GetHealthCheckService();
+  health->SetServingStatus(true);
+
+  if (!config.metrics_listen.empty()) {
+    State* raw = state.get();
+    state->metrics.AddCollector([raw](std::vector<GaugeSample>* out) {
+      for (const DeviceState& d : raw->inventory->List()) {
+        MetricLabels labels = {{"device", absl::StrCat(d.description.id)},
+                               {"platform", d.description.platform}};
+        out->push_back({"placementd_device_memory_in_use_bytes", labels,
+                        static_cast<double>(d.memory_in_use_bytes)});
+        out->push_back({"placementd_device_memory_limit_bytes", labels,
+                        static_cast<double>(d.description.memory_limit_bytes)});
+      }
+      out->push_back({"placementd_inflight_calls", {}, static_cast<double>(raw->gate.in_flight())});
+      out->push_back({"placementd_up", {}, raw->gate.draining() ? 0.0 : 1.0});
+    });
+    state->metrics.Describe("placementd_device_memory_in_use_bytes", "gauge",
+                            "Bytes the daemon holds on each device.");
+    state->metrics.Describe("placementd_device_memory_limit_bytes", "gauge",
+                            "Byte budget of each device.");
+    state->metrics.Describe("placementd_inflight_calls", "gauge", "RPCs currently running.");
+    state->metrics.Describe("placementd_up", "gauge", "1 while serving, 0 while draining.");
+    auto http = MetricsHttpServer::Start(
+        config.metrics_listen, [raw] { return raw->metrics.Render(); },
+        [raw] { return !raw->gate.draining(); });
+    if (!http.ok()) {
+      state->server->Shutdown(absl::ToChronoTime(absl::Now()));
+      return http.status();
+    }
+    state->metrics_http = std::move(*http);
+    LogInfo("metrics on http://", config.metrics_listen, " (port ", state->metrics_http->port(),
+            ")/metrics");
+  }
+
+  LogInfo("placementd ", id.version, " serving on ", state->address, " with ",
+          state->inventory->num_devices(), " ", id.backend, " device(s); instance ",
+          id.instance_id);
+  if (!config.ready_file.empty()) RETURN_IF_ERROR(WriteReadyFile(config.ready_file, state->address));
+  state->systemd.NotifyReady(absl::StrCat("serving on ", state->address));
+  return std::unique_ptr<Daemon>(new Daemon(std::move(state)));
+}
+
+void Daemon::Drain() {
+  absl::MutexLock lock(&state_->drain_mu);
+  if (state_->drained) return;
+  state_->drained = true;
+  State& s = *state_;
+  s.systemd.NotifyStopping();
+  if (s.server) s.server->GetHealthCheckService()->SetServingStatus(false);
+  s.gate.StartDraining();
+  LogInfo("draining: refusing new calls; waiting up to ",
+          absl::FormatDuration(s.config.drain_timeout), " for ", s.gate.in_flight(),
+          " in-flight call(s)");
+  absl::Time deadline = absl::Now() + s.config.drain_timeout;
+  if (!s.gate.WaitIdle(deadline)) {
+    LogWarning("drain deadline passed with ", s.gate.in_flight(), " call(s) in flight; cancelling");
+  }
+  if (s.services) s.services->StartShutdown();
+  if (s.server) {
+    s.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    s.server->Wait();
+  }
+  if (s.metrics_http) s.metrics_http->Stop();
+  LogInfo("drained; stopped serving");
+}
+
+}  // namespace placement::server

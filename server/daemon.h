@@ -1,0 +1,57 @@
+// Daemon: wires the configured components (backend, inventory, registries,
+// handlers, health, reflection, metrics) into a running gRPC server, and
+// drains it. main.cc only parses flags into DaemonConfig and calls this.
+//
+// Thread-safe: Drain() may be called from any thread, once or many times.
+#ifndef PLACEMENT_SERVER_DAEMON_H_
+#define PLACEMENT_SERVER_DAEMON_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/device/backend_factory.h"
+
+namespace placement::server {
+
+struct DaemonConfig {
+  // host:port (port 0 picks a free one) or unix:/absolute/path.
+  std::string listen = "127.0.0.1:50051";
+  // Once serving, the actual address is written here (atomically).
+  std::string ready_file;
+  BackendOptions backend;
+  // host:port for Prometheus text metrics over HTTP; empty disables.
+  std::string metrics_listen;
+  // How long in-flight calls may run after draining starts.
+  absl::Duration drain_timeout = absl::Seconds(30);
+  // Per-owner quota on tensor bytes; 0 = unlimited.
+  int64_t max_tensor_bytes_per_owner = 0;
+};
+
+class Daemon {
+ public:
+  // Creates the backend and starts serving. INVALID_ARGUMENT for bad config
+  // (listen address, device counts); FAILED_PRECONDITION when the requested
+  // backend is unusable; UNAVAILABLE when the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonConfig& config);
+  ~Daemon();
+
+  // The address clients should dial ("127.0.0.1:41234", "unix:/run/x.sock").
+  const std::string& address() const;
+  int metrics_port() const;  // 0 when metrics are off
+  const std::string& backend_note() const;
+
+  // Health NOT_SERVING, new calls UNAVAILABLE, waits for in-flight calls up
+  // to drain_timeout, then stops the server (cancelling what remains).
+  void Drain();
+
+ private:
+  struct State;
+  explicit Daemon(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_DAEMON_H_

@@ -1,0 +1,201 @@
+#include "server/device/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace placement::server {
+namespace {
+
+absl::Status CudaError(cudaError_t err, absl::string_view what) {
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorName(err), ": ",
+                                          cudaGetErrorString(err)));
+}
+
+int32_t NumaNodeOf(const std::string& pci_bus_id) {
+  std::ifstream in("/sys/bus/pci/devices/" + absl::AsciiStrToLower(pci_bus_id) + "/numa_node");
+  int32_t node = -1;
+  if (in >> node) return node;
+  return -1;
+}
+
+}  // namespace
+
+bool CudaDevicesPresent(std::string* reason) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    if (reason) *reason = absl::StrCat(cudaGetErrorName(err), ": ", cudaGetErrorString(err));
+    return false;
+  }
+  if (count == 0) {
+    if (reason) *reason = "the CUDA runtime reports 0 devices";
+    return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const CudaBackendOptions& options) {
+  std::string reason;
+  if (!CudaDevicesPresent(&reason)) {
+    return absl::FailedPreconditionError(absl::StrCat("CUDA unavailable: ", reason));
+  }
+  if (!(options.memory_fraction > 0 && options.memory_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory_fraction must be in (0, 1], got ", options.memory_fraction));
+  }
+  int count = 0;
+  cudaGetDeviceCount(&count);
+  std::vector<DeviceDescription> devices;
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    if (cudaError_t err = cudaGetDeviceProperties(&prop, i); err != cudaSuccess) {
+      return CudaError(err, absl::StrCat("cudaGetDeviceProperties(", i, ")"));
+    }
+    if (cudaError_t err = cudaSetDevice(i); err != cudaSuccess) {
+      return CudaError(err, absl::StrCat("cudaSetDevice(", i, ")"));
+    }
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaError_t err = cudaMemGetInfo(&free_bytes, &total_bytes); err != cudaSuccess) {
+      return CudaError(err, absl::StrCat("cudaMemGetInfo(", i, ")"));
+    }
+    char bus_id[32] = {0};
+    cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), i);
+    DeviceDescription d;
+    d.id = options.process_index * kMaxLocalDevices + i;
+    d.process_index = options.process_index;
+    d.local_index = i;
+    d.platform = "gpu";
+    d.device_kind = prop.name;
+    d.hardware_type = DetectHardwareType("gpu", prop.name);
+    d.memory_total_bytes = static_cast<int64_t>(total_bytes);
+    d.memory_limit_bytes = static_cast<int64_t>(static_cast<double>(free_bytes) * options.memory_fraction);
+    d.compute_capability = absl::StrCat(prop.major, ".", prop.minor);
+    d.pci_bus_id = bus_id;
+    d.numa_node = NumaNodeOf(d.pci_bus_id);
+    d.multiprocessor_count = prop.multiProcessorCount;
+    devices.push_back(std::move(d));
+  }
+  return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(devices)));
+}
+
+CudaBackend::CudaBackend(std::vector<DeviceDescription> devices)
+    : devices_(std::move(devices)),
+      in_use_(std::make_unique<std::atomic<int64_t>[]>(devices_.size())) {
+  for (size_t i = 0; i < devices_.size(); ++i) in_use_[i].store(0);
+}
+
+CudaBackend::~CudaBackend() = default;
+
+int CudaBackend::Ordinal(int64_t device_id) const {
+  if (devices_.empty()) return -1;
+  int64_t local = device_id - devices_.front().id;
+  if (local < 0 || local >= static_cast<int64_t>(devices_.size())) return -1;
+  return static_cast<int>(local);
+}
+
+int64_t CudaBackend::MemoryInUse(int64_t device_id) const {
+  int idx = Ordinal(device_id);
+  return idx < 0 ? 0 : in_use_[idx].load(std::memory_order_relaxed);
+}
+
+absl::StatusOr<std::unique_ptr<DeviceBuffer>> CudaBackend::Allocate(int64_t device_id,
+                                                                    int64_t bytes) {
+  int idx = Ordinal(device_id);
+  if (idx < 0) {
+    return absl::NotFoundError(absl::StrCat("device ", device_id, " does not exist; this daemon has ",
+                                            devices_.size(), " gpu devices"));
+  }
+  if (bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("allocation size must be >= 0, got ", bytes));
+  }
+  const int64_t limit = devices_[idx].memory_limit_bytes;
+  int64_t before = in_use_[idx].fetch_add(bytes);
+  if (before + bytes > limit) {
+    in_use_[idx].fetch_sub(bytes);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("device ", device_id, ": cannot allocate ", bytes, " bytes; ", before, " of ",
+                     limit, " bytes in use"));
+  }
+  void* data = nullptr;
+  if (bytes > 0) {
+    cudaSetDevice(idx);
+    cudaError_t err = cudaMalloc(&data, static_cast<size_t>(bytes));
+    if (err != cudaSuccess) {
+      in_use_[idx].fetch_sub(bytes);
+      return absl::ResourceExhaustedError(absl::StrCat("device ", device_id, ": cudaMalloc of ",
+                                                       bytes, " bytes failed: ",
+                                                       cudaGetErrorString(err)));
+    }
+  }
+  return std::make_unique<DeviceBuffer>(this, device_id, data, bytes);
+}
+
+void CudaBackend::Release(int64_t device_id, void* data, int64_t size) {
+  int idx = Ordinal(device_id);
+  if (data != nullptr) {
+    if (idx >= 0) cudaSetDevice(idx);
+    cudaFree(data);
+  }
+  if (idx >= 0) in_use_[idx].fetch_sub(size);
+}
+
+absl::Status CudaBackend::Write(const void* src, DeviceBuffer& dst,
+                                absl::Span<const ByteRun> runs) {
+  cudaSetDevice(Ordinal(dst.device_id()));
+  const auto* in = static_cast<const char*>(src);
+  auto* out = static_cast<char*>(dst.data());
+  for (const ByteRun& r : runs) {
+    cudaError_t err = cudaMemcpyAsync(out + r.dst_offset, in + r.src_offset, r.length,
+                                      cudaMemcpyHostToDevice, cudaStreamPerThread);
+    if (err != cudaSuccess) return CudaError(err, "host-to-device copy");
+  }
+  if (cudaError_t err = cudaStreamSynchronize(cudaStreamPerThread); err != cudaSuccess) {
+    return CudaError(err, "host-to-device copy");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Read(const DeviceBuffer& src, void* dst, absl::Span<const ByteRun> runs) {
+  cudaSetDevice(Ordinal(src.device_id()));
+  const auto* in = static_cast<const char*>(src.data());
+  auto* out = static_cast<char*>(dst);
+  for (const ByteRun& r : runs) {
+    cudaError_t err = cudaMemcpyAsync(out + r.dst_offset, in + r.src_offset, r.length,
+                                      cudaMemcpyDeviceToHost, cudaStreamPerThread);
+    if (err != cudaSuccess) return CudaError(err, "device-to-host copy");
+  }
+  if (cudaError_t err = cudaStreamSynchronize(cudaStreamPerThread); err != cudaSuccess) {
+    return CudaError(err, "device-to-host copy");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Copy(const DeviceBuffer& src, DeviceBuffer& dst,
+                               absl::Span<const ByteRun> runs) {
+  const int src_ordinal = Ordinal(src.device_id());
+  const int dst_ordinal = Ordinal(dst.device_id());
+  cudaSetDevice(dst_ordinal);
+  const auto* in = static_cast<const char*>(src.data());
+  auto* out = static_cast<char*>(dst.data());
+  for (const ByteRun& r : runs) {
+    cudaError_t err =
+        src_ordinal == dst_ordinal
+            ? cudaMemcpyAsync(out + r.dst_offset, in + r.src_offset, r.length,
+                              cudaMemcpyDeviceToDevice, cudaStreamPerThread)
+            : cudaMemcpyPeerAsync(out + r.dst_offset, dst_ordinal, in + r.src_offset, src_ordinal,
+                                  r.length, cudaStreamPerThread);
+    if (err != cudaSuccess) return CudaError(err, "device-to-device copy");
+  }
+  if (cudaError_t err = cudaStreamSynchronize(cudaStreamPerThread); err != cudaSuccess) {
+    return CudaError(err, "device-to-device copy");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace placement::server

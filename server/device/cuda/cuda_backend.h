@@ -1,0 +1,60 @@
+// CudaBackend: the GPUs the CUDA runtime reports, with cudaMalloc'd buffers
+// accounted against a per-device budget (a fraction of the memory free at
+// start) and copies on a per-thread stream.
+//
+// Thread-safe. Built only when the CUDA toolkit is found.
+#ifndef PLACEMENT_SERVER_DEVICE_CUDA_CUDA_BACKEND_H_
+#define PLACEMENT_SERVER_DEVICE_CUDA_CUDA_BACKEND_H_
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "server/device/device_backend.h"
+
+namespace placement::server {
+
+struct CudaBackendOptions {
+  // Fraction of each GPU's free memory at start that the daemon may use.
+  double memory_fraction = 0.9;
+  int32_t process_index = 0;
+};
+
+class CudaBackend final : public DeviceBackend {
+ public:
+  // FAILED_PRECONDITION with the CUDA runtime's text when no driver or no
+  // GPU is present ("CUDA unavailable: no CUDA-capable device is detected").
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options);
+  ~CudaBackend() override;
+
+  absl::string_view Name() const override { return "cuda"; }
+  const std::vector<DeviceDescription>& Devices() const override { return devices_; }
+  int64_t MemoryInUse(int64_t device_id) const override;
+  bool HostAddressable() const override { return false; }
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t device_id,
+                                                         int64_t bytes) override;
+  absl::Status Write(const void* src, DeviceBuffer& dst, absl::Span<const ByteRun> runs) override;
+  absl::Status Read(const DeviceBuffer& src, void* dst, absl::Span<const ByteRun> runs) override;
+  absl::Status Copy(const DeviceBuffer& src, DeviceBuffer& dst,
+                    absl::Span<const ByteRun> runs) override;
+
+  // CUDA ordinal of a global device id, or -1.
+  int Ordinal(int64_t device_id) const;
+
+ protected:
+  void Release(int64_t device_id, void* data, int64_t size) override;
+
+ private:
+  explicit CudaBackend(std::vector<DeviceDescription> devices);
+
+  std::vector<DeviceDescription> devices_;
+  std::unique_ptr<std::atomic<int64_t>[]> in_use_;
+};
+
+// True when the CUDA runtime reports at least one device (no side effects
+// beyond initializing the runtime). `reason` receives why not.
+bool CudaDevicesPresent(std::string* reason);
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_DEVICE_CUDA_CUDA_BACKEND_H_

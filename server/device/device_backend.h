@@ -1,0 +1,128 @@
+// DeviceBackend: the seam between the daemon's core and the memory of the
+// devices it owns (LevelDB's Env, PjRt's client). CpuBackend is a real,
+// first-class implementation (virtual devices in host memory, like XLA's
+// forced host device count); CudaBackend drives GPUs through the CUDA runtime.
+//
+// Every byte the daemon holds on a device is a DeviceBuffer obtained from
+// Allocate(); the backend accounts it against the device's budget until the
+// buffer is destroyed. All methods are thread-safe.
+#ifndef PLACEMENT_SERVER_DEVICE_DEVICE_BACKEND_H_
+#define PLACEMENT_SERVER_DEVICE_DEVICE_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/hardware.h"
+
+namespace placement::server {
+
+// Global device ids leave room for this many devices per node.
+inline constexpr int64_t kMaxLocalDevices = 1024;
+
+// What the platform tells about one device. Fields a platform does not know
+// are empty strings or -1.
+struct DeviceDescription {
+  int64_t id = 0;              // global id: process_index * kMaxLocalDevices + local_index
+  int32_t process_index = 0;
+  int32_t local_index = 0;
+  std::string platform;        // "cpu" or "gpu"
+  std::string device_kind;     // "cpu", "NVIDIA H100 80GB HBM3"
+  HardwareType hardware_type = HardwareType::kUnknown;
+  int64_t memory_total_bytes = 0;
+  int64_t memory_limit_bytes = 0;  // budget the daemon may allocate
+  std::string compute_capability;
+  std::string pci_bus_id;
+  int32_t numa_node = -1;
+  int32_t multiprocessor_count = -1;
+};
+
+// A contiguous byte range to copy: `length` bytes from `src_offset` in the
+// source to `dst_offset` in the destination.
+struct ByteRun {
+  int64_t src_offset = 0;
+  int64_t dst_offset = 0;
+  int64_t length = 0;
+};
+
+class DeviceBackend;
+
+// One allocation on one device. Owned by a unique_ptr; destroying it frees
+// the memory and returns it to the device's budget. Not copyable.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(DeviceBackend* backend, int64_t device_id, void* data, int64_t size)
+      : backend_(backend), device_id_(device_id), data_(data), size_(size) {}
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  int64_t device_id() const { return device_id_; }
+  int64_t size() const { return size_; }
+  // Device address (host address for CPU virtual devices). Only backends and
+  // collective engines of the same platform dereference it.
+  void* data() const { return data_; }
+
+ private:
+  DeviceBackend* backend_;
+  int64_t device_id_;
+  void* data_;
+  int64_t size_;
+};
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+
+  // "cpu" or "cuda".
+  virtual absl::string_view Name() const = 0;
+  // Every device, indexed by local index; ids are global.
+  virtual const std::vector<DeviceDescription>& Devices() const = 0;
+  // Bytes currently allocated on `device_id` (0 for unknown ids).
+  virtual int64_t MemoryInUse(int64_t device_id) const = 0;
+  // Host memory for CPU virtual devices: buffers are directly addressable.
+  virtual bool HostAddressable() const = 0;
+
+  // NOT_FOUND for an unknown device; RESOURCE_EXHAUSTED when the device's
+  // budget would be exceeded ("device 3: cannot allocate 4096 bytes; 1024 of
+  // 2048 in use"). A zero-byte allocation succeeds.
+  virtual absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t device_id,
+                                                                 int64_t bytes) = 0;
+
+  // Host -> device: `runs` index `src` (src_offset) and `dst` (dst_offset).
+  // REQUIRES: runs lie inside both. Returns once the bytes are on the device.
+  virtual absl::Status Write(const void* src, DeviceBuffer& dst,
+                             absl::Span<const ByteRun> runs) = 0;
+  // Device -> host.
+  virtual absl::Status Read(const DeviceBuffer& src, void* dst,
+                            absl::Span<const ByteRun> runs) = 0;
+  // Device -> device (same or different devices of this backend).
+  virtual absl::Status Copy(const DeviceBuffer& src, DeviceBuffer& dst,
+                            absl::Span<const ByteRun> runs) = 0;
+
+  // Convenience single-run forms.
+  absl::Status WriteBytes(const void* src, DeviceBuffer& dst, int64_t dst_offset, int64_t length) {
+    ByteRun run{0, dst_offset, length};
+    return Write(src, dst, {&run, 1});
+  }
+  absl::Status ReadBytes(const DeviceBuffer& src, int64_t src_offset, void* dst, int64_t length) {
+    ByteRun run{src_offset, 0, length};
+    return Read(src, dst, {&run, 1});
+  }
+
+ protected:
+  friend class DeviceBuffer;
+  // Called exactly once per buffer from ~DeviceBuffer.
+  virtual void Release(int64_t device_id, void* data, int64_t size) = 0;
+};
+
+inline DeviceBuffer::~DeviceBuffer() { backend_->Release(device_id_, data_, size_); }
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_DEVICE_DEVICE_BACKEND_H_

@@ -1,0 +1,83 @@
+// placementd: flags -> DaemonConfig -> Daemon; signals; exit codes.
+//
+// Exit codes: 0 after a clean drain, 1 when the daemon cannot start (address
+// in use, backend unusable), 2 for invalid flags.
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/time/time.h"
+#include "server/daemon.h"
+#include "server/logging.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "Address to serve on: host:port (port 0 picks a free port) or unix:/absolute/path.");
+ABSL_FLAG(std::string, ready_file, "",
+          "Once serving, write the actual listening address to this file.");
+ABSL_FLAG(std::string, backend, "auto",
+          "Device backend: auto (CUDA when a driver and GPUs are present, else CPU), cpu or cuda.");
+ABSL_FLAG(int32_t, cpu_devices, 8, "Number of CPU virtual devices (CPU backend).");
+ABSL_FLAG(int64_t, cpu_device_memory, 0,
+          "Byte budget of each CPU virtual device; 0 = half of physical memory split evenly.");
+ABSL_FLAG(double, cuda_memory_fraction, 0.9,
+          "Fraction of each GPU's free memory at start the daemon may allocate.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "host:port for Prometheus metrics over HTTP (/metrics, /healthz); empty disables.");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
+          "On SIGTERM/SIGINT, how long in-flight calls may finish before being cancelled.");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
+ABSL_FLAG(int32_t, process_index, 0, "This node's index among the daemons of a job.");
+ABSL_FLAG(int64_t, max_tensor_bytes_per_owner, 0,
+          "Quota of tensor bytes per owner (client-chosen owner string); 0 = unlimited.");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "placementd: serves this machine's accelerators over gRPC.\n"
+      "  placementd --listen=127.0.0.1:50051 [--backend=auto|cpu|cuda] [--flagfile=FILE]");
+  absl::ParseCommandLine(argc, argv);
+  using namespace placement::server;  // NOLINT(build/namespaces): main only
+
+  auto level = ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  if (!level.ok()) {
+    std::fprintf(stderr, "placementd: %s\n", std::string(level.status().message()).c_str());
+    return 2;
+  }
+  SetLogLevel(*level);
+
+  DaemonConfig config;
+  config.listen = absl::GetFlag(FLAGS_listen);
+  config.ready_file = absl::GetFlag(FLAGS_ready_file);
+  config.backend.kind = absl::GetFlag(FLAGS_backend);
+  config.backend.cpu.num_devices = absl::GetFlag(FLAGS_cpu_devices);
+  config.backend.cpu.device_memory_bytes = absl::GetFlag(FLAGS_cpu_device_memory);
+  config.backend.cpu.process_index = absl::GetFlag(FLAGS_process_index);
+  config.backend.cuda_memory_fraction = absl::GetFlag(FLAGS_cuda_memory_fraction);
+  config.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  config.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  config.max_tensor_bytes_per_owner = absl::GetFlag(FLAGS_max_tensor_bytes_per_owner);
+
+  // Signals are taken synchronously by this thread; every thread the daemon
+  // starts inherits the blocked mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto daemon = Daemon::Start(config);
+  if (!daemon.ok()) {
+    LogError("cannot start: ", daemon.status().ToString());
+    return daemon.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  LogInfo("received ", signal_number == SIGTERM ? "SIGTERM" : "SIGINT", "; draining");
+  (*daemon)->Drain();
+  daemon->reset();
+  return 0;
+}

@@ -1,0 +1,47 @@
+#include "server/service/call_gate.h"
+
+namespace placement::server {
+
+void CallGate::Ticket::Reset() {
+  if (gate_ == nullptr) return;
+  absl::MutexLock lock(&gate_->mu_);
+  --gate_->in_flight_;
+  gate_ = nullptr;
+}
+
+absl::Status CallGate::Enter(Ticket* ticket) {
+  ticket->Reset();
+  {
+    absl::MutexLock lock(&mu_);
+    if (draining_) {
+      return absl::UnavailableError(
+          "placementd is draining (shutting down); retry on another node");
+    }
+    ++in_flight_;
+  }
+  *ticket = Ticket(this);
+  return absl::OkStatus();
+}
+
+void CallGate::StartDraining() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
+bool CallGate::draining() const {
+  absl::MutexLock lock(&mu_);
+  return draining_;
+}
+
+int64_t CallGate::in_flight() const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_;
+}
+
+bool CallGate::WaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; };
+  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
+}  // namespace placement::server

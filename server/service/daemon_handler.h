@@ -1,0 +1,39 @@
+// gRPC front for placement.v1.DaemonService (GetStatus).
+#ifndef PLACEMENT_SERVER_SERVICE_DAEMON_HANDLER_H_
+#define PLACEMENT_SERVER_SERVICE_DAEMON_HANDLER_H_
+
+#include <functional>
+
+#include "placement/v1/daemon_service.grpc.pb.h"
+#include "server/daemon_identity.h"
+#include "server/device/device_inventory.h"
+#include "server/service/call_gate.h"
+
+namespace placement::server {
+
+// Live counts the status reports; each may be empty (reported as 0).
+struct DaemonCounts {
+  std::function<int64_t()> meshes;
+  std::function<int64_t()> tensors;
+};
+
+class DaemonHandler final : public placement::v1::DaemonService::CallbackService {
+ public:
+  DaemonHandler(const DaemonIdentity* identity, const DeviceInventory* inventory,
+                DaemonCounts counts, CallGate* gate)
+      : identity_(identity), inventory_(inventory), counts_(std::move(counts)), gate_(gate) {}
+
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
+                                      const placement::v1::GetStatusRequest* request,
+                                      placement::v1::GetStatusResponse* response) override;
+
+ private:
+  const DaemonIdentity* identity_;
+  const DeviceInventory* inventory_;
+  DaemonCounts counts_;
+  CallGate* gate_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_SERVICE_DAEMON_HANDLER_H_

@@ -1,0 +1,46 @@
+// ServiceSet: the data-plane components (mesh registry, tensor store,
+// collective engine, prefetch pipelines) and their gRPC handlers, created
+// together over one DeviceInventory so the daemon wires them in one place.
+//
+// Thread-safe after Create.
+#ifndef PLACEMENT_SERVER_SERVICE_SET_H_
+#define PLACEMENT_SERVER_SERVICE_SET_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server_builder.h"
+#include "server/device/device_inventory.h"
+#include "server/metrics/metrics.h"
+#include "server/service/call_gate.h"
+#include "server/service/daemon_handler.h"
+
+namespace placement::server {
+
+struct ServiceSetOptions {
+  int64_t max_tensor_bytes_per_owner = 0;  // 0 = unlimited
+};
+
+class ServiceSet {
+ public:
+  static absl::StatusOr<std::unique_ptr<ServiceSet>> Create(DeviceInventory* inventory,
+                                                            CallGate* gate, Metrics* metrics,
+                                                            const ServiceSetOptions& options);
+  ~ServiceSet();
+
+  // Registers every handler. REQUIRES: called once, before BuildAndStart.
+  void Register(grpc::ServerBuilder* builder);
+  // Live counts for GetStatus.
+  DaemonCounts counts() const;
+  // Wakes long-lived streams (prefetch) so the server can stop.
+  void StartShutdown();
+
+ private:
+  struct Impl;
+  explicit ServiceSet(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_SERVICE_SET_H_

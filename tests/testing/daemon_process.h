@@ -1,0 +1,83 @@
+// DaemonProcess: a real placementd child process for integration tests,
+// listening on 127.0.0.1 port 0 (or a unix socket in a temp dir), found
+// through --ready_file. The binary comes from $PLACEMENTD_BIN (set by ctest).
+//
+// Not thread-safe; one owner per process.
+#ifndef PLACEMENT_TESTS_TESTING_DAEMON_PROCESS_H_
+#define PLACEMENT_TESTS_TESTING_DAEMON_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "placement/client/client.h"
+
+namespace placement::testing {
+
+// A fresh directory under $TMPDIR, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct DaemonOptions {
+  std::vector<std::string> extra_flags;  // e.g. "--cpu_devices=4"
+  bool unix_socket = false;
+  absl::Duration start_timeout = absl::Seconds(30);
+};
+
+class DaemonProcess {
+ public:
+  // Starts the daemon and waits for its ready file. The status carries the
+  // daemon's stderr when it exits before becoming ready.
+  static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(const DaemonOptions& options = {});
+  ~DaemonProcess();
+
+  const std::string& address() const { return address_; }
+  pid_t pid() const { return pid_; }
+  // A connected client with default options.
+  absl::StatusOr<std::unique_ptr<client::Client>> Connect() const;
+  // Sends `signal` and waits (bounded) for exit; returns the exit code, or
+  // 128+signal when killed by a signal, or -1 on timeout (then SIGKILLed).
+  int Stop(int signal, absl::Duration timeout = absl::Seconds(30));
+  // Everything the daemon wrote to stderr so far.
+  std::string Stderr() const;
+
+ private:
+  DaemonProcess() = default;
+  std::unique_ptr<TempDir> dir_;
+  pid_t pid_ = -1;
+  std::string address_;
+  std::string stderr_path_;
+};
+
+// Runs `argv` to completion (bounded by `timeout`), capturing stdout and
+// stderr. Returns the exit code.
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         absl::Duration timeout = absl::Seconds(60));
+
+// $PLACEMENTD_BIN / $PLACECTL_BIN.
+std::string PlacementdBinary();
+std::string PlacectlBinary();
+
+// Waits until `path` exists and is non-empty, up to `timeout`; returns its
+// first line without the newline, or empty on timeout.
+std::string WaitForFileLine(const std::string& path, absl::Duration timeout);
+
+}  // namespace placement::testing
+
+#endif  // PLACEMENT_TESTS_TESTING_DAEMON_PROCESS_H_
