@@ -1,0 +1,52 @@
+// MeshRegistry: named device meshes (JAX Mesh; seed DeviceMeshManager),
+// validated against the devices the daemon owns.
+//
+// Thread-safe.
+#ifndef PLACEMENT_SERVER_MESH_MESH_REGISTRY_H_
+#define PLACEMENT_SERVER_MESH_MESH_REGISTRY_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/mesh.h"
+#include "server/device/device_inventory.h"
+
+namespace placement::server {
+
+struct RegisteredMesh {
+  std::string id;
+  Mesh mesh;
+};
+
+class MeshRegistry {
+ public:
+  // REQUIRES: inventory outlives the registry.
+  explicit MeshRegistry(const DeviceInventory* inventory) : inventory_(inventory) {}
+
+  // Registers a mesh over `axes`. `device_ids` empty: the first N devices in
+  // topology order (TopologyOrder). `id` empty: a generated "mesh-N".
+  // INVALID_ARGUMENT: Mesh::Create's errors, unknown/repeated device ids,
+  // malformed id. FAILED_PRECONDITION: "Not enough devices: mesh requires 16
+  // devices but only 8 available." ALREADY_EXISTS: id taken.
+  absl::StatusOr<RegisteredMesh> Create(std::string id, std::vector<MeshAxis> axes,
+                                        std::vector<int64_t> device_ids);
+  // NOT_FOUND: "mesh 'x' does not exist".
+  absl::StatusOr<RegisteredMesh> Get(const std::string& id) const;
+  std::vector<RegisteredMesh> List() const;  // by id
+  absl::Status Delete(const std::string& id);
+  int64_t size() const;
+
+ private:
+  const DeviceInventory* inventory_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, RegisteredMesh> meshes_ ABSL_GUARDED_BY(mu_);
+  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_MESH_MESH_REGISTRY_H_

@@ -1,0 +1,51 @@
+// Tensor: one logical array held by the daemon as one buffer per device
+// shard (replicas share nothing), like an IFRT Array. Bytes are row-major,
+// little-endian, unpadded; each shard buffer holds exactly its box
+// (ShardDomain::box) of the global array in row-major order.
+//
+// A Tensor is immutable once committed to the TensorStore, except that
+// collectives may overwrite shard bytes of a tensor they own exclusively
+// (see TensorStore::TakeForDonation).
+#ifndef PLACEMENT_SERVER_TENSOR_TENSOR_H_
+#define PLACEMENT_SERVER_TENSOR_TENSOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/shape.h"
+#include "common/sharding.h"
+#include "server/device/device_backend.h"
+
+namespace placement::server {
+
+struct Shard {
+  ShardDomain domain;                    // device, box, replica id
+  std::unique_ptr<DeviceBuffer> buffer;  // exactly box bytes
+};
+
+struct Tensor {
+  std::string id;     // opaque, unguessable; set by TensorStore::Commit
+  std::string name;   // optional, user-chosen
+  std::string owner;  // optional, for quotas and listing
+  DType dtype = DType::kF32;
+  Shape shape;
+  NamedSharding sharding = NamedSharding::SingleDevice(0);
+  // Registered mesh the sharding uses; empty for implicit meshes (a single
+  // device, or a "replica" mesh over explicit device ids).
+  std::string mesh_id;
+  std::vector<Shard> shards;  // one per mesh device, in mesh (row-major) order
+
+  int64_t logical_bytes() const { return ByteSize(dtype, shape); }
+  int64_t device_bytes() const {
+    int64_t total = 0;
+    for (const Shard& s : shards) total += s.buffer ? s.buffer->size() : 0;
+    return total;
+  }
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_TENSOR_TENSOR_H_

@@ -1,0 +1,84 @@
+// TensorStore: ids, ownership, listing and memory accounting of the tensors
+// the daemon holds. Allocation goes through the DeviceBackend (per-device
+// budgets) and an optional per-owner quota.
+//
+// Lifetime: committed tensors are handed out as shared_ptr<const Tensor>;
+// Delete removes a tensor from the store at once, and its device memory is
+// freed as soon as no running operation holds it (immediately when idle).
+//
+// Thread-safe.
+#ifndef PLACEMENT_SERVER_TENSOR_TENSOR_STORE_H_
+#define PLACEMENT_SERVER_TENSOR_TENSOR_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/device/device_backend.h"
+#include "server/tensor/tensor.h"
+
+namespace placement::server {
+
+struct TensorStoreOptions {
+  int64_t max_bytes_per_owner = 0;  // 0 = unlimited
+};
+
+struct TensorFilter {
+  std::string name_prefix;  // empty = any
+  std::string mesh_id;      // empty = any
+};
+
+class TensorStore {
+ public:
+  // REQUIRES: backend outlives the store.
+  TensorStore(DeviceBackend* backend, TensorStoreOptions options);
+  ~TensorStore();
+
+  DeviceBackend* backend() const { return backend_; }
+
+  // Allocates one buffer per device shard of `sharding` over `shape`
+  // (uninitialised bytes). The result is not yet visible to Get/List.
+  // INVALID_ARGUMENT: shape/sharding mismatch (ValidateFor's message).
+  // RESOURCE_EXHAUSTED: a device budget or the owner's quota; nothing is
+  // kept. NOT_FOUND: a mesh device the backend does not have.
+  absl::StatusOr<std::unique_ptr<Tensor>> Allocate(DType dtype, Shape shape, NamedSharding sharding,
+                                                   std::string mesh_id, std::string name,
+                                                   std::string owner);
+
+  // Makes a fully written tensor visible under a fresh unguessable id.
+  std::shared_ptr<const Tensor> Commit(std::unique_ptr<Tensor> tensor);
+
+  // NOT_FOUND: "tensor 't-…' does not exist".
+  absl::StatusOr<std::shared_ptr<const Tensor>> Get(const std::string& id) const;
+
+  // Removes every id or none: NOT_FOUND names the first unknown id. Returns
+  // the device bytes released.
+  absl::StatusOr<int64_t> Delete(const std::vector<std::string>& ids);
+
+  // Removes `id` from the store and hands its exclusive ownership to the
+  // caller (in-place collectives, donation). NOT_FOUND for unknown ids;
+  // FAILED_PRECONDITION while another operation still holds it.
+  absl::StatusOr<std::unique_ptr<Tensor>> TakeForDonation(const std::string& id);
+
+  std::vector<std::shared_ptr<const Tensor>> List(const TensorFilter& filter = {}) const;
+  int64_t size() const;
+  int64_t CountUsingMesh(const std::string& mesh_id) const;
+  // Deletes every tensor on `mesh_id`; returns how many.
+  int64_t DeleteUsingMesh(const std::string& mesh_id);
+  // Device bytes held by `owner`'s tensors (committed and allocated).
+  int64_t OwnerBytes(const std::string& owner) const;
+
+ private:
+  DeviceBackend* backend_;
+  TensorStoreOptions options_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Tensor>> tensors_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_TENSOR_TENSOR_STORE_H_
