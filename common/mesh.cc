@@ -33,14 +33,15 @@ std::string AxesToString(const std::vector<MeshAxis>& axes) {
 absl::Status ValidateAxisName(std::string_view name, std::string_view field) {
   constexpr size_t kMaxLength = 64;
   if (name.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(Sv(field), " is empty; axis names must be non-empty"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Sv(field), " is empty; axis names must be non-empty"));
   }
   bool ok = name.size() <= kMaxLength && IsAxisNameStart(name[0]);
   for (size_t i = 1; ok && i < name.size(); ++i) ok = IsAxisNameChar(name[i]);
   if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Sv(field), " is '", Sv(name), "' (", name.size(),
-        " characters); axis names must match [A-Za-z_][A-Za-z0-9_.-]{0,63}"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Sv(field), " is '", Sv(name), "' (", name.size(),
+                     " characters); axis names must match [A-Za-z_][A-Za-z0-9_.-]{0,63}"));
   }
   return absl::OkStatus();
 }
@@ -58,24 +59,23 @@ absl::StatusOr<Mesh> Mesh::Create(std::vector<MeshAxis> axes, std::vector<int64_
     const std::string field = absl::StrCat("axes[", i, "].name");
     if (absl::Status s = ValidateAxisName(axis.name, field); !s.ok()) return s;
     if (!names.insert(axis.name).second) {
-      return absl::InvalidArgumentError(absl::StrCat(field, " '", axis.name,
-                                                     "' is a duplicate; mesh axes are (",
-                                                     AxesToString(axes), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, " '", axis.name, "' is a duplicate; mesh axes are (", AxesToString(axes), ")"));
     }
     if (axis.size < 1) {
       return absl::InvalidArgumentError(absl::StrCat("axes[", i, "].size of axis '", axis.name,
                                                      "' is ", axis.size, "; sizes must be >= 1"));
     }
     if (axis.size > kMaxDevices || product > kMaxDevices / axis.size) {
-      return absl::InvalidArgumentError(absl::StrCat("mesh (", AxesToString(axes),
-                                                     ") has more than ", kMaxDevices, " devices"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("mesh (", AxesToString(axes), ") has more than ", kMaxDevices, " devices"));
     }
     product *= axis.size;
   }
   if (static_cast<int64_t>(device_ids.size()) != product) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mesh axes (", AxesToString(axes), ") need ", product, " device ids (the product of the axis sizes), got ",
-        device_ids.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mesh axes (", AxesToString(axes), ") need ", product,
+                     " device ids (the product of the axis sizes), got ", device_ids.size()));
   }
   absl::flat_hash_set<int64_t> seen;
   for (size_t i = 0; i < device_ids.size(); ++i) {
@@ -84,8 +84,9 @@ absl::StatusOr<Mesh> Mesh::Create(std::vector<MeshAxis> axes, std::vector<int64_
           absl::StrCat("device_ids[", i, "] is ", device_ids[i], "; device ids must be >= 0"));
     }
     if (!seen.insert(device_ids[i]).second) {
-      return absl::InvalidArgumentError(absl::StrCat("device_ids[", i, "] is ", device_ids[i],
-                                                     ", which appears earlier in the mesh; device ids must be unique"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("device_ids[", i, "] is ", device_ids[i],
+                       ", which appears earlier in the mesh; device ids must be unique"));
     }
   }
   return Mesh(std::move(axes), std::move(device_ids));
@@ -138,10 +139,9 @@ int64_t Mesh::PositionOf(int64_t device_id) const {
 
 absl::StatusOr<std::vector<std::vector<int64_t>>> Mesh::AxisGroups(
     const std::vector<std::string>& axis_names) const {
-  // Indices of the collective's axes in listed order, and of the other axes in
-  // mesh order.
+  // Mesh indices of the collective's axes, in listed order.
   std::vector<int> named;
-  std::vector<bool> is_named(axes_.size(), false);
+  std::vector<bool> is_named(axes_.size(), axis_names.empty());
   if (axis_names.empty()) {
     for (int i = 0; i < num_axes(); ++i) named.push_back(i);
   } else {
@@ -152,14 +152,13 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> Mesh::AxisGroups(
                                                        "' is not an axis of ", ToString()));
       }
       if (is_named[index]) {
-        return absl::InvalidArgumentError(absl::StrCat("axis_names[", i, "] '", axis_names[i],
-                                                       "' is listed more than once"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("axis_names[", i, "] '", axis_names[i], "' is listed more than once"));
       }
       named.push_back(index);
       is_named[index] = true;
     }
   }
-  for (int index : named) is_named[index] = true;
   int64_t group_size = 1;
   for (int index : named) group_size *= axes_[index].size;
   const int64_t num_groups = num_devices() / group_size;

@@ -10,9 +10,11 @@
 namespace placement {
 
 std::string BoxToString(const Box& box) {
-  return absl::StrCat("[", absl::StrJoin(box, ", ", [](std::string* out, const IndexRange& range) {
-                        absl::StrAppend(out, range.begin, ":", range.end);
-                      }),
+  return absl::StrCat("[",
+                      absl::StrJoin(box, ", ",
+                                    [](std::string* out, const IndexRange& range) {
+                                      absl::StrAppend(out, range.begin, ":", range.end);
+                                    }),
                       "]");
 }
 
@@ -81,7 +83,8 @@ void ForEachCopyRun(const Box& region, const Box& src_box, const Box& dst_box, i
   // Runs span dimension k and everything after it; dimensions after k are
   // whole in all three boxes, so both strides of k equal the inner size.
   int k = rank - 1;
-  while (k > 0 && region[k].size() == src_box[k].size() && region[k].size() == dst_box[k].size()) --k;
+  while (k > 0 && region[k].size() == src_box[k].size() && region[k].size() == dst_box[k].size())
+    --k;
   const int64_t run_bytes = region[k].size() * src_stride[k] * elem_size;
 
   // Odometer over dimensions [0, k).

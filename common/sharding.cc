@@ -16,24 +16,30 @@ namespace {
 // "'x'" for one axis, "('x', 'y')" for a tuple, "None" for none.
 std::string SpecEntryToString(const std::vector<std::string>& axes) {
   if (axes.empty()) return "None";
-  auto quoted = [](std::string* out, const std::string& name) { absl::StrAppend(out, "'", name, "'"); };
+  auto quoted = [](std::string* out, const std::string& name) {
+    absl::StrAppend(out, "'", name, "'");
+  };
   if (axes.size() == 1) return absl::StrCat("'", axes[0], "'");
   return absl::StrCat("(", absl::StrJoin(axes, ", ", quoted), ")");
 }
 
 std::string AxisTuple(const std::vector<std::string>& names) {
-  return absl::StrCat("(", absl::StrJoin(names, ", ", [](std::string* out, const std::string& name) {
-                        absl::StrAppend(out, "'", name, "'");
-                      }),
+  return absl::StrCat("(",
+                      absl::StrJoin(names, ", ",
+                                    [](std::string* out, const std::string& name) {
+                                      absl::StrAppend(out, "'", name, "'");
+                                    }),
                       ")");
 }
 
 }  // namespace
 
 std::string PartitionSpec::ToString() const {
-  return absl::StrCat("P(", absl::StrJoin(dims, ", ", [](std::string* out, const std::vector<std::string>& axes) {
-                        out->append(SpecEntryToString(axes));
-                      }),
+  return absl::StrCat("P(",
+                      absl::StrJoin(dims, ", ",
+                                    [](std::string* out, const std::vector<std::string>& axes) {
+                                      out->append(SpecEntryToString(axes));
+                                    }),
                       ")");
 }
 
@@ -49,13 +55,17 @@ std::string_view ShardingModeName(ShardingMode mode) {
 
 NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec, std::vector<std::string> partial_axes,
                              ShardingMode mode)
-    : mesh_(std::move(mesh)), spec_(std::move(spec)), partial_axes_(std::move(partial_axes)), mode_(mode) {
+    : mesh_(std::move(mesh)),
+      spec_(std::move(spec)),
+      partial_axes_(std::move(partial_axes)),
+      mode_(mode) {
   dim_axes_.reserve(spec_.dims.size());
   for (const std::vector<std::string>& axes : spec_.dims) {
     std::vector<int>& indices = dim_axes_.emplace_back();
     for (const std::string& name : axes) indices.push_back(mesh_.AxisIndex(name));
   }
-  for (const std::string& name : partial_axes_) partial_axis_indices_.push_back(mesh_.AxisIndex(name));
+  for (const std::string& name : partial_axes_)
+    partial_axis_indices_.push_back(mesh_.AxisIndex(name));
 }
 
 absl::StatusOr<NamedSharding> NamedSharding::Create(Mesh mesh, PartitionSpec spec,
@@ -66,9 +76,9 @@ absl::StatusOr<NamedSharding> NamedSharding::Create(Mesh mesh, PartitionSpec spe
         absl::StrCat("sharding mode ", static_cast<int>(mode), " is not a ShardingMode value"));
   }
   auto not_found = [&](const std::string& name, const std::string& where) {
-    return absl::InvalidArgumentError(absl::StrCat("Resource axis '", name, "' of ", where,
-                                                   " is not found in mesh ", mesh.ToString(),
-                                                   "; mesh axes are ", AxisTuple(mesh.AxisNames())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Resource axis '", name, "' of ", where, " is not found in mesh ",
+                     mesh.ToString(), "; mesh axes are ", AxisTuple(mesh.AxisNames())));
   };
   // Mesh axes already claimed by a spec entry or an earlier partial axis.
   std::vector<bool> used(mesh.num_axes(), false);
@@ -141,19 +151,21 @@ absl::Status NamedSharding::ValidateFor(absl::Span<const int64_t> shape) const {
     }
   }
   if (spec_.dims.size() > shape.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Sharding ", ToString(), " is only valid for values of rank at least ", spec_.dims.size(),
-        ", but was applied to a value of rank ", shape.size(), " (shape ", ShapeToString(shape), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Sharding ", ToString(), " is only valid for values of rank at least ",
+                     spec_.dims.size(), ", but was applied to a value of rank ", shape.size(),
+                     " (shape ", ShapeToString(shape), ")"));
   }
   if (mode_ == ShardingMode::kPadded) return absl::OkStatus();
   for (size_t d = 0; d < spec_.dims.size(); ++d) {
     const int64_t n = NumShardsAlong(static_cast<int>(d));
     if (shape[d] % n != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Sharding ", ToString(), " splits dimension ", d, " of shape ", ShapeToString(shape), " ", n,
-          " ways over axes ", AxisTuple(spec_.dims[d]), ", but its size ", shape[d],
-          " is not divisible by ", n,
-          "; pad the tensor or use SHARDING_MODE_PADDED (ShardingMode::kPadded) for uneven shards"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Sharding ", ToString(), " splits dimension ", d, " of shape ",
+                       ShapeToString(shape), " ", n, " ways over axes ", AxisTuple(spec_.dims[d]),
+                       ", but its size ", shape[d], " is not divisible by ", n,
+                       "; pad the tensor or use SHARDING_MODE_PADDED (ShardingMode::kPadded) for "
+                       "uneven shards"));
     }
   }
   return absl::OkStatus();
@@ -207,7 +219,8 @@ absl::StatusOr<std::vector<ShardDomain>> NamedSharding::IndexDomains(
 std::string NamedSharding::ToString() const {
   std::string out = absl::StrCat("NamedSharding(", mesh_.ToString(), ", ", spec_.ToString());
   if (!partial_axes_.empty()) absl::StrAppend(&out, ", partial=", AxisTuple(partial_axes_));
-  if (mode_ != ShardingMode::kEven) absl::StrAppend(&out, ", mode=", std::string(ShardingModeName(mode_)));
+  if (mode_ != ShardingMode::kEven)
+    absl::StrAppend(&out, ", mode=", std::string(ShardingModeName(mode_)));
   out.push_back(')');
   return out;
 }

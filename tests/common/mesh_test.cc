@@ -186,7 +186,8 @@ TEST(MeshTest, AxisGroupsMatchBruteForceDefinition) {
         }
         EXPECT_EQ(rank, static_cast<int64_t>(r));
         for (int i = 0; i < mesh.num_axes(); ++i) {
-          const bool named = std::find(names.begin(), names.end(), mesh.axes()[i].name) != names.end();
+          const bool named =
+              std::find(names.begin(), names.end(), mesh.axes()[i].name) != names.end();
           if (!named) {
             EXPECT_EQ(coords[i], first[i]);
           }
@@ -202,8 +203,10 @@ TEST(MeshTest, AxisGroupsMatchBruteForceDefinition) {
 
 TEST(MeshTest, AxisGroupsErrors) {
   Mesh mesh = MustCreate({{"data", 2}, {"model", 4}}, Iota(8));
-  ExpectInvalid(mesh.AxisGroups({"nope"}).status(), {"axis_names[0]", "'nope'", "Mesh(data=2, model=4)"});
-  ExpectInvalid(mesh.AxisGroups({"data", "data"}).status(), {"axis_names[1]", "'data'", "more than once"});
+  ExpectInvalid(mesh.AxisGroups({"nope"}).status(),
+                {"axis_names[0]", "'nope'", "Mesh(data=2, model=4)"});
+  ExpectInvalid(mesh.AxisGroups({"data", "data"}).status(),
+                {"axis_names[1]", "'data'", "more than once"});
   ExpectInvalid(mesh.AxisDeviceGroups({"model", "x"}).status(), {"axis_names[1]", "'x'"});
 }
 

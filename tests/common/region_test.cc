@@ -25,24 +25,29 @@ struct ByteRun {
   }
 };
 
-std::vector<ByteRun> CopyRuns(const Box& region, const Box& src, const Box& dst, int64_t elem_size) {
+std::vector<ByteRun> CopyRuns(const Box& region, const Box& src, const Box& dst,
+                              int64_t elem_size) {
   std::vector<ByteRun> runs;
-  ForEachCopyRun(region, src, dst, elem_size,
-                 [&](int64_t s, int64_t d, int64_t n) { runs.push_back({s, d, n}); });
+  ForEachCopyRun(region, src, dst, elem_size, [&](int64_t s, int64_t d, int64_t n) {
+    runs.push_back({s, d, n});
+  });
   return runs;
 }
 
-std::vector<ByteRun> RangeRuns(const Shape& shape, const Box& box, int64_t elem_size, int64_t begin, int64_t end) {
+std::vector<ByteRun> RangeRuns(const Shape& shape, const Box& box, int64_t elem_size, int64_t begin,
+                               int64_t end) {
   std::vector<ByteRun> runs;
-  ForEachRunInByteRange(shape, box, elem_size, begin, end,
-                        [&](int64_t g, int64_t b, int64_t n) { runs.push_back({g, b, n}); });
+  ForEachRunInByteRange(shape, box, elem_size, begin, end, [&](int64_t g, int64_t b, int64_t n) {
+    runs.push_back({g, b, n});
+  });
   return runs;
 }
 
 // Row-major linear index of `coords` inside `box` (coords in global terms).
 int64_t OffsetIn(const Box& box, const std::vector<int64_t>& coords) {
   int64_t offset = 0;
-  for (size_t d = 0; d < box.size(); ++d) offset = offset * box[d].size() + (coords[d] - box[d].begin);
+  for (size_t d = 0; d < box.size(); ++d)
+    offset = offset * box[d].size() + (coords[d] - box[d].begin);
   return offset;
 }
 
@@ -66,7 +71,9 @@ void ForEachElement(const Box& box, Fn fn) {
 class Random {
  public:
   explicit Random(uint32_t seed) : rng_(seed) {}
-  int64_t Uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
+  int64_t Uniform(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
   Shape RandomShape(int max_rank, int64_t max_dim) {
     Shape shape(Uniform(0, max_rank));
     for (int64_t& d : shape) d = Uniform(1, max_dim);
@@ -117,9 +124,9 @@ TEST(BoxTest, Basics) {
 
 TEST(BoxTest, Intersect) {
   EXPECT_EQ(IntersectBoxes({{0, 4}, {0, 6}}, {{2, 8}, {3, 4}}), (Box{{2, 4}, {3, 4}}));
-  EXPECT_EQ(IntersectBoxes({{0, 4}}, {{4, 8}}), std::nullopt);      // touching
+  EXPECT_EQ(IntersectBoxes({{0, 4}}, {{4, 8}}), std::nullopt);  // touching
   EXPECT_EQ(IntersectBoxes({{0, 4}, {0, 2}}, {{1, 2}, {5, 6}}), std::nullopt);
-  EXPECT_EQ(IntersectBoxes({{0, 0}}, {{0, 4}}), std::nullopt);      // empty input
+  EXPECT_EQ(IntersectBoxes({{0, 0}}, {{0, 4}}), std::nullopt);  // empty input
   std::optional<Box> scalar = IntersectBoxes({}, {});
   ASSERT_TRUE(scalar.has_value());
   EXPECT_TRUE(scalar->empty());
@@ -142,8 +149,9 @@ TEST(ForEachCopyRunTest, CoalescesWholeTrailingDimensions) {
   EXPECT_EQ(CopyRuns({}, {}, {}, 8), (std::vector<ByteRun>{{0, 0, 8}}));
   EXPECT_TRUE(CopyRuns({{1, 1}, {0, 2}}, {{0, 2}, {0, 2}}, {{0, 2}, {0, 2}}, 4).empty());
   // A single outer row is one run even when the outer dim is not whole.
-  EXPECT_EQ(CopyRuns({{2, 3}, {0, 4}, {0, 5}}, {{0, 4}, {0, 4}, {0, 5}}, {{2, 3}, {0, 4}, {0, 5}}, 1),
-            (std::vector<ByteRun>{{40, 0, 20}}));
+  EXPECT_EQ(
+      CopyRuns({{2, 3}, {0, 4}, {0, 5}}, {{0, 4}, {0, 4}, {0, 5}}, {{2, 3}, {0, 4}, {0, 5}}, 1),
+      (std::vector<ByteRun>{{40, 0, 20}}));
 }
 
 TEST(ForEachCopyRunTest, MatchesElementwiseCopyOnRandomBoxes) {
@@ -203,7 +211,8 @@ TEST(ForEachRunInByteRangeTest, HeaderExample) {
   EXPECT_EQ(RangeRuns({}, {}, 4, 0, 100), (std::vector<ByteRun>{{0, 0, 4}}));
   EXPECT_EQ(RangeRuns({}, {}, 4, 1, 3), (std::vector<ByteRun>{{1, 1, 2}}));
   // Whole trailing dimensions coalesce; the box is one run.
-  EXPECT_EQ(RangeRuns({4, 2, 3}, {{1, 3}, {0, 2}, {0, 3}}, 1, 0, 24), (std::vector<ByteRun>{{6, 0, 12}}));
+  EXPECT_EQ(RangeRuns({4, 2, 3}, {{1, 3}, {0, 2}, {0, 3}}, 1, 0, 24),
+            (std::vector<ByteRun>{{6, 0, 12}}));
 }
 
 TEST(ForEachRunInByteRangeTest, MatchesBruteForceOnRandomBoxesAndRanges) {
@@ -215,8 +224,9 @@ TEST(ForEachRunInByteRangeTest, MatchesBruteForceOnRandomBoxesAndRanges) {
     const int64_t total = NumElements(shape) * elem_size;
     int64_t begin = random.Uniform(-3, total + 3), end = random.Uniform(-3, total + 3);
     if (iter % 4 == 0) begin = 0, end = total;
-    SCOPED_TRACE(ShapeToString(shape) + " box " + BoxToString(box) + " bytes [" + std::to_string(begin) +
-                 ", " + std::to_string(end) + ") elem " + std::to_string(elem_size));
+    SCOPED_TRACE(ShapeToString(shape) + " box " + BoxToString(box) + " bytes [" +
+                 std::to_string(begin) + ", " + std::to_string(end) + ") elem " +
+                 std::to_string(elem_size));
 
     // Reference: global byte -> box byte for every byte of the box in range.
     std::vector<std::pair<int64_t, int64_t>> want;
@@ -253,9 +263,10 @@ TEST(ForEachRunInByteRangeTest, ChunkedCallsCoverTheBoxOnce) {
     std::vector<int> hits(BoxNumElements(box) * elem_size, 0);
     const int64_t chunk = random.Uniform(1, 64);
     for (int64_t begin = 0; begin < total; begin += chunk) {
-      ForEachRunInByteRange(shape, box, elem_size, begin, begin + chunk, [&](int64_t, int64_t b, int64_t n) {
-        for (int64_t k = 0; k < n; ++k) ++hits[b + k];
-      });
+      ForEachRunInByteRange(shape, box, elem_size, begin, begin + chunk,
+                            [&](int64_t, int64_t b, int64_t n) {
+                              for (int64_t k = 0; k < n; ++k) ++hits[b + k];
+                            });
     }
     for (int h : hits) ASSERT_EQ(h, 1);
   }
@@ -271,11 +282,12 @@ TEST(ForEachRunInByteRangeTest, CostIndependentOfRunsBeforeBegin) {
   int64_t calls = 0, bytes = 0;
   for (int rep = 0; rep < 16; ++rep) {
     const int64_t begin = total - (int64_t{1} << 20) * (rep + 1);
-    ForEachRunInByteRange(shape, box, 4, begin, begin + (int64_t{1} << 20), [&](int64_t g, int64_t b, int64_t n) {
-      ++calls;
-      bytes += n;
-      EXPECT_EQ((g - 4) / 16 * 8, b);
-    });
+    ForEachRunInByteRange(shape, box, 4, begin, begin + (int64_t{1} << 20),
+                          [&](int64_t g, int64_t b, int64_t n) {
+                            ++calls;
+                            bytes += n;
+                            EXPECT_EQ((g - 4) / 16 * 8, b);
+                          });
   }
   EXPECT_EQ(calls, 16 * (int64_t{1} << 16));
   EXPECT_EQ(bytes, 16 * (int64_t{1} << 19));

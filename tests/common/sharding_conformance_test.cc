@@ -98,7 +98,8 @@ std::vector<Case> ParseCases(const std::string& path) {
       shard.replica_id = std::stoll(f.at(2));
       for (size_t i = 3; i < f.size(); ++i) {
         const size_t colon = f[i].find(':');
-        shard.box.push_back({std::stoll(f[i].substr(0, colon)), std::stoll(f[i].substr(colon + 1))});
+        shard.box.push_back(
+            {std::stoll(f[i].substr(0, colon)), std::stoll(f[i].substr(colon + 1))});
       }
     } else if (tag == "end") {
       current = nullptr;
@@ -123,7 +124,8 @@ bool CheckCase(const Case& c) {
     mesh = *created;
   }
   absl::StatusOr<NamedSharding> sharding = NamedSharding::Create(mesh, c.spec);
-  const std::string where = mesh.DebugString() + " " + c.spec.ToString() + " shape " + ShapeToString(c.shape);
+  const std::string where =
+      mesh.DebugString() + " " + c.spec.ToString() + " shape " + ShapeToString(c.shape);
   if (c.error == "unknown_axis" || c.error == "duplicate_axis") {
     const char* want = c.error == "unknown_axis" ? "not found in mesh" : "duplicate entries";
     if (sharding.ok() || sharding.status().code() != absl::StatusCode::kInvalidArgument ||
@@ -139,7 +141,8 @@ bool CheckCase(const Case& c) {
   }
   absl::StatusOr<std::vector<ShardDomain>> domains = sharding->IndexDomains(c.shape);
   if (!c.error.empty()) {
-    const char* want = c.error == "rank" ? "only valid for values of rank at least" : "is not divisible by";
+    const char* want =
+        c.error == "rank" ? "only valid for values of rank at least" : "is not divisible by";
     if (c.error != "rank" && c.error != "indivisible") {
       ADD_FAILURE() << "unknown error kind " << c.error;
       return false;
@@ -164,12 +167,13 @@ bool CheckCase(const Case& c) {
   for (size_t i = 0; i < c.shards.size(); ++i) {
     const ShardDomain& got = (*domains)[i];
     const ExpectedShard& want = c.shards[i];
-    if (got.device_id != want.device_id || got.replica_id != want.replica_id || got.box != want.box ||
-        got.mesh_position != static_cast<int64_t>(i) || got.shard_shape != BoxShape(want.box) ||
-        got.partial_index != 0) {
+    if (got.device_id != want.device_id || got.replica_id != want.replica_id ||
+        got.box != want.box || got.mesh_position != static_cast<int64_t>(i) ||
+        got.shard_shape != BoxShape(want.box) || got.partial_index != 0) {
       ADD_FAILURE() << where << " position " << i << ": got device " << got.device_id << " replica "
-                    << got.replica_id << " box " << BoxToString(got.box) << "; JAX: device " << want.device_id
-                    << " replica " << want.replica_id << " box " << BoxToString(want.box);
+                    << got.replica_id << " box " << BoxToString(got.box) << "; JAX: device "
+                    << want.device_id << " replica " << want.replica_id << " box "
+                    << BoxToString(want.box);
       ok = false;
     }
   }
@@ -177,15 +181,16 @@ bool CheckCase(const Case& c) {
 }
 
 TEST(ShardingConformanceTest, MatchesJaxDevicesIndicesMap) {
-  const std::vector<Case> cases = ParseCases(std::string(PLACEMENT_TEST_DATA_DIR) + "/sharding_conformance.txt");
+  const std::vector<Case> cases =
+      ParseCases(std::string(PLACEMENT_TEST_DATA_DIR) + "/sharding_conformance.txt");
   int compared = 0, errors = 0, passed = 0;
   for (const Case& c : cases) {
     ++compared;
     if (!c.error.empty()) ++errors;
     if (CheckCase(c)) ++passed;
   }
-  std::cout << "compared " << compared << " JAX conformance cases (" << compared - errors << " index maps, "
-            << errors << " error cases); " << passed << " matched" << std::endl;
+  std::cout << "compared " << compared << " JAX conformance cases (" << compared - errors
+            << " index maps, " << errors << " error cases); " << passed << " matched" << std::endl;
   EXPECT_GE(compared, 250);
   EXPECT_EQ(passed, compared);
 }

@@ -35,8 +35,8 @@ Mesh Mesh2x4() { return MakeMesh({{"x", 2}, {"y", 4}}); }
 
 NamedSharding MustCreate(Mesh mesh, Spec dims, std::vector<std::string> partial = {},
                          ShardingMode mode = ShardingMode::kEven) {
-  absl::StatusOr<NamedSharding> s =
-      NamedSharding::Create(std::move(mesh), PartitionSpec{std::move(dims)}, std::move(partial), mode);
+  absl::StatusOr<NamedSharding> s = NamedSharding::Create(
+      std::move(mesh), PartitionSpec{std::move(dims)}, std::move(partial), mode);
   EXPECT_TRUE(s.ok()) << s.status();
   return *s;
 }
@@ -69,7 +69,8 @@ void ExpectDomains(const std::vector<ShardDomain>& got, const std::vector<Want>&
     SCOPED_TRACE(i);
     EXPECT_EQ(got[i].mesh_position, static_cast<int64_t>(i));
     EXPECT_EQ(got[i].device_id, want[i].device);
-    EXPECT_EQ(got[i].box, want[i].box) << BoxToString(got[i].box) << " vs " << BoxToString(want[i].box);
+    EXPECT_EQ(got[i].box, want[i].box)
+        << BoxToString(got[i].box) << " vs " << BoxToString(want[i].box);
     EXPECT_EQ(got[i].shard_shape, BoxShape(want[i].box));
     EXPECT_EQ(got[i].replica_id, want[i].replica);
     EXPECT_EQ(got[i].partial_index, want[i].partial);
@@ -103,16 +104,19 @@ TEST(NamedShardingTest, Accessors) {
 TEST(NamedShardingTest, CreateUnknownAxis) {
   ExpectInvalid(NamedSharding::Create(Mesh2x4(), {{{"z"}}}).status(),
                 {"'z'", "P('z')", "not found in mesh", "Mesh(x=2, y=4)", "('x', 'y')"});
-  ExpectInvalid(NamedSharding::Create(Mesh2x4(), {{{}, {"x", "w"}}}).status(), {"'w'", "not found in mesh"});
+  ExpectInvalid(NamedSharding::Create(Mesh2x4(), {{{}, {"x", "w"}}}).status(),
+                {"'w'", "not found in mesh"});
   ExpectInvalid(NamedSharding::Create(Mesh2x4(), {}, {"q"}).status(),
                 {"'q'", "partial_axes", "not found in mesh", "('x', 'y')"});
-  ExpectInvalid(NamedSharding::Create(Mesh::SingleDevice(0), {{{"x"}}}).status(), {"'x'", "Mesh()"});
+  ExpectInvalid(NamedSharding::Create(Mesh::SingleDevice(0), {{{"x"}}}).status(),
+                {"'x'", "Mesh()"});
 }
 
 TEST(NamedShardingTest, CreateAxisUsedTwice) {
   ExpectInvalid(NamedSharding::Create(Mesh2x4(), {{{"x"}, {"x"}}}).status(),
                 {"P('x', 'x')", "duplicate entries for 'x'"});
-  ExpectInvalid(NamedSharding::Create(Mesh2x4(), {{{"x", "x"}}}).status(), {"duplicate entries for 'x'"});
+  ExpectInvalid(NamedSharding::Create(Mesh2x4(), {{{"x", "x"}}}).status(),
+                {"duplicate entries for 'x'"});
   ExpectInvalid(NamedSharding::Create(Mesh2x4(), {{{"y", "x"}, {}, {"y"}}}).status(),
                 {"duplicate entries for 'y'"});
   ExpectInvalid(NamedSharding::Create(Mesh2x4(), {{{"x"}}}, {"y", "y"}).status(),
@@ -128,9 +132,10 @@ TEST(NamedShardingTest, CreateBadMode) {
 
 TEST(NamedShardingTest, ValidateForRank) {
   NamedSharding s = MustCreate(Mesh2x4(), {{"x"}, {}, {"y"}});
-  ExpectInvalid(s.ValidateFor({4, 4}),
-                {"NamedSharding(Mesh(x=2, y=4), P('x', None, 'y'))",
-                 "is only valid for values of rank at least 3, but was applied to a value of rank 2"});
+  ExpectInvalid(
+      s.ValidateFor({4, 4}),
+      {"NamedSharding(Mesh(x=2, y=4), P('x', None, 'y'))",
+       "is only valid for values of rank at least 3, but was applied to a value of rank 2"});
   ExpectInvalid(s.IndexDomains({4, 4}).status(), {"rank at least 3"});
   // Trailing None entries count, as in JAX.
   ExpectInvalid(MustCreate(Mesh2x4(), {{}}).ValidateFor({}), {"rank at least 1", "rank 0"});
@@ -141,13 +146,15 @@ TEST(NamedShardingTest, ValidateForRank) {
 TEST(NamedShardingTest, ValidateForIndivisible) {
   NamedSharding s = MustCreate(Mesh2x4(), {{"x"}, {"y"}});
   absl::Status status = s.ValidateFor({8, 6});
-  ExpectInvalid(status, {"dimension 1", "[8,6]", "size 6", "divisible by 4", "('y')", "SHARDING_MODE_PADDED"});
+  ExpectInvalid(status, {"dimension 1", "[8,6]", "size 6", "divisible by 4", "('y')",
+                         "SHARDING_MODE_PADDED"});
   ExpectInvalid(MustCreate(Mesh2x4(), {{"y", "x"}}).ValidateFor({12}),
                 {"dimension 0", "[12]", "size 12", "divisible by 8", "('y', 'x')"});
   ExpectInvalid(s.ValidateFor({3, 4}), {"dimension 0", "divisible by 2"});
   EXPECT_TRUE(s.ValidateFor({8, 8}).ok());
   EXPECT_TRUE(s.ValidateFor({0, 0}).ok());  // 0 is divisible by everything
-  EXPECT_TRUE(MustCreate(Mesh2x4(), {{"x"}, {"y"}}, {}, ShardingMode::kPadded).ValidateFor({8, 6}).ok());
+  EXPECT_TRUE(
+      MustCreate(Mesh2x4(), {{"x"}, {"y"}}, {}, ShardingMode::kPadded).ValidateFor({8, 6}).ok());
 }
 
 TEST(NamedShardingTest, ValidateForNegativeDimension) {
@@ -170,15 +177,14 @@ TEST(NamedShardingTest, WorkedExamplePaddedTwoAxes) {
 }
 
 TEST(NamedShardingTest, WorkedExampleTupleMostSignificantFirst) {
-  ExpectDomains(MustDomains(MustCreate(Mesh2x4(), {{"y", "x"}}), {8, 6}),
-                {{0, {{0, 1}, {0, 6}}},
-                 {1, {{2, 3}, {0, 6}}},
-                 {2, {{4, 5}, {0, 6}}},
-                 {3, {{6, 7}, {0, 6}}},
-                 {4, {{1, 2}, {0, 6}}},
-                 {5, {{3, 4}, {0, 6}}},
-                 {6, {{5, 6}, {0, 6}}},
-                 {7, {{7, 8}, {0, 6}}}});
+  ExpectDomains(MustDomains(MustCreate(Mesh2x4(), {{"y", "x"}}), {8, 6}), {{0, {{0, 1}, {0, 6}}},
+                                                                           {1, {{2, 3}, {0, 6}}},
+                                                                           {2, {{4, 5}, {0, 6}}},
+                                                                           {3, {{6, 7}, {0, 6}}},
+                                                                           {4, {{1, 2}, {0, 6}}},
+                                                                           {5, {{3, 4}, {0, 6}}},
+                                                                           {6, {{5, 6}, {0, 6}}},
+                                                                           {7, {{7, 8}, {0, 6}}}});
   // The other order: k = 4x + y is plain row-major.
   std::vector<ShardDomain> xy = MustDomains(MustCreate(Mesh2x4(), {{"x", "y"}}), {8, 6});
   for (int64_t p = 0; p < 8; ++p) EXPECT_EQ(xy[p].box[0], (IndexRange{p, p + 1}));
@@ -224,15 +230,14 @@ TEST(NamedShardingTest, PartialAxesInListedOrderWithReplication) {
 TEST(NamedShardingTest, CustomDeviceOrderFollowsMeshPositions) {
   // Same mesh as a JAX Mesh(np.array(devs)[[3,1,0,2,4,5,7,6]].reshape(2,4), ('x','y')).
   Mesh mesh = MakeMesh({{"x", 2}, {"y", 4}}, {3, 1, 0, 2, 4, 5, 7, 6});
-  ExpectDomains(MustDomains(MustCreate(mesh, {{"y", "x"}}), {8, 3}),
-                {{3, {{0, 1}, {0, 3}}},
-                 {1, {{2, 3}, {0, 3}}},
-                 {0, {{4, 5}, {0, 3}}},
-                 {2, {{6, 7}, {0, 3}}},
-                 {4, {{1, 2}, {0, 3}}},
-                 {5, {{3, 4}, {0, 3}}},
-                 {7, {{5, 6}, {0, 3}}},
-                 {6, {{7, 8}, {0, 3}}}});
+  ExpectDomains(MustDomains(MustCreate(mesh, {{"y", "x"}}), {8, 3}), {{3, {{0, 1}, {0, 3}}},
+                                                                      {1, {{2, 3}, {0, 3}}},
+                                                                      {0, {{4, 5}, {0, 3}}},
+                                                                      {2, {{6, 7}, {0, 3}}},
+                                                                      {4, {{1, 2}, {0, 3}}},
+                                                                      {5, {{3, 4}, {0, 3}}},
+                                                                      {7, {{5, 6}, {0, 3}}},
+                                                                      {6, {{7, 8}, {0, 3}}}});
   std::vector<ShardDomain> d = MustDomains(MustCreate(mesh, {{"x"}}), {8});
   const int64_t want_replica[8] = {0, 1, 2, 3, 0, 1, 2, 3};
   for (int p = 0; p < 8; ++p) EXPECT_EQ(d[p].replica_id, want_replica[p]);
@@ -269,16 +274,17 @@ TEST(NamedShardingTest, PaddedShortAndEmptyShards) {
   Mesh mesh = MakeMesh({{"d", 4}});
   NamedSharding s = MustCreate(mesh, {{"d"}}, {}, ShardingMode::kPadded);
   // ceil(5/4) = 2: [0,2) [2,4) [4,5) [5,5).
-  ExpectDomains(MustDomains(s, {5, 2}), {{0, {{0, 2}, {0, 2}}},
-                                         {1, {{2, 4}, {0, 2}}},
-                                         {2, {{4, 5}, {0, 2}}},
-                                         {3, {{5, 5}, {0, 2}}}});
+  ExpectDomains(
+      MustDomains(s, {5, 2}),
+      {{0, {{0, 2}, {0, 2}}}, {1, {{2, 4}, {0, 2}}}, {2, {{4, 5}, {0, 2}}}, {3, {{5, 5}, {0, 2}}}});
   // ceil(1/4) = 1: three empty shards, which count as replicas of each other.
-  ExpectDomains(MustDomains(s, {1}), {{0, {{0, 1}}, 0}, {1, {{1, 1}}, 0}, {2, {{1, 1}}, 1}, {3, {{1, 1}}, 2}});
+  ExpectDomains(MustDomains(s, {1}),
+                {{0, {{0, 1}}, 0}, {1, {{1, 1}}, 0}, {2, {{1, 1}}, 1}, {3, {{1, 1}}, 2}});
   // Divisible shapes are identical in both modes.
   EXPECT_EQ(MustDomains(s, {8, 3}), MustDomains(MustCreate(mesh, {{"d"}}), {8, 3}));
   // Zero-size dimension.
-  ExpectDomains(MustDomains(s, {0}), {{0, {{0, 0}}, 0}, {1, {{0, 0}}, 1}, {2, {{0, 0}}, 2}, {3, {{0, 0}}, 3}});
+  ExpectDomains(MustDomains(s, {0}),
+                {{0, {{0, 0}}, 0}, {1, {{0, 0}}, 1}, {2, {{0, 0}}, 2}, {3, {{0, 0}}, 3}});
 }
 
 TEST(NamedShardingTest, ZeroSizeDimensionEvenMode) {
@@ -312,7 +318,8 @@ TEST(NamedShardingTest, IsFullyReplicated) {
 }
 
 TEST(NamedShardingTest, ToStringAndEquality) {
-  EXPECT_EQ(MustCreate(MakeMesh({{"data", 8}}), {{"data"}}).ToString(), "NamedSharding(Mesh(data=8), P('data'))");
+  EXPECT_EQ(MustCreate(MakeMesh({{"data", 8}}), {{"data"}}).ToString(),
+            "NamedSharding(Mesh(data=8), P('data'))");
   EXPECT_EQ(MustCreate(Mesh2x4(), {{"x"}, {}}, {"y"}, ShardingMode::kPadded).ToString(),
             "NamedSharding(Mesh(x=2, y=4), P('x', None), partial=('y'), mode=padded)");
   NamedSharding a = MustCreate(Mesh2x4(), {{"x"}});
@@ -330,8 +337,10 @@ TEST(NamedShardingTest, ToStringAndEquality) {
 TEST(NamedShardingTest, RandomShardingsTileTheArray) {
   std::mt19937 rng(1234);
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  const std::vector<std::vector<MeshAxis>> meshes = {
-      {{"a", 2}, {"b", 3}, {"c", 2}}, {{"a", 4}, {"b", 1}, {"c", 2}}, {{"a", 6}}, {{"a", 1}, {"b", 5}, {"c", 1}}};
+  const std::vector<std::vector<MeshAxis>> meshes = {{{"a", 2}, {"b", 3}, {"c", 2}},
+                                                     {{"a", 4}, {"b", 1}, {"c", 2}},
+                                                     {{"a", 6}},
+                                                     {{"a", 1}, {"b", 5}, {"c", 1}}};
   for (int iter = 0; iter < 200; ++iter) {
     Mesh mesh = MakeMesh(meshes[iter % meshes.size()]);
     std::vector<std::string> names = mesh.AxisNames();
@@ -348,7 +357,8 @@ TEST(NamedShardingTest, RandomShardingsTileTheArray) {
     NamedSharding s = MustCreate(mesh, dims, partial, mode);
     Shape shape(rank);
     for (int d = 0; d < rank; ++d) {
-      shape[d] = mode == ShardingMode::kPadded ? uniform(0, 9) : s.NumShardsAlong(d) * uniform(0, 3);
+      shape[d] =
+          mode == ShardingMode::kPadded ? uniform(0, 9) : s.NumShardsAlong(d) * uniform(0, 3);
     }
     SCOPED_TRACE(s.ToString() + " shape " + ShapeToString(shape));
     std::vector<ShardDomain> domains = MustDomains(s, shape);

@@ -1,0 +1,105 @@
+// ListDevices round-trip latency through the daemon's full stack (gate,
+// interceptor, handler, inventory) against a bare gRPC echo service started
+// in the same process on the same transport. Prints p50/p99 and the ratios.
+//
+//   build/bin/device_latency_bench [--iterations=20000] [--transport=tcp|unix|both]
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "bench/bench_util.h"
+#include "placement/client/client.h"
+#include "server/daemon.h"
+#include "server/logging.h"
+
+ABSL_FLAG(int, iterations, 20000, "Timed round trips per service.");
+ABSL_FLAG(int, warmup, 2000, "Untimed round trips first.");
+ABSL_FLAG(std::string, transport, "both", "tcp, unix or both.");
+
+namespace placement::bench {
+namespace {
+
+template <typename Fn>
+std::vector<absl::Duration> Time(int warmup, int iterations, Fn&& call) {
+  for (int i = 0; i < warmup; ++i) call();
+  std::vector<absl::Duration> samples;
+  samples.reserve(iterations);
+  for (int i = 0; i < iterations; ++i) {
+    absl::Time start = absl::Now();
+    call();
+    samples.push_back(absl::Now() - start);
+  }
+  return samples;
+}
+
+int Run(const std::string& transport) {
+  std::string dir = std::filesystem::temp_directory_path() / absl::StrCat("placement-bench-", getpid());
+  std::filesystem::create_directories(dir);
+  const bool is_unix = transport == "unix";
+  server::DaemonConfig config;
+  config.listen = is_unix ? absl::StrCat("unix:", dir, "/placementd.sock") : "127.0.0.1:0";
+  config.backend.kind = "cpu";
+  auto daemon = server::Daemon::Start(config);
+  if (!daemon.ok()) {
+    std::fprintf(stderr, "daemon: %s\n", daemon.status().ToString().c_str());
+    return 1;
+  }
+  EchoServiceImpl echo_service;
+  std::string echo_address;
+  auto echo_server = StartEchoServer(
+      &echo_service, is_unix ? absl::StrCat("unix:", dir, "/echo.sock") : "127.0.0.1:0",
+      &echo_address);
+
+  auto client = client::Client::Connect((*daemon)->address());
+  if (!client.ok()) return 1;
+  auto echo_channel = grpc::CreateChannel(echo_address, grpc::InsecureChannelCredentials());
+  auto echo_stub = v1::EchoService::NewStub(echo_channel);
+
+  const int warmup = absl::GetFlag(FLAGS_warmup);
+  const int iterations = absl::GetFlag(FLAGS_iterations);
+  int errors = 0;
+  // Interleave the two so that machine noise hits both alike.
+  std::vector<absl::Duration> ours, bare;
+  for (int round = 0; round < 4; ++round) {
+    auto a = Time(warmup / 4, iterations / 4, [&] {
+      if (!(*client)->ListDevices().ok()) ++errors;
+    });
+    auto b = Time(warmup / 4, iterations / 4, [&] {
+      grpc::ClientContext context;
+      v1::EchoMessage request, response;
+      if (!echo_stub->Echo(&context, request, &response).ok()) ++errors;
+    });
+    ours.insert(ours.end(), a.begin(), a.end());
+    bare.insert(bare.end(), b.begin(), b.end());
+  }
+  LatencySummary o = Summarize(ours), e = Summarize(bare);
+  std::printf("transport=%s iterations=%d errors=%d\n", transport.c_str(), iterations, errors);
+  std::printf("  ListDevices (8 cpu devices): p50 %s  p99 %s  mean %s\n", Micros(o.p50).c_str(),
+              Micros(o.p99).c_str(), Micros(o.mean).c_str());
+  std::printf("  bare gRPC echo:              p50 %s  p99 %s  mean %s\n", Micros(e.p50).c_str(),
+              Micros(e.p99).c_str(), Micros(e.mean).c_str());
+  std::printf("  ratio ListDevices / echo:    p50 %.2f  p99 %.2f\n",
+              absl::FDivDuration(o.p50, e.p50), absl::FDivDuration(o.p99, e.p99));
+  echo_server->Shutdown();
+  (*daemon)->Drain();
+  std::filesystem::remove_all(dir);
+  return errors == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace placement::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  placement::server::SetLogLevel(placement::server::LogLevel::kWarning);
+  std::string transport = absl::GetFlag(FLAGS_transport);
+  int rc = 0;
+  if (transport == "tcp" || transport == "both") rc |= placement::bench::Run("tcp");
+  if (transport == "unix" || transport == "both") rc |= placement::bench::Run("unix");
+  return rc;
+}

@@ -1,0 +1,306 @@
+// placementd as a process: device RPCs over real gRPC, startup errors with
+// exit codes, drain on SIGTERM, unix sockets, metrics.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "placement/client/client.h"
+#include "placement/client/device_placement.h"
+#include "tests/testing/daemon_process.h"
+
+namespace placement {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::DaemonOptions;
+using testing::DaemonProcess;
+
+std::unique_ptr<DaemonProcess> StartDaemon(DaemonOptions options = {}) {
+  auto daemon = DaemonProcess::Start(options);
+  EXPECT_TRUE(daemon.ok()) << daemon.status();
+  return daemon.ok() ? std::move(*daemon) : nullptr;
+}
+
+TEST(DaemonTest, ListsEightCpuDevicesByDefault) {
+  auto daemon = StartDaemon();
+  ASSERT_NE(daemon, nullptr);
+  auto client = daemon->Connect();
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto devices = (*client)->ListDevices();
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  ASSERT_EQ(devices->size(), 8u);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ((*devices)[i].id(), i);
+    EXPECT_EQ((*devices)[i].platform(), "cpu");
+    EXPECT_EQ((*devices)[i].hardware_type(), v1::HARDWARE_TYPE_CPU);
+    EXPECT_EQ((*devices)[i].memory_in_use_bytes(), 0);
+    EXPECT_GT((*devices)[i].memory_limit_bytes(), 0);
+  }
+  EXPECT_EQ(daemon->Stop(SIGTERM), 0);
+}
+
+TEST(DaemonTest, DeviceInfoHasTheSeedsKeys) {
+  auto daemon = StartDaemon({.extra_flags = {"--cpu_devices=4", "--cpu_device_memory=65536"}});
+  ASSERT_NE(daemon, nullptr);
+  auto client = std::move(*daemon->Connect());
+  auto info = client->GetDeviceInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->num_devices(), 4);
+  EXPECT_EQ(info->hardware_type_name(), "cpu");
+  EXPECT_THAT(info->platforms(), ::testing::ElementsAre("cpu"));
+  EXPECT_THAT(info->device_kinds(), ::testing::ElementsAre("cpu"));
+  ASSERT_EQ(info->devices_size(), 4);
+  EXPECT_EQ(info->devices(3).id(), 3);
+  auto devices = client->ListDevices();
+  EXPECT_EQ((*devices)[0].memory_limit_bytes(), 65536);
+
+  auto placement = client::DevicePlacement::Create(client.get());
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  EXPECT_EQ(placement->hardware_type(), "cpu");
+  EXPECT_EQ(placement->num_devices(), 4);
+  EXPECT_EQ(placement->default_device(), 0);
+  EXPECT_EQ(client::DevicePlacement::Create(client.get(), 9).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(DaemonTest, BatchSizeRecommendationsForEveryHardware) {
+  auto daemon = StartDaemon();
+  ASSERT_NE(daemon, nullptr);
+  auto client = std::move(*daemon->Connect());
+  auto detected = client->GetBatchSizeRecommendation();
+  ASSERT_TRUE(detected.ok());
+  EXPECT_EQ(detected->hardware_type_name(), "cpu");
+  EXPECT_EQ(detected->min_batch_size(), 1);
+  EXPECT_EQ(detected->optimal_batch_size(), 32);
+  EXPECT_EQ(detected->critical_batch_size(), 16);
+  EXPECT_FALSE(detected->has_max_memory_batch_size());
+  EXPECT_FALSE(detected->has_roofline());
+
+  struct Expect {
+    std::string name;
+    int64_t min, optimal, critical;
+    bool roofline;
+  };
+  for (const Expect& e : std::vector<Expect>{{"tpu_v5e", 64, 256, 240, true},
+                                             {"tpu_v5p", 128, 512, 480, true},
+                                             {"tpu_v4", 64, 256, 192, true},
+                                             {"h100", 64, 320, 298, true},
+                                             {"a100", 32, 256, 240, true},
+                                             {"v100", 16, 128, 96, true},
+                                             {"cpu", 1, 32, 16, false},
+                                             {"unknown", 32, 128, 64, false},
+                                             {"h200", 32, 128, 64, true},
+                                             {"b200", 32, 128, 64, true}}) {
+    auto rec = client->GetBatchSizeRecommendation(e.name);
+    ASSERT_TRUE(rec.ok()) << e.name << ": " << rec.status();
+    EXPECT_EQ(rec->hardware_type_name(), e.name);
+    EXPECT_EQ(rec->min_batch_size(), e.min) << e.name;
+    EXPECT_EQ(rec->optimal_batch_size(), e.optimal) << e.name;
+    EXPECT_EQ(rec->critical_batch_size(), e.critical) << e.name;
+    EXPECT_EQ(rec->has_roofline(), e.roofline) << e.name;
+  }
+  auto h100 = client->GetBatchSizeRecommendation("h100");
+  EXPECT_NEAR(h100->roofline().critical_batch_size(), 295.2, 0.1);
+
+  auto bad = client->GetBatchSizeRecommendation("tpu_v9");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("accepted values: tpu_v5e"));
+  // The daemon keeps serving after bad input.
+  EXPECT_TRUE(client->ListDevices().ok());
+}
+
+TEST(DaemonTest, ValidateBatchSizeFollowsTheSeed) {
+  auto daemon = StartDaemon();
+  ASSERT_NE(daemon, nullptr);
+  auto client = std::move(*daemon->Connect());
+  auto zero = client->ValidateBatchSize(0);
+  ASSERT_TRUE(zero.ok());
+  EXPECT_FALSE(zero->valid());
+  EXPECT_EQ(zero->message(),
+            "Batch size 0 is below minimum recommended 1 for cpu. Performance will be "
+            "significantly degraded.");
+  auto negative = client->ValidateBatchSize(-8, true, "h100");
+  EXPECT_FALSE(negative->valid());
+  EXPECT_THAT(negative->message(), HasSubstr("below minimum recommended 64 for h100"));
+  auto optimal = client->ValidateBatchSize(512, true, "h100");
+  EXPECT_TRUE(optimal->valid());
+  EXPECT_EQ(optimal->message(), "Batch size 512 is optimal for h100.");
+  auto quiet = client->ValidateBatchSize(100, false, "h100");
+  EXPECT_EQ(quiet->message(), "Batch size 100 is acceptable for h100.");
+  auto uneven = client->ValidateBatchSize(33);
+  ASSERT_EQ(uneven->warnings_size(), 1);
+  EXPECT_THAT(uneven->warnings(0), HasSubstr("not divisible by the 8"));
+  EXPECT_EQ(client->ValidateBatchSize(64, true, "nope").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DaemonTest, StatusReportsBackendAndUptime) {
+  auto daemon = StartDaemon();
+  ASSERT_NE(daemon, nullptr);
+  auto client = std::move(*daemon->Connect());
+  auto status = client->GetStatus();
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->backend(), "cpu");
+  EXPECT_EQ(status->num_devices(), 8);
+  EXPECT_EQ(status->listen_address(), daemon->address());
+  EXPECT_EQ(status->instance_id().size(), 16u);
+  EXPECT_TRUE(status->serving());
+  EXPECT_FALSE(status->version().empty());
+}
+
+TEST(DaemonTest, ServesOnAUnixSocket) {
+  auto daemon = StartDaemon({.unix_socket = true});
+  ASSERT_NE(daemon, nullptr);
+  EXPECT_THAT(daemon->address(), ::testing::StartsWith("unix:/"));
+  auto client = daemon->Connect();
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->ListDevices()->size(), 8u);
+  EXPECT_EQ(daemon->Stop(SIGINT), 0);
+}
+
+TEST(DaemonTest, SigtermDrainsAndExitsZero) {
+  auto daemon = StartDaemon();
+  ASSERT_NE(daemon, nullptr);
+  ASSERT_TRUE((*daemon->Connect())->ListDevices().ok());
+  EXPECT_EQ(daemon->Stop(SIGTERM), 0);
+  EXPECT_THAT(daemon->Stderr(), HasSubstr("received SIGTERM; draining"));
+  EXPECT_THAT(daemon->Stderr(), HasSubstr("drained; stopped serving"));
+}
+
+TEST(DaemonTest, AutoBackendFallsBackToCpuWithOneClearLogLine) {
+  auto daemon = StartDaemon({.extra_flags = {"--backend=auto"}});
+  ASSERT_NE(daemon, nullptr);
+  auto status = (*daemon->Connect())->GetStatus();
+  ASSERT_TRUE(status.ok());
+  if (status->backend() == "cuda") GTEST_SKIP() << "a GPU is present";
+  EXPECT_THAT(daemon->Stderr(), HasSubstr("falling back to 8 CPU virtual devices"));
+  EXPECT_THAT(status->backend_note(), HasSubstr("no usable GPU"));
+}
+
+TEST(DaemonStartupTest, BadFlagsFailWithClearMessages) {
+  struct Case {
+    std::vector<std::string> flags;
+    int exit_code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--listen=localhost"}, 2, "--listen='localhost' is invalid: missing ':port'"},
+      {{"--listen=127.0.0.1:99999"}, 2, "the port must be in [0, 65535]"},
+      {{"--listen=127.0.0.1:0", "--backend=cpu", "--cpu_devices=0"}, 2, "cpu_devices must be in [1, 1024], got 0"},
+      {{"--listen=127.0.0.1:0", "--backend=tpu"}, 2, "--backend must be auto, cpu or cuda"},
+      {{"--listen=127.0.0.1:0", "--log_level=loud"}, 2, "--log_level must be"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {testing::PlacementdBinary()};
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    auto result = testing::RunCommand(argv);
+    EXPECT_EQ(result.exit_code, c.exit_code) << c.flags[0] << "\n" << result.err;
+    EXPECT_THAT(result.err, HasSubstr(c.message)) << c.flags[0];
+  }
+}
+
+TEST(DaemonStartupTest, CudaBackendWithoutGpuExitsNonZero) {
+  auto result = testing::RunCommand(
+      {testing::PlacementdBinary(), "--listen=127.0.0.1:0", "--backend=cuda"}, absl::Seconds(60));
+  if (result.exit_code == -1) GTEST_SKIP() << "daemon started: a GPU is present";
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("--backend=cuda but no GPU is usable"));
+}
+
+TEST(DaemonStartupTest, PortInUseIsAClearError) {
+  auto first = StartDaemon();
+  ASSERT_NE(first, nullptr);
+  auto result = testing::RunCommand(
+      {testing::PlacementdBinary(), "--backend=cpu", "--listen=" + first->address()});
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("cannot listen on " + first->address()));
+  EXPECT_THAT(result.err, HasSubstr("already in use"));
+  // The first daemon is unaffected.
+  EXPECT_TRUE((*first->Connect())->ListDevices().ok());
+}
+
+TEST(DaemonStartupTest, LiveUnixSocketIsNotStolen) {
+  auto first = StartDaemon({.unix_socket = true});
+  ASSERT_NE(first, nullptr);
+  auto result = testing::RunCommand(
+      {testing::PlacementdBinary(), "--backend=cpu", "--listen=" + first->address()});
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("already in use by a running server"));
+  EXPECT_TRUE((*first->Connect())->ListDevices().ok());
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    std::string request = "GET " + path + " HTTP/1.0\r\n\r\n";
+    send(fd, request.data(), request.size(), 0);
+    char buf[4096];
+    for (int i = 0; i < 10000; ++i) {
+      ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      response.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return response;
+}
+
+TEST(DaemonTest, ExportsPrometheusMetrics) {
+  // Pick a free port for metrics by binding and releasing one.
+  int probe = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  close(probe);
+  auto daemon =
+      StartDaemon({.extra_flags = {"--metrics_listen=127.0.0.1:" + std::to_string(port)}});
+  ASSERT_NE(daemon, nullptr);
+  auto client = std::move(*daemon->Connect());
+  ASSERT_TRUE(client->ListDevices().ok());
+  EXPECT_FALSE(client->GetBatchSizeRecommendation("zzz").ok());
+  std::string text = HttpGet(port, "/metrics");
+  EXPECT_THAT(text, HasSubstr("placementd_rpcs_total{method=\"/placement.v1.DeviceService/ListDevices\",code=\"OK\"} 1"));
+  EXPECT_THAT(text, HasSubstr("code=\"INVALID_ARGUMENT\"} 1"));
+  EXPECT_THAT(text, HasSubstr("placementd_device_memory_in_use_bytes{device=\"7\",platform=\"cpu\"} 0"));
+  EXPECT_THAT(HttpGet(port, "/healthz"), HasSubstr("200 OK"));
+}
+
+TEST(DaemonTest, ConcurrentClients) {
+  auto daemon = StartDaemon();
+  ASSERT_NE(daemon, nullptr);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&] {
+      auto client = daemon->Connect();
+      if (!client.ok()) {
+        failures++;
+        return;
+      }
+      for (int i = 0; i < 25; ++i) {
+        if (!(*client)->ListDevices().ok()) failures++;
+        if (!(*client)->ValidateBatchSize(i).ok()) failures++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+}  // namespace
+}  // namespace placement
