@@ -1,12 +1,72 @@
 #include "server/service_set.h"
 
+#include <utility>
+
+#include "server/collective/collective_service_core.h"
+#include "server/collective/engine_factory.h"
+#include "server/collective/local/worker_pool.h"
+#include "server/mesh/mesh_registry.h"
+#include "server/prefetch/prefetch_manager.h"
+#include "server/service/collective_handler.h"
+#include "server/service/mesh_handler.h"
+#include "server/service/prefetch_handler.h"
+#include "server/service/tensor_handler.h"
+#include "server/tensor/tensor_ops.h"
+#include "server/tensor/tensor_store.h"
+
 namespace placement::server {
 
+namespace {
+
+// Scrape-time gauges for meshes and tensors.
+void AddMeshAndTensorMetrics(Metrics* metrics, MeshRegistry* meshes, TensorStore* tensors) {
+  if (metrics == nullptr) return;
+  metrics->Describe("placementd_meshes", "gauge", "Registered meshes.");
+  metrics->Describe("placementd_tensors", "gauge", "Tensors held by the daemon.");
+  metrics->Describe("placementd_tensor_device_bytes", "gauge",
+                    "Device bytes held by tensors, over all shards.");
+  metrics->AddCollector([meshes, tensors](std::vector<GaugeSample>* out) {
+    int64_t bytes = 0;
+    std::vector<std::shared_ptr<const Tensor>> all = tensors->List();
+    for (const auto& tensor : all) bytes += tensor->device_bytes();
+    out->push_back({"placementd_meshes", {}, static_cast<double>(meshes->size())});
+    out->push_back({"placementd_tensors", {}, static_cast<double>(all.size())});
+    out->push_back({"placementd_tensor_device_bytes", {}, static_cast<double>(bytes)});
+  });
+}
+
+}  // namespace
+
+// Components first, handlers after them: members are destroyed in reverse
+// order, so handlers go before the components they call. Each data-plane
+// family adds its block here (component, handler, registration, counts).
 struct ServiceSet::Impl {
   DeviceInventory* inventory = nullptr;
   CallGate* gate = nullptr;
   Metrics* metrics = nullptr;
   ServiceSetOptions options;
+
+  // Meshes and tensors.
+  std::unique_ptr<MeshRegistry> mesh_registry;
+  std::unique_ptr<TensorStore> tensor_store;
+  std::unique_ptr<TensorOps> tensor_ops;
+  std::unique_ptr<MeshHandler> mesh_handler;
+  std::unique_ptr<TensorHandler> tensor_handler;
+
+  // Collectives: the engine for the backend, the core over the tensor store,
+  // the pool that runs collective RPCs off the gRPC threads, the handler.
+  std::unique_ptr<CollectiveEngine> collective_engine;
+  std::unique_ptr<CollectiveServiceCore> collective_core;
+  std::unique_ptr<WorkerPool> collective_dispatch;
+  std::unique_ptr<CollectiveHandler> collective_handler;
+
+  // Prefetch: open streams over the tensor ops, and their handler.
+  std::unique_ptr<PrefetchManager> prefetch_manager;
+  std::unique_ptr<PrefetchHandler> prefetch_handler;
+
+  MeshRegistry* meshes() const { return mesh_registry.get(); }
+  TensorStore* tensors() const { return tensor_store.get(); }
+  TensorOps* ops() const { return tensor_ops.get(); }
 };
 
 ServiceSet::ServiceSet(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -20,13 +80,54 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(DeviceInventory* 
   impl->gate = gate;
   impl->metrics = metrics;
   impl->options = options;
+
+  impl->mesh_registry = std::make_unique<MeshRegistry>(inventory);
+  TensorStoreOptions store_options;
+  store_options.max_bytes_per_owner = options.max_tensor_bytes_per_owner;
+  impl->tensor_store = std::make_unique<TensorStore>(inventory->backend(), store_options);
+  impl->tensor_ops = std::make_unique<TensorOps>(impl->tensors(), impl->meshes());
+  impl->mesh_handler = std::make_unique<MeshHandler>(impl->meshes(), impl->ops(), gate);
+  impl->tensor_handler = std::make_unique<TensorHandler>(impl->ops(), gate);
+  AddMeshAndTensorMetrics(metrics, impl->meshes(), impl->tensors());
+
+  absl::StatusOr<std::unique_ptr<CollectiveEngine>> engine =
+      CreateCollectiveEngine(inventory->backend());
+  if (!engine.ok()) return engine.status();
+  impl->collective_engine = std::move(*engine);
+  impl->collective_core =
+      std::make_unique<CollectiveServiceCore>(impl->tensors(), impl->collective_engine.get());
+  // Collective RPCs wait on their engine call; 8 of them may do so at once,
+  // more queue (the engine's own pool does the work).
+  impl->collective_dispatch = std::make_unique<WorkerPool>(8);
+  impl->collective_handler = std::make_unique<CollectiveHandler>(
+      impl->collective_core.get(), impl->collective_dispatch.get(), gate);
+
+  impl->prefetch_manager = std::make_unique<PrefetchManager>(impl->ops(), metrics);
+  impl->prefetch_handler = std::make_unique<PrefetchHandler>(impl->prefetch_manager.get(), gate);
+
   return std::unique_ptr<ServiceSet>(new ServiceSet(std::move(impl)));
 }
 
-void ServiceSet::Register(grpc::ServerBuilder* /*builder*/) {}
+void ServiceSet::Register(grpc::ServerBuilder* builder) {
+  builder->RegisterService(impl_->mesh_handler.get());
+  builder->RegisterService(impl_->tensor_handler.get());
+  builder->RegisterService(impl_->collective_handler.get());
+  builder->RegisterService(impl_->prefetch_handler.get());
+}
 
-DaemonCounts ServiceSet::counts() const { return DaemonCounts{}; }
+DaemonCounts ServiceSet::counts() const {
+  DaemonCounts counts;
+  MeshRegistry* meshes = impl_->meshes();
+  TensorStore* tensors = impl_->tensors();
+  counts.meshes = [meshes] { return meshes->size(); };
+  counts.tensors = [tensors] { return tensors->size(); };
+  return counts;
+}
 
-void ServiceSet::StartShutdown() {}
+void ServiceSet::StartShutdown() {
+  // Open prefetch streams never end by themselves: free their batches and
+  // finish them with UNAVAILABLE.
+  impl_->prefetch_manager->StartShutdown();
+}
 
 }  // namespace placement::server

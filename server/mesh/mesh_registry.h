@@ -1,5 +1,8 @@
 // MeshRegistry: named device meshes (JAX Mesh; seed DeviceMeshManager),
-// validated against the devices the daemon owns.
+// validated against the devices the daemon owns. Meshes are immutable values
+// once registered; the registry owns the id -> mesh map. Whether tensors
+// still use a mesh is the TensorStore's business (see DeleteMeshAndTensors
+// in server/tensor/mesh_tensors.h).
 //
 // Thread-safe.
 #ifndef PLACEMENT_SERVER_MESH_MESH_REGISTRY_H_
@@ -14,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/mesh.h"
 #include "server/device/device_inventory.h"
+#include "server/mesh/mesh_presets.h"
 
 namespace placement::server {
 
@@ -34,11 +38,19 @@ class MeshRegistry {
   // devices but only 8 available." ALREADY_EXISTS: id taken.
   absl::StatusOr<RegisteredMesh> Create(std::string id, std::vector<MeshAxis> axes,
                                         std::vector<int64_t> device_ids);
+  // Create over PresetAxes(preset, n), where n ("all devices") is
+  // device_ids.size() when device ids are given, else every device.
+  absl::StatusOr<RegisteredMesh> CreateFromPreset(std::string id, const MeshPreset& preset,
+                                                  std::vector<int64_t> device_ids);
   // NOT_FOUND: "mesh 'x' does not exist".
   absl::StatusOr<RegisteredMesh> Get(const std::string& id) const;
   std::vector<RegisteredMesh> List() const;  // by id
+  // NOT_FOUND for unknown ids.
   absl::Status Delete(const std::string& id);
   int64_t size() const;
+  // Every device id the daemon owns, in TopologyOrder.
+  std::vector<int64_t> TopologyOrderedDevices() const;
+  const DeviceInventory* inventory() const { return inventory_; }
 
  private:
   const DeviceInventory* inventory_;

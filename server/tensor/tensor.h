@@ -37,6 +37,12 @@ struct Tensor {
   // device, or a "replica" mesh over explicit device ids).
   std::string mesh_id;
   std::vector<Shard> shards;  // one per mesh device, in mesh (row-major) order
+  // placement.v1.ReduceOp value combining the partial contributions when the
+  // sharding has partial axes (0 = unspecified / none).
+  int32_t partial_op = 0;
+  // The owner-quota charge for this tensor's device bytes (TensorStore);
+  // released when the Tensor is destroyed. Null when uncharged.
+  std::shared_ptr<void> quota_charge;
 
   int64_t logical_bytes() const { return ByteSize(dtype, shape); }
   int64_t device_bytes() const {

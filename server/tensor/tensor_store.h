@@ -6,6 +6,10 @@
 // Delete removes a tensor from the store at once, and its device memory is
 // freed as soon as no running operation holds it (immediately when idle).
 //
+// Ids are "t-" followed by 32 random hex digits. The store keeps committed
+// tensors only; tensors being written (uploads, reshards) are owned by the
+// operation until Commit, and destroying them frees their memory.
+//
 // Thread-safe.
 #ifndef PLACEMENT_SERVER_TENSOR_TENSOR_STORE_H_
 #define PLACEMENT_SERVER_TENSOR_TENSOR_STORE_H_
@@ -16,9 +20,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/device/device_backend.h"
+#include "server/tensor/owner_quota.h"
 #include "server/tensor/tensor.h"
 
 namespace placement::server {
@@ -54,6 +60,9 @@ class TensorStore {
 
   // NOT_FOUND: "tensor 't-…' does not exist".
   absl::StatusOr<std::shared_ptr<const Tensor>> Get(const std::string& id) const;
+  // Get for every id, in order; NOT_FOUND names the first unknown id.
+  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> GetMany(
+      const std::vector<std::string>& ids) const;
 
   // Removes every id or none: NOT_FOUND names the first unknown id. Returns
   // the device bytes released.
@@ -63,7 +72,12 @@ class TensorStore {
   // caller (in-place collectives, donation). NOT_FOUND for unknown ids;
   // FAILED_PRECONDITION while another operation still holds it.
   absl::StatusOr<std::unique_ptr<Tensor>> TakeForDonation(const std::string& id);
+  // TakeForDonation for every id, all or nothing: on error no tensor leaves
+  // the store. INVALID_ARGUMENT for a repeated id.
+  absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> TakeAllForDonation(
+      const std::vector<std::string>& ids);
 
+  // Sorted by name, then id.
   std::vector<std::shared_ptr<const Tensor>> List(const TensorFilter& filter = {}) const;
   int64_t size() const;
   int64_t CountUsingMesh(const std::string& mesh_id) const;
@@ -75,8 +89,10 @@ class TensorStore {
  private:
   DeviceBackend* backend_;
   TensorStoreOptions options_;
+  std::shared_ptr<OwnerQuota> quota_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Tensor>> tensors_ ABSL_GUARDED_BY(mu_);
+  absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace placement::server

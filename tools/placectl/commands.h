@@ -24,6 +24,15 @@ int RunBatchSize(const client::Client& client, const GlobalOptions& options, con
 int RunValidateBatchSize(const client::Client& client, const GlobalOptions& options,
                          const Args& args);
 
+// `mesh create|ls|info|rm` and `tensor put|get|ls|describe|rm|place`; args[0]
+// is the subcommand. Flags they define (reuse with ABSL_DECLARE_FLAG rather
+// than defining them again): mesh_commands.cc --mesh_id --devices --preset
+// --num_devices --axis_name --data_parallel --model_parallel --data_axis
+// --model_axis --force; tensor_commands.cc --name --device --mesh --spec
+// --padded --replicated --donate --name_prefix --chunk_bytes.
+int RunMesh(const client::Client& client, const GlobalOptions& options, const Args& args);
+int RunTensor(const client::Client& client, const GlobalOptions& options, const Args& args);
+
 }  // namespace placement::placectl
 
 #endif  // PLACEMENT_TOOLS_PLACECTL_COMMANDS_H_

@@ -25,7 +25,16 @@ constexpr char kUsage[] =
     "  info                            get_device_info()\n"
     "  status                          daemon version, backend, uptime\n"
     "  batch-size [--hardware=h100]    batch-size recommendation\n"
-    "  validate-batch-size N           validate_batch_size(N)\n";
+    "  validate-batch-size N           validate_batch_size(N)\n"
+    "  mesh create NAME=SIZE[,...]     create a mesh [--mesh_id=ID] [--devices=0,1,...]\n"
+    "  mesh create --preset=data|model|hybrid   preset meshes (see docs/placectl.md)\n"
+    "  mesh ls | info ID | rm ID [--force]\n"
+    "  tensor put FILE.npy             upload [--name=N] [--device=D | --mesh=ID --spec=S |\n"
+    "                                  --replicated=MESH]\n"
+    "  tensor get ID FILE.npy          download [--device=D: one shard]\n"
+    "  tensor ls | describe ID | rm ID...\n"
+    "  tensor place ID                 (--device=D | --mesh=ID --spec=S | --replicated=MESH)\n"
+    "                                  [--donate] [--name=N]\n";
 
 }  // namespace
 
@@ -47,6 +56,8 @@ int main(int argc, char** argv) {
       {"status", RunStatus},
       {"batch-size", RunBatchSize},
       {"validate-batch-size", RunValidateBatchSize},
+      {"mesh", RunMesh},
+      {"tensor", RunTensor},
   };
   auto it = commands.find(command);
   if (it == commands.end()) {

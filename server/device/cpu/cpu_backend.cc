@@ -12,6 +12,13 @@ namespace {
 
 constexpr int64_t kAlignment = 64;
 
+// Blocks are sized in whole pages so that cached blocks match allocations of
+// nearby sizes too.
+int64_t RoundedSize(int64_t bytes) {
+  constexpr int64_t kPage = 4096;
+  return (bytes + kPage - 1) / kPage * kPage;
+}
+
 int64_t PhysicalMemoryBytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page_size = sysconf(_SC_PAGE_SIZE);
@@ -25,6 +32,9 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
   if (options.num_devices < 1 || options.num_devices > kMaxLocalDevices) {
     return absl::InvalidArgumentError(absl::StrCat("cpu_devices must be in [1, ", kMaxLocalDevices,
                                                    "], got ", options.num_devices));
+  }
+  if (options.cache_bytes_per_device < 0) {
+    return absl::InvalidArgumentError("cache_bytes_per_device must be >= 0");
   }
   if (options.device_memory_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat("cpu_device_memory must be >= 0 bytes, got ",
@@ -45,16 +55,45 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
     d.memory_limit_bytes = budget;
     devices.push_back(std::move(d));
   }
-  return std::unique_ptr<CpuBackend>(new CpuBackend(std::move(devices)));
+  return std::unique_ptr<CpuBackend>(
+      new CpuBackend(std::move(devices), options.cache_bytes_per_device));
 }
 
-CpuBackend::CpuBackend(std::vector<DeviceDescription> devices)
+CpuBackend::CpuBackend(std::vector<DeviceDescription> devices, int64_t cache_bytes_per_device)
     : devices_(std::move(devices)),
-      in_use_(std::make_unique<std::atomic<int64_t>[]>(devices_.size())) {
+      in_use_(std::make_unique<std::atomic<int64_t>[]>(devices_.size())),
+      cache_limit_(cache_bytes_per_device),
+      caches_(std::make_unique<BlockCache[]>(devices_.size())) {
   for (size_t i = 0; i < devices_.size(); ++i) in_use_[i].store(0);
 }
 
-CpuBackend::~CpuBackend() = default;
+CpuBackend::~CpuBackend() {
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    absl::MutexLock lock(&caches_[i].mu);
+    for (auto& [size, block] : caches_[i].blocks) std::free(block);
+    caches_[i].blocks.clear();
+  }
+}
+
+void* CpuBackend::TakeCached(int idx, int64_t rounded) {
+  BlockCache& cache = caches_[idx];
+  absl::MutexLock lock(&cache.mu);
+  auto it = cache.blocks.find(rounded);
+  if (it == cache.blocks.end()) return nullptr;
+  void* block = it->second;
+  cache.blocks.erase(it);
+  cache.bytes -= rounded;
+  return block;
+}
+
+bool CpuBackend::CacheBlock(int idx, int64_t rounded, void* data) {
+  BlockCache& cache = caches_[idx];
+  absl::MutexLock lock(&cache.mu);
+  if (cache.bytes + rounded > cache_limit_) return false;
+  cache.blocks.emplace(rounded, data);
+  cache.bytes += rounded;
+  return true;
+}
 
 int CpuBackend::LocalIndex(int64_t device_id) const {
   if (devices_.empty()) return -1;
@@ -89,8 +128,9 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> CpuBackend::Allocate(int64_t devic
   }
   void* data = nullptr;
   if (bytes > 0) {
-    int64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    data = std::aligned_alloc(kAlignment, rounded);
+    const int64_t rounded = RoundedSize(bytes);
+    data = TakeCached(idx, rounded);
+    if (data == nullptr) data = std::aligned_alloc(kAlignment, rounded);
     if (data == nullptr) {
       in_use_[idx].fetch_sub(bytes);
       return absl::ResourceExhaustedError(
@@ -101,8 +141,8 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> CpuBackend::Allocate(int64_t devic
 }
 
 void CpuBackend::Release(int64_t device_id, void* data, int64_t size) {
-  std::free(data);
   int idx = LocalIndex(device_id);
+  if (data != nullptr && (idx < 0 || !CacheBlock(idx, RoundedSize(size), data))) std::free(data);
   if (idx >= 0) in_use_[idx].fetch_sub(size);
 }
 

@@ -128,3 +128,31 @@ TEST(CpuBackendTest, ConcurrentAllocationsNeverExceedBudget) {
 
 }  // namespace
 }  // namespace placement::server
+
+namespace placement::server {
+namespace {
+
+TEST(CpuBackendCacheTest, FreedBlocksAreReusedWithoutCountingAsInUse) {
+  CpuBackendOptions options;
+  options.num_devices = 1;
+  options.device_memory_bytes = 1 << 20;
+  options.cache_bytes_per_device = 64 << 10;
+  auto backend = std::move(*CpuBackend::Create(options));
+  void* first = nullptr;
+  {
+    auto a = std::move(*backend->Allocate(0, 10000));
+    first = a->data();
+  }
+  EXPECT_EQ(backend->MemoryInUse(0), 0);
+  // Same rounded size (12 KiB): the cached block comes back.
+  auto b = std::move(*backend->Allocate(0, 12000));
+  EXPECT_EQ(b->data(), first);
+  EXPECT_EQ(backend->MemoryInUse(0), 12000);
+  // Blocks beyond the cache limit are freed, not kept.
+  { auto big = std::move(*backend->Allocate(0, 128 << 10)); }
+  auto again = std::move(*backend->Allocate(0, 128 << 10));
+  EXPECT_EQ(backend->MemoryInUse(0), 12000 + (128 << 10));
+}
+
+}  // namespace
+}  // namespace placement::server

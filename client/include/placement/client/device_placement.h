@@ -1,18 +1,30 @@
 // DevicePlacement: a facade named after the seed's artifex DevicePlacement
-// over a Client. Hardware-aware batch-size advice and device info here;
-// placement calls (place_on_device, distribute_batch, ...) are in
-// placement.h's DevicePlacement extension once tensors exist.
+// over a Client. Hardware-aware batch-size advice, device info, and the
+// seed's placement calls (place_on_device, distribute_batch,
+// replicate_across_devices, shard_batch_dim), which keep the seed's snake
+// case names so Python code ports line by line.
+//
+// The placement calls take a tree of daemon tensors (TensorTree: key ->
+// tensor id or TensorInfo) and return new tensors under the same keys
+// (sources are kept, like JAX device_put, unless SourceHandling::kDonate),
+// or a tree of host arrays (HostTree), uploaded in one stream straight into
+// the placement. Every leaf is placed or none is.
 //
 // Thread-compatible; the Client it wraps must outlive it.
 #ifndef PLACEMENT_CLIENT_DEVICE_PLACEMENT_H_
 #define PLACEMENT_CLIENT_DEVICE_PLACEMENT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "placement/client/client.h"
+#include "placement/client/placements.h"
+#include "placement/client/prefetch.h"
+#include "placement/client/tensor_tree.h"
 
 namespace placement::client {
 
@@ -40,6 +52,50 @@ class DevicePlacement {
   absl::StatusOr<placement::v1::GetDeviceInfoResponse> GetDeviceInfo() const {
     return client_->GetDeviceInfo();
   }
+
+  // --- Placement (device_placement_tensors.cc) ---------------------------------
+  // place_on_device(data, device=None): every leaf whole on `device`
+  // (default_device() when nullopt).
+  absl::StatusOr<TensorTree> place_on_device(const TensorTree& data,
+                                             std::optional<int64_t> device = std::nullopt,
+                                             SourceHandling source = SourceHandling::kKeep) const;
+  absl::StatusOr<TensorTree> place_on_device(const HostTree& data,
+                                             std::optional<int64_t> device = std::nullopt) const;
+  // distribute_batch(data, sharding): every leaf with `sharding`; spec
+  // entries beyond a leaf's rank must be None and are dropped.
+  absl::StatusOr<TensorTree> distribute_batch(const TensorTree& data, const Placement& sharding,
+                                              SourceHandling source = SourceHandling::kKeep) const;
+  absl::StatusOr<TensorTree> distribute_batch(const HostTree& data,
+                                              const Placement& sharding) const;
+  // replicate_across_devices(data, devices=None): a one-axis mesh "replica"
+  // over `devices` (all when nullopt or empty), every leaf fully replicated;
+  // scalars included.
+  absl::StatusOr<TensorTree> replicate_across_devices(
+      const TensorTree& data, const std::optional<std::vector<int64_t>>& devices = std::nullopt,
+      SourceHandling source = SourceHandling::kKeep) const;
+  absl::StatusOr<TensorTree> replicate_across_devices(
+      const HostTree& data, const std::optional<std::vector<int64_t>>& devices = std::nullopt) const;
+  // shard_batch_dim(data, mesh, batch_axis=0, mesh_axis="data"), per leaf:
+  // rank 0 or batch_axis >= rank -> replicated; negative batch_axis counts
+  // from the end; an indivisible dimension is INVALID_ARGUMENT naming the
+  // numbers. An unknown mesh_axis is INVALID_ARGUMENT before any call when
+  // `mesh` carries its axes.
+  absl::StatusOr<TensorTree> shard_batch_dim(const TensorTree& data, const MeshRef& mesh,
+                                             int64_t batch_axis = 0,
+                                             const std::string& mesh_axis = "data",
+                                             SourceHandling source = SourceHandling::kKeep) const;
+  absl::StatusOr<TensorTree> shard_batch_dim(const HostTree& data, const MeshRef& mesh,
+                                             int64_t batch_axis = 0,
+                                             const std::string& mesh_axis = "data") const;
+
+  // --- Prefetch (prefetch_iterator.cc; see prefetch.h) --------------------------
+  // prefetch_to_device(iterator, device=None, buffer_size=2): batches from
+  // `source`, uploaded on a background thread, come back from Next() as
+  // device tensors in order, each once, at most buffer_size staged.
+  // `target` nullopt = whole batches on default_device().
+  absl::StatusOr<std::unique_ptr<PrefetchIterator>> prefetch_to_device(
+      BatchSource source, std::optional<Rule> target = std::nullopt,
+      int buffer_size = kDefaultPrefetchBufferSize) const;
 
  private:
   DevicePlacement(const Client* client, std::string hardware_type, int64_t num_devices,

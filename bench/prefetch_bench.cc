@@ -1,0 +1,233 @@
+// Prefetch pipeline against the serial upload-then-compute loop, in the same
+// run, through an in-process daemon (CPU backend, 127.0.0.1:0).
+//
+// A "trainer" takes `steps` batches and computes on each for a fixed step
+// time (sleep: the host waits as it would for a GPU step; or spin). The
+// step time is calibrated to the measured serial upload time of one batch
+// times each --step_factors entry, so transfer and compute are comparable.
+//
+//   serial:   for each batch: UploadBatch (TensorService), compute, delete
+//   prefetch: PrefetchToDevice(source, buffer_size): Next(), compute
+//
+// Printed per factor: total times, speedup = serial / prefetch (ideal
+// (T + C) / max(T, C)), and the consumer stall fraction = time inside
+// Next() / (steps x step time), with and without the first batch (which no
+// pipeline can hide). Target: stall under 5% when the producer keeps up
+// (factor > 1).
+//
+//   build/bin/prefetch_bench [--batch_mib=8] [--steps=40] [--buffer_size=2]
+//                            [--step_factors=0.5,1,1.5,2] [--compute=sleep|spin]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "placement/client/client.h"
+#include "placement/client/prefetch.h"
+#include "placement/client/tensors.h"
+#include "server/daemon.h"
+
+ABSL_FLAG(double, batch_mib, 8, "Host bytes per batch (images f32 + labels i32), MiB.");
+ABSL_FLAG(int, steps, 40, "Training steps (batches) per measured loop.");
+ABSL_FLAG(int, buffer_size, 2, "Prefetch buffer_size.");
+ABSL_FLAG(std::string, step_factors, "0.5,1,1.5,2",
+          "Step time as multiples of the measured serial upload time of one batch.");
+ABSL_FLAG(std::string, compute, "sleep", "How a step computes: sleep or spin.");
+ABSL_FLAG(int, devices, 8, "CPU virtual devices of the in-process daemon.");
+
+namespace placement::bench {
+namespace {
+
+using client::HostBatch;
+
+constexpr int64_t kRowFloats = 1024;  // images f32[rows, 1024]
+
+// A pool of distinct host batches; the source copies one per step, as a
+// loader hands over fresh buffers (both loops pay the same copy).
+struct Pool {
+  std::vector<HostBatch> batches;
+  int64_t bytes_per_batch = 0;
+
+  explicit Pool(double mib) {
+    const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(mib * (1 << 20)) /
+                                                  (kRowFloats * 4 + 4));
+    for (int k = 0; k < 4; ++k) {
+      std::vector<float> images(rows * kRowFloats, static_cast<float>(k));
+      std::vector<int32_t> labels(rows, k);
+      HostBatch batch;
+      batch.Add<float>("images", images, {rows, kRowFloats});
+      batch.Add<int32_t>("labels", labels, {rows});
+      batches.push_back(std::move(batch));
+    }
+    for (const auto& a : batches[0].arrays) bytes_per_batch += a.bytes.size();
+  }
+  HostBatch Make(int step) const { return batches[step % batches.size()]; }
+};
+
+void Compute(absl::Duration d, bool spin) {
+  if (!spin) {
+    absl::SleepFor(d);
+    return;
+  }
+  const absl::Time end = absl::Now() + d;
+  volatile uint64_t x = 0;
+  while (absl::Now() < end) x = x + 1;
+}
+
+// One serial step's upload (UploadBatch) and delete; returns the upload time.
+absl::StatusOr<absl::Duration> UploadAndDelete(const client::TensorClient& tensors,
+                                               const HostBatch& batch) {
+  absl::Time start = absl::Now();
+  auto uploaded = tensors.UploadBatch(batch.Views());
+  if (!uploaded.ok()) return uploaded.status();
+  absl::Duration upload = absl::Now() - start;
+  std::vector<std::string> ids;
+  for (const auto& t : *uploaded) ids.push_back(t.tensor().id());
+  if (auto deleted = tensors.Delete(ids); !deleted.ok()) return deleted.status();
+  return upload;
+}
+
+absl::StatusOr<absl::Duration> Serial(const client::TensorClient& tensors, const Pool& pool,
+                                      int steps, absl::Duration step, bool spin) {
+  absl::Time start = absl::Now();
+  for (int s = 0; s < steps; ++s) {
+    HostBatch batch = pool.Make(s);
+    auto uploaded = tensors.UploadBatch(batch.Views());
+    if (!uploaded.ok()) return uploaded.status();
+    Compute(step, spin);
+    std::vector<std::string> ids;
+    for (const auto& t : *uploaded) ids.push_back(t.tensor().id());
+    if (auto deleted = tensors.Delete(ids); !deleted.ok()) return deleted.status();
+  }
+  return absl::Now() - start;
+}
+
+struct PrefetchResult {
+  absl::Duration total;
+  absl::Duration stall;        // inside Next(), all batches
+  absl::Duration first_stall;  // inside the first Next()
+  absl::Duration daemon_stall;
+  absl::Duration producer_blocked;
+};
+
+absl::StatusOr<PrefetchResult> Prefetch(const client::Client& client, const Pool& pool, int steps,
+                                        absl::Duration step, bool spin, int buffer_size) {
+  auto next = std::make_shared<int>(0);
+  client::BatchSource source = [&pool, next,
+                                steps]() -> absl::StatusOr<std::optional<HostBatch>> {
+    if (*next >= steps) return std::optional<HostBatch>();
+    return std::optional<HostBatch>(pool.Make((*next)++));
+  };
+  PrefetchResult result;
+  absl::Time start = absl::Now();
+  auto it = client::PrefetchToDevice(client, source, client::Rule(), buffer_size);
+  if (!it.ok()) return it.status();
+  for (int s = 0;; ++s) {
+    absl::Duration before = (*it)->stats().consumer_stall;
+    auto batch = (*it)->Next();
+    if (!batch.ok()) return batch.status();
+    if (s == 0) result.first_stall = (*it)->stats().consumer_stall - before;
+    if (!batch->has_value()) break;
+    Compute(step, spin);
+  }
+  result.total = absl::Now() - start;
+  const auto& stats = (*it)->stats();
+  result.stall = stats.consumer_stall;
+  result.producer_blocked = stats.producer_blocked;
+  if (stats.daemon.has_value()) {
+    result.daemon_stall = absl::Seconds(stats.daemon->consumer_stall().seconds()) +
+                          absl::Nanoseconds(stats.daemon->consumer_stall().nanos());
+  }
+  return result;
+}
+
+std::string Ms(absl::Duration d) { return absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(d)); }
+
+int Run() {
+  server::DaemonConfig config;
+  config.listen = "127.0.0.1:0";
+  config.backend.kind = "cpu";
+  config.backend.cpu.num_devices = absl::GetFlag(FLAGS_devices);
+  auto daemon = server::Daemon::Start(config);
+  if (!daemon.ok()) {
+    std::fprintf(stderr, "daemon: %s\n", daemon.status().ToString().c_str());
+    return 1;
+  }
+  auto client = client::Client::Connect((*daemon)->address());
+  if (!client.ok()) {
+    std::fprintf(stderr, "connect: %s\n", client.status().ToString().c_str());
+    return 1;
+  }
+  client::TensorClient tensors(**client);
+  const Pool pool(absl::GetFlag(FLAGS_batch_mib));
+  const int steps = absl::GetFlag(FLAGS_steps);
+  const int buffer_size = absl::GetFlag(FLAGS_buffer_size);
+  const bool spin = absl::GetFlag(FLAGS_compute) == "spin";
+
+  // Calibrate: median serial upload time of one batch (after warm-up).
+  std::vector<absl::Duration> uploads;
+  for (int i = 0; i < 12; ++i) {
+    auto t = UploadAndDelete(tensors, pool.Make(i));
+    if (!t.ok()) {
+      std::fprintf(stderr, "upload: %s\n", t.status().ToString().c_str());
+      return 1;
+    }
+    if (i >= 2) uploads.push_back(*t);
+  }
+  std::sort(uploads.begin(), uploads.end());
+  const absl::Duration transfer = uploads[uploads.size() / 2];
+  std::printf("prefetch_bench: batch %.2f MiB (images f32 + labels i32), %d steps, buffer_size %d,"
+              " compute=%s, %d cpu devices\n",
+              pool.bytes_per_batch / double(1 << 20), steps, buffer_size, spin ? "spin" : "sleep",
+              absl::GetFlag(FLAGS_devices));
+  std::printf("serial upload of one batch (UploadBatch, median of 10): %s = %.0f MiB/s\n",
+              Ms(transfer).c_str(),
+              pool.bytes_per_batch / double(1 << 20) / absl::ToDoubleSeconds(transfer));
+  std::printf("%-7s %-10s %-11s %-11s %-8s %-8s %-13s %-13s %-12s\n", "factor", "step",
+              "serial", "prefetch", "speedup", "ideal", "stall/step", "stall(excl1)",
+              "daemon stall");
+  for (absl::string_view f : absl::StrSplit(absl::GetFlag(FLAGS_step_factors), ',')) {
+    double factor = 0;
+    if (!absl::SimpleAtod(f, &factor) || factor <= 0) continue;
+    const absl::Duration step = transfer * factor;
+    auto serial = Serial(tensors, pool, steps, step, spin);
+    auto prefetch = Prefetch(**client, pool, steps, step, spin, buffer_size);
+    if (!serial.ok() || !prefetch.ok()) {
+      std::fprintf(stderr, "run failed: %s / %s\n", serial.status().ToString().c_str(),
+                   prefetch.status().ToString().c_str());
+      return 1;
+    }
+    const double compute_total = absl::ToDoubleSeconds(step * steps);
+    const double ideal = absl::ToDoubleSeconds(transfer + step) /
+                         absl::ToDoubleSeconds(std::max(transfer, step));
+    std::printf("%-7.2f %-10s %-11s %-11s %-8.2f %-8.2f %-13s %-13s %-12s\n", factor,
+                Ms(step).c_str(), Ms(*serial).c_str(), Ms(prefetch->total).c_str(),
+                absl::ToDoubleSeconds(*serial) / absl::ToDoubleSeconds(prefetch->total), ideal,
+                absl::StrFormat("%.1f%%", 100 * absl::ToDoubleSeconds(prefetch->stall) /
+                                              compute_total)
+                    .c_str(),
+                absl::StrFormat("%.1f%%",
+                                100 * absl::ToDoubleSeconds(prefetch->stall - prefetch->first_stall) /
+                                    compute_total)
+                    .c_str(),
+                Ms(prefetch->daemon_stall).c_str());
+  }
+  (*daemon)->Drain();
+  return 0;
+}
+
+}  // namespace
+}  // namespace placement::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return placement::bench::Run();
+}

@@ -1,0 +1,290 @@
+// Tensor upload / download / reshard throughput through the whole stack
+// (client library -> gRPC -> daemon handlers -> tensor store -> CPU
+// backend), against baselines measured in the same process and run:
+//   * a bare gRPC byte stream (bench EchoService Sink / Source) on the same
+//     transport with the same chunk size -- the client copies chunks from
+//     and into the same host buffers as ours does;
+//   * host memcpy of the same bytes (the physical limit).
+// Reshard (Place P('data', None) -> P(None, 'data'), and -> replicated)
+// is compared with memcpy of the bytes it moves. A memcpy into freshly
+// allocated pages is printed too: the CPU backend allocates new buffers for
+// every upload and reshard, so their bytes land on pages faulted in on first
+// touch, and that is the limit those paths can reach.
+//
+//   build/bin/tensor_transfer_bench [--size_mib=256] [--reps=5]
+//       [--chunk_bytes=1048576] [--devices=8] [--transport=tcp|unix]
+//
+// Prints best and median MB/s (1 MB = 1e6 bytes) and the ratios
+// ours / bare gRPC and ours / memcpy. Measurements of one kind are
+// interleaved with their baseline rep by rep so machine noise hits both.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "bench/bench_util.h"
+#include "placement/client/placement.h"
+#include "server/daemon.h"
+
+ABSL_FLAG(int64_t, size_mib, 256, "Tensor size in MiB (f32).");
+ABSL_FLAG(int, reps, 5, "Repetitions of every measurement.");
+ABSL_FLAG(int64_t, chunk_bytes, int64_t{1} << 20, "Stream chunk size, both ours and bare.");
+ABSL_FLAG(int, devices, 8, "CPU virtual devices (the sharded cases use all of them).");
+ABSL_FLAG(std::string, transport, "tcp", "tcp (127.0.0.1:0) or unix (a socket in /tmp).");
+ABSL_FLAG(bool, reshard_replicated, true,
+          "Also time P('data') -> replicated (moves devices x size bytes).");
+
+namespace placement::bench {
+namespace {
+
+namespace pb = placement::v1;
+
+struct Series {
+  std::string label;
+  int64_t bytes_per_rep = 0;
+  std::vector<absl::Duration> samples;
+
+  double Rate(absl::Duration d) const { return bytes_per_rep / absl::ToDoubleSeconds(d) / 1e6; }
+  double Best() const { return Rate(*std::min_element(samples.begin(), samples.end())); }
+  double Median() const {
+    std::vector<absl::Duration> s = samples;
+    std::sort(s.begin(), s.end());
+    return Rate(s[s.size() / 2]);
+  }
+};
+
+bool Check(const absl::Status& status, const std::string& what) {
+  if (status.ok()) return true;
+  std::fprintf(stderr, "%s: %s\n", what.c_str(), status.ToString().c_str());
+  return false;
+}
+
+// Times `fn` (which returns false on failure) and appends the sample.
+bool Measure(Series* series, const std::function<bool()>& fn) {
+  absl::Time start = absl::Now();
+  if (!fn()) return false;
+  series->samples.push_back(absl::Now() - start);
+  return true;
+}
+
+void Print(const Series& s, const Series* bare, const Series& memcpy_series) {
+  std::string line = absl::StrFormat("%-44s %9.0f %9.0f", s.label, s.Best(), s.Median());
+  if (bare != nullptr) {
+    absl::StrAppend(&line, absl::StrFormat("   ours/bare %.2f (median %.2f)",
+                                           s.Best() / bare->Best(), s.Median() / bare->Median()));
+  }
+  if (&s != &memcpy_series) {
+    absl::StrAppend(&line,
+                    absl::StrFormat("   ours/memcpy %.3f", s.Median() / memcpy_series.Median()));
+  }
+  std::printf("%s\n", line.c_str());
+}
+
+int Run() {
+  const int64_t bytes = absl::GetFlag(FLAGS_size_mib) << 20;
+  const int64_t elements = bytes / 4;
+  const int64_t chunk = absl::GetFlag(FLAGS_chunk_bytes);
+  const int reps = std::max(1, absl::GetFlag(FLAGS_reps));
+  const int devices = absl::GetFlag(FLAGS_devices);
+  const bool is_unix = absl::GetFlag(FLAGS_transport) == "unix";
+
+  std::string dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("placement-transfer-bench-", getpid());
+  std::filesystem::create_directories(dir);
+  server::DaemonConfig config;
+  config.listen = is_unix ? absl::StrCat("unix:", dir, "/placementd.sock") : "127.0.0.1:0";
+  config.backend.kind = "cpu";
+  config.backend.cpu.num_devices = devices;
+  // Room for the source, a reshard destination and a replicated copy.
+  config.backend.cpu.device_memory_bytes = 2 * bytes + (int64_t{64} << 20);
+  auto daemon = server::Daemon::Start(config);
+  if (!daemon.ok()) return Check(daemon.status(), "daemon") ? 0 : 1;
+  EchoServiceImpl echo_service;
+  std::string echo_address;
+  auto echo_server = StartEchoServer(
+      &echo_service, is_unix ? absl::StrCat("unix:", dir, "/echo.sock") : "127.0.0.1:0",
+      &echo_address);
+
+  client::ClientOptions options;
+  options.default_deadline = absl::Minutes(10);
+  auto client = client::Client::Connect((*daemon)->address(), options);
+  if (!client.ok()) return Check(client.status(), "connect") ? 0 : 1;
+  // The bare channel gets the same arguments as the client's.
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  args.SetMaxSendMessageSize(options.max_send_message_bytes);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
+  auto echo_stub = v1::EchoService::NewStub(
+      grpc::CreateCustomChannel(echo_address, grpc::InsecureChannelCredentials(), args));
+
+  client::TensorClient tensors(**client);
+  client::MeshClient meshes(**client);
+  auto mesh = meshes.CreateDataParallelMesh(devices, "data");
+  if (!mesh.ok()) return Check(mesh.status(), "mesh") ? 0 : 1;
+
+  std::vector<uint8_t> src(bytes), dst(bytes);
+  for (int64_t i = 0; i < bytes; i += 4096) src[i] = static_cast<uint8_t>(i >> 12);
+  std::memset(dst.data(), 1, dst.size());  // touch every page once
+  client::HostArray array{pb::DTYPE_F32, {elements}, src};
+  client::UploadOptions upload;
+  upload.chunk_bytes = chunk;
+  client::DownloadOptions download;
+  download.chunk_bytes = chunk;
+
+  Series copy{"memcpy (host, same bytes)", bytes};
+  // What the CPU backend's buffers start as: fresh pages, faulted in on
+  // first touch (aligned_alloc of a large block maps new memory).
+  Series fresh{"memcpy into freshly allocated pages", bytes};
+  Series bare_up{"upload   bare gRPC byte stream", bytes};
+  Series up_one{"upload   ours, 1 device", bytes};
+  Series up_eight{absl::StrCat("upload   ours, P('data') over ", devices, " devices"), bytes};
+  Series bare_down{"download bare gRPC byte stream", bytes};
+  Series down_one{"download ours, 1 device", bytes};
+  Series down_eight{absl::StrCat("download ours, P('data') over ", devices, " devices"), bytes};
+  Series reshard{"reshard  P('data',None) -> P(None,'data')", bytes};
+  Series replicate{absl::StrCat("reshard  P('data') -> replicated (", devices, "x bytes)"),
+                   bytes * devices};
+
+  auto bare_upload = [&] {
+    grpc::ClientContext context;
+    v1::SinkSummary summary;
+    auto writer = echo_stub->Sink(&context, &summary);
+    v1::EchoMessage message;
+    for (int64_t off = 0; off < bytes; off += chunk) {
+      int64_t n = std::min(chunk, bytes - off);
+      message.mutable_payload()->assign(reinterpret_cast<const char*>(src.data() + off), n);
+      if (!writer->Write(message)) break;
+    }
+    writer->WritesDone();
+    grpc::Status status = writer->Finish();
+    return status.ok() && summary.total_bytes() == bytes;
+  };
+  auto bare_download = [&] {
+    grpc::ClientContext context;
+    v1::SourceRequest request;
+    request.set_total_bytes(bytes);
+    request.set_chunk_bytes(chunk);
+    auto reader = echo_stub->Source(&context, request);
+    v1::EchoMessage message;
+    int64_t off = 0;
+    while (reader->Read(&message)) {
+      std::memcpy(dst.data() + off, message.payload().data(), message.payload().size());
+      off += static_cast<int64_t>(message.payload().size());
+    }
+    return reader->Finish().ok() && off == bytes;
+  };
+  auto upload_to = [&](const client::Rule& rule, std::string* id) {
+    auto info = tensors.Upload(array, rule, upload);
+    if (!Check(info.status(), "upload")) return false;
+    *id = info->id();
+    return true;
+  };
+  auto remove = [&](const std::string& id) {
+    return Check(tensors.Delete({id}).status(), "delete");
+  };
+  auto download_from = [&](const std::string& id) {
+    return Check(
+        tensors.Download(id, absl::MakeSpan(dst), client::DownloadSelection::Whole(), download)
+            .status(),
+        "download");
+  };
+
+  const client::Placement one = client::Placement::Device(0);
+  const client::Placement eight = client::Placement::Sharded(*mesh, {{"data"}});
+  for (int rep = 0; rep < reps; ++rep) {
+    std::string a, b;
+    bool ok = Measure(&copy, [&] {
+      std::memcpy(dst.data(), src.data(), bytes);
+      return true;
+    });
+    ok = ok && Measure(&fresh, [&] {
+           void* block = std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64));
+           if (block == nullptr) return false;
+           std::memcpy(block, src.data(), bytes);
+           asm volatile("" : : "r"(block) : "memory");  // keep the copy
+           std::free(block);
+           return true;
+         });
+    ok = ok && Measure(&bare_up, bare_upload);
+    ok = ok && Measure(&up_one, [&] { return upload_to(one, &a); });
+    ok = ok && Measure(&up_eight, [&] { return upload_to(eight, &b); });
+    ok = ok && Measure(&bare_down, bare_download);
+    ok = ok && Measure(&down_one, [&] { return download_from(a); });
+    ok = ok && Measure(&down_eight, [&] { return download_from(b); });
+    ok = ok && std::memcmp(dst.data(), src.data(), bytes) == 0 && remove(a) && remove(b);
+    if (!ok) {
+      std::fprintf(stderr, "rep %d failed\n", rep);
+      return 1;
+    }
+  }
+
+  // Reshard needs a 2-D tensor: [devices * 16, rest].
+  const int64_t rows = int64_t{16} * devices;
+  client::HostArray matrix{pb::DTYPE_F32, {rows, elements / rows}, src};
+  auto source = tensors.Upload(matrix, client::Placement::Sharded(*mesh, {{"data"}, {}}), upload);
+  if (!Check(source.status(), "upload matrix")) return 1;
+  for (int rep = 0; rep < reps; ++rep) {
+    std::string id;
+    bool ok = Measure(&reshard, [&] {
+      auto placed = tensors.Place(source->id(), client::Placement::Sharded(*mesh, {{}, {"data"}}));
+      if (!Check(placed.status(), "reshard")) return false;
+      id = placed->id();
+      return true;
+    });
+    ok = ok && remove(id);
+    if (ok && absl::GetFlag(FLAGS_reshard_replicated)) {
+      ok = Measure(&replicate, [&] {
+        auto placed = tensors.Place(source->id(), client::Placement::Replicated(*mesh));
+        if (!Check(placed.status(), "replicate")) return false;
+        id = placed->id();
+        return true;
+      });
+      ok = ok && remove(id);
+    }
+    if (!ok) return 1;
+  }
+  remove(source->id());
+
+  std::printf("tensor transfer: %lld MiB f32, chunk %lld bytes, %d reps, %d CPU devices, %s\n",
+              static_cast<long long>(bytes >> 20), static_cast<long long>(chunk), reps, devices,
+              is_unix ? "unix socket" : "tcp 127.0.0.1");
+  std::printf("%-44s %9s %9s   (MB/s, 1 MB = 1e6 B; ratios of best, then of medians)\n", "", "best",
+              "median");
+  Print(copy, nullptr, copy);
+  Print(fresh, nullptr, copy);
+  Print(bare_up, nullptr, copy);
+  Print(up_one, &bare_up, copy);
+  Print(up_eight, &bare_up, copy);
+  Print(bare_down, nullptr, copy);
+  Print(down_one, &bare_down, copy);
+  Print(down_eight, &bare_down, copy);
+  Print(reshard, nullptr, copy);
+  if (!replicate.samples.empty()) Print(replicate, nullptr, copy);
+
+  echo_server->Shutdown();
+  (*daemon)->Drain();
+  std::filesystem::remove_all(dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace placement::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return placement::bench::Run();
+}

@@ -1,0 +1,262 @@
+// TensorClient: typed calls of placement.v1.TensorService -- upload,
+// download, describe, list, delete, place/reshard, assemble/disassemble of
+// tensors held by the daemon (JAX device_put, NamedSharding,
+// make_array_from_single_device_arrays).
+//
+//   TensorClient tensors(*client);
+//   std::vector<float> x(32 * 128);
+//   auto info = tensors.Upload(HostArray::Of<float>(x, {32, 128}),
+//                              Placement::Sharded(mesh, {{"data"}}));
+//   auto moved = tensors.Place(info->id(), Placement::Replicated(mesh));
+//   std::vector<float> back(x.size());
+//   tensors.Download(info->id(), AsWritableBytes(back));
+//
+// Bytes are row-major, little-endian, unpadded. Uploads and downloads stream
+// in chunks (default 1 MiB) straight from / into the caller's memory: host
+// memory stays O(chunk) whatever the tensor size, and the caller's buffer is
+// never copied whole. For data larger than memory, use StartUpload (an
+// Uploader fed piece by piece) or UploadFrom (a ByteReader callback), and the
+// callback form of Download.
+//
+// Every call keeps the daemon's gRPC code and message. Checks made here,
+// before any bytes move, use the same codes (INVALID_ARGUMENT "expected 4096
+// bytes for f32[32,32], got 4000").
+//
+// TensorClient holds a reference to the Client, which must outlive it; it
+// is thread-safe. An Uploader is used by one thread at a time.
+#ifndef PLACEMENT_CLIENT_TENSORS_H_
+#define PLACEMENT_CLIENT_TENSORS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "placement/client/client.h"
+#include "placement/client/placements.h"
+#include "placement/v1/tensor_service.pb.h"
+
+namespace placement::client {
+
+inline constexpr int64_t kDefaultChunkBytes = int64_t{1} << 20;
+
+// Bytes per element of `dtype` (bool is 1); 0 for DTYPE_UNSPECIFIED or
+// unknown values.
+int64_t ElementSize(placement::v1::DType dtype);
+// ElementSize x elements. INVALID_ARGUMENT for an unknown dtype, negative
+// dimensions, or a size that overflows int64.
+absl::StatusOr<int64_t> ExpectedBytes(placement::v1::DType dtype, absl::Span<const int64_t> shape);
+// "f32[32,32]".
+std::string DescribeArray(placement::v1::DType dtype, absl::Span<const int64_t> shape);
+
+// The dtype of a C++ element type: float, double, int8..int64, uint8, bool.
+template <typename T>
+constexpr placement::v1::DType DTypeOf() {
+  if constexpr (std::is_same_v<T, float>) return placement::v1::DTYPE_F32;
+  if constexpr (std::is_same_v<T, double>) return placement::v1::DTYPE_F64;
+  if constexpr (std::is_same_v<T, int8_t>) return placement::v1::DTYPE_I8;
+  if constexpr (std::is_same_v<T, int16_t>) return placement::v1::DTYPE_I16;
+  if constexpr (std::is_same_v<T, int32_t>) return placement::v1::DTYPE_I32;
+  if constexpr (std::is_same_v<T, int64_t>) return placement::v1::DTYPE_I64;
+  if constexpr (std::is_same_v<T, uint8_t>) return placement::v1::DTYPE_U8;
+  if constexpr (std::is_same_v<T, bool>) return placement::v1::DTYPE_BOOL;
+  return placement::v1::DTYPE_UNSPECIFIED;
+}
+
+template <typename T>
+absl::Span<const uint8_t> AsBytes(absl::Span<const T> values) {
+  return {reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(T)};
+}
+template <typename T>
+absl::Span<uint8_t> AsWritableBytes(absl::Span<T> values) {
+  return {reinterpret_cast<uint8_t*>(values.data()), values.size() * sizeof(T)};
+}
+template <typename T>
+absl::Span<uint8_t> AsWritableBytes(std::vector<T>& values) {
+  return AsWritableBytes(absl::MakeSpan(values));
+}
+
+// A host array the caller owns: dtype, shape and a view of its bytes
+// (row-major, little-endian). The bytes must stay valid during the call.
+struct HostArray {
+  placement::v1::DType dtype = placement::v1::DTYPE_UNSPECIFIED;
+  std::vector<int64_t> shape;
+  absl::Span<const uint8_t> data;
+
+  template <typename T>
+  static HostArray Of(absl::Span<const T> values, std::vector<int64_t> shape) {
+    static_assert(DTypeOf<T>() != placement::v1::DTYPE_UNSPECIFIED,
+                  "use HostArray{dtype, shape, bytes} for f16/bf16");
+    return HostArray{DTypeOf<T>(), std::move(shape), AsBytes(values)};
+  }
+  template <typename T>
+  static HostArray Of(const std::vector<T>& values, std::vector<int64_t> shape) {
+    return Of(absl::MakeConstSpan(values), std::move(shape));
+  }
+};
+
+// One array of an UploadBatch group (a pytree dict entry).
+struct BatchArray {
+  std::string key;
+  HostArray array;
+};
+
+struct UploadOptions {
+  std::string name;   // optional tensor name (groups: "<name>/<key>")
+  std::string owner;  // for quotas and listing
+  int64_t chunk_bytes = kDefaultChunkBytes;
+  // Deadline for the whole stream; infinite = none.
+  absl::Duration timeout = absl::InfiniteDuration();
+};
+
+struct DownloadOptions {
+  int64_t chunk_bytes = 0;  // 0 = the daemon's 1 MiB; at most 4 MiB
+  absl::Duration timeout = absl::InfiniteDuration();
+};
+
+// Which part of a tensor a Download returns.
+class DownloadSelection {
+ public:
+  // The whole array in row-major order (the default).
+  static DownloadSelection Whole() { return DownloadSelection(); }
+  // That device's shard, in the shard's own row-major order.
+  static DownloadSelection Device(int64_t device_id);
+  // The distinct shards these devices hold, one after another in the order
+  // of the header's `pieces`.
+  static DownloadSelection Devices(std::vector<int64_t> device_ids);
+  // The distinct shards addressable by node `process_index`.
+  static DownloadSelection Process(int32_t process_index);
+
+  void ApplyTo(placement::v1::DownloadRequest* request) const;
+
+ private:
+  enum class Kind { kWhole, kDevice, kDevices, kProcess };
+  Kind kind_ = Kind::kWhole;
+  int64_t device_id_ = 0;
+  std::vector<int64_t> device_ids_;
+  int32_t process_index_ = 0;
+};
+
+// Fills up to buffer.size() bytes and returns how many; 0 means no more data.
+using ByteReader = std::function<absl::StatusOr<size_t>(absl::Span<uint8_t> buffer)>;
+// Receives consecutive pieces of a download; a non-OK status cancels it.
+using ChunkSink = std::function<absl::Status(absl::Span<const uint8_t> chunk)>;
+using HeaderSink = std::function<absl::Status(const placement::v1::DownloadHeader& header)>;
+
+// An upload in progress: the header is sent when it starts; bytes follow in
+// any pieces and leave in chunk_bytes messages, never held whole.
+// Destroying an unfinished Uploader cancels it (the daemon keeps nothing).
+class Uploader {
+ public:
+  ~Uploader();
+  Uploader(const Uploader&) = delete;
+  Uploader& operator=(const Uploader&) = delete;
+
+  // INVALID_ARGUMENT (and the upload is cancelled) when the bytes written so
+  // far would exceed total_bytes(); the daemon's status when the stream broke.
+  absl::Status Write(absl::Span<const uint8_t> bytes);
+  // Pulls from `reader` until total_bytes() are written or it returns 0.
+  absl::Status WriteFrom(const ByteReader& reader);
+  // Sends the last chunk and waits for the daemon. INVALID_ARGUMENT (and the
+  // upload is cancelled) when fewer than total_bytes() were written.
+  absl::StatusOr<placement::v1::TensorInfo> Finish();
+  // Abandons the upload; later calls return CANCELLED.
+  void Cancel();
+
+  int64_t total_bytes() const;
+  int64_t bytes_written() const;
+
+ private:
+  friend class TensorClient;
+  struct Impl;
+  explicit Uploader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct DownloadedBytes {
+  placement::v1::DownloadHeader header;
+  std::vector<uint8_t> bytes;
+};
+
+class TensorClient {
+ public:
+  explicit TensorClient(const Client& client) : client_(client) {}
+
+  // --- Upload ------------------------------------------------------------------
+  // INVALID_ARGUMENT when array.data is not exactly the array's byte size;
+  // otherwise the daemon's codes (NOT_FOUND unknown mesh/device,
+  // RESOURCE_EXHAUSTED device budget, INVALID_ARGUMENT bad spec).
+  absl::StatusOr<placement::v1::TensorInfo> Upload(const HostArray& array, const Rule& rule = {},
+                                                   const UploadOptions& options = {}) const;
+  absl::StatusOr<std::unique_ptr<Uploader>> StartUpload(placement::v1::DType dtype,
+                                                        std::vector<int64_t> shape,
+                                                        const Rule& rule = {},
+                                                        const UploadOptions& options = {}) const;
+  // Streams exactly the array's byte size from `reader`.
+  absl::StatusOr<placement::v1::TensorInfo> UploadFrom(placement::v1::DType dtype,
+                                                       std::vector<int64_t> shape,
+                                                       const ByteReader& reader,
+                                                       const Rule& rule = {},
+                                                       const UploadOptions& options = {}) const;
+  // A named group under one rule, all or nothing. Results in `arrays` order.
+  absl::StatusOr<std::vector<placement::v1::NamedTensor>> UploadBatch(
+      const std::vector<BatchArray>& arrays, const Rule& rule = {},
+      const UploadOptions& options = {}) const;
+
+  // --- Download ----------------------------------------------------------------
+  // Writes header.total_bytes bytes at the start of `out`. INVALID_ARGUMENT
+  // (nothing more is received) when `out` is smaller.
+  absl::StatusOr<placement::v1::DownloadHeader> Download(
+      const std::string& tensor_id, absl::Span<uint8_t> out,
+      const DownloadSelection& selection = DownloadSelection::Whole(),
+      const DownloadOptions& options = {}) const;
+  // Calls `on_header` once, then `on_chunk` for consecutive pieces. A non-OK
+  // status from either cancels the stream and is returned.
+  absl::StatusOr<placement::v1::DownloadHeader> Download(
+      const std::string& tensor_id, const HeaderSink& on_header, const ChunkSink& on_chunk,
+      const DownloadSelection& selection = DownloadSelection::Whole(),
+      const DownloadOptions& options = {}) const;
+  absl::StatusOr<DownloadedBytes> DownloadBytes(
+      const std::string& tensor_id, const DownloadSelection& selection = DownloadSelection::Whole(),
+      const DownloadOptions& options = {}) const;
+
+  // --- Metadata and lifetime ---------------------------------------------------
+  absl::StatusOr<placement::v1::TensorInfo> Describe(const std::string& tensor_id) const;
+  absl::StatusOr<std::vector<placement::v1::TensorInfo>> List(
+      const std::string& name_prefix = "", const std::string& mesh_id = "") const;
+  // Frees device memory at once; all or nothing (NOT_FOUND names the first
+  // unknown id). Returns the device bytes freed.
+  absl::StatusOr<int64_t> Delete(const std::vector<std::string>& tensor_ids) const;
+
+  // --- Placement -----------------------------------------------------------------
+  // device_put of existing tensors under `rule`; results in request order.
+  // On failure the sources are intact and nothing new is kept.
+  absl::StatusOr<std::vector<placement::v1::TensorInfo>> Place(
+      const std::vector<std::string>& tensor_ids, const Rule& rule,
+      SourceHandling source = SourceHandling::kKeep, const std::string& name = "") const;
+  absl::StatusOr<placement::v1::TensorInfo> Place(const std::string& tensor_id, const Rule& rule,
+                                                  SourceHandling source = SourceHandling::kKeep,
+                                                  const std::string& name = "") const;
+  // make_array_from_single_device_arrays(shape, sharding, arrays): one
+  // single-device tensor per device of `placement`, shaped like its shard.
+  absl::StatusOr<placement::v1::TensorInfo> Assemble(const std::vector<int64_t>& shape,
+                                                     const Placement& placement,
+                                                     const std::vector<std::string>& tensor_ids,
+                                                     SourceHandling source = SourceHandling::kKeep,
+                                                     const std::string& name = "") const;
+  // One single-device tensor per shard, in mesh device order.
+  absl::StatusOr<std::vector<placement::v1::TensorInfo>> Disassemble(
+      const std::string& tensor_id, SourceHandling source = SourceHandling::kKeep) const;
+
+ private:
+  const Client& client_;
+};
+
+}  // namespace placement::client
+
+#endif  // PLACEMENT_CLIENT_TENSORS_H_

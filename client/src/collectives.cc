@@ -1,0 +1,146 @@
+#include "placement/client/collectives.h"
+
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "grpcpp/grpcpp.h"
+#include "placement/v1/collective_service.grpc.pb.h"
+
+namespace placement::client {
+namespace pb = placement::v1;
+namespace {
+
+pb::SourceHandling ToProto(SourceHandling source) {
+  return source == SourceHandling::kDonate ? pb::SOURCE_HANDLING_DONATE : pb::SOURCE_HANDLING_KEEP;
+}
+
+template <typename Request>
+void FillCommon(const CollectiveOptions& options, Request* request) {
+  for (const std::string& axis : options.axes) request->add_axes(axis);
+  request->set_source(ToProto(options.source));
+}
+
+// The options' own deadline, or the Client's default.
+void Prepare(const Client& client, const CollectiveOptions& options, grpc::ClientContext* context) {
+  if (options.timeout > absl::ZeroDuration()) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
+  } else {
+    client.PrepareContext(context);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<pb::TensorInfo> CollectiveClient::AllReduce(const std::string& tensor_id,
+                                                           pb::ReduceOp op,
+                                                           const CollectiveOptions& options) const {
+  return AllReduceImpl(tensor_id, op, "", options);
+}
+
+absl::StatusOr<pb::TensorInfo> CollectiveClient::AllReduce(const std::string& tensor_id,
+                                                           const std::string& op_name,
+                                                           const CollectiveOptions& options) const {
+  return AllReduceImpl(tensor_id, pb::REDUCE_OP_UNSPECIFIED, op_name, options);
+}
+
+absl::StatusOr<pb::TensorInfo> CollectiveClient::AllReduceImpl(
+    const std::string& tensor_id, pb::ReduceOp op, const std::string& op_name,
+    const CollectiveOptions& options) const {
+  grpc::ClientContext context;
+  Prepare(client_, options, &context);
+  pb::AllReduceRequest request;
+  request.set_tensor_id(tensor_id);
+  request.set_op(op);
+  request.set_op_name(op_name);
+  request.set_name(options.name);
+  FillCommon(options, &request);
+  pb::CollectiveResponse response;
+  auto status =
+      pb::CollectiveService::NewStub(client_.channel())->AllReduce(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return std::move(*response.mutable_tensor());
+}
+
+absl::StatusOr<std::vector<pb::TensorInfo>> CollectiveClient::AllReduceBatch(
+    const std::vector<std::string>& tensor_ids, pb::ReduceOp op,
+    const CollectiveOptions& options) const {
+  return AllReduceBatchImpl(tensor_ids, op, "", options);
+}
+
+absl::StatusOr<std::vector<pb::TensorInfo>> CollectiveClient::AllReduceBatch(
+    const std::vector<std::string>& tensor_ids, const std::string& op_name,
+    const CollectiveOptions& options) const {
+  return AllReduceBatchImpl(tensor_ids, pb::REDUCE_OP_UNSPECIFIED, op_name, options);
+}
+
+absl::StatusOr<std::vector<pb::TensorInfo>> CollectiveClient::AllReduceBatchImpl(
+    const std::vector<std::string>& tensor_ids, pb::ReduceOp op, const std::string& op_name,
+    const CollectiveOptions& options) const {
+  grpc::ClientContext context;
+  Prepare(client_, options, &context);
+  pb::AllReduceBatchRequest request;
+  for (const std::string& id : tensor_ids) request.add_tensor_ids(id);
+  request.set_op(op);
+  request.set_op_name(op_name);
+  FillCommon(options, &request);
+  pb::AllReduceBatchResponse response;
+  auto status = pb::CollectiveService::NewStub(client_.channel())
+                    ->AllReduceBatch(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return std::vector<pb::TensorInfo>(response.tensors().begin(), response.tensors().end());
+}
+
+absl::StatusOr<pb::TensorInfo> CollectiveClient::AllGather(const std::string& tensor_id,
+                                                           int64_t dim,
+                                                           const CollectiveOptions& options) const {
+  grpc::ClientContext context;
+  Prepare(client_, options, &context);
+  pb::AllGatherRequest request;
+  request.set_tensor_id(tensor_id);
+  request.set_dim(dim);
+  request.set_name(options.name);
+  FillCommon(options, &request);
+  pb::CollectiveResponse response;
+  auto status =
+      pb::CollectiveService::NewStub(client_.channel())->AllGather(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return std::move(*response.mutable_tensor());
+}
+
+absl::StatusOr<pb::TensorInfo> CollectiveClient::ReduceScatter(
+    const std::string& tensor_id, pb::ReduceOp op, int64_t scatter_dim,
+    const CollectiveOptions& options) const {
+  grpc::ClientContext context;
+  Prepare(client_, options, &context);
+  pb::ReduceScatterRequest request;
+  request.set_tensor_id(tensor_id);
+  request.set_op(op);
+  request.set_scatter_dim(scatter_dim);
+  request.set_name(options.name);
+  FillCommon(options, &request);
+  pb::CollectiveResponse response;
+  auto status = pb::CollectiveService::NewStub(client_.channel())
+                    ->ReduceScatter(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return std::move(*response.mutable_tensor());
+}
+
+absl::StatusOr<pb::TensorInfo> CollectiveClient::Broadcast(const std::string& tensor_id,
+                                                           int64_t root_device_id,
+                                                           const CollectiveOptions& options) const {
+  grpc::ClientContext context;
+  Prepare(client_, options, &context);
+  pb::BroadcastRequest request;
+  request.set_tensor_id(tensor_id);
+  request.set_root_device_id(root_device_id);
+  request.set_name(options.name);
+  FillCommon(options, &request);
+  pb::CollectiveResponse response;
+  auto status =
+      pb::CollectiveService::NewStub(client_.channel())->Broadcast(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return std::move(*response.mutable_tensor());
+}
+
+}  // namespace placement::client

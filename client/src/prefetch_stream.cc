@@ -1,0 +1,431 @@
+// Client side of PrefetchService.Prefetch over gRPC's synchronous
+// bidirectional stream: one producer thread writes batches, one consumer
+// thread reads ready batches, and release/next messages from any thread are
+// slotted in between the producer's chunks (a control queue flushed by
+// whoever holds the write lock), so a release never waits behind a batch.
+// The credit rule (at most buffer_size sent batches unreleased) is kept here.
+#include <algorithm>
+#include <deque>
+#include <set>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "grpcpp/grpcpp.h"
+#include "placement/client/prefetch.h"
+#include "placement/v1/prefetch_service.grpc.pb.h"
+
+namespace placement::client {
+namespace pb = placement::v1;
+namespace {
+
+constexpr int64_t kMaxChunkBytes = int64_t{4} << 20;
+
+absl::Status CheckArrays(const std::vector<BatchArray>& arrays) {
+  absl::flat_hash_set<std::string> keys;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const BatchArray& a = arrays[i];
+    if (!keys.insert(a.key).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("arrays[", i, "]: key '", a.key, "' appears twice in the batch"));
+    }
+    absl::StatusOr<int64_t> expected = ExpectedBytes(a.array.dtype, a.array.shape);
+    if (!expected.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("array '", a.key, "': ", expected.status().message()));
+    }
+    if (static_cast<int64_t>(a.array.data.size()) != *expected) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "array '", a.key, "': expected ", *expected, " bytes for ",
+          DescribeArray(a.array.dtype, a.array.shape), ", got ", a.array.data.size()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const pb::TensorInfo* DeviceBatch::Find(absl::string_view key) const {
+  for (const pb::NamedTensor& t : tensors) {
+    if (t.key() == key) return &t.tensor();
+  }
+  return nullptr;
+}
+
+const pb::TensorInfo& DeviceBatch::tensor(absl::string_view key) const {
+  const pb::TensorInfo* found = Find(key);
+  if (found == nullptr) {
+    static const pb::TensorInfo* const kMissing = new pb::TensorInfo();
+    return *kMissing;
+  }
+  return *found;
+}
+
+TensorTree DeviceBatch::tree() const {
+  TensorTree tree;
+  for (const pb::NamedTensor& t : tensors) tree.emplace(t.key(), TensorHandle(t.tensor()));
+  return tree;
+}
+
+std::vector<BatchArray> HostBatch::Views() const {
+  std::vector<BatchArray> views;
+  views.reserve(arrays.size());
+  for (const Array& a : arrays) {
+    views.push_back({a.key, HostArray{a.dtype, a.shape, absl::MakeConstSpan(a.bytes)}});
+  }
+  return views;
+}
+
+struct PrefetchStream::Impl {
+  PrefetchOptions options;
+  int buffer_size = kDefaultPrefetchBufferSize;
+
+  // Declaration order matters: the stream refers to the context and stub.
+  std::unique_ptr<pb::PrefetchService::Stub> stub;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<pb::PrefetchRequest, pb::PrefetchResponse>> stream;
+
+  // Held around every stream->Write / WritesDone / Finish.
+  absl::Mutex write_mu ABSL_ACQUIRED_BEFORE(mu);
+  // Held around stream->Read, so that one thread at a time reads.
+  absl::Mutex read_mu ABSL_ACQUIRED_BEFORE(write_mu);
+
+  mutable absl::Mutex mu;
+  int64_t sent ABSL_GUARDED_BY(mu) = 0;   // batch headers handed to the writer
+  int64_t reads ABSL_GUARDED_BY(mu) = 0;  // ready batches read
+  int64_t nexts ABSL_GUARDED_BY(mu) = 0;  // Next() calls
+  std::set<int64_t> unreleased ABSL_GUARDED_BY(mu);
+  std::deque<pb::PrefetchRequest> control ABSL_GUARDED_BY(mu);  // awaiting the write lock
+  bool send_closed ABSL_GUARDED_BY(mu) = false;
+  bool cancelled ABSL_GUARDED_BY(mu) = false;
+  bool broken ABSL_GUARDED_BY(mu) = false;    // a write failed or the read side ended
+  bool finished ABSL_GUARDED_BY(mu) = false;  // stream->Finish ran
+  absl::Status final_status ABSL_GUARDED_BY(mu);
+  std::optional<pb::PrefetchStats> stats;  // written once, before `finished`
+  absl::Duration send_blocked ABSL_GUARDED_BY(mu);
+
+  bool Stopped() const ABSL_SHARED_LOCKS_REQUIRED(mu) { return cancelled || broken || finished; }
+
+  // Writes queued control messages, then `message` (if any). False when the
+  // stream is dead.
+  bool WriteLocked(const pb::PrefetchRequest* message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu) {
+    while (true) {
+      pb::PrefetchRequest next;
+      {
+        absl::MutexLock lock(&mu);
+        if (finished) return false;
+        if (control.empty()) break;
+        next = std::move(control.front());
+        control.pop_front();
+      }
+      if (!stream->Write(next)) return MarkBroken();
+    }
+    if (message != nullptr && !stream->Write(*message)) return MarkBroken();
+    return true;
+  }
+
+  bool MarkBroken() {
+    absl::MutexLock lock(&mu);
+    broken = true;
+    return false;
+  }
+
+  // Checks that a control message may be sent. REQUIRES: mu held.
+  absl::Status CanSendControlLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu) {
+    if (cancelled) return absl::CancelledError("the prefetch stream was cancelled");
+    if (send_closed) {
+      return absl::FailedPreconditionError("the prefetch stream was closed for sending");
+    }
+    return absl::OkStatus();
+  }
+
+  // Flushes the control queue (waiting at most for the chunk being written).
+  // Callers queue their message in the same critical section that updates
+  // the credit, so the producer can never write a batch header that the
+  // release making room for it has not preceded.
+  absl::Status FlushControl() {
+    bool ok;
+    {
+      absl::MutexLock lock(&write_mu);
+      ok = WriteLocked(nullptr);
+    }
+    return ok ? absl::OkStatus() : FinalStatus();
+  }
+
+  // Reads until the stream ends and finishes it. REQUIRES: read_mu held.
+  void DrainAndFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(read_mu) {
+    {
+      absl::MutexLock lock(&mu);
+      if (finished) return;
+    }
+    pb::PrefetchResponse response;
+    while (stream->Read(&response)) {
+      if (response.has_stats()) stats = response.stats();
+    }
+    absl::MutexLock wlock(&write_mu);
+    grpc::Status status = stream->Finish();
+    absl::MutexLock lock(&mu);
+    finished = true;
+    broken = true;
+    final_status = FromGrpcStatus(status);
+    if (final_status.ok() && !stats.has_value()) {
+      final_status = absl::UnavailableError("the daemon ended the prefetch stream without stats");
+    }
+  }
+
+  // The stream's final status once it is dead (reads what is left).
+  absl::Status FinalStatus() {
+    absl::MutexLock rlock(&read_mu);
+    DrainAndFinishLocked();
+    absl::MutexLock lock(&mu);
+    if (cancelled && final_status.ok()) return absl::CancelledError("the prefetch stream was cancelled");
+    return final_status.ok() ? absl::FailedPreconditionError("the prefetch stream has ended")
+                             : final_status;
+  }
+};
+
+PrefetchStream::PrefetchStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+PrefetchStream::~PrefetchStream() {
+  bool finished;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    finished = impl_->finished;
+    impl_->cancelled = true;
+  }
+  if (!finished) {
+    impl_->context.TryCancel();
+    absl::MutexLock rlock(&impl_->read_mu);
+    impl_->DrainAndFinishLocked();
+  }
+}
+
+absl::StatusOr<std::unique_ptr<PrefetchStream>> PrefetchStream::Open(
+    const Client& client, const PrefetchOptions& options) {
+  if (options.buffer_size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "buffer_size is ", options.buffer_size, "; must be >= 1 (0 selects the default ",
+        kDefaultPrefetchBufferSize, ")"));
+  }
+  if (options.chunk_bytes < 1 || options.chunk_bytes > kMaxChunkBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk_bytes is ", options.chunk_bytes, "; expected 1 to ", kMaxChunkBytes));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->buffer_size = options.buffer_size == 0 ? kDefaultPrefetchBufferSize : options.buffer_size;
+  if (options.timeout != absl::InfiniteDuration() && options.timeout > absl::ZeroDuration()) {
+    impl->context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
+  }
+  impl->stub = pb::PrefetchService::NewStub(client.channel());
+  impl->stream = impl->stub->Prefetch(&impl->context);
+  pb::PrefetchRequest open;
+  pb::PrefetchOpen* o = open.mutable_open();
+  o->set_buffer_size(options.buffer_size);
+  if (!options.rule.is_default()) *o->mutable_rule() = options.rule.proto();
+  o->set_name(options.name);
+  o->set_auto_release(options.auto_release);
+  std::unique_ptr<PrefetchStream> stream(new PrefetchStream(std::move(impl)));
+  bool ok;
+  {
+    absl::MutexLock lock(&stream->impl_->write_mu);
+    ok = stream->impl_->WriteLocked(&open);
+  }
+  if (!ok) return stream->impl_->FinalStatus();
+  return stream;
+}
+
+int PrefetchStream::buffer_size() const { return impl_->buffer_size; }
+
+absl::StatusOr<int64_t> PrefetchStream::SendBatch(const std::vector<BatchArray>& arrays,
+                                                  const std::optional<Rule>& rule) {
+  if (absl::Status s = CheckArrays(arrays); !s.ok()) return s;
+  Impl& m = *impl_;
+  int64_t sequence = -1;
+  {
+    absl::MutexLock lock(&m.mu);
+    auto can_send = [&m]() ABSL_SHARED_LOCKS_REQUIRED(m.mu) {
+      return m.Stopped() || m.send_closed ||
+             static_cast<int>(m.unreleased.size()) < m.buffer_size;
+    };
+    absl::Time start = absl::Now();
+    m.mu.Await(absl::Condition(&can_send));
+    m.send_blocked += absl::Now() - start;
+    if (m.cancelled) return absl::CancelledError("the prefetch stream was cancelled");
+    if (m.send_closed) {
+      return absl::FailedPreconditionError("SendBatch after CloseSend on the prefetch stream");
+    }
+    if (!m.broken && !m.finished) {
+      sequence = m.sent++;
+      m.unreleased.insert(sequence);
+    }
+  }
+  if (sequence < 0) return m.FinalStatus();
+
+  pb::PrefetchRequest message;
+  pb::BatchHeader* header = message.mutable_batch();
+  for (const BatchArray& a : arrays) {
+    pb::ArrayHeader* h = header->add_arrays();
+    h->set_key(a.key);
+    h->set_dtype(a.array.dtype);
+    for (int64_t d : a.array.shape) h->add_shape(d);
+  }
+  const Rule& effective = rule.has_value() ? *rule : m.options.rule;
+  if (rule.has_value() && !effective.is_default()) *header->mutable_rule() = effective.proto();
+  header->set_owner(m.options.owner);
+  bool ok;
+  {
+    absl::MutexLock lock(&m.write_mu);
+    ok = m.WriteLocked(&message);
+  }
+  // Chunks, each under its own write lock so releases can slip in between.
+  pb::BatchChunk* chunk = message.mutable_chunk();
+  std::string* data = chunk->mutable_data();
+  data->reserve(static_cast<size_t>(std::min<int64_t>(m.options.chunk_bytes, kMaxChunkBytes)));
+  for (size_t i = 0; ok && i < arrays.size(); ++i) {
+    absl::Span<const uint8_t> bytes = arrays[i].array.data;
+    chunk->set_array_index(static_cast<int32_t>(i));
+    for (size_t offset = 0; ok && offset < bytes.size();) {
+      size_t n = std::min<size_t>(bytes.size() - offset, m.options.chunk_bytes);
+      data->assign(reinterpret_cast<const char*>(bytes.data() + offset), n);
+      offset += n;
+      absl::MutexLock lock(&m.write_mu);
+      ok = m.WriteLocked(&message);
+    }
+  }
+  if (!ok) return m.FinalStatus();
+  return sequence;
+}
+
+absl::Status PrefetchStream::Release(int64_t sequence) {
+  Impl& m = *impl_;
+  {
+    absl::MutexLock lock(&m.mu);
+    if (sequence < 0 || sequence >= m.sent) {
+      return absl::InvalidArgumentError(absl::StrCat("release of batch ", sequence,
+                                                     ": no such batch (", m.sent, " sent)"));
+    }
+    if (sequence >= m.reads) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("release of batch ", sequence, ": it has not been read yet"));
+    }
+    if (!m.unreleased.contains(sequence)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("release of batch ", sequence, ": it was already released"));
+    }
+    if (absl::Status s = m.CanSendControlLocked(); !s.ok()) return s;
+    m.unreleased.erase(sequence);
+    pb::PrefetchRequest message;
+    message.mutable_release()->set_sequence(sequence);
+    m.control.push_back(std::move(message));
+  }
+  return m.FlushControl();
+}
+
+absl::Status PrefetchStream::Next() {
+  Impl& m = *impl_;
+  {
+    absl::MutexLock lock(&m.mu);
+    if (absl::Status s = m.CanSendControlLocked(); !s.ok()) return s;
+    int64_t n = m.nexts;
+    if (n > m.reads) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Next() asks for batch ", n, " before batch ", n - 1, " was read"));
+    }
+    if (m.options.auto_release && n >= 1) m.unreleased.erase(n - 1);
+    ++m.nexts;
+    pb::PrefetchRequest message;
+    message.mutable_next();
+    m.control.push_back(std::move(message));
+  }
+  return m.FlushControl();
+}
+
+absl::Status PrefetchStream::CloseSend() {
+  Impl& m = *impl_;
+  {
+    absl::MutexLock lock(&m.mu);
+    if (m.cancelled) return absl::CancelledError("the prefetch stream was cancelled");
+    if (m.send_closed) return absl::OkStatus();
+  }
+  bool ok;
+  {
+    absl::MutexLock lock(&m.write_mu);
+    ok = m.WriteLocked(nullptr);
+    {
+      absl::MutexLock lock2(&m.mu);
+      m.send_closed = true;
+      ok = ok && !m.finished;
+    }
+    if (ok) ok = m.stream->WritesDone();
+  }
+  return ok ? absl::OkStatus() : m.FinalStatus();
+}
+
+absl::StatusOr<std::optional<DeviceBatch>> PrefetchStream::Read() {
+  Impl& m = *impl_;
+  absl::MutexLock rlock(&m.read_mu);
+  {
+    absl::MutexLock lock(&m.mu);
+    if (m.finished) {
+      if (m.final_status.ok()) return std::optional<DeviceBatch>();
+      return m.final_status;
+    }
+  }
+  pb::PrefetchResponse response;
+  while (m.stream->Read(&response)) {
+    if (response.has_stats()) {
+      m.stats = response.stats();
+      continue;
+    }
+    if (!response.has_ready()) continue;
+    absl::MutexLock lock(&m.mu);
+    if (response.ready().sequence() != m.reads) {
+      m.context.TryCancel();
+      m.broken = true;
+      m.final_status = absl::InternalError(absl::StrCat("the daemon sent batch ",
+                                                        response.ready().sequence(),
+                                                        " where batch ", m.reads, " was due"));
+      break;
+    }
+    ++m.reads;
+    DeviceBatch batch;
+    batch.sequence = response.ready().sequence();
+    batch.tensors.assign(response.ready().tensors().begin(), response.ready().tensors().end());
+    return std::optional<DeviceBatch>(std::move(batch));
+  }
+  absl::Status internal;
+  {
+    absl::MutexLock lock(&m.mu);
+    internal = m.final_status;
+  }
+  m.DrainAndFinishLocked();
+  absl::MutexLock lock(&m.mu);
+  if (!internal.ok()) m.final_status = internal;
+  if (m.final_status.ok()) return std::optional<DeviceBatch>();
+  if (m.cancelled && m.final_status.code() == absl::StatusCode::kCancelled) {
+    return absl::CancelledError("the prefetch stream was cancelled");
+  }
+  return m.final_status;
+}
+
+const std::optional<pb::PrefetchStats>& PrefetchStream::stats() const { return impl_->stats; }
+
+absl::Duration PrefetchStream::send_blocked() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->send_blocked;
+}
+
+void PrefetchStream::Cancel() {
+  {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->cancelled = true;
+  }
+  impl_->context.TryCancel();
+}
+
+}  // namespace placement::client

@@ -1,0 +1,303 @@
+#include "server/collective/collective_service_core.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/collective/collective_staging.h"
+
+namespace placement::server {
+namespace {
+
+TensorLayout LayoutOf(const Tensor& t) { return TensorLayout{t.dtype, t.shape, t.sharding}; }
+
+// The op a request means: its own, else the input's partial op, else SUM.
+ReduceOp EffectiveOp(std::optional<ReduceOp> op, const Tensor& t) {
+  if (op.has_value()) return *op;
+  if (t.partial_op != 0 && !t.sharding.partial_axes().empty()) {
+    absl::StatusOr<ReduceOp> partial = ReduceOpFromProtoValue(t.partial_op);
+    if (partial.ok()) return *partial;
+  }
+  return ReduceOp::kSum;
+}
+
+absl::Status CheckReducible(const Tensor& t, CollectiveKind kind) {
+  if (t.dtype != DType::kBool) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(kind), ": tensor '", t.id,
+                                                 "' has dtype bool, which cannot be reduced"));
+}
+
+// One item per group: rank r of a group is the shard at its mesh position.
+std::vector<CollectiveItem> ItemsFor(const CollectivePlan& plan, DType dtype, ReduceOp op,
+                                     const std::vector<const DeviceBuffer*>& send,
+                                     const std::vector<DeviceBuffer*>& recv) {
+  std::vector<CollectiveItem> items;
+  items.reserve(plan.groups.size());
+  for (const std::vector<int64_t>& group : plan.groups) {
+    CollectiveItem item;
+    item.dtype = dtype;
+    item.op = op;
+    item.root = plan.root_rank;
+    for (int64_t position : group) {
+      item.send.push_back(send[position]);
+      item.recv.push_back(recv[position]);
+    }
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+std::vector<const DeviceBuffer*> SendBuffers(const Tensor& t) {
+  std::vector<const DeviceBuffer*> out;
+  for (const Shard& s : t.shards) out.push_back(s.buffer.get());
+  return out;
+}
+
+std::vector<DeviceBuffer*> RecvBuffers(Tensor& t) {
+  std::vector<DeviceBuffer*> out;
+  for (Shard& s : t.shards) out.push_back(s.buffer.get());
+  return out;
+}
+
+// partial_op of a result: the input's while partial axes remain.
+int32_t ResultPartialOp(const Tensor& input, const CollectivePlan& plan) {
+  return plan.result_sharding.partial_axes().empty() ? 0 : input.partial_op;
+}
+
+// Turns a donated input whose buffers now hold the result into the result.
+absl::Status BecomeResult(Tensor* t, const CollectivePlan& plan, const std::string& name) {
+  ASSIGN_OR_RETURN(std::vector<ShardDomain> domains,
+                   plan.result_sharding.IndexDomains(plan.result_shape));
+  for (size_t i = 0; i < domains.size(); ++i) t->shards[i].domain = std::move(domains[i]);
+  t->partial_op = ResultPartialOp(*t, plan);
+  t->shape = plan.result_shape;
+  t->sharding = plan.result_sharding;
+  if (!name.empty()) t->name = name;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Tensor>> AllocateResult(TensorStore* store, const Tensor& input,
+                                                       const CollectivePlan& plan,
+                                                       const std::string& name) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
+                   store->Allocate(input.dtype, plan.result_shape, plan.result_sharding,
+                                   input.mesh_id, name.empty() ? input.name : name, input.owner));
+  result->partial_op = ResultPartialOp(input, plan);
+  return result;
+}
+
+absl::Status SameSizes(const Tensor& input, const Tensor& result) {
+  for (size_t i = 0; i < input.shards.size(); ++i) {
+    if (input.shards[i].buffer->size() != result.shards[i].buffer->size()) {
+      return absl::InternalError(
+          absl::StrCat("collective result shard ", i, " is ", result.shards[i].buffer->size(),
+                       " bytes but the input's is ", input.shards[i].buffer->size()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WithIndex(const absl::Status& status, size_t i) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("tensor_ids[", i, "]: ", status.message()));
+}
+
+}  // namespace
+
+bool CollectiveServiceCore::IsQuick(const std::vector<std::string>& tensor_ids) const {
+  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> tensors = store_->GetMany(tensor_ids);
+  if (!tensors.ok()) return true;
+  int64_t bytes = 0;
+  for (const auto& t : *tensors) {
+    int64_t largest = 0;
+    for (const Shard& s : t->shards) largest = std::max(largest, s.buffer->size());
+    bytes += largest;
+  }
+  return bytes <= kQuickBytesPerDevice;
+}
+
+absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::AllReduce(
+    const CollectiveTarget& target, std::optional<ReduceOp> op,
+    const CollectiveContext& context) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> input, store_->Get(target.tensor_id));
+  RETURN_IF_ERROR(CheckReducible(*input, CollectiveKind::kAllReduce));
+  ASSIGN_OR_RETURN(CollectivePlan plan, PlanAllReduce(LayoutOf(*input), target.axes));
+  const ReduceOp effective = EffectiveOp(op, *input);
+  return RunSameSize(target, std::move(input), plan, effective, context);
+}
+
+absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::Broadcast(
+    const CollectiveTarget& target, int64_t root_device_id,
+    const CollectiveContext& context) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> input, store_->Get(target.tensor_id));
+  bool known = false;
+  for (const DeviceDescription& d : store_->backend()->Devices())
+    known = known || d.id == root_device_id;
+  if (!known) {
+    return absl::NotFoundError(absl::StrCat("broadcast: root device ", root_device_id,
+                                            " does not exist on this daemon (",
+                                            store_->backend()->Devices().size(), " devices)"));
+  }
+  const Mesh& mesh = input->sharding.mesh();
+  const int64_t root_position = mesh.PositionOf(root_device_id);
+  if (root_position < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("broadcast: root device ", root_device_id,
+                                                   " is not in the tensor's mesh ",
+                                                   mesh.DebugString()));
+  }
+  ASSIGN_OR_RETURN(CollectivePlan plan,
+                   PlanBroadcast(LayoutOf(*input), target.axes, root_position));
+  return RunSameSize(target, std::move(input), plan, ReduceOp::kSum, context);
+}
+
+absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::AllGather(
+    const CollectiveTarget& target, int64_t dim, const CollectiveContext& context) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> input, store_->Get(target.tensor_id));
+  ASSIGN_OR_RETURN(CollectivePlan plan, PlanAllGather(LayoutOf(*input), target.axes, dim));
+  return RunResized(target, std::move(input), plan, ReduceOp::kSum, context);
+}
+
+absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::ReduceScatter(
+    const CollectiveTarget& target, std::optional<ReduceOp> op, int64_t scatter_dim,
+    const CollectiveContext& context) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> input, store_->Get(target.tensor_id));
+  RETURN_IF_ERROR(CheckReducible(*input, CollectiveKind::kReduceScatter));
+  ASSIGN_OR_RETURN(CollectivePlan plan,
+                   PlanReduceScatter(LayoutOf(*input), target.axes, scatter_dim));
+  const ReduceOp effective = EffectiveOp(op, *input);
+  return RunResized(target, std::move(input), plan, effective, context);
+}
+
+absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunSameSize(
+    const CollectiveTarget& target, std::shared_ptr<const Tensor> input, const CollectivePlan& plan,
+    ReduceOp op, const CollectiveContext& context) const {
+  if (target.source == SourceHandling::kKeep) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
+                     AllocateResult(store_, *input, plan, target.name));
+    RETURN_IF_ERROR(SameSizes(*input, *result));
+    std::vector<CollectiveItem> items =
+        ItemsFor(plan, input->dtype, op, SendBuffers(*input), RecvBuffers(*result));
+    RETURN_IF_ERROR(RunCollective(*engine_, plan.kind, items, context));
+    return store_->Commit(std::move(result));
+  }
+  // In place: our reference must go before the store can hand the tensor
+  // over (ids are never reused, so the id still names what was planned).
+  const std::string id = input->id;
+  input.reset();
+  ASSIGN_OR_RETURN(std::unique_ptr<Tensor> donated, store_->TakeForDonation(id));
+  std::vector<CollectiveItem> items =
+      ItemsFor(plan, donated->dtype, op, SendBuffers(*donated), RecvBuffers(*donated));
+  RETURN_IF_ERROR(RunCollective(*engine_, plan.kind, items, context));
+  RETURN_IF_ERROR(BecomeResult(donated.get(), plan, target.name));
+  return store_->Commit(std::move(donated));
+}
+
+absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunResized(
+    const CollectiveTarget& target, std::shared_ptr<const Tensor> input, const CollectivePlan& plan,
+    ReduceOp op, const CollectiveContext& context) const {
+  ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
+                   AllocateResult(store_, *input, plan, target.name));
+  DeviceBackend* backend = store_->backend();
+  if (plan.contiguous) {
+    std::vector<CollectiveItem> items =
+        ItemsFor(plan, input->dtype, op, SendBuffers(*input), RecvBuffers(*result));
+    RETURN_IF_ERROR(RunCollective(*engine_, plan.kind, items, context));
+  } else if (plan.kind == CollectiveKind::kAllGather) {
+    // Gather the blocks contiguously, then unpack them into the result's
+    // boxes.
+    ASSIGN_OR_RETURN(StagingBuffers staging, AllocateStaging(backend, *result));
+    std::vector<CollectiveItem> items =
+        ItemsFor(plan, input->dtype, op, SendBuffers(*input), staging.pointers());
+    RETURN_IF_ERROR(RunCollective(*engine_, plan.kind, items, context));
+    RETURN_IF_ERROR(UnpackGathered(backend, plan, *input, staging, result.get()));
+  } else {
+    // Pack every rank's blocks contiguously, then reduce-scatter them.
+    ASSIGN_OR_RETURN(StagingBuffers staging, AllocateStaging(backend, *input));
+    RETURN_IF_ERROR(PackForScatter(backend, plan, *input, *result, &staging));
+    std::vector<CollectiveItem> items =
+        ItemsFor(plan, input->dtype, op, staging.const_pointers(), RecvBuffers(*result));
+    RETURN_IF_ERROR(RunCollective(*engine_, plan.kind, items, context));
+  }
+  std::shared_ptr<const Tensor> committed = store_->Commit(std::move(result));
+  if (target.source == SourceHandling::kDonate) {
+    // Already deleted by someone else is fine: the input is gone either way.
+    store_->Delete({input->id}).IgnoreError();
+  }
+  return committed;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore::AllReduceBatch(
+    const std::vector<std::string>& tensor_ids, const std::vector<std::string>& axes,
+    std::optional<ReduceOp> op, SourceHandling source, const CollectiveContext& context) const {
+  if (tensor_ids.empty()) return absl::InvalidArgumentError("tensor_ids must not be empty");
+  if (source == SourceHandling::kDonate) {
+    absl::flat_hash_set<std::string> seen;
+    for (size_t i = 0; i < tensor_ids.size(); ++i) {
+      if (!seen.insert(tensor_ids[i]).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor_ids[", i, "]: tensor '", tensor_ids[i],
+                         "' is listed twice; each tensor can be donated once"));
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const Tensor>> inputs, store_->GetMany(tensor_ids));
+  const Tensor& first = *inputs[0];
+  std::vector<CollectivePlan> plans;
+  std::vector<ReduceOp> ops;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = *inputs[i];
+    if (t.mesh_id != first.mesh_id || !(t.sharding.mesh() == first.sharding.mesh())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor_ids[", i, "] ('", t.id, "') is on mesh '", t.mesh_id, "' ",
+                       t.sharding.mesh().ToString(), " but tensor_ids[0] ('", first.id,
+                       "') is on mesh '", first.mesh_id, "' ", first.sharding.mesh().ToString(),
+                       "; a batch reduces tensors of one mesh"));
+    }
+    if (t.dtype != first.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor_ids[", i, "] ('", t.id, "') is ", DTypeName(t.dtype), " but tensor_ids[0] is ",
+          DTypeName(first.dtype), "; a batch reduces one dtype"));
+    }
+    RETURN_IF_ERROR(WithIndex(CheckReducible(t, CollectiveKind::kAllReduce), i));
+    absl::StatusOr<CollectivePlan> plan = PlanAllReduce(LayoutOf(t), axes);
+    if (!plan.ok()) return WithIndex(plan.status(), i);
+    plans.push_back(*std::move(plan));
+    ops.push_back(EffectiveOp(op, t));
+  }
+
+  std::vector<std::unique_ptr<Tensor>> results;
+  std::vector<CollectiveItem> items;
+  if (source == SourceHandling::kKeep) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
+                       AllocateResult(store_, *inputs[i], plans[i], ""));
+      RETURN_IF_ERROR(SameSizes(*inputs[i], *result));
+      std::vector<CollectiveItem> more = ItemsFor(plans[i], inputs[i]->dtype, ops[i],
+                                                  SendBuffers(*inputs[i]), RecvBuffers(*result));
+      items.insert(items.end(), more.begin(), more.end());
+      results.push_back(std::move(result));
+    }
+  } else {
+    inputs.clear();
+    ASSIGN_OR_RETURN(results, store_->TakeAllForDonation(tensor_ids));
+    for (size_t i = 0; i < results.size(); ++i) {
+      std::vector<CollectiveItem> more = ItemsFor(
+          plans[i], results[i]->dtype, ops[i], SendBuffers(*results[i]), RecvBuffers(*results[i]));
+      items.insert(items.end(), more.begin(), more.end());
+    }
+  }
+  RETURN_IF_ERROR(engine_->AllReduce(items, context));
+  std::vector<std::shared_ptr<const Tensor>> committed;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (source == SourceHandling::kDonate) {
+      RETURN_IF_ERROR(BecomeResult(results[i].get(), plans[i], ""));
+    }
+  }
+  for (std::unique_ptr<Tensor>& result : results)
+    committed.push_back(store_->Commit(std::move(result)));
+  return committed;
+}
+
+}  // namespace placement::server

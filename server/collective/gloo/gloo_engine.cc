@@ -1,0 +1,324 @@
+#include "server/collective/gloo/gloo_engine.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/collective/local/reduce_kernels.h"
+
+namespace placement::server {
+namespace {
+
+// A RendezvousStore failure carried through Gloo's exception-based store
+// interface, so Create can return the store's own status.
+struct StoreFailure : public gloo::IoException {
+  explicit StoreFailure(absl::Status s) : gloo::IoException(s.ToString()), status(std::move(s)) {}
+  absl::Status status;
+};
+
+class StoreAdapter final : public gloo::rendezvous::Store {
+ public:
+  StoreAdapter(RendezvousStore* store, absl::Duration timeout) : store_(store), timeout_(timeout) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    absl::Status s = store_->Set(key, std::string(data.begin(), data.end()));
+    if (!s.ok()) throw StoreFailure(std::move(s));
+  }
+  std::vector<char> get(const std::string& key) override {
+    absl::StatusOr<std::string> v = store_->Get(key, timeout_);
+    if (!v.ok()) throw StoreFailure(v.status());
+    return std::vector<char>(v->begin(), v->end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, ToChrono(timeout_)); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    for (const std::string& key : keys) {
+      absl::StatusOr<std::string> v = store_->Get(key, absl::FromChrono(timeout));
+      if (!v.ok()) throw StoreFailure(v.status());
+    }
+  }
+
+  static std::chrono::milliseconds ToChrono(absl::Duration d) {
+    return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
+  }
+
+ private:
+  RendezvousStore* store_;
+  absl::Duration timeout_;
+};
+
+// Gloo's typed setters only use sizeof(T): pick an unsigned type of the
+// dtype's width and pass element counts.
+template <typename Fn>
+void WithElementType(DType dtype, Fn&& fn) {
+  switch (DTypeSize(dtype)) {
+    case 1:
+      return fn(uint8_t{});
+    case 2:
+      return fn(uint16_t{});
+    case 4:
+      return fn(uint32_t{});
+    default:
+      return fn(uint64_t{});
+  }
+}
+
+std::byte* Bytes(const DeviceBuffer* b) { return static_cast<std::byte*>(b->data()); }
+
+absl::Status ValidateGlooItem(CollectiveKind kind, const CollectiveItem& item, int size, int rank,
+                              const std::string& where) {
+  const size_t k = item.recv.size();
+  if (k == 0 || item.send.size() != k) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", item.send.size(), " send and ", k,
+                                                   " recv buffers; expected the same count >= 1"));
+  }
+  if (kind != CollectiveKind::kAllReduce && k != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": Gloo ", CollectiveKindName(kind),
+                                                   " takes one local buffer per process, got ", k));
+  }
+  const bool reduces = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter;
+  if (reduces && !IsReducible(item.dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": dtype ", DTypeName(item.dtype), " cannot be reduced"));
+  }
+  if (kind == CollectiveKind::kBroadcast && (item.root < 0 || item.root >= size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": root rank ", item.root, " outside [0, ", size, ")"));
+  }
+  const bool is_root = kind == CollectiveKind::kBroadcast && item.root == rank;
+  const int64_t elem = DTypeSize(item.dtype);
+  const int64_t block = (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kAllGather)
+                            ? (item.send[0] ? item.send[0]->size() : -1)
+                            : item.recv[0]->size();
+  if (block < 0 || block % elem != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": block of ", block, " bytes is not whole ", DTypeName(item.dtype), " elements"));
+  }
+  const int64_t send_size = kind == CollectiveKind::kReduceScatter ? size * block : block;
+  const int64_t recv_size = kind == CollectiveKind::kAllGather ? size * block : block;
+  for (size_t i = 0; i < k; ++i) {
+    const bool needs_send = kind != CollectiveKind::kBroadcast || is_root;
+    if (needs_send && (item.send[i] == nullptr || item.send[i]->size() != send_size)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": send[", i, "] is ",
+                                                     item.send[i] ? item.send[i]->size() : 0,
+                                                     " bytes, expected ", send_size));
+    }
+    if (item.recv[i] == nullptr || item.recv[i]->size() != recv_size) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": recv[", i, "] is ",
+                                                     item.recv[i] ? item.recv[i]->size() : 0,
+                                                     " bytes, expected ", recv_size));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Pairwise reduction for Gloo; MEAN combines as SUM and is divided after.
+gloo::AllreduceOptions::Func PairwiseReduce(DType dtype, ReduceOp op) {
+  const ReduceOp combine = op == ReduceOp::kMean ? ReduceOp::kSum : op;
+  return [dtype, combine](void* out, const void* a, const void* b, size_t n) {
+    const std::byte* inputs[2] = {static_cast<const std::byte*>(a),
+                                  static_cast<const std::byte*>(b)};
+    std::byte* outputs[1] = {static_cast<std::byte*>(out)};
+    ReduceInto(dtype, combine, inputs, outputs, static_cast<int64_t>(n));
+  };
+}
+
+// All-reduce of `outputs` (in place) or `inputs` into `outputs`.
+void GlooAllReduce(const std::shared_ptr<gloo::Context>& context, DType dtype, ReduceOp op,
+                   GlooEngineOptions::Algorithm algorithm, std::vector<std::byte*> inputs,
+                   std::vector<std::byte*> outputs, int64_t bytes, uint32_t tag,
+                   std::chrono::milliseconds timeout) {
+  gloo::AllreduceOptions opts(context);
+  opts.setAlgorithm(algorithm == GlooEngineOptions::Algorithm::kBcube
+                        ? gloo::AllreduceOptions::Algorithm::BCUBE
+                        : gloo::AllreduceOptions::Algorithm::RING);
+  const size_t elements = static_cast<size_t>(bytes / DTypeSize(dtype));
+  WithElementType(dtype, [&](auto proto) {
+    using T = decltype(proto);
+    std::vector<T*> in, out;
+    for (std::byte* p : inputs) in.push_back(reinterpret_cast<T*>(p));
+    for (std::byte* p : outputs) out.push_back(reinterpret_cast<T*>(p));
+    if (!in.empty()) opts.setInputs(in, elements);
+    opts.setOutputs(out, elements);
+  });
+  opts.setReduceFunction(PairwiseReduce(dtype, op));
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::allreduce(opts);
+}
+
+}  // namespace
+
+GlooEngine::GlooEngine(const GlooEngineOptions& options, std::shared_ptr<gloo::Context> context)
+    : rank_(options.rank),
+      size_(options.size),
+      timeout_(options.timeout),
+      algorithm_(options.algorithm),
+      context_(std::move(context)) {}
+
+GlooEngine::~GlooEngine() = default;
+
+absl::StatusOr<std::unique_ptr<GlooEngine>> GlooEngine::Create(const GlooEngineOptions& options) {
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gloo: rank ", options.rank, " outside [0, size) for size ", options.size));
+  }
+  if (options.store == nullptr) return absl::InvalidArgumentError("gloo: no rendezvous store");
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("gloo: timeout must be positive, got ",
+                                                   absl::FormatDuration(options.timeout)));
+  }
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.hostname;
+    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    context->setTimeout(StoreAdapter::ToChrono(options.timeout));
+    StoreAdapter adapter(options.store, options.timeout);
+    gloo::rendezvous::PrefixStore prefixed(options.prefix, adapter);
+    context->connectFullMesh(prefixed, device);
+    return std::unique_ptr<GlooEngine>(new GlooEngine(options, std::move(context)));
+  } catch (const StoreFailure& e) {
+    return e.status;
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    if (absl::StrContains(what, "Timed out") || absl::StrContains(what, "timed out")) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("gloo: connecting rank ", options.rank, " of ", options.size, ": ", what));
+    }
+    return absl::UnavailableError(
+        absl::StrCat("gloo: connecting rank ", options.rank, " of ", options.size, ": ", what));
+  }
+}
+
+absl::Status GlooEngine::AllReduce(absl::Span<const CollectiveItem> items,
+                                   const CollectiveContext& context) {
+  return Run(CollectiveKind::kAllReduce, items, context);
+}
+
+absl::Status GlooEngine::AllGather(absl::Span<const CollectiveItem> items,
+                                   const CollectiveContext& context) {
+  return Run(CollectiveKind::kAllGather, items, context);
+}
+
+absl::Status GlooEngine::ReduceScatter(absl::Span<const CollectiveItem> items,
+                                       const CollectiveContext& context) {
+  return Run(CollectiveKind::kReduceScatter, items, context);
+}
+
+absl::Status GlooEngine::Broadcast(absl::Span<const CollectiveItem> items,
+                                   const CollectiveContext& context) {
+  return Run(CollectiveKind::kBroadcast, items, context);
+}
+
+void GlooEngine::RunItem(CollectiveKind kind, const CollectiveItem& item, uint32_t tag,
+                         std::chrono::milliseconds timeout) {
+  const int64_t elem = DTypeSize(item.dtype);
+  switch (kind) {
+    case CollectiveKind::kAllReduce: {
+      std::vector<std::byte*> inputs, outputs;
+      bool in_place = true;
+      for (size_t i = 0; i < item.recv.size(); ++i) {
+        in_place = in_place && item.send[i] == item.recv[i];
+        inputs.push_back(Bytes(item.send[i]));
+        outputs.push_back(Bytes(item.recv[i]));
+      }
+      if (in_place) inputs.clear();
+      const int64_t bytes = item.recv[0]->size();
+      GlooAllReduce(context_, item.dtype, item.op, algorithm_, inputs, outputs, bytes, tag,
+                    timeout);
+      if (item.op == ReduceOp::kMean) {
+        const int64_t contributions = static_cast<int64_t>(size_) * item.recv.size();
+        for (std::byte* out : outputs) DivideInPlace(item.dtype, out, bytes / elem, contributions);
+      }
+      return;
+    }
+    case CollectiveKind::kReduceScatter: {
+      const int64_t block = item.recv[0]->size();
+      std::vector<std::byte> scratch(static_cast<size_t>(item.send[0]->size()));
+      std::memcpy(scratch.data(), item.send[0]->data(), scratch.size());
+      GlooAllReduce(context_, item.dtype, item.op, algorithm_, {}, {scratch.data()},
+                    static_cast<int64_t>(scratch.size()), tag, timeout);
+      std::byte* out = Bytes(item.recv[0]);
+      std::memcpy(out, scratch.data() + rank_ * block, static_cast<size_t>(block));
+      if (item.op == ReduceOp::kMean) DivideInPlace(item.dtype, out, block / elem, size_);
+      return;
+    }
+    case CollectiveKind::kAllGather: {
+      gloo::AllgatherOptions opts(context_);
+      const size_t elements = static_cast<size_t>(item.send[0]->size() / elem);
+      WithElementType(item.dtype, [&](auto proto) {
+        using T = decltype(proto);
+        opts.setInput(static_cast<T*>(item.send[0]->data()), elements);
+        opts.setOutput(static_cast<T*>(item.recv[0]->data()), elements * size_);
+      });
+      opts.setTag(tag);
+      opts.setTimeout(timeout);
+      gloo::allgather(opts);
+      return;
+    }
+    case CollectiveKind::kBroadcast: {
+      gloo::BroadcastOptions opts(context_);
+      const size_t elements = static_cast<size_t>(item.recv[0]->size() / elem);
+      WithElementType(item.dtype, [&](auto proto) {
+        using T = decltype(proto);
+        if (item.root == rank_ && item.send[0] != item.recv[0]) {
+          opts.setInput(static_cast<T*>(item.send[0]->data()), elements);
+        }
+        opts.setOutput(static_cast<T*>(item.recv[0]->data()), elements);
+      });
+      opts.setRoot(item.root);
+      opts.setTag(tag);
+      opts.setTimeout(timeout);
+      gloo::broadcast(opts);
+      return;
+    }
+  }
+}
+
+absl::Status GlooEngine::Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
+                             const CollectiveContext& context) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    absl::Status s = ValidateGlooItem(kind, items[i], size_, rank_,
+                                      absl::StrCat(CollectiveKindName(kind), " item ", i));
+    if (!s.ok()) return s;
+  }
+  absl::MutexLock lock(&mu_);
+  const uint32_t tag = context.tag != 0 ? context.tag : next_tag_++;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (absl::Status s = context.Check(); !s.ok()) return s;
+    absl::Duration timeout = timeout_;
+    if (context.deadline != absl::InfiniteFuture()) {
+      timeout = std::min(timeout, context.deadline - absl::Now());
+    }
+    // Gloo treats 0 as "no timeout"; keep at least 1 ms.
+    const auto ms = std::max(std::chrono::milliseconds(1), StoreAdapter::ToChrono(timeout));
+    try {
+      RunItem(kind, items[i], tag, ms);
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      const std::string message =
+          absl::StrCat("gloo ", CollectiveKindName(kind), " item ", i, " (rank ", rank_, " of ",
+                       size_, ", tag ", tag, "): ", what);
+      if (absl::StrContains(what, "Timed out") || absl::StrContains(what, "timed out")) {
+        return absl::DeadlineExceededError(message);
+      }
+      return absl::UnavailableError(message);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace placement::server

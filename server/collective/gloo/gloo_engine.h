@@ -1,0 +1,118 @@
+// GlooEngine: collectives on CPU buffers across processes (and nodes)
+// through Gloo's TCP transport -- the engine for CPU meshes that span
+// daemons, where LocalEngine cannot reach the other ranks' memory.
+//
+// One engine is one rank of a Gloo context of `size` processes. Create()
+// publishes this rank's address in a RendezvousStore under `prefix` and
+// connects a full mesh to the other ranks (every rank must call it with the
+// same prefix and size; it blocks until all have joined or `timeout`).
+//
+// Buffers: an item lists the buffers THIS process contributes (usually one:
+// the device shard this rank holds). The group is every contribution of
+// every process, so every process must pass the same number per item.
+//   AllReduce:      k >= 1 local buffers; each recv gets the op over all
+//                   size * k contributions (MEAN divides by size * k).
+//   AllGather:      k == 1; recv is size * B: rank r's block at r * B.
+//   ReduceScatter:  k == 1; send is size * B, recv gets block `rank` of the
+//                   reduction (Gloo 0.5 has no options-style reduce-scatter,
+//                   so this is an all-reduce into a scratch copy followed by
+//                   a copy of this rank's block: 2x the optimal traffic).
+//   Broadcast:      k == 1; `root` is a process rank; send is read on it.
+// Reductions combine pairs with the LocalEngine's kernels (16-bit floats are
+// rounded to their dtype after every pairwise step, unlike the LocalEngine's
+// f32 accumulation); MEAN sums, then divides locally.
+//
+// Tags and ordering: every process must issue the same calls in the same
+// order. CollectiveContext::tag, when set, becomes the Gloo tag of every
+// operation of the call; otherwise the engine numbers calls 1, 2, 3, ...
+// Timeouts: each operation gets min(timeout, time left before the call's
+// deadline); Gloo's timeout surfaces as DEADLINE_EXCEEDED. Cancellation is
+// checked between items (a running Gloo operation cannot be interrupted).
+// Other Gloo I/O errors are UNAVAILABLE with Gloo's text.
+//
+// Thread-safe: calls are serialised on the context (Gloo requires matching
+// operation order on every rank).
+#ifndef PLACEMENT_SERVER_COLLECTIVE_GLOO_GLOO_ENGINE_H_
+#define PLACEMENT_SERVER_COLLECTIVE_GLOO_GLOO_ENGINE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/collective/collective_engine.h"
+#include "server/collective/gloo/rendezvous_store.h"
+
+namespace gloo {
+class Context;
+}  // namespace gloo
+
+namespace placement::server {
+
+struct GlooEngineOptions {
+  int rank = 0;
+  int size = 1;
+  // REQUIRES: outlives Create (not used afterwards).
+  RendezvousStore* store = nullptr;
+  // Namespace of this context's keys; several contexts may share a store.
+  std::string prefix = "placement/gloo";
+  // Address this rank listens on (an interface IP or hostname).
+  std::string hostname = "127.0.0.1";
+  // Rendezvous / connection timeout and the default per-operation timeout.
+  absl::Duration timeout = absl::Seconds(30);
+  // All-reduce algorithm of Gloo's options-style API.
+  enum class Algorithm { kRing, kBcube };
+  Algorithm algorithm = Algorithm::kRing;
+};
+
+class GlooEngine final : public CollectiveEngine {
+ public:
+  // INVALID_ARGUMENT for size < 1, rank outside [0, size) or no store;
+  // DEADLINE_EXCEEDED when the other ranks do not join within `timeout`;
+  // UNAVAILABLE when the transport cannot be set up.
+  static absl::StatusOr<std::unique_ptr<GlooEngine>> Create(const GlooEngineOptions& options);
+  ~GlooEngine() override;
+
+  absl::string_view Name() const override { return "gloo"; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // The connected Gloo context (the benchmark runs Gloo's own algorithms on
+  // it as a baseline).
+  std::shared_ptr<gloo::Context> context() const { return context_; }
+
+  absl::Status AllReduce(absl::Span<const CollectiveItem> items,
+                         const CollectiveContext& context) override;
+  absl::Status AllGather(absl::Span<const CollectiveItem> items,
+                         const CollectiveContext& context) override;
+  absl::Status ReduceScatter(absl::Span<const CollectiveItem> items,
+                             const CollectiveContext& context) override;
+  absl::Status Broadcast(absl::Span<const CollectiveItem> items,
+                         const CollectiveContext& context) override;
+
+ private:
+  GlooEngine(const GlooEngineOptions& options, std::shared_ptr<gloo::Context> context);
+
+  // Validates `items` for `kind` (this process's buffers), then runs `op`
+  // for each item under the engine lock with the call's tag and timeout,
+  // translating Gloo's exceptions.
+  absl::Status Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
+                   const CollectiveContext& context);
+  void RunItem(CollectiveKind kind, const CollectiveItem& item, uint32_t tag,
+               std::chrono::milliseconds timeout);
+
+  int rank_;
+  int size_;
+  absl::Duration timeout_;
+  GlooEngineOptions::Algorithm algorithm_;
+  std::shared_ptr<gloo::Context> context_;
+  absl::Mutex mu_;
+  uint32_t next_tag_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_COLLECTIVE_GLOO_GLOO_ENGINE_H_

@@ -1,0 +1,153 @@
+#include "server/collective/local/local_engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/synchronization/mutex.h"
+#include "server/collective/local/reduce_kernels.h"
+
+namespace placement::server {
+namespace {
+
+// One chunk of work: bytes [begin, begin + length) of block `part` of item
+// `item` (part: the receiving rank for reduce-scatter, the sending rank for
+// all-gather, 0 otherwise).
+struct Task {
+  int32_t item = 0;
+  int32_t part = 0;
+  int64_t begin = 0;
+  int64_t length = 0;
+};
+
+std::byte* Bytes(const DeviceBuffer* buffer) { return static_cast<std::byte*>(buffer->data()); }
+
+// Bytes of one block (see the table in collective_engine.h).
+int64_t BlockBytes(CollectiveKind kind, const CollectiveItem& item) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kAllGather:
+      return item.send[0]->size();
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kBroadcast:
+      return item.recv[0]->size();
+  }
+  return 0;
+}
+
+std::vector<Task> PlanTasks(CollectiveKind kind, absl::Span<const CollectiveItem> items,
+                            int64_t chunk_bytes) {
+  std::vector<Task> tasks;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const CollectiveItem& item = items[i];
+    const int64_t elem = DTypeSize(item.dtype);
+    const int64_t chunk = std::max(elem, chunk_bytes / elem * elem);
+    const int64_t block = BlockBytes(kind, item);
+    const bool per_rank =
+        kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather;
+    const int parts = per_rank ? static_cast<int>(item.recv.size()) : 1;
+    for (int part = 0; part < parts; ++part) {
+      for (int64_t begin = 0; begin < block; begin += chunk) {
+        tasks.push_back(Task{static_cast<int32_t>(i), part, begin, std::min(chunk, block - begin)});
+      }
+    }
+  }
+  return tasks;
+}
+
+void RunTask(CollectiveKind kind, const CollectiveItem& item, const Task& task) {
+  const size_t n = item.recv.size();
+  const int64_t elem = DTypeSize(item.dtype);
+  absl::InlinedVector<const std::byte*, 16> inputs;
+  absl::InlinedVector<std::byte*, 16> outputs;
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      for (size_t j = 0; j < n; ++j) inputs.push_back(Bytes(item.send[j]) + task.begin);
+      for (size_t j = 0; j < n; ++j) outputs.push_back(Bytes(item.recv[j]) + task.begin);
+      ReduceInto(item.dtype, item.op, inputs, outputs, task.length / elem);
+      return;
+    case CollectiveKind::kReduceScatter: {
+      const int64_t offset = task.part * item.recv[0]->size() + task.begin;
+      for (size_t j = 0; j < n; ++j) inputs.push_back(Bytes(item.send[j]) + offset);
+      outputs.push_back(Bytes(item.recv[task.part]) + task.begin);
+      ReduceInto(item.dtype, item.op, inputs, outputs, task.length / elem);
+      return;
+    }
+    case CollectiveKind::kAllGather: {
+      const std::byte* src = Bytes(item.send[task.part]) + task.begin;
+      const int64_t offset = task.part * item.send[0]->size() + task.begin;
+      for (size_t j = 0; j < n; ++j) std::memcpy(Bytes(item.recv[j]) + offset, src, task.length);
+      return;
+    }
+    case CollectiveKind::kBroadcast: {
+      const std::byte* src = Bytes(item.send[item.root]) + task.begin;
+      for (size_t j = 0; j < n; ++j) {
+        std::byte* dst = Bytes(item.recv[j]) + task.begin;
+        if (dst != src) std::memcpy(dst, src, task.length);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+LocalEngine::LocalEngine(const LocalEngineOptions& options)
+    : options_(options),
+      pool_(std::make_unique<WorkerPool>(options.num_threads < 0 ? WorkerPool::DefaultThreads()
+                                                                 : options.num_threads)) {
+  if (options_.chunk_bytes <= 0) options_.chunk_bytes = LocalEngineOptions{}.chunk_bytes;
+}
+
+LocalEngine::~LocalEngine() = default;
+
+absl::Status LocalEngine::AllReduce(absl::Span<const CollectiveItem> items,
+                                    const CollectiveContext& context) {
+  return Run(CollectiveKind::kAllReduce, items, context);
+}
+
+absl::Status LocalEngine::AllGather(absl::Span<const CollectiveItem> items,
+                                    const CollectiveContext& context) {
+  return Run(CollectiveKind::kAllGather, items, context);
+}
+
+absl::Status LocalEngine::ReduceScatter(absl::Span<const CollectiveItem> items,
+                                        const CollectiveContext& context) {
+  return Run(CollectiveKind::kReduceScatter, items, context);
+}
+
+absl::Status LocalEngine::Broadcast(absl::Span<const CollectiveItem> items,
+                                    const CollectiveContext& context) {
+  return Run(CollectiveKind::kBroadcast, items, context);
+}
+
+absl::Status LocalEngine::Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
+                              const CollectiveContext& context) {
+  absl::Status status = ValidateLocalItems(kind, items);
+  if (!status.ok()) return status;
+  status = context.Check();
+  if (!status.ok()) return status;
+  const std::vector<Task> tasks = PlanTasks(kind, items, options_.chunk_bytes);
+
+  std::atomic<bool> stop{false};
+  absl::Mutex mu;
+  absl::Status first_error;
+  pool_->ParallelFor(static_cast<int64_t>(tasks.size()), pool_->num_threads() + 1, [&](int64_t t) {
+    if (stop.load(std::memory_order_relaxed)) return;
+    absl::Status check = context.Check();
+    if (!check.ok()) {
+      stop.store(true, std::memory_order_relaxed);
+      absl::MutexLock lock(&mu);
+      if (first_error.ok()) first_error = check;
+      return;
+    }
+    const Task& task = tasks[t];
+    RunTask(kind, items[task.item], task);
+  });
+  absl::MutexLock lock(&mu);
+  return first_error;
+}
+
+}  // namespace placement::server

@@ -1,0 +1,135 @@
+#include "server/service/collective_handler.h"
+
+#include <chrono>
+#include <memory>
+#include <utility>
+
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "server/tensor/tensor_proto.h"
+
+namespace placement::server {
+namespace {
+
+namespace pb = placement::v1;
+
+// Admits the call, then runs `fn` (returning absl::Status) and finishes the
+// reactor: on this gRPC thread when the core says the collective is quick,
+// otherwise on `dispatch`. The gate ticket lives until the call is done.
+template <typename Fn>
+grpc::ServerUnaryReactor* RunAdmitted(grpc::CallbackServerContext* context, CallGate& gate,
+                                      const CollectiveServiceCore& core, WorkerPool& dispatch,
+                                      const std::vector<std::string>& tensor_ids, Fn fn) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto ticket = std::make_shared<CallGate::Ticket>();
+  absl::Status admitted = gate.Enter(ticket.get());
+  if (!admitted.ok()) {
+    reactor->Finish(ToGrpcStatus(admitted));
+    return reactor;
+  }
+  if (core.IsQuick(tensor_ids)) {
+    reactor->Finish(ToGrpcStatus(fn()));
+    return reactor;
+  }
+  dispatch.Submit([reactor, ticket, fn = std::move(fn)]() mutable {
+    absl::Status status = fn();
+    reactor->Finish(ToGrpcStatus(status));
+    ticket->Reset();
+  });
+  return reactor;
+}
+
+CollectiveContext ContextOf(grpc::CallbackServerContext* context) {
+  CollectiveContext out;
+  out.cancelled = [context] { return context->IsCancelled(); };
+  const auto deadline = context->deadline();
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    out.deadline = absl::FromChrono(deadline);
+  }
+  return out;
+}
+
+template <typename Request>
+absl::StatusOr<CollectiveTarget> TargetOf(const Request& request) {
+  CollectiveTarget target;
+  target.tensor_id = request.tensor_id();
+  if (target.tensor_id.empty()) return absl::InvalidArgumentError("tensor_id must be set");
+  target.axes.assign(request.axes().begin(), request.axes().end());
+  ASSIGN_OR_RETURN(target.source, SourceHandlingFromProto(request.source()));
+  target.name = request.name();
+  return target;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* CollectiveHandler::AllReduce(grpc::CallbackServerContext* context,
+                                                       const pb::AllReduceRequest* request,
+                                                       pb::CollectiveResponse* response) {
+  return RunAdmitted(
+      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, [=, this]() -> absl::Status {
+        ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
+        ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
+                         RequestedReduceOp(request->op(), request->op_name()));
+        ASSIGN_OR_RETURN(auto tensor, core_->AllReduce(target, op, ContextOf(context)));
+        TensorToProto(*tensor, response->mutable_tensor());
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* CollectiveHandler::AllReduceBatch(
+    grpc::CallbackServerContext* context, const pb::AllReduceBatchRequest* request,
+    pb::AllReduceBatchResponse* response) {
+  std::vector<std::string> ids(request->tensor_ids().begin(), request->tensor_ids().end());
+  return RunAdmitted(context, *gate_, *core_, *dispatch_, ids, [=, this]() -> absl::Status {
+    std::vector<std::string> axes(request->axes().begin(), request->axes().end());
+    ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
+                     RequestedReduceOp(request->op(), request->op_name()));
+    ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
+    ASSIGN_OR_RETURN(auto tensors,
+                     core_->AllReduceBatch(ids, axes, op, source, ContextOf(context)));
+    for (const auto& tensor : tensors) TensorToProto(*tensor, response->add_tensors());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* CollectiveHandler::AllGather(grpc::CallbackServerContext* context,
+                                                       const pb::AllGatherRequest* request,
+                                                       pb::CollectiveResponse* response) {
+  return RunAdmitted(
+      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, [=, this]() -> absl::Status {
+        ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
+        ASSIGN_OR_RETURN(auto tensor, core_->AllGather(target, request->dim(), ContextOf(context)));
+        TensorToProto(*tensor, response->mutable_tensor());
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* CollectiveHandler::ReduceScatter(grpc::CallbackServerContext* context,
+                                                           const pb::ReduceScatterRequest* request,
+                                                           pb::CollectiveResponse* response) {
+  return RunAdmitted(
+      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, [=, this]() -> absl::Status {
+        ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
+        ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
+                         RequestedReduceOp(request->op(), request->op_name()));
+        ASSIGN_OR_RETURN(auto tensor, core_->ReduceScatter(target, op, request->scatter_dim(),
+                                                           ContextOf(context)));
+        TensorToProto(*tensor, response->mutable_tensor());
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* CollectiveHandler::Broadcast(grpc::CallbackServerContext* context,
+                                                       const pb::BroadcastRequest* request,
+                                                       pb::CollectiveResponse* response) {
+  return RunAdmitted(
+      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, [=, this]() -> absl::Status {
+        ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
+        ASSIGN_OR_RETURN(auto tensor,
+                         core_->Broadcast(target, request->root_device_id(), ContextOf(context)));
+        TensorToProto(*tensor, response->mutable_tensor());
+        return absl::OkStatus();
+      });
+}
+
+}  // namespace placement::server

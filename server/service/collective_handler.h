@@ -1,0 +1,54 @@
+// gRPC front for placement.v1.CollectiveService: translates protos to
+// CollectiveServiceCore calls and back. No logic of its own.
+//
+// A collective can run for a while (hundreds of MiB through the engine), so
+// the handler does not block a gRPC callback thread on it: the call is
+// admitted through the CallGate, queued on `dispatch` (a small pool owned by
+// the ServiceSet), and the reactor is finished from there. Quick ones
+// (CollectiveServiceCore::IsQuick: at most 256 KiB per device) run inline,
+// saving the hand-off. The call's cancellation (client cancel, disconnect,
+// server shutdown) and deadline are polled by the engine between chunks.
+//
+// Thread-safe (the components are).
+#ifndef PLACEMENT_SERVER_SERVICE_COLLECTIVE_HANDLER_H_
+#define PLACEMENT_SERVER_SERVICE_COLLECTIVE_HANDLER_H_
+
+#include "placement/v1/collective_service.grpc.pb.h"
+#include "server/collective/collective_service_core.h"
+#include "server/collective/local/worker_pool.h"
+#include "server/service/call_gate.h"
+
+namespace placement::server {
+
+class CollectiveHandler final : public placement::v1::CollectiveService::CallbackService {
+ public:
+  // REQUIRES: core, dispatch and gate outlive the handler; dispatch has at
+  // least one thread.
+  CollectiveHandler(const CollectiveServiceCore* core, WorkerPool* dispatch, CallGate* gate)
+      : core_(core), dispatch_(dispatch), gate_(gate) {}
+
+  grpc::ServerUnaryReactor* AllReduce(grpc::CallbackServerContext* context,
+                                      const placement::v1::AllReduceRequest* request,
+                                      placement::v1::CollectiveResponse* response) override;
+  grpc::ServerUnaryReactor* AllReduceBatch(
+      grpc::CallbackServerContext* context, const placement::v1::AllReduceBatchRequest* request,
+      placement::v1::AllReduceBatchResponse* response) override;
+  grpc::ServerUnaryReactor* AllGather(grpc::CallbackServerContext* context,
+                                      const placement::v1::AllGatherRequest* request,
+                                      placement::v1::CollectiveResponse* response) override;
+  grpc::ServerUnaryReactor* ReduceScatter(grpc::CallbackServerContext* context,
+                                          const placement::v1::ReduceScatterRequest* request,
+                                          placement::v1::CollectiveResponse* response) override;
+  grpc::ServerUnaryReactor* Broadcast(grpc::CallbackServerContext* context,
+                                      const placement::v1::BroadcastRequest* request,
+                                      placement::v1::CollectiveResponse* response) override;
+
+ private:
+  const CollectiveServiceCore* core_;
+  WorkerPool* dispatch_;
+  CallGate* gate_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_SERVICE_COLLECTIVE_HANDLER_H_

@@ -1,0 +1,73 @@
+#include "server/service/tensor_download_reactor.h"
+
+#include <algorithm>
+#include <string>
+
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "server/tensor/tensor_proto.h"
+
+namespace placement::server {
+namespace {
+
+namespace pb = placement::v1;
+
+// Room for the message framing, so a full chunk fits a 4 MiB message limit.
+constexpr int64_t kFramingAllowance = 1024;
+
+}  // namespace
+
+DownloadReactor::DownloadReactor(const TensorOps* ops, CallGate* gate,
+                                 const pb::DownloadRequest& request) {
+  absl::Status status = gate->Enter(&ticket_);
+  if (status.ok()) status = Open(ops, request);
+  if (!status.ok()) {
+    Fail(status);
+    return;
+  }
+  StartWrite(&response_);
+}
+
+absl::Status DownloadReactor::Open(const TensorOps* ops, const pb::DownloadRequest& request) {
+  ASSIGN_OR_RETURN(int64_t chunk, ChunkSizeFromProto(request.chunk_size_bytes()));
+  chunk_bytes_ = std::min(chunk, kMaxChunkBytes - kFramingAllowance);
+  ASSIGN_OR_RETURN(plan_,
+                   ops->OpenDownload(request.tensor_id(), DownloadSelectionFromProto(request)));
+  pb::DownloadHeader* header = response_.mutable_header();
+  header->set_dtype(static_cast<pb::DType>(static_cast<int>(plan_->dtype())));
+  for (int64_t d : plan_->shape()) header->add_shape(d);
+  header->set_total_bytes(plan_->total_bytes());
+  for (const ShardDomain& piece : plan_->pieces()) {
+    ShardToProto(piece, plan_->dtype(), header->add_pieces());
+  }
+  return absl::OkStatus();
+}
+
+void DownloadReactor::Fail(const absl::Status& status) {
+  plan_.reset();
+  Finish(ToGrpcStatus(status));
+}
+
+void DownloadReactor::OnWriteDone(bool ok) {
+  if (!ok) {
+    Fail(absl::CancelledError("download stream broken (client cancelled or disconnected)"));
+    return;
+  }
+  if (offset_ == plan_->total_bytes()) {
+    plan_.reset();
+    Finish(grpc::Status::OK);
+    return;
+  }
+  const int64_t length = std::min(chunk_bytes_, plan_->total_bytes() - offset_);
+  std::string* chunk = response_.mutable_chunk();
+  chunk->resize(static_cast<size_t>(length));
+  absl::Status status = plan_->Read(offset_, length, chunk->data());
+  if (!status.ok()) {
+    Fail(status);
+    return;
+  }
+  offset_ += length;
+  StartWrite(&response_);
+}
+
+}  // namespace placement::server

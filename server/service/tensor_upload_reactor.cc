@@ -1,0 +1,118 @@
+#include "server/service/tensor_upload_reactor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/tensor/tensor_proto.h"
+
+namespace placement::server {
+namespace {
+
+namespace pb = placement::v1;
+
+absl::Status SecondHeader() {
+  return absl::InvalidArgumentError("a second header arrived; an upload has exactly one header");
+}
+
+absl::Status ChunkBeforeHeader() {
+  return absl::InvalidArgumentError(
+      "a chunk arrived before the header; the first message must carry the header");
+}
+
+}  // namespace
+
+UploadReactor::UploadReactor(grpc::CallbackServerContext* context, const TensorOps* ops,
+                             CallGate* gate, pb::UploadResponse* response)
+    : UploadStreamReactor(context, gate), ops_(ops), response_(response) {
+  Begin();
+}
+
+absl::Status UploadReactor::Consume(const pb::UploadRequest& request) {
+  switch (request.payload_case()) {
+    case pb::UploadRequest::kHeader: {
+      if (header_seen_) return SecondHeader();
+      header_seen_ = true;
+      const pb::UploadHeader& header = request.header();
+      ASSIGN_OR_RETURN(TensorSpec spec,
+                       TensorSpecFromProto(header.dtype(), header.shape(), header.name(),
+                                           header.owner(), "header"));
+      ASSIGN_OR_RETURN(session_, ops_->StartUpload(std::move(spec), header.rule()));
+      return absl::OkStatus();
+    }
+    case pb::UploadRequest::kChunk:
+      if (!header_seen_) return ChunkBeforeHeader();
+      return session_->Write(request.chunk());
+    case pb::UploadRequest::PAYLOAD_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("an UploadRequest carries neither a header nor a chunk");
+}
+
+absl::Status UploadReactor::Complete() {
+  if (!header_seen_) {
+    return absl::InvalidArgumentError("the upload stream ended before its header");
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor, session_->Commit());
+  session_.reset();
+  committed_id_ = tensor->id;
+  TensorToProto(*tensor, response_->mutable_tensor());
+  return absl::OkStatus();
+}
+
+void UploadReactor::ForgetCommitted() {
+  if (!committed_id_.empty()) ops_->store()->Delete({committed_id_}).IgnoreError();
+}
+
+UploadBatchReactor::UploadBatchReactor(grpc::CallbackServerContext* context, const TensorOps* ops,
+                                       CallGate* gate, pb::UploadBatchResponse* response)
+    : UploadStreamReactor(context, gate), ops_(ops), response_(response) {
+  Begin();
+}
+
+absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) {
+  switch (request.payload_case()) {
+    case pb::UploadBatchRequest::kHeader: {
+      if (header_seen_) return SecondHeader();
+      header_seen_ = true;
+      const pb::BatchHeader& header = request.header();
+      std::vector<BatchArraySpec> arrays;
+      for (int i = 0; i < header.arrays_size(); ++i) {
+        const pb::ArrayHeader& array = header.arrays(i);
+        ASSIGN_OR_RETURN(TensorSpec spec, TensorSpecFromProto(array.dtype(), array.shape(), "", "",
+                                                              absl::StrCat("arrays[", i, "]")));
+        arrays.push_back(BatchArraySpec{array.key(), spec.dtype, std::move(spec.shape)});
+      }
+      ASSIGN_OR_RETURN(
+          session_, ops_->StartBatchUpload(arrays, header.rule(), header.name(), header.owner()));
+      return absl::OkStatus();
+    }
+    case pb::UploadBatchRequest::kChunk:
+      if (!header_seen_) return ChunkBeforeHeader();
+      return session_->Write(request.chunk().array_index(), request.chunk().data());
+    case pb::UploadBatchRequest::PAYLOAD_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("an UploadBatchRequest carries neither a header nor a chunk");
+}
+
+absl::Status UploadBatchReactor::Complete() {
+  if (!header_seen_) {
+    return absl::InvalidArgumentError("the batch upload stream ended before its header");
+  }
+  ASSIGN_OR_RETURN(auto tensors, session_->Commit());
+  session_.reset();
+  for (auto& [key, tensor] : tensors) {
+    committed_ids_.push_back(tensor->id);
+    pb::NamedTensor* named = response_->add_tensors();
+    named->set_key(key);
+    TensorToProto(*tensor, named->mutable_tensor());
+  }
+  return absl::OkStatus();
+}
+
+void UploadBatchReactor::ForgetCommitted() {
+  if (!committed_ids_.empty()) ops_->store()->Delete(committed_ids_).IgnoreError();
+}
+
+}  // namespace placement::server

@@ -1,0 +1,129 @@
+// Server-side reactors for the client-streaming uploads of
+// placement.v1.TensorService (Upload, UploadBatch), on gRPC's callback API:
+// no thread is pinned per stream.
+//
+// Each reactor holds a CallGate ticket for the whole stream, expects a header
+// first and then chunks, and scatters every chunk into the shards as it
+// arrives (through UploadSession / BatchUploadSession). On any error,
+// client cancellation or a stream that ends early, the session is freed
+// BEFORE the status is sent, so device memory is back to its baseline when
+// the client sees the error. If the client cancels after the commit (so it
+// never learned the ids), the committed tensors are deleted in OnDone.
+//
+// Reactors own themselves (deleted in OnDone). gRPC serializes their
+// reactions.
+#ifndef PLACEMENT_SERVER_SERVICE_TENSOR_UPLOAD_REACTOR_H_
+#define PLACEMENT_SERVER_SERVICE_TENSOR_UPLOAD_REACTOR_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/grpc_status.h"
+#include "grpcpp/grpcpp.h"
+#include "placement/v1/tensor_service.pb.h"
+#include "server/service/call_gate.h"
+#include "server/tensor/tensor_ops.h"
+
+namespace placement::server {
+
+// The read loop shared by both uploads. Derived classes construct their
+// state, then call Begin() last in their constructor.
+template <typename Request>
+class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
+ public:
+  void OnReadDone(bool ok) final {
+    if (!ok) {
+      if (context_->IsCancelled()) {
+        Abort();
+        this->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "upload cancelled by the client"));
+        return;
+      }
+      absl::Status status = Complete();
+      if (!status.ok()) Abort();
+      this->Finish(ToGrpcStatus(status));
+      return;
+    }
+    absl::Status status = Consume(request_);
+    request_.Clear();
+    if (!status.ok()) {
+      Abort();
+      this->Finish(ToGrpcStatus(status));
+      return;
+    }
+    this->StartRead(&request_);
+  }
+
+  void OnDone() final {
+    if (context_->IsCancelled()) ForgetCommitted();
+    delete this;
+  }
+
+ protected:
+  UploadStreamReactor(grpc::CallbackServerContext* context, CallGate* gate)
+      : context_(context), gate_(gate) {}
+
+  void Begin() {
+    absl::Status status = gate_->Enter(&ticket_);
+    if (!status.ok()) {
+      this->Finish(ToGrpcStatus(status));
+      return;
+    }
+    this->StartRead(&request_);
+  }
+
+  // One message of the stream (header or chunk).
+  virtual absl::Status Consume(const Request& request) = 0;
+  // The client half-closed: check, commit and fill the response.
+  virtual absl::Status Complete() = 0;
+  // Frees everything not yet committed.
+  virtual void Abort() = 0;
+  // The call failed after Complete: delete what was committed.
+  virtual void ForgetCommitted() = 0;
+
+ private:
+  grpc::CallbackServerContext* context_;
+  CallGate* gate_;
+  CallGate::Ticket ticket_;
+  Request request_;
+};
+
+class UploadReactor final : public UploadStreamReactor<placement::v1::UploadRequest> {
+ public:
+  UploadReactor(grpc::CallbackServerContext* context, const TensorOps* ops, CallGate* gate,
+                placement::v1::UploadResponse* response);
+
+ private:
+  absl::Status Consume(const placement::v1::UploadRequest& request) override;
+  absl::Status Complete() override;
+  void Abort() override { session_.reset(); }
+  void ForgetCommitted() override;
+
+  const TensorOps* ops_;
+  placement::v1::UploadResponse* response_;
+  bool header_seen_ = false;
+  std::unique_ptr<UploadSession> session_;
+  std::string committed_id_;
+};
+
+class UploadBatchReactor final : public UploadStreamReactor<placement::v1::UploadBatchRequest> {
+ public:
+  UploadBatchReactor(grpc::CallbackServerContext* context, const TensorOps* ops, CallGate* gate,
+                     placement::v1::UploadBatchResponse* response);
+
+ private:
+  absl::Status Consume(const placement::v1::UploadBatchRequest& request) override;
+  absl::Status Complete() override;
+  void Abort() override { session_.reset(); }
+  void ForgetCommitted() override;
+
+  const TensorOps* ops_;
+  placement::v1::UploadBatchResponse* response_;
+  bool header_seen_ = false;
+  std::unique_ptr<BatchUploadSession> session_;
+  std::vector<std::string> committed_ids_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_SERVICE_TENSOR_UPLOAD_REACTOR_H_

@@ -1,0 +1,127 @@
+#include "server/tensor/tensor_ops.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/tensor/assembler.h"
+#include "server/tensor/resharder.h"
+
+namespace placement::server {
+namespace {
+
+absl::Status Prefixed(absl::string_view what, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<UploadSession>> TensorOps::StartUpload(
+    TensorSpec spec, const placement::v1::PlacementRule& rule) const {
+  RETURN_IF_ERROR(ValidateShape(spec.shape, spec.dtype));
+  ASSIGN_OR_RETURN(ResolvedSharding target, resolver_.Resolve(rule, spec.shape));
+  return UploadSession::Start(store_, std::move(spec), std::move(target));
+}
+
+absl::StatusOr<std::unique_ptr<BatchUploadSession>> TensorOps::StartBatchUpload(
+    const std::vector<BatchArraySpec>& arrays, const placement::v1::PlacementRule& rule,
+    const std::string& name, const std::string& owner) const {
+  std::vector<BatchArray> resolved;
+  resolved.reserve(arrays.size());
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const BatchArraySpec& array = arrays[i];
+    const std::string what = absl::StrCat("arrays[", i, "] '", array.key, "'");
+    if (absl::Status s = ValidateShape(array.shape, array.dtype); !s.ok()) return Prefixed(what, s);
+    absl::StatusOr<ResolvedSharding> target =
+        resolver_.Resolve(rule, array.shape, RuleScope::kGroupMember);
+    if (!target.ok()) return Prefixed(what, target.status());
+    TensorSpec spec{array.dtype, array.shape,
+                    name.empty() ? std::string() : absl::StrCat(name, "/", array.key), owner};
+    resolved.push_back(BatchArray{array.key, std::move(spec), std::move(*target)});
+  }
+  return BatchUploadSession::Start(store_, std::move(resolved));
+}
+
+absl::StatusOr<std::unique_ptr<DownloadPlan>> TensorOps::OpenDownload(
+    const std::string& id, const DownloadSelection& selection) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor, store_->Get(id));
+  return DownloadPlan::Create(std::move(tensor), selection, store_->backend());
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> TensorOps::Place(
+    const std::vector<std::string>& ids, const placement::v1::PlacementRule& rule,
+    SourceHandling source, const std::string& name) const {
+  if (ids.empty())
+    return absl::InvalidArgumentError("tensor_ids is empty; name the tensors to place");
+  if (!name.empty() && ids.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("name '", name,
+                                                   "' renames a single result, but ", ids.size(),
+                                                   " tensors are being placed"));
+  }
+  if (source == SourceHandling::kDonate) {
+    absl::flat_hash_set<std::string> seen;
+    for (const std::string& id : ids) {
+      if (!seen.insert(id).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor_ids lists '", id, "' twice; a tensor can be donated once"));
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const Tensor>> sources, store_->GetMany(ids));
+  std::vector<std::unique_ptr<Tensor>> results;
+  results.reserve(sources.size());
+  for (const std::shared_ptr<const Tensor>& src : sources) {
+    const std::string what =
+        absl::StrCat("tensor '", src->id, "' (", TypedShapeToString(src->dtype, src->shape), ")");
+    absl::StatusOr<ResolvedSharding> target =
+        resolver_.Resolve(rule, src->shape, RuleScope::kGroupMember);
+    if (!target.ok()) return Prefixed(what, target.status());
+    absl::StatusOr<std::unique_ptr<Tensor>> placed =
+        Reshard(store_, *src, *target, name.empty() ? src->name : name, src->owner);
+    if (!placed.ok()) return Prefixed(what, placed.status());  // `results` are freed
+    results.push_back(std::move(*placed));
+  }
+  std::vector<std::shared_ptr<const Tensor>> out;
+  out.reserve(results.size());
+  for (std::unique_ptr<Tensor>& result : results) out.push_back(store_->Commit(std::move(result)));
+  if (source == SourceHandling::kDonate) {
+    // A source deleted concurrently is already gone, which is what donation wants.
+    for (const std::string& id : ids) store_->Delete({id}).IgnoreError();
+  }
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<const Tensor>> TensorOps::Assemble(
+    Shape global_shape, const placement::v1::Placement& placement,
+    const std::vector<std::string>& ids, SourceHandling source, std::string name) const {
+  ASSIGN_OR_RETURN(ResolvedSharding target, resolver_.ResolvePlacement(placement, global_shape));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Tensor> tensor,
+      AssembleTensor(store_, std::move(global_shape), target, ids, source, std::move(name)));
+  return store_->Commit(std::move(tensor));
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> TensorOps::Disassemble(
+    const std::string& id, SourceHandling source) const {
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Tensor>> pieces,
+                   DisassembleTensor(store_, id, source));
+  std::vector<std::shared_ptr<const Tensor>> out;
+  out.reserve(pieces.size());
+  for (std::unique_ptr<Tensor>& piece : pieces) out.push_back(store_->Commit(std::move(piece)));
+  return out;
+}
+
+absl::StatusOr<int64_t> TensorOps::DeleteMesh(const std::string& mesh_id, bool force) const {
+  ASSIGN_OR_RETURN(RegisteredMesh mesh, meshes_->Get(mesh_id));
+  const int64_t users = store_->CountUsingMesh(mesh_id);
+  if (users > 0 && !force) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "mesh '", mesh_id, "' is used by ", users,
+        " tensor(s); delete them first, or delete the mesh with force to delete them too"));
+  }
+  RETURN_IF_ERROR(meshes_->Delete(mesh_id));
+  return force ? store_->DeleteUsingMesh(mesh_id) : 0;
+}
+
+}  // namespace placement::server

@@ -1,0 +1,94 @@
+// TensorOps: the tensor service's core API -- what the gRPC handlers call.
+// It resolves placement rules against the registered meshes and drives the
+// store, upload sessions, download plans, resharder and assembler, so the
+// handlers only translate protos:
+//
+//   StartUpload / StartBatchUpload   Upload, UploadBatch (rule per array,
+//                                    RuleScope::kGroupMember for batches)
+//   OpenDownload                     Download
+//   Place                            device_put / reshard of existing tensors,
+//                                    all or nothing, optional donation
+//   Assemble / Disassemble           single-device pieces <-> sharded tensor
+//   DeleteMesh                       refuses while tensors use the mesh
+//                                    unless forced (then deletes them)
+//
+// Errors keep the codes of the parts (see each header). Thread-safe.
+#ifndef PLACEMENT_SERVER_TENSOR_TENSOR_OPS_H_
+#define PLACEMENT_SERVER_TENSOR_TENSOR_OPS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "placement/v1/tensor_service.pb.h"
+#include "server/mesh/mesh_registry.h"
+#include "server/tensor/batch_upload_session.h"
+#include "server/tensor/download_plan.h"
+#include "server/tensor/placement_rules.h"
+#include "server/tensor/tensor_spec.h"
+#include "server/tensor/tensor_store.h"
+#include "server/tensor/upload_session.h"
+
+namespace placement::server {
+
+// One array of a batch header.
+struct BatchArraySpec {
+  std::string key;
+  DType dtype = DType::kF32;
+  Shape shape;
+};
+
+class TensorOps {
+ public:
+  // REQUIRES: store and meshes outlive this object.
+  TensorOps(TensorStore* store, MeshRegistry* meshes)
+      : store_(store), meshes_(meshes), resolver_(meshes) {}
+
+  TensorStore* store() const { return store_; }
+  MeshRegistry* meshes() const { return meshes_; }
+  const PlacementResolver& resolver() const { return resolver_; }
+
+  absl::StatusOr<std::unique_ptr<UploadSession>> StartUpload(
+      TensorSpec spec, const placement::v1::PlacementRule& rule) const;
+
+  // Tensors are named "<name>/<key>" when `name` is set.
+  absl::StatusOr<std::unique_ptr<BatchUploadSession>> StartBatchUpload(
+      const std::vector<BatchArraySpec>& arrays, const placement::v1::PlacementRule& rule,
+      const std::string& name, const std::string& owner) const;
+
+  // NOT_FOUND for unknown ids; see DownloadPlan::Create.
+  absl::StatusOr<std::unique_ptr<DownloadPlan>> OpenDownload(
+      const std::string& id, const DownloadSelection& selection) const;
+
+  // Places every tensor under `rule` (RuleScope::kGroupMember), in request
+  // order. All or nothing: on error nothing new is kept and the sources are
+  // intact. kDonate deletes the sources once every result exists. `name`
+  // renames a single result (INVALID_ARGUMENT with several ids); results keep
+  // their source's name and owner otherwise.
+  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> Place(
+      const std::vector<std::string>& ids, const placement::v1::PlacementRule& rule,
+      SourceHandling source, const std::string& name) const;
+
+  absl::StatusOr<std::shared_ptr<const Tensor>> Assemble(Shape global_shape,
+                                                         const placement::v1::Placement& placement,
+                                                         const std::vector<std::string>& ids,
+                                                         SourceHandling source,
+                                                         std::string name) const;
+
+  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> Disassemble(
+      const std::string& id, SourceHandling source) const;
+
+  // Returns how many tensors were deleted with the mesh. NOT_FOUND for an
+  // unknown mesh; FAILED_PRECONDITION while tensors use it and !force.
+  absl::StatusOr<int64_t> DeleteMesh(const std::string& mesh_id, bool force) const;
+
+ private:
+  TensorStore* store_;
+  MeshRegistry* meshes_;
+  PlacementResolver resolver_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_TENSOR_TENSOR_OPS_H_

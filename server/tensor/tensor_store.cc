@@ -1,0 +1,197 @@
+#include "server/tensor/tensor_store.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace placement::server {
+namespace {
+
+int64_t ShardBytes(DType dtype, const ShardDomain& domain) {
+  return DTypeSize(dtype) * BoxNumElements(domain.box);
+}
+
+absl::Status NotFound(const std::string& id) {
+  return absl::NotFoundError(absl::StrCat("tensor '", id, "' does not exist"));
+}
+
+}  // namespace
+
+TensorStore::TensorStore(DeviceBackend* backend, TensorStoreOptions options)
+    : backend_(backend),
+      options_(options),
+      quota_(OwnerQuota::Create(options.max_bytes_per_owner)) {}
+
+TensorStore::~TensorStore() = default;
+
+absl::StatusOr<std::unique_ptr<Tensor>> TensorStore::Allocate(DType dtype, Shape shape,
+                                                              NamedSharding sharding,
+                                                              std::string mesh_id, std::string name,
+                                                              std::string owner) {
+  RETURN_IF_ERROR(ValidateShape(shape, dtype));
+  ASSIGN_OR_RETURN(std::vector<ShardDomain> domains, sharding.IndexDomains(shape));
+  int64_t total = 0;
+  for (const ShardDomain& domain : domains) total += ShardBytes(dtype, domain);
+
+  auto tensor = std::make_unique<Tensor>();
+  ASSIGN_OR_RETURN(tensor->quota_charge, quota_->Charge(owner, total));
+  tensor->shards.reserve(domains.size());
+  for (ShardDomain& domain : domains) {
+    const int64_t bytes = ShardBytes(dtype, domain);
+    absl::StatusOr<std::unique_ptr<DeviceBuffer>> buffer =
+        backend_->Allocate(domain.device_id, bytes);
+    if (!buffer.ok()) {
+      // Everything allocated so far is freed with `tensor`.
+      return absl::Status(
+          buffer.status().code(),
+          absl::StrCat("cannot place ", TypedShapeToString(dtype, shape), " (", total,
+                       " bytes over ", domains.size(), " shards): ", buffer.status().message()));
+    }
+    tensor->shards.push_back(Shard{std::move(domain), std::move(*buffer)});
+  }
+  tensor->name = std::move(name);
+  tensor->owner = std::move(owner);
+  tensor->dtype = dtype;
+  tensor->shape = std::move(shape);
+  tensor->sharding = std::move(sharding);
+  tensor->mesh_id = std::move(mesh_id);
+  return tensor;
+}
+
+std::shared_ptr<const Tensor> TensorStore::Commit(std::unique_ptr<Tensor> tensor) {
+  std::shared_ptr<Tensor> shared(std::move(tensor));
+  absl::MutexLock lock(&mu_);
+  do {
+    shared->id = absl::StrFormat("t-%016x%016x", absl::Uniform<uint64_t>(bitgen_),
+                                 absl::Uniform<uint64_t>(bitgen_));
+  } while (tensors_.contains(shared->id));
+  tensors_.emplace(shared->id, shared);
+  return shared;
+}
+
+absl::StatusOr<std::shared_ptr<const Tensor>> TensorStore::Get(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = tensors_.find(id);
+  if (it == tensors_.end()) return NotFound(id);
+  return std::shared_ptr<const Tensor>(it->second);
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> TensorStore::GetMany(
+    const std::vector<std::string>& ids) const {
+  std::vector<std::shared_ptr<const Tensor>> out;
+  out.reserve(ids.size());
+  absl::MutexLock lock(&mu_);
+  for (const std::string& id : ids) {
+    auto it = tensors_.find(id);
+    if (it == tensors_.end()) return NotFound(id);
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> TensorStore::Delete(const std::vector<std::string>& ids) {
+  // Released outside the lock: freeing large buffers takes time.
+  std::vector<std::shared_ptr<Tensor>> released;
+  int64_t freed = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& id : ids) {
+      if (!tensors_.contains(id)) return NotFound(id);
+    }
+    for (const std::string& id : ids) {
+      auto it = tensors_.find(id);
+      if (it == tensors_.end()) continue;  // repeated id
+      freed += it->second->device_bytes();
+      released.push_back(std::move(it->second));
+      tensors_.erase(it);
+    }
+  }
+  return freed;
+}
+
+absl::StatusOr<std::unique_ptr<Tensor>> TensorStore::TakeForDonation(const std::string& id) {
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Tensor>> taken, TakeAllForDonation({id}));
+  return std::move(taken.front());
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> TensorStore::TakeAllForDonation(
+    const std::vector<std::string>& ids) {
+  std::vector<std::unique_ptr<Tensor>> out;
+  absl::MutexLock lock(&mu_);
+  absl::flat_hash_set<std::string> seen;
+  for (const std::string& id : ids) {
+    if (!seen.insert(id).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", id, "' is listed twice; each tensor can be donated once"));
+    }
+    auto it = tensors_.find(id);
+    if (it == tensors_.end()) return NotFound(id);
+    // Every other reference was handed out by this store under mu_, so no new
+    // one can appear while we hold it.
+    const long holders = it->second.use_count() - 1;
+    if (holders > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "tensor '", id, "' is in use by ", holders,
+          " running operation(s) (a download, reshard or collective); retry when they finish"));
+    }
+  }
+  out.reserve(ids.size());
+  for (const std::string& id : ids) {
+    auto it = tensors_.find(id);
+    // Sole owner: move the contents out; the emptied shell dies with the entry.
+    out.push_back(std::make_unique<Tensor>(std::move(*it->second)));
+    tensors_.erase(it);
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<const Tensor>> TensorStore::List(const TensorFilter& filter) const {
+  std::vector<std::shared_ptr<const Tensor>> out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, tensor] : tensors_) {
+      if (!filter.mesh_id.empty() && tensor->mesh_id != filter.mesh_id) continue;
+      if (!absl::StartsWith(tensor->name, filter.name_prefix)) continue;
+      out.push_back(tensor);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a->name != b->name ? a->name < b->name : a->id < b->id;
+  });
+  return out;
+}
+
+int64_t TensorStore::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(tensors_.size());
+}
+
+int64_t TensorStore::CountUsingMesh(const std::string& mesh_id) const {
+  absl::MutexLock lock(&mu_);
+  int64_t n = 0;
+  for (const auto& [id, tensor] : tensors_) n += tensor->mesh_id == mesh_id ? 1 : 0;
+  return n;
+}
+
+int64_t TensorStore::DeleteUsingMesh(const std::string& mesh_id) {
+  std::vector<std::shared_ptr<Tensor>> released;
+  absl::MutexLock lock(&mu_);
+  for (auto it = tensors_.begin(); it != tensors_.end();) {
+    if (it->second->mesh_id == mesh_id) {
+      released.push_back(std::move(it->second));
+      tensors_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  return static_cast<int64_t>(released.size());
+}
+
+int64_t TensorStore::OwnerBytes(const std::string& owner) const { return quota_->BytesOf(owner); }
+
+}  // namespace placement::server

@@ -1,0 +1,79 @@
+// UploadSession: one tensor being uploaded. Every shard buffer is allocated
+// up front (so an over-budget upload fails at the header, before any byte
+// moves); each incoming chunk is scattered at once into every shard it
+// touches, replicas included, so host memory stays O(chunk) whatever the
+// tensor size. Commit checks the byte count and publishes the tensor.
+//
+// Nothing half-done survives: destroying or aborting a session that was not
+// committed frees every byte it allocated.
+//
+// Owned by one upload stream; not thread-safe (calls must be serialized,
+// which gRPC's reactor callbacks are).
+#ifndef PLACEMENT_SERVER_TENSOR_UPLOAD_SESSION_H_
+#define PLACEMENT_SERVER_TENSOR_UPLOAD_SESSION_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/region.h"
+#include "server/tensor/tensor.h"
+#include "server/tensor/tensor_spec.h"
+#include "server/tensor/tensor_store.h"
+
+namespace placement::server {
+
+class UploadSession {
+ public:
+  // Validates the shape against the dtype and the sharding, then allocates
+  // every shard. INVALID_ARGUMENT: bad shape, spec, or a partial sharding
+  // (uploads carry the whole value; build partial tensors with Assemble).
+  // RESOURCE_EXHAUSTED: a device budget or the owner's quota (nothing kept).
+  // NOT_FOUND: a device the backend lacks.
+  // REQUIRES: store outlives the session.
+  static absl::StatusOr<std::unique_ptr<UploadSession>> Start(TensorStore* store, TensorSpec spec,
+                                                              ResolvedSharding target);
+  ~UploadSession();
+
+  UploadSession(const UploadSession&) = delete;
+  UploadSession& operator=(const UploadSession&) = delete;
+
+  int64_t expected_bytes() const { return expected_bytes_; }
+  int64_t received_bytes() const { return received_bytes_; }
+  const Tensor& tensor() const { return *tensor_; }
+
+  // Appends `bytes` to the stream and writes them into every shard they
+  // touch. INVALID_ARGUMENT when the stream would exceed the tensor's size
+  // ("expected 4096 bytes for f32[32,32], got at least 4100"); the session is
+  // aborted then. FAILED_PRECONDITION after Commit or Abort.
+  absl::Status Write(absl::string_view bytes);
+
+  // OK when exactly expected_bytes() arrived; INVALID_ARGUMENT otherwise
+  // ("expected 4096 bytes for f32[32,32], got 4000"). `label` (e.g.
+  // "array 'images'") is added to the message when non-empty.
+  absl::Status CheckComplete(absl::string_view label = "") const;
+
+  // CheckComplete, then publishes the tensor in the store. On error the
+  // session is aborted.
+  absl::StatusOr<std::shared_ptr<const Tensor>> Commit();
+
+  // Frees everything now; later calls fail with FAILED_PRECONDITION.
+  void Abort();
+
+ private:
+  UploadSession(TensorStore* store, std::unique_ptr<Tensor> tensor);
+
+  TensorStore* store_;
+  std::unique_ptr<Tensor> tensor_;  // null once committed or aborted
+  std::vector<Box> boxes_;          // shard boxes, in shard order
+  int64_t expected_bytes_ = 0;
+  int64_t received_bytes_ = 0;
+  std::vector<ByteRun> scratch_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_TENSOR_UPLOAD_SESSION_H_
