@@ -10,10 +10,12 @@
 //   memcpy    the machine's copy bandwidth (1 thread and as many threads as
 //             the engine uses), the ceiling for any shared-memory algorithm.
 //
-// Ratios printed: busbw / memcpy bandwidth; mem-eff = bytes the algorithm
-// must move (n reads + n writes of the buffer) per second / memcpy bandwidth
-// (1.0 = as fast as memcpy moving the same bytes); local / ring and
-// local / hd (speed-up over Gloo); rpc / local time (RPC overhead).
+// Ratios printed (a markdown table): busbw / memcpy bandwidth; mem-eff =
+// n * bytes / time / memcpy bandwidth -- an n-rank shared-memory all-reduce
+// must read every rank's buffer once and write every rank's result once,
+// i.e. "copy" n buffers, so 1.0 means as fast as memcpy copying the same
+// bytes; ring / local and hd / local time (our speed-up over Gloo); rpc /
+// local time (the RPC path's overhead over the direct engine call).
 //
 // With CUDA and a GPU present it also times placementd's NCCL all-reduce
 // through the RPC against a direct ncclAllReduce on buffers of the same size.
@@ -244,27 +246,28 @@ class RpcRunner {
   pb::Mesh mesh_;
 };
 
+// One markdown table row; "-" where a path was not measured.
 void PrintRow(const Row& row, int n, double memcpy_bw) {
-  auto alg = [&](double t) { return t > 0 ? row.bytes / t / 1e9 : 0.0; };
   const double bus = 2.0 * (n - 1) / n;
-  const double mem_eff = row.local > 0 ? 2.0 * n * row.bytes / row.local / memcpy_bw : 0;
-  std::string size = row.bytes >= (1 << 20) ? absl::StrFormat("%lld MiB", row.bytes >> 20)
-                                            : absl::StrFormat("%lld KiB", row.bytes >> 10);
-  auto cell = [](double t, double algbw, double busbw) {
-    if (t <= 0) return std::string("         -                  ");
-    return absl::StrFormat("%9.1f us %6.2f %6.2f", t * 1e6, algbw, busbw);
+  auto alg = [&](double t) { return row.bytes / t / 1e9; };
+  auto us = [](double t) { return t > 0 ? absl::StrFormat("%.1f", t * 1e6) : std::string("-"); };
+  auto gbs = [](double t, double v) {
+    return t > 0 ? absl::StrFormat("%.3f", v) : std::string("-");
   };
   auto ratio = [](double a, double b) {
-    return a > 0 && b > 0 ? absl::StrFormat("%7.2f", a / b) : std::string("      -");
+    return a > 0 && b > 0 ? absl::StrFormat("%.2f", a / b) : std::string("-");
   };
-  std::printf("%9s | %s %5.2f %5.2f | %s %s | %s | %s | %s %s\n", size.c_str(),
-              cell(row.local, alg(row.local), alg(row.local) * bus).c_str(),
-              alg(row.local) * bus * 1e9 / memcpy_bw, mem_eff,
-              cell(row.rpc, alg(row.rpc), alg(row.rpc) * bus).c_str(),
-              ratio(row.rpc, row.local).c_str(),
-              cell(row.ring, alg(row.ring), alg(row.ring) * bus).c_str(),
-              cell(row.hd, alg(row.hd), alg(row.hd) * bus).c_str(),
-              ratio(row.ring, row.local).c_str(), ratio(row.hd, row.local).c_str());
+  const std::string size = row.bytes >= (1 << 20) ? absl::StrFormat("%lld MiB", row.bytes >> 20)
+                                                  : absl::StrFormat("%lld KiB", row.bytes >> 10);
+  std::printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+              size.c_str(), us(row.local).c_str(), gbs(row.local, alg(row.local)).c_str(),
+              gbs(row.local, alg(row.local) * bus).c_str(),
+              gbs(row.local, alg(row.local) * bus * 1e9 / memcpy_bw).c_str(),
+              gbs(row.local, n * row.bytes / row.local / memcpy_bw).c_str(), us(row.rpc).c_str(),
+              gbs(row.rpc, alg(row.rpc) * bus).c_str(), ratio(row.rpc, row.local).c_str(),
+              us(row.ring).c_str(), gbs(row.ring, alg(row.ring) * bus).c_str(), us(row.hd).c_str(),
+              gbs(row.hd, alg(row.hd) * bus).c_str(), ratio(row.ring, row.local).c_str(),
+              ratio(row.hd, row.local).c_str());
 }
 
 #if PLACEMENT_WITH_CUDA
@@ -397,11 +400,11 @@ int Run() {
     rpc = std::make_unique<RpcRunner>(*client, *mesh);
   }
 
-  std::printf("%9s | %-28s %5s %5s | %-28s %7s | %-28s | %-28s | %7s %7s\n", "per-dev",
-              "local: time  algbw  busbw", "bus/", "mem-", "rpc: time  algbw  busbw", "rpc/",
-              "gloo ring: time algbw busbw", "gloo halving-doubling", "ring/", "hd/");
-  std::printf("%9s | %-28s %5s %5s | %-28s %7s | %-28s | %-28s | %7s %7s\n", "size", "(GB/s)",
-              "memcp", "eff", "(GB/s)", "local", "(GB/s)", "(GB/s)", "local", "local");
+  std::printf(
+      "| per-device size | local us | local algbw GB/s | local busbw GB/s | busbw / memcpy | "
+      "mem-eff | rpc us | rpc busbw GB/s | rpc / local time | gloo ring us | ring busbw GB/s | "
+      "gloo hd us | hd busbw GB/s | ring / local time | hd / local time |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int64_t bytes : sizes) {
     Row row;
     row.bytes = bytes;

@@ -9,13 +9,14 @@
 //   serial:   for each batch: UploadBatch (TensorService), compute, delete
 //   prefetch: PrefetchToDevice(source, buffer_size): Next(), compute
 //
-// Printed per factor: total times, speedup = serial / prefetch (ideal
-// (T + C) / max(T, C)), and the consumer stall fraction = time inside
-// Next() / (steps x step time), with and without the first batch (which no
-// pipeline can hide). Target: stall under 5% when the producer keeps up
-// (factor > 1).
+// Printed: the serial upload time T of one batch and the pipeline's own
+// transfer rate (no compute), then per factor the medians over --rounds of:
+// total times, speedup = serial / prefetch, and the consumer stall fraction
+// = time inside Next() / (steps x step time), with and without the first
+// batch (which no pipeline can hide), plus the daemon's own stall figure.
+// Target: stall under 5% of step time when the producer keeps up.
 //
-//   build/bin/prefetch_bench [--batch_mib=8] [--steps=40] [--buffer_size=2]
+//   build/bin/prefetch_bench [--batch_mib=8] [--steps=40] [--buffer_size=2] [--rounds=3]
 //                            [--step_factors=0.5,1,1.5,2] [--compute=sleep|spin]
 #include <algorithm>
 #include <chrono>
@@ -42,6 +43,7 @@ ABSL_FLAG(std::string, step_factors, "0.5,1,1.5,2",
           "Step time as multiples of the measured serial upload time of one batch.");
 ABSL_FLAG(std::string, compute, "sleep", "How a step computes: sleep or spin.");
 ABSL_FLAG(int, devices, 8, "CPU virtual devices of the in-process daemon.");
+ABSL_FLAG(int, rounds, 3, "Alternating serial/prefetch rounds per factor; medians are printed.");
 
 namespace placement::bench {
 namespace {
@@ -112,10 +114,9 @@ absl::StatusOr<absl::Duration> Serial(const client::TensorClient& tensors, const
 
 struct PrefetchResult {
   absl::Duration total;
-  absl::Duration stall;        // inside Next(), all batches
+  absl::Duration stall;        // inside the Next() calls that returned a batch
   absl::Duration first_stall;  // inside the first Next()
-  absl::Duration daemon_stall;
-  absl::Duration producer_blocked;
+  absl::Duration daemon_stall;  // the daemon's consumer_stall figure
 };
 
 absl::StatusOr<PrefetchResult> Prefetch(const client::Client& client, const Pool& pool, int steps,
@@ -131,22 +132,27 @@ absl::StatusOr<PrefetchResult> Prefetch(const client::Client& client, const Pool
   auto it = client::PrefetchToDevice(client, source, client::Rule(), buffer_size);
   if (!it.ok()) return it.status();
   for (int s = 0;; ++s) {
-    absl::Duration before = (*it)->stats().consumer_stall;
+    absl::Time asked = absl::Now();
     auto batch = (*it)->Next();
     if (!batch.ok()) return batch.status();
-    if (s == 0) result.first_stall = (*it)->stats().consumer_stall - before;
-    if (!batch->has_value()) break;
+    if (!batch->has_value()) break;  // end of data: not a stall
+    absl::Duration waited = absl::Now() - asked;
+    result.stall += waited;
+    if (s == 0) result.first_stall = waited;
     Compute(step, spin);
   }
   result.total = absl::Now() - start;
   const auto& stats = (*it)->stats();
-  result.stall = stats.consumer_stall;
-  result.producer_blocked = stats.producer_blocked;
   if (stats.daemon.has_value()) {
     result.daemon_stall = absl::Seconds(stats.daemon->consumer_stall().seconds()) +
                           absl::Nanoseconds(stats.daemon->consumer_stall().nanos());
   }
   return result;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 std::string Ms(absl::Duration d) { return absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(d)); }
@@ -191,34 +197,50 @@ int Run() {
   std::printf("serial upload of one batch (UploadBatch, median of 10): %s = %.0f MiB/s\n",
               Ms(transfer).c_str(),
               pool.bytes_per_batch / double(1 << 20) / absl::ToDoubleSeconds(transfer));
-  std::printf("%-7s %-10s %-11s %-11s %-8s %-8s %-13s %-13s %-12s\n", "factor", "step",
-              "serial", "prefetch", "speedup", "ideal", "stall/step", "stall(excl1)",
-              "daemon stall");
+  // The pipeline with no compute at all: its own transfer rate.
+  auto bare = Prefetch(**client, pool, steps, absl::ZeroDuration(), spin, buffer_size);
+  if (!bare.ok()) {
+    std::fprintf(stderr, "prefetch: %s\n", bare.status().ToString().c_str());
+    return 1;
+  }
+  const absl::Duration streamed = bare->total / steps;
+  std::printf("prefetch stream, no compute: %s per batch = %.0f MiB/s (%.2fx UploadBatch)\n",
+              Ms(streamed).c_str(),
+              pool.bytes_per_batch / double(1 << 20) / absl::ToDoubleSeconds(streamed),
+              absl::ToDoubleSeconds(transfer) / absl::ToDoubleSeconds(streamed));
+  const int rounds = std::max(1, absl::GetFlag(FLAGS_rounds));
+  std::printf("medians of %d rounds (serial and prefetch alternate):\n", rounds);
+  std::printf("%-7s %-9s %-11s %-11s %-8s %-11s %-13s %-12s\n", "factor", "step", "serial",
+              "prefetch", "speedup", "stall/step", "stall(excl1)", "daemon stall");
   for (absl::string_view f : absl::StrSplit(absl::GetFlag(FLAGS_step_factors), ',')) {
     double factor = 0;
     if (!absl::SimpleAtod(f, &factor) || factor <= 0) continue;
     const absl::Duration step = transfer * factor;
-    auto serial = Serial(tensors, pool, steps, step, spin);
-    auto prefetch = Prefetch(**client, pool, steps, step, spin, buffer_size);
-    if (!serial.ok() || !prefetch.ok()) {
-      std::fprintf(stderr, "run failed: %s / %s\n", serial.status().ToString().c_str(),
-                   prefetch.status().ToString().c_str());
-      return 1;
-    }
     const double compute_total = absl::ToDoubleSeconds(step * steps);
-    const double ideal = absl::ToDoubleSeconds(transfer + step) /
-                         absl::ToDoubleSeconds(std::max(transfer, step));
-    std::printf("%-7.2f %-10s %-11s %-11s %-8.2f %-8.2f %-13s %-13s %-12s\n", factor,
-                Ms(step).c_str(), Ms(*serial).c_str(), Ms(prefetch->total).c_str(),
-                absl::ToDoubleSeconds(*serial) / absl::ToDoubleSeconds(prefetch->total), ideal,
-                absl::StrFormat("%.1f%%", 100 * absl::ToDoubleSeconds(prefetch->stall) /
-                                              compute_total)
-                    .c_str(),
-                absl::StrFormat("%.1f%%",
-                                100 * absl::ToDoubleSeconds(prefetch->stall - prefetch->first_stall) /
-                                    compute_total)
-                    .c_str(),
-                Ms(prefetch->daemon_stall).c_str());
+    std::vector<double> serial_ms, prefetch_ms, speedups, stalls, stalls_excl, daemon_ms;
+    for (int r = 0; r < rounds; ++r) {
+      auto serial = Serial(tensors, pool, steps, step, spin);
+      auto prefetch = Prefetch(**client, pool, steps, step, spin, buffer_size);
+      if (!serial.ok() || !prefetch.ok()) {
+        std::fprintf(stderr, "run failed: %s / %s\n", serial.status().ToString().c_str(),
+                     prefetch.status().ToString().c_str());
+        return 1;
+      }
+      serial_ms.push_back(absl::ToDoubleMilliseconds(*serial));
+      prefetch_ms.push_back(absl::ToDoubleMilliseconds(prefetch->total));
+      speedups.push_back(absl::ToDoubleSeconds(*serial) / absl::ToDoubleSeconds(prefetch->total));
+      stalls.push_back(100 * absl::ToDoubleSeconds(prefetch->stall) / compute_total);
+      stalls_excl.push_back(100 *
+                            absl::ToDoubleSeconds(prefetch->stall - prefetch->first_stall) /
+                            compute_total);
+      daemon_ms.push_back(absl::ToDoubleMilliseconds(prefetch->daemon_stall));
+    }
+    std::printf("%-7.2f %-9s %-11s %-11s %-8.2f %-11s %-13s %-12s\n", factor, Ms(step).c_str(),
+                absl::StrFormat("%.1f ms", Median(serial_ms)).c_str(),
+                absl::StrFormat("%.1f ms", Median(prefetch_ms)).c_str(), Median(speedups),
+                absl::StrFormat("%.1f%%", Median(stalls)).c_str(),
+                absl::StrFormat("%.1f%%", Median(stalls_excl)).c_str(),
+                absl::StrFormat("%.1f ms", Median(daemon_ms)).c_str());
   }
   (*daemon)->Drain();
   return 0;

@@ -94,8 +94,8 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(DeviceInventory* 
       CreateCollectiveEngine(inventory->backend());
   if (!engine.ok()) return engine.status();
   impl->collective_engine = std::move(*engine);
-  impl->collective_core =
-      std::make_unique<CollectiveServiceCore>(impl->tensors(), impl->collective_engine.get());
+  impl->collective_core = std::make_unique<CollectiveServiceCore>(
+      impl->tensors(), impl->collective_engine.get(), metrics);
   // Collective RPCs wait on their engine call; 8 of them may do so at once,
   // more queue (the engine's own pool does the work).
   impl->collective_dispatch = std::make_unique<WorkerPool>(8);

@@ -134,7 +134,6 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchIterator::Next() {
     // source's error at this position, or a broken stream (whose status
     // the read side reports).
     absl::Status closed = m.CloseStream();
-    m.stats.consumer_stall += absl::Now() - start;
     if (!closed.ok()) return m.End(closed);
     return m.End(producer_status);
   }

@@ -106,6 +106,23 @@ absl::Status WithIndex(const absl::Status& status, size_t i) {
 
 }  // namespace
 
+CollectiveServiceCore::CollectiveServiceCore(TensorStore* store, CollectiveEngine* engine,
+                                             Metrics* metrics)
+    : store_(store), engine_(engine), metrics_(metrics) {
+  if (metrics_ == nullptr) return;
+  metrics_->Describe("placementd_collectives_total", "counter",
+                     "Collectives completed, by collective.");
+  metrics_->Describe("placementd_collective_bytes_total", "counter",
+                     "Device bytes of the inputs of completed collectives, by collective.");
+}
+
+void CollectiveServiceCore::Count(CollectiveKind kind, int64_t device_bytes) const {
+  if (metrics_ == nullptr) return;
+  const MetricLabels labels = {{"collective", std::string(CollectiveKindName(kind))}};
+  metrics_->Increment("placementd_collectives_total", labels);
+  metrics_->Add("placementd_collective_bytes_total", labels, static_cast<double>(device_bytes));
+}
+
 bool CollectiveServiceCore::IsQuick(const std::vector<std::string>& tensor_ids) const {
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> tensors = store_->GetMany(tensor_ids);
   if (!tensors.ok()) return true;
@@ -180,6 +197,7 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunSameSize
     std::vector<CollectiveItem> items =
         ItemsFor(plan, input->dtype, op, SendBuffers(*input), RecvBuffers(*result));
     RETURN_IF_ERROR(RunCollective(*engine_, plan.kind, items, context));
+    Count(plan.kind, input->device_bytes());
     return store_->Commit(std::move(result));
   }
   // In place: our reference must go before the store can hand the tensor
@@ -190,6 +208,7 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunSameSize
   std::vector<CollectiveItem> items =
       ItemsFor(plan, donated->dtype, op, SendBuffers(*donated), RecvBuffers(*donated));
   RETURN_IF_ERROR(RunCollective(*engine_, plan.kind, items, context));
+  Count(plan.kind, donated->device_bytes());
   RETURN_IF_ERROR(BecomeResult(donated.get(), plan, target.name));
   return store_->Commit(std::move(donated));
 }
@@ -220,6 +239,7 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunResized(
         ItemsFor(plan, input->dtype, op, staging.const_pointers(), RecvBuffers(*result));
     RETURN_IF_ERROR(RunCollective(*engine_, plan.kind, items, context));
   }
+  Count(plan.kind, input->device_bytes());
   std::shared_ptr<const Tensor> committed = store_->Commit(std::move(result));
   if (target.source == SourceHandling::kDonate) {
     // Already deleted by someone else is fine: the input is gone either way.
@@ -289,6 +309,11 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore
     }
   }
   RETURN_IF_ERROR(engine_->AllReduce(items, context));
+  int64_t bytes = 0;
+  for (const CollectiveItem& item : items) {
+    for (const DeviceBuffer* b : item.send) bytes += b->size();
+  }
+  Count(CollectiveKind::kAllReduce, bytes);
   std::vector<std::shared_ptr<const Tensor>> committed;
   for (size_t i = 0; i < results.size(); ++i) {
     if (source == SourceHandling::kDonate) {

@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "server/collective/collective_engine.h"
 #include "server/collective/collective_plan.h"
+#include "server/metrics/metrics.h"
 #include "server/tensor/tensor_spec.h"
 #include "server/tensor/tensor_store.h"
 
@@ -57,10 +58,11 @@ struct CollectiveTarget {
 
 class CollectiveServiceCore {
  public:
-  // REQUIRES: store and engine outlive the core; the engine serves the
-  // store's backend.
-  CollectiveServiceCore(TensorStore* store, CollectiveEngine* engine)
-      : store_(store), engine_(engine) {}
+  // REQUIRES: store, engine and metrics (nullable) outlive the core; the
+  // engine serves the store's backend. Counts completed collectives in
+  // placementd_collectives_total{collective} and the device bytes of their
+  // inputs in placementd_collective_bytes_total{collective}.
+  CollectiveServiceCore(TensorStore* store, CollectiveEngine* engine, Metrics* metrics = nullptr);
 
   CollectiveEngine* engine() const { return engine_; }
 
@@ -115,8 +117,11 @@ class CollectiveServiceCore {
                                                            const CollectivePlan& plan, ReduceOp op,
                                                            const CollectiveContext& context) const;
 
+  void Count(CollectiveKind kind, int64_t device_bytes) const;
+
   TensorStore* store_;
   CollectiveEngine* engine_;
+  Metrics* metrics_;
 };
 
 }  // namespace placement::server

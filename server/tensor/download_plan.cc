@@ -1,7 +1,6 @@
 #include "server/tensor/download_plan.h"
 
 #include <algorithm>
-#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"

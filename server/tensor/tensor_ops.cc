@@ -52,8 +52,9 @@ absl::StatusOr<std::unique_ptr<DownloadPlan>> TensorOps::OpenDownload(
 absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> TensorOps::Place(
     const std::vector<std::string>& ids, const placement::v1::PlacementRule& rule,
     SourceHandling source, const std::string& name) const {
-  if (ids.empty())
+  if (ids.empty()) {
     return absl::InvalidArgumentError("tensor_ids is empty; name the tensors to place");
+  }
   if (!name.empty() && ids.size() > 1) {
     return absl::InvalidArgumentError(absl::StrCat("name '", name,
                                                    "' renames a single result, but ", ids.size(),

@@ -28,7 +28,9 @@
 // Timeouts: each operation gets min(timeout, time left before the call's
 // deadline); Gloo's timeout surfaces as DEADLINE_EXCEEDED. Cancellation is
 // checked between items (a running Gloo operation cannot be interrupted).
-// Other Gloo I/O errors are UNAVAILABLE with Gloo's text.
+// Other Gloo I/O errors are UNAVAILABLE with Gloo's text. After a timeout or
+// an I/O error the connections are in an unknown state: create a new engine
+// (a new rendezvous prefix) rather than issuing more calls on this one.
 //
 // Thread-safe: calls are serialised on the context (Gloo requires matching
 // operation order on every rank).

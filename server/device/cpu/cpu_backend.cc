@@ -149,14 +149,18 @@ void CpuBackend::Release(int64_t device_id, void* data, int64_t size) {
 absl::Status CpuBackend::Write(const void* src, DeviceBuffer& dst, absl::Span<const ByteRun> runs) {
   auto* out = static_cast<char*>(dst.data());
   const auto* in = static_cast<const char*>(src);
-  for (const ByteRun& r : runs) std::memcpy(out + r.dst_offset, in + r.src_offset, r.length);
+  for (const ByteRun& r : runs) {
+    if (r.length > 0) std::memcpy(out + r.dst_offset, in + r.src_offset, r.length);
+  }
   return absl::OkStatus();
 }
 
 absl::Status CpuBackend::Read(const DeviceBuffer& src, void* dst, absl::Span<const ByteRun> runs) {
   const auto* in = static_cast<const char*>(src.data());
   auto* out = static_cast<char*>(dst);
-  for (const ByteRun& r : runs) std::memcpy(out + r.dst_offset, in + r.src_offset, r.length);
+  for (const ByteRun& r : runs) {
+    if (r.length > 0) std::memcpy(out + r.dst_offset, in + r.src_offset, r.length);
+  }
   return absl::OkStatus();
 }
 
@@ -164,7 +168,9 @@ absl::Status CpuBackend::Copy(const DeviceBuffer& src, DeviceBuffer& dst,
                               absl::Span<const ByteRun> runs) {
   const auto* in = static_cast<const char*>(src.data());
   auto* out = static_cast<char*>(dst.data());
-  for (const ByteRun& r : runs) std::memmove(out + r.dst_offset, in + r.src_offset, r.length);
+  for (const ByteRun& r : runs) {
+    if (r.length > 0) std::memmove(out + r.dst_offset, in + r.src_offset, r.length);
+  }
   return absl::OkStatus();
 }
 

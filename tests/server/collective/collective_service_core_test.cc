@@ -303,6 +303,18 @@ TEST_F(CollectiveCoreTest, CancelledCollectiveKeepsNothing) {
   EXPECT_EQ(InUse(), baseline_);
 }
 
+TEST_F(CollectiveCoreTest, CountsCompletedCollectives) {
+  Metrics metrics;
+  CollectiveServiceCore counted(store_.get(), engine_.get(), &metrics);
+  auto input = Make(DType::kF32, {4}, mesh24_, {}, {"data"}, [](int64_t, int64_t) { return 1; });
+  ASSERT_TRUE(counted.AllReduce({input->id, {"data"}}, ReduceOp::kSum, {}).ok());
+  EXPECT_FALSE(counted.AllReduce({input->id, {"model"}}, ReduceOp::kSum, {}).ok());
+  const MetricLabels labels = {{"collective", "all_reduce"}};
+  EXPECT_EQ(metrics.CounterValue("placementd_collectives_total", labels), 1);
+  EXPECT_EQ(metrics.CounterValue("placementd_collective_bytes_total", labels), 8 * 16);
+  EXPECT_TRUE(counted.IsQuick({input->id}));
+}
+
 TEST_F(CollectiveCoreTest, DonationRefusedWhileInUse) {
   auto input = Make(DType::kF32, {4}, mesh24_, {}, {"data"}, [](int64_t, int64_t) { return 1; });
   // `input` is a second holder, like a running download.

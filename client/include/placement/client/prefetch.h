@@ -195,7 +195,7 @@ using BatchSource = std::function<absl::StatusOr<std::optional<HostBatch>>()>;
 struct PrefetchIteratorStats {
   int64_t batches = 0;          // yielded by Next()
   int64_t bytes = 0;            // host bytes sent
-  absl::Duration consumer_stall;    // inside Next(), waiting for a ready batch
+  absl::Duration consumer_stall;    // inside the Next() calls that returned a batch
   absl::Duration producer_blocked;  // producer waiting for a free slot
   absl::Duration source_time;       // inside source()
   // The daemon's figures; set once the stream finished cleanly.
@@ -218,8 +218,10 @@ class PrefetchIterator {
   // The next device batch, in source order; nullopt after the last one (the
   // stream then finished OK and stats().daemon is set). The source's error
   // is returned at its position; a daemon error (bad batch, RESOURCE_EXHAUSTED,
-  // ...) as soon as it arrives. After an error or the end, Next() keeps
-  // returning the same result.
+  // ...) by the first Next() that reads from the stream after it arrived
+  // (one waiting for the producer waits for a source() call in progress to
+  // return first). After an error or the end, Next() keeps returning the
+  // same result.
   absl::StatusOr<std::optional<DeviceBatch>> Next();
 
   const PrefetchIteratorStats& stats() const;
