@@ -3,9 +3,13 @@
 # concurrency, sized for CI on 2 cores:
 #   address: ASan + UBSan (build-asan), thread: TSan (build-tsan).
 #   bash scripts/sanitize.sh [address|thread|both]
+# CI runs `address`. TSan needs every library that synchronises our threads
+# to be instrumented; Debian's Abseil and gRPC are not, so TSan reports their
+# mutex hand-offs as races. `thread` is kept for machines with instrumented
+# builds of those libraries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-which=${1:-both}
+which=${1:-address}
 run() {
   local kind=$1 dir=$2 regex=$3
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
@@ -18,7 +22,7 @@ run() {
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --test-dir "$dir" --output-on-failure -j 2 -R "$regex"
 }
-asan_tests=${ASAN_TESTS:-'^(mesh_test|sharding_test|region_test|cpu_backend_test|call_gate_test|metrics_test|daemon_test|tensor_.*|upload_.*|download_.*|reshard.*|collective_.*|local_engine.*|prefetch.*)$'}
-tsan_tests=${TSAN_TESTS:-'^(cpu_backend_test|call_gate_test|tensor_store_test|local_engine.*|prefetch_pipeline.*)$'}
+asan_tests=${ASAN_TESTS:-'^(mesh_test|sharding_test|region_test|cpu_backend_test|call_gate_test|metrics_test|tensor_store_test|upload_session_test|download_plan_test|resharder_test|assembler_test|placement_rules_test|chunk_runs_test|reduce_kernels_test|local_engine_test|collective_plan_test|collective_service_core_test|prefetch_pipeline_test|prefetch_manager_test|daemon_test|tensor_service_test|collective_service_test|prefetch_test)$'}
+tsan_tests=${TSAN_TESTS:-'^(cpu_backend_test|call_gate_test|tensor_store_test|local_engine_test|prefetch_pipeline_test)$'}
 if [[ $which == address || $which == both ]]; then run address build-asan "$asan_tests"; fi
 if [[ $which == thread || $which == both ]]; then run thread build-tsan "$tsan_tests"; fi
