@@ -26,12 +26,12 @@ void AddMeshAndTensorMetrics(Metrics* metrics, MeshRegistry* meshes, TensorStore
   metrics->Describe("placementd_tensor_device_bytes", "gauge",
                     "Device bytes held by tensors, over all shards.");
   metrics->AddCollector([meshes, tensors](std::vector<GaugeSample>* out) {
-    int64_t bytes = 0;
-    std::vector<std::shared_ptr<const Tensor>> all = tensors->List();
-    for (const auto& tensor : all) bytes += tensor->device_bytes();
+    // Aggregates only: holding references to tensors here would make a
+    // concurrent donation (in-place collective) fail as "in use".
     out->push_back({"placementd_meshes", {}, static_cast<double>(meshes->size())});
-    out->push_back({"placementd_tensors", {}, static_cast<double>(all.size())});
-    out->push_back({"placementd_tensor_device_bytes", {}, static_cast<double>(bytes)});
+    out->push_back({"placementd_tensors", {}, static_cast<double>(tensors->size())});
+    out->push_back({"placementd_tensor_device_bytes", {},
+                    static_cast<double>(tensors->TotalDeviceBytes())});
   });
 }
 

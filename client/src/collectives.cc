@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
@@ -88,6 +89,11 @@ absl::StatusOr<std::vector<pb::TensorInfo>> CollectiveClient::AllReduceBatchImpl
   auto status = pb::CollectiveService::NewStub(client_.channel())
                     ->AllReduceBatch(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
+  if (response.tensors_size() != request.tensor_ids_size()) {
+    return absl::InternalError(absl::StrCat("AllReduceBatch of ", request.tensor_ids_size(),
+                                            " tensors returned ", response.tensors_size(),
+                                            " results"));
+  }
   return std::vector<pb::TensorInfo>(response.tensors().begin(), response.tensors().end());
 }
 

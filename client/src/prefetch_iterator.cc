@@ -119,11 +119,12 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchIterator::Next() {
   absl::Status producer_status;
   {
     absl::MutexLock lock(&m.mu);
-    auto ready = [&m]() ABSL_SHARED_LOCKS_REQUIRED(m.mu) {
-      return m.produced > m.taken || m.producer_done;
+    const int64_t wanted = m.taken;
+    auto ready = [&m, wanted]() ABSL_SHARED_LOCKS_REQUIRED(m.mu) {
+      return m.produced > wanted || m.producer_done;
     };
     m.mu.Await(absl::Condition(&ready));
-    available = m.produced > m.taken;
+    available = m.produced > wanted;
     producer_status = m.producer_status;
     m.stats.bytes = m.bytes;
     m.stats.source_time = m.source_time;

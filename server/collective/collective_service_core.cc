@@ -124,6 +124,9 @@ void CollectiveServiceCore::Count(CollectiveKind kind, int64_t device_bytes) con
 }
 
 bool CollectiveServiceCore::IsQuick(const std::vector<std::string>& tensor_ids) const {
+  // Only the in-process CPU engine finishes small calls in microseconds; NCCL
+  // may build a communicator first, which must not block a gRPC thread.
+  if (engine_->Name() != "local") return false;
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> tensors = store_->GetMany(tensor_ids);
   if (!tensors.ok()) return true;
   int64_t bytes = 0;
@@ -204,6 +207,9 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunSameSize
   // over (ids are never reused, so the id still names what was planned).
   const std::string id = input->id;
   input.reset();
+  // A call that waited past its deadline or was cancelled in the dispatch
+  // queue must not consume the tensor it never touched.
+  RETURN_IF_ERROR(context.Check());
   ASSIGN_OR_RETURN(std::unique_ptr<Tensor> donated, store_->TakeForDonation(id));
   std::vector<CollectiveItem> items =
       ItemsFor(plan, donated->dtype, op, SendBuffers(*donated), RecvBuffers(*donated));
@@ -301,6 +307,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore
     }
   } else {
     inputs.clear();
+    RETURN_IF_ERROR(context.Check());  // never consume inputs a stale call did not touch
     ASSIGN_OR_RETURN(results, store_->TakeAllForDonation(tensor_ids));
     for (size_t i = 0; i < results.size(); ++i) {
       std::vector<CollectiveItem> more = ItemsFor(

@@ -171,6 +171,13 @@ int64_t TensorStore::size() const {
   return static_cast<int64_t>(tensors_.size());
 }
 
+int64_t TensorStore::TotalDeviceBytes() const {
+  absl::MutexLock lock(&mu_);
+  int64_t total = 0;
+  for (const auto& [id, tensor] : tensors_) total += tensor->device_bytes();
+  return total;
+}
+
 int64_t TensorStore::CountUsingMesh(const std::string& mesh_id) const {
   absl::MutexLock lock(&mu_);
   int64_t n = 0;

@@ -80,6 +80,9 @@ class TensorStore {
   // Sorted by name, then id.
   std::vector<std::shared_ptr<const Tensor>> List(const TensorFilter& filter = {}) const;
   int64_t size() const;
+  // Device bytes of every committed tensor, computed under the store's lock
+  // without taking references (so it never blocks TakeForDonation).
+  int64_t TotalDeviceBytes() const;
   int64_t CountUsingMesh(const std::string& mesh_id) const;
   // Deletes every tensor on `mesh_id`; returns how many.
   int64_t DeleteUsingMesh(const std::string& mesh_id);

@@ -26,7 +26,9 @@ int HealthStatus(const std::shared_ptr<grpc::Channel>& channel) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  grpc::ByteBuffer request, response;
+  grpc::Slice empty(std::string{});
+  grpc::ByteBuffer request(&empty, 1);  // a default ByteBuffer is not a message
+  grpc::ByteBuffer response;
   std::promise<grpc::Status> done;
   stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
                  &response, [&](grpc::Status s) { done.set_value(s); });

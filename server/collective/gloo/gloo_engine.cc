@@ -93,6 +93,14 @@ absl::Status ValidateGlooItem(CollectiveKind kind, const CollectiveItem& item, i
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": dtype ", DTypeName(item.dtype), " cannot be reduced"));
   }
+  // Gloo combines pairwise in the element type, so a MEAN summed in i8..i64,
+  // u8, f16 or bf16 would wrap or overflow before the division.
+  if (reduces && item.op == ReduceOp::kMean && item.dtype != DType::kF32 &&
+      item.dtype != DType::kF64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": the Gloo engine computes MEAN only for f32 and f64, not ",
+        DTypeName(item.dtype), "; reduce with SUM and divide, or upcast first"));
+  }
   if (kind == CollectiveKind::kBroadcast && (item.root < 0 || item.root >= size)) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": root rank ", item.root, " outside [0, ", size, ")"));
