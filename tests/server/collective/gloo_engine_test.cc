@@ -107,6 +107,13 @@ TEST_F(GlooEngineTest, AllReduceMatchesReference) {
           item.recv = {bufs[r].get()};
           return engines[r]->AllReduce({&item, 1}, {});
         });
+        if (op == ReduceOp::kMean && dtype != DType::kF32 && dtype != DType::kF64) {
+          // Pairwise sums in the element type would wrap: refused up front.
+          for (const auto& s : statuses) {
+            EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+          }
+          continue;
+        }
         for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
         for (int r = 0; r < kRanks; ++r) {
           std::vector<double> got = Decode(dtype, bufs[r]->data(), kCount);
