@@ -23,9 +23,11 @@
 //     n-th Next (n = 0, 1, ...) asks for batch n and releases batch n-1.
 //     Both require the batch to have been delivered (its ready handed out).
 //     In either mode Next starts the consumer-stall clock for batch n.
-//     Releasing deletes the batch's tensors from the store: device memory is
-//     freed at once (CPU backend) -- there is no staging pool to recycle on
-//     CPU virtual devices, so "reuse" is a plain free + allocate.
+//     Releasing deletes the batch's tensors from the store, so the device
+//     memory goes back to the backend at once. Recycling is the backend's:
+//     the CPU backend's per-device block cache hands the pages to the next
+//     batch of the same size; the pipeline keeps no staging buffers of its
+//     own (chunks are scattered straight into the shards).
 //   * End: after OnInputDone (the client half-closed) every admitted batch is
 //     delivered, then the stats output; the stream then finishes OK. Close()
 //     deletes every tensor still unreleased: nothing a pipeline staged

@@ -319,6 +319,37 @@ TEST_F(PrefetchTest, EndOfStreamDeliversTheRestThenFreesUnreleased) {
   EXPECT_TRUE(left->empty());
 }
 
+TEST_F(PrefetchTest, StreamNameOwnerAndPerBatchRule) {
+  PrefetchOptions options;
+  options.name = "train";
+  options.owner = "job-7";
+  options.rule = client::Placement::Device(2);
+  options.chunk_bytes = 100;  // many small chunks
+  auto stream = PrefetchStream::Open(*client_, options);
+  ASSERT_TRUE(stream.ok());
+  PrefetchStream& s = **stream;
+  HostBatch first = MakeBatch(0), second = MakeBatch(1);
+  ASSERT_TRUE(s.SendBatch(first.Views()).ok());
+  ASSERT_TRUE(s.SendBatch(second.Views(), Rule(client::Placement::Device(6))).ok());
+  for (int k = 0; k < 2; ++k) {
+    auto batch = s.Read();
+    ASSERT_TRUE(batch.ok() && batch->has_value()) << batch.status();
+    const pb::TensorInfo& labels = (*batch)->tensor("labels");
+    EXPECT_EQ(labels.name(), "train/" + std::to_string(k) + "/labels");
+    EXPECT_EQ(labels.owner(), "job-7");
+    EXPECT_EQ(labels.shards(0).device_id(), k == 0 ? 2 : 6);
+    ExpectBatch(**batch, k);
+    ASSERT_TRUE(s.Release(k).ok());
+  }
+  EXPECT_EQ(s.Release(0).code(), absl::StatusCode::kFailedPrecondition);  // twice
+  EXPECT_EQ(s.Release(9).code(), absl::StatusCode::kInvalidArgument);     // never sent
+  ASSERT_TRUE(s.CloseSend().ok());
+  auto end = s.Read();
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_FALSE(end->has_value());
+  EXPECT_EQ(MemoryInUse(), 0);
+}
+
 TEST_F(PrefetchTest, CancelMidStreamFreesEverything) {
   const int64_t baseline = MemoryInUse();
   {
