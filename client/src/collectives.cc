@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/src/call_context.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/collective_service.grpc.pb.h"
@@ -12,20 +13,16 @@ namespace placement::client {
 namespace pb = placement::v1;
 namespace {
 
-pb::SourceHandling ToProto(SourceHandling source) {
-  return source == SourceHandling::kDonate ? pb::SOURCE_HANDLING_DONATE : pb::SOURCE_HANDLING_KEEP;
-}
-
 template <typename Request>
 void FillCommon(const CollectiveOptions& options, Request* request) {
   for (const std::string& axis : options.axes) request->add_axes(axis);
-  request->set_source(ToProto(options.source));
+  request->set_source(SourceHandlingToProto(options.source));
 }
 
 // The options' own deadline, or the Client's default.
 void Prepare(const Client& client, const CollectiveOptions& options, grpc::ClientContext* context) {
   if (options.timeout > absl::ZeroDuration()) {
-    context->set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
+    SetTimeout(options.timeout, context);
   } else {
     client.PrepareContext(context);
   }

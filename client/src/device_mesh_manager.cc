@@ -84,34 +84,33 @@ absl::StatusOr<pb::Mesh> DeviceMeshManager::create_device_mesh(
   return meshes_.CreateMesh(mesh_shape, options);
 }
 
-absl::StatusOr<pb::Mesh> DeviceMeshManager::create_data_parallel_mesh(
-    std::optional<int64_t> num_devices, const std::string& axis_name) const {
+absl::StatusOr<CreateMeshOptions> DeviceMeshManager::OneAxisOptions(
+    std::optional<int64_t>* num_devices) const {
   CreateMeshOptions options;
   if (explicit_devices_) {
-    int64_t n = num_devices.value_or(this->num_devices());
+    int64_t n = num_devices->value_or(this->num_devices());
     if (n >= 1) {
       auto picked = PickDevices(n);
       if (!picked.ok()) return picked.status();
       options.device_ids = *std::move(picked);
     }
-    num_devices = n;
+    *num_devices = n;
   }
-  return meshes_.CreateDataParallelMesh(num_devices, axis_name, options);
+  return options;
+}
+
+absl::StatusOr<pb::Mesh> DeviceMeshManager::create_data_parallel_mesh(
+    std::optional<int64_t> num_devices, const std::string& axis_name) const {
+  auto options = OneAxisOptions(&num_devices);
+  if (!options.ok()) return options.status();
+  return meshes_.CreateDataParallelMesh(num_devices, axis_name, *options);
 }
 
 absl::StatusOr<pb::Mesh> DeviceMeshManager::create_model_parallel_mesh(
     std::optional<int64_t> num_devices, const std::string& axis_name) const {
-  CreateMeshOptions options;
-  if (explicit_devices_) {
-    int64_t n = num_devices.value_or(this->num_devices());
-    if (n >= 1) {
-      auto picked = PickDevices(n);
-      if (!picked.ok()) return picked.status();
-      options.device_ids = *std::move(picked);
-    }
-    num_devices = n;
-  }
-  return meshes_.CreateModelParallelMesh(num_devices, axis_name, options);
+  auto options = OneAxisOptions(&num_devices);
+  if (!options.ok()) return options.status();
+  return meshes_.CreateModelParallelMesh(num_devices, axis_name, *options);
 }
 
 absl::StatusOr<pb::Mesh> DeviceMeshManager::create_hybrid_mesh(

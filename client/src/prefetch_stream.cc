@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "client/src/call_context.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/client/prefetch.h"
@@ -23,7 +24,6 @@ namespace placement::client {
 namespace pb = placement::v1;
 namespace {
 
-constexpr int64_t kMaxChunkBytes = int64_t{4} << 20;
 
 absl::Status CheckArrays(const std::vector<BatchArray>& arrays) {
   absl::flat_hash_set<std::string> keys;
@@ -211,16 +211,13 @@ absl::StatusOr<std::unique_ptr<PrefetchStream>> PrefetchStream::Open(
         "buffer_size is ", options.buffer_size, "; must be >= 1 (0 selects the default ",
         kDefaultPrefetchBufferSize, ")"));
   }
-  if (options.chunk_bytes < 1 || options.chunk_bytes > kMaxChunkBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chunk_bytes is ", options.chunk_bytes, "; expected 1 to ", kMaxChunkBytes));
+  if (absl::Status chunk_ok = ValidateChunkBytes(options.chunk_bytes); !chunk_ok.ok()) {
+    return chunk_ok;
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->buffer_size = options.buffer_size == 0 ? kDefaultPrefetchBufferSize : options.buffer_size;
-  if (options.timeout != absl::InfiniteDuration() && options.timeout > absl::ZeroDuration()) {
-    impl->context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
-  }
+  SetTimeout(options.timeout, &impl->context);
   impl->stub = pb::PrefetchService::NewStub(client.channel());
   impl->stream = impl->stub->Prefetch(&impl->context);
   pb::PrefetchRequest open;

@@ -14,9 +14,6 @@ namespace placement::client {
 namespace pb = placement::v1;
 namespace {
 
-pb::SourceHandling ToProto(SourceHandling source) {
-  return source == SourceHandling::kDonate ? pb::SOURCE_HANDLING_DONATE : pb::SOURCE_HANDLING_KEEP;
-}
 
 }  // namespace
 
@@ -123,7 +120,7 @@ absl::StatusOr<std::vector<pb::TensorInfo>> TensorClient::Place(
   pb::PlaceRequest request;
   for (const auto& id : tensor_ids) request.add_tensor_ids(id);
   *request.mutable_rule() = rule.proto();
-  request.set_source(ToProto(source));
+  request.set_source(SourceHandlingToProto(source));
   request.set_name(name);
   pb::PlaceResponse response;
   auto status = pb::TensorService::NewStub(client_.channel())->Place(&context, request, &response);
@@ -154,7 +151,7 @@ absl::StatusOr<pb::TensorInfo> TensorClient::Assemble(const std::vector<int64_t>
   for (int64_t d : shape) request.add_shape(d);
   *request.mutable_placement() = placement.proto();
   for (const auto& id : tensor_ids) request.add_tensor_ids(id);
-  request.set_source(ToProto(source));
+  request.set_source(SourceHandlingToProto(source));
   request.set_name(name);
   pb::AssembleResponse response;
   auto status =
@@ -169,7 +166,7 @@ absl::StatusOr<std::vector<pb::TensorInfo>> TensorClient::Disassemble(const std:
   client_.PrepareContext(&context);
   pb::DisassembleRequest request;
   request.set_tensor_id(tensor_id);
-  request.set_source(ToProto(source));
+  request.set_source(SourceHandlingToProto(source));
   pb::DisassembleResponse response;
   auto status =
       pb::TensorService::NewStub(client_.channel())->Disassemble(&context, request, &response);

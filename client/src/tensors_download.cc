@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/src/call_context.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/client/tensors.h"
@@ -25,9 +26,7 @@ absl::StatusOr<pb::DownloadHeader> TensorClient::Download(const std::string& ten
 
   auto stub = pb::TensorService::NewStub(client_.channel());
   grpc::ClientContext context;
-  if (options.timeout != absl::InfiniteDuration() && options.timeout > absl::ZeroDuration()) {
-    context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
-  }
+  SetTimeout(options.timeout, &context);
   auto reader = stub->Download(&context, request);
 
   // Stops the stream early with `status` (the caller's, or ours).

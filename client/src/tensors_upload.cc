@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/src/call_context.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/client/tensors.h"
@@ -15,21 +16,6 @@
 namespace placement::client {
 namespace pb = placement::v1;
 namespace {
-
-absl::Status CheckChunkBytes(int64_t chunk_bytes) {
-  constexpr int64_t kMax = int64_t{4} << 20;
-  if (chunk_bytes < 1 || chunk_bytes > kMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chunk_bytes is ", chunk_bytes, "; expected 1 to ", kMax));
-  }
-  return absl::OkStatus();
-}
-
-void ApplyTimeout(absl::Duration timeout, grpc::ClientContext* context) {
-  if (timeout != absl::InfiniteDuration() && timeout > absl::ZeroDuration()) {
-    context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  }
-}
 
 // The status a broken stream finished with; never OK.
 absl::Status BrokenStreamStatus(const grpc::Status& status, absl::string_view what) {
@@ -162,7 +148,7 @@ absl::StatusOr<std::unique_ptr<Uploader>> TensorClient::StartUpload(
     const UploadOptions& options) const {
   auto total = ExpectedBytes(dtype, shape);
   if (!total.ok()) return total.status();
-  absl::Status chunk_ok = CheckChunkBytes(options.chunk_bytes);
+  absl::Status chunk_ok = ValidateChunkBytes(options.chunk_bytes);
   if (!chunk_ok.ok()) return chunk_ok;
 
   auto impl = std::make_unique<Uploader::Impl>();
@@ -170,7 +156,7 @@ absl::StatusOr<std::unique_ptr<Uploader>> TensorClient::StartUpload(
   impl->total = *total;
   impl->chunk_bytes = options.chunk_bytes;
   impl->stub = pb::TensorService::NewStub(client_.channel());
-  ApplyTimeout(options.timeout, &impl->context);
+  SetTimeout(options.timeout, &impl->context);
   impl->writer = impl->stub->Upload(&impl->context, &impl->response);
 
   pb::UploadHeader* header = impl->message.mutable_header();
@@ -216,7 +202,7 @@ absl::StatusOr<pb::TensorInfo> TensorClient::UploadFrom(pb::DType dtype, std::ve
 
 absl::StatusOr<std::vector<pb::NamedTensor>> TensorClient::UploadBatch(
     const std::vector<BatchArray>& arrays, const Rule& rule, const UploadOptions& options) const {
-  absl::Status chunk_ok = CheckChunkBytes(options.chunk_bytes);
+  absl::Status chunk_ok = ValidateChunkBytes(options.chunk_bytes);
   if (!chunk_ok.ok()) return chunk_ok;
   pb::UploadBatchRequest message;
   pb::BatchHeader* header = message.mutable_header();
@@ -243,7 +229,7 @@ absl::StatusOr<std::vector<pb::NamedTensor>> TensorClient::UploadBatch(
 
   auto stub = pb::TensorService::NewStub(client_.channel());
   grpc::ClientContext context;
-  ApplyTimeout(options.timeout, &context);
+  SetTimeout(options.timeout, &context);
   pb::UploadBatchResponse response;
   auto writer = stub->UploadBatch(&context, &response);
   bool ok = writer->Write(message);

@@ -306,26 +306,33 @@ absl::Status NcclEngine::Run(CollectiveKind kind, absl::Span<const CollectiveIte
                          "] were aborted by a concurrent failure; retry to rebuild them"));
       }
     }
-    if (ncclResult_t r = ncclGroupStart(); r != ncclSuccess) {
-      return NcclStatus(r, nullptr, "ncclGroupStart");
-    }
-    absl::Status enqueued;
-    for (size_t i = 0; i < items.size() && enqueued.ok(); ++i) {
-      enqueued = Enqueue(kind, items[i], item_groups[i]->comms, item_groups[i]->streams);
-    }
-    if (ncclResult_t r = ncclGroupEnd(); r != ncclSuccess && enqueued.ok()) {
-      enqueued = NcclStatus(r, nullptr, "ncclGroupEnd");
-    }
-    if (!enqueued.ok()) return enqueued;
-    for (auto& [ids, group] : distinct) {
-      for (size_t r = 0; r < group->streams.size(); ++r) {
-        cudaSetDevice(group->ordinals[r]);
-        if (cudaError_t err = cudaEventRecord(group->events[r], group->streams[r]);
-            err != cudaSuccess) {
-          return CudaStatus(err, "cudaEventRecord");
+    {
+      // One launch order for every GPU: groups that share devices (a 2x2 mesh
+      // reduced over "data" and over "model" at once) must enqueue their
+      // kernels in the same order on each device, or NCCL can deadlock.
+      // Completion is polled outside this lock.
+      absl::MutexLock launch(&launch_mu_);
+      if (ncclResult_t r = ncclGroupStart(); r != ncclSuccess) {
+        return NcclStatus(r, nullptr, "ncclGroupStart");
+      }
+      absl::Status enqueued;
+      for (size_t i = 0; i < items.size() && enqueued.ok(); ++i) {
+        enqueued = Enqueue(kind, items[i], item_groups[i]->comms, item_groups[i]->streams);
+      }
+      if (ncclResult_t r = ncclGroupEnd(); r != ncclSuccess && enqueued.ok()) {
+        enqueued = NcclStatus(r, nullptr, "ncclGroupEnd");
+      }
+      if (!enqueued.ok()) return enqueued;
+      for (auto& [ids, group] : distinct) {
+        for (size_t r = 0; r < group->streams.size(); ++r) {
+          cudaSetDevice(group->ordinals[r]);
+          if (cudaError_t err = cudaEventRecord(group->events[r], group->streams[r]);
+              err != cudaSuccess) {
+            return CudaStatus(err, "cudaEventRecord");
+          }
         }
       }
-    }
+    }  // launch_mu_
     // Poll: completion, asynchronous NCCL errors, the caller's context.
     for (int64_t polls = 0;; ++polls) {
       bool done = true;

@@ -94,6 +94,8 @@ class NcclEngine final : public CollectiveEngine {
   NcclEngineOptions options_;
   int nccl_version_;
   mutable absl::Mutex mu_;
+  // Serialises kernel launches across groups (see Run).
+  mutable absl::Mutex launch_mu_;
   std::map<std::vector<int64_t>, std::shared_ptr<Group>> groups_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -76,6 +76,9 @@ class DeviceMeshManager {
   // Device ids for a mesh of `total` devices: empty (the daemon picks) when
   // the manager uses every device, else the first `total` of the manager's.
   absl::StatusOr<std::vector<int64_t>> PickDevices(int64_t total) const;
+  // Options for a one-axis preset over this manager's devices; resolves an
+  // unset `num_devices` to all of them when devices were given explicitly.
+  absl::StatusOr<CreateMeshOptions> OneAxisOptions(std::optional<int64_t>* num_devices) const;
 
   MeshClient meshes_;
   std::vector<placement::v1::Device> devices_;

@@ -57,6 +57,11 @@ enum class SourceHandling {
   kDonate,  // sources are deleted once the results exist
 };
 
+inline placement::v1::SourceHandling SourceHandlingToProto(SourceHandling source) {
+  return source == SourceHandling::kDonate ? placement::v1::SOURCE_HANDLING_DONATE
+                                           : placement::v1::SOURCE_HANDLING_KEEP;
+}
+
 // A registered mesh: its id, and its description when known.
 class MeshRef {
  public:
