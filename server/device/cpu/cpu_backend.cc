@@ -61,38 +61,15 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
 
 CpuBackend::CpuBackend(std::vector<DeviceDescription> devices, int64_t cache_bytes_per_device)
     : devices_(std::move(devices)),
-      in_use_(std::make_unique<std::atomic<int64_t>[]>(devices_.size())),
-      cache_limit_(cache_bytes_per_device),
-      caches_(std::make_unique<BlockCache[]>(devices_.size())) {
-  for (size_t i = 0; i < devices_.size(); ++i) in_use_[i].store(0);
-}
-
-CpuBackend::~CpuBackend() {
+      in_use_(std::make_unique<std::atomic<int64_t>[]>(devices_.size())) {
   for (size_t i = 0; i < devices_.size(); ++i) {
-    absl::MutexLock lock(&caches_[i].mu);
-    for (auto& [size, block] : caches_[i].blocks) std::free(block);
-    caches_[i].blocks.clear();
+    in_use_[i].store(0);
+    caches_.push_back(std::make_unique<BlockCache>(cache_bytes_per_device));
   }
 }
 
-void* CpuBackend::TakeCached(int idx, int64_t rounded) {
-  BlockCache& cache = caches_[idx];
-  absl::MutexLock lock(&cache.mu);
-  auto it = cache.blocks.find(rounded);
-  if (it == cache.blocks.end()) return nullptr;
-  void* block = it->second;
-  cache.blocks.erase(it);
-  cache.bytes -= rounded;
-  return block;
-}
-
-bool CpuBackend::CacheBlock(int idx, int64_t rounded, void* data) {
-  BlockCache& cache = caches_[idx];
-  absl::MutexLock lock(&cache.mu);
-  if (cache.bytes + rounded > cache_limit_) return false;
-  cache.blocks.emplace(rounded, data);
-  cache.bytes += rounded;
-  return true;
+CpuBackend::~CpuBackend() {
+  for (auto& cache : caches_) cache->Clear([](void* block) { std::free(block); });
 }
 
 int CpuBackend::LocalIndex(int64_t device_id) const {
@@ -129,7 +106,7 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> CpuBackend::Allocate(int64_t devic
   void* data = nullptr;
   if (bytes > 0) {
     const int64_t rounded = RoundedSize(bytes);
-    data = TakeCached(idx, rounded);
+    data = caches_[idx]->Take(rounded);
     if (data == nullptr) data = std::aligned_alloc(kAlignment, rounded);
     if (data == nullptr) {
       in_use_[idx].fetch_sub(bytes);
@@ -142,7 +119,7 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> CpuBackend::Allocate(int64_t devic
 
 void CpuBackend::Release(int64_t device_id, void* data, int64_t size) {
   int idx = LocalIndex(device_id);
-  if (data != nullptr && (idx < 0 || !CacheBlock(idx, RoundedSize(size), data))) std::free(data);
+  if (data != nullptr && (idx < 0 || !caches_[idx]->Put(RoundedSize(size), data))) std::free(data);
   if (idx >= 0) in_use_[idx].fetch_sub(size);
 }
 

@@ -7,13 +7,11 @@
 #define PLACEMENT_SERVER_DEVICE_CPU_CPU_BACKEND_H_
 
 #include <atomic>
-#include <map>
 #include <memory>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 
+#include "server/device/block_cache.h"
 #include "server/device/device_backend.h"
 
 namespace placement::server {
@@ -52,24 +50,13 @@ class CpuBackend final : public DeviceBackend {
   void Release(int64_t device_id, void* data, int64_t size) override;
 
  private:
-  // Per-device cache of freed host blocks, keyed by rounded size.
-  struct BlockCache {
-    absl::Mutex mu;
-    std::multimap<int64_t, void*> blocks ABSL_GUARDED_BY(mu);
-    int64_t bytes ABSL_GUARDED_BY(mu) = 0;
-  };
-
   CpuBackend(std::vector<DeviceDescription> devices, int64_t cache_bytes_per_device);
   // Index into devices_ / in_use_, or -1.
   int LocalIndex(int64_t device_id) const;
-  void* TakeCached(int idx, int64_t rounded);
-  // True when the block was kept for reuse.
-  bool CacheBlock(int idx, int64_t rounded, void* data);
 
   std::vector<DeviceDescription> devices_;
   std::unique_ptr<std::atomic<int64_t>[]> in_use_;
-  const int64_t cache_limit_;
-  std::unique_ptr<BlockCache[]> caches_;
+  std::vector<std::unique_ptr<BlockCache>> caches_;  // per device, freed host blocks
 };
 
 }  // namespace placement::server

@@ -2,11 +2,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace placement::server {
 namespace {
@@ -14,6 +17,12 @@ namespace {
 absl::Status CudaError(cudaError_t err, absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorName(err), ": ",
                                           cudaGetErrorString(err)));
+}
+
+// cudaMalloc sizes are rounded to 2 MiB so cached blocks serve nearby sizes.
+size_t CachedSize(int64_t bytes) {
+  constexpr int64_t kGranule = int64_t{2} << 20;
+  return static_cast<size_t>((bytes + kGranule - 1) / kGranule * kGranule);
 }
 
 int32_t NumaNodeOf(const std::string& pci_bus_id) {
@@ -81,16 +90,68 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     d.multiprocessor_count = prop.multiProcessorCount;
     devices.push_back(std::move(d));
   }
-  return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(devices)));
+  if (options.cache_bytes_per_device < 0 || options.staging_bytes < 1) {
+    return absl::InvalidArgumentError("cache_bytes_per_device must be >= 0 and staging_bytes >= 1");
+  }
+  return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(devices), options));
 }
 
-CudaBackend::CudaBackend(std::vector<DeviceDescription> devices)
+struct CudaBackend::Staging {
+  absl::Mutex mu;  // one transfer at a time uses the buffers and stream
+  cudaStream_t stream = nullptr;
+  void* pinned[2] = {nullptr, nullptr};
+  cudaEvent_t done[2] = {nullptr, nullptr};
+  bool ready = false;
+};
+
+CudaBackend::CudaBackend(std::vector<DeviceDescription> devices, const CudaBackendOptions& options)
     : devices_(std::move(devices)),
-      in_use_(std::make_unique<std::atomic<int64_t>[]>(devices_.size())) {
-  for (size_t i = 0; i < devices_.size(); ++i) in_use_[i].store(0);
+      in_use_(std::make_unique<std::atomic<int64_t>[]>(devices_.size())),
+      staging_bytes_(options.staging_bytes) {
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    in_use_[i].store(0);
+    caches_.push_back(std::make_unique<BlockCache>(options.cache_bytes_per_device));
+    staging_.push_back(std::make_unique<Staging>());
+  }
 }
 
-CudaBackend::~CudaBackend() = default;
+CudaBackend::~CudaBackend() {
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    cudaSetDevice(static_cast<int>(i));
+    caches_[i]->Clear([](void* block) { cudaFree(block); });
+    Staging& s = *staging_[i];
+    if (!s.ready) continue;
+    cudaStreamSynchronize(s.stream);
+    for (int k = 0; k < 2; ++k) {
+      cudaFreeHost(s.pinned[k]);
+      cudaEventDestroy(s.done[k]);
+    }
+    cudaStreamDestroy(s.stream);
+  }
+}
+
+absl::StatusOr<CudaBackend::Staging*> CudaBackend::StagingFor(int ordinal) {
+  Staging& s = *staging_[ordinal];
+  // REQUIRES: s.mu held by the caller.
+  if (s.ready) return &s;
+  cudaSetDevice(ordinal);
+  if (cudaError_t err = cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
+      err != cudaSuccess) {
+    return CudaError(err, "cudaStreamCreate (copy stream)");
+  }
+  for (int k = 0; k < 2; ++k) {
+    if (cudaError_t err = cudaHostAlloc(&s.pinned[k], staging_bytes_, cudaHostAllocPortable);
+        err != cudaSuccess) {
+      return CudaError(err, "cudaHostAlloc (pinned staging)");
+    }
+    if (cudaError_t err = cudaEventCreateWithFlags(&s.done[k], cudaEventDisableTiming);
+        err != cudaSuccess) {
+      return CudaError(err, "cudaEventCreate");
+    }
+  }
+  s.ready = true;
+  return &s;
+}
 
 int CudaBackend::Ordinal(int64_t device_id) const {
   if (devices_.empty()) return -1;
@@ -125,7 +186,14 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> CudaBackend::Allocate(int64_t devi
   void* data = nullptr;
   if (bytes > 0) {
     cudaSetDevice(idx);
-    cudaError_t err = cudaMalloc(&data, static_cast<size_t>(bytes));
+    data = caches_[idx]->Take(CachedSize(bytes));
+    cudaError_t err = data != nullptr ? cudaSuccess : cudaMalloc(&data, CachedSize(bytes));
+    if (err == cudaErrorMemoryAllocation) {
+      // Cached blocks of other sizes may be what stands in the way.
+      caches_[idx]->Clear([](void* block) { cudaFree(block); });
+      cudaGetLastError();
+      err = cudaMalloc(&data, CachedSize(bytes));
+    }
     if (err != cudaSuccess) {
       in_use_[idx].fetch_sub(bytes);
       return absl::ResourceExhaustedError(absl::StrCat("device ", device_id, ": cudaMalloc of ",
@@ -138,7 +206,7 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> CudaBackend::Allocate(int64_t devi
 
 void CudaBackend::Release(int64_t device_id, void* data, int64_t size) {
   int idx = Ordinal(device_id);
-  if (data != nullptr) {
+  if (data != nullptr && (idx < 0 || !caches_[idx]->Put(CachedSize(size), data))) {
     if (idx >= 0) cudaSetDevice(idx);
     cudaFree(data);
   }
@@ -147,32 +215,79 @@ void CudaBackend::Release(int64_t device_id, void* data, int64_t size) {
 
 absl::Status CudaBackend::Write(const void* src, DeviceBuffer& dst,
                                 absl::Span<const ByteRun> runs) {
-  cudaSetDevice(Ordinal(dst.device_id()));
+  const int ordinal = Ordinal(dst.device_id());
+  Staging& staging = *staging_[ordinal];
+  absl::MutexLock lock(&staging.mu);
+  ASSIGN_OR_RETURN(Staging * s, StagingFor(ordinal));
+  cudaSetDevice(ordinal);
   const auto* in = static_cast<const char*>(src);
   auto* out = static_cast<char*>(dst.data());
+  // Pieces alternate between the two pinned buffers: before refilling one,
+  // wait for the DMA that last read it.
+  int slot = 0;
+  bool used[2] = {false, false};
   for (const ByteRun& r : runs) {
-    cudaError_t err = cudaMemcpyAsync(out + r.dst_offset, in + r.src_offset, r.length,
-                                      cudaMemcpyHostToDevice, cudaStreamPerThread);
-    if (err != cudaSuccess) return CudaError(err, "host-to-device copy");
+    for (int64_t done = 0; done < r.length;) {
+      const int64_t n = std::min(staging_bytes_, r.length - done);
+      if (used[slot]) {
+        if (cudaError_t err = cudaEventSynchronize(s->done[slot]); err != cudaSuccess) {
+          return CudaError(err, "host-to-device copy");
+        }
+      }
+      std::memcpy(s->pinned[slot], in + r.src_offset + done, static_cast<size_t>(n));
+      cudaError_t err = cudaMemcpyAsync(out + r.dst_offset + done, s->pinned[slot], n,
+                                        cudaMemcpyHostToDevice, s->stream);
+      if (err == cudaSuccess) err = cudaEventRecord(s->done[slot], s->stream);
+      if (err != cudaSuccess) return CudaError(err, "host-to-device copy");
+      used[slot] = true;
+      slot ^= 1;
+      done += n;
+    }
   }
-  if (cudaError_t err = cudaStreamSynchronize(cudaStreamPerThread); err != cudaSuccess) {
+  if (cudaError_t err = cudaStreamSynchronize(s->stream); err != cudaSuccess) {
     return CudaError(err, "host-to-device copy");
   }
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::Read(const DeviceBuffer& src, void* dst, absl::Span<const ByteRun> runs) {
-  cudaSetDevice(Ordinal(src.device_id()));
+  const int ordinal = Ordinal(src.device_id());
+  Staging& staging = *staging_[ordinal];
+  absl::MutexLock lock(&staging.mu);
+  ASSIGN_OR_RETURN(Staging * s, StagingFor(ordinal));
+  cudaSetDevice(ordinal);
   const auto* in = static_cast<const char*>(src.data());
   auto* out = static_cast<char*>(dst);
+  // The DMA of piece k+1 runs while piece k is copied out of pinned memory.
+  struct Pending {
+    char* host = nullptr;
+    int64_t length = 0;
+  } pending[2];
+  int slot = 0;
+  auto drain = [&](int k) -> absl::Status {
+    if (pending[k].length == 0) return absl::OkStatus();
+    if (cudaError_t err = cudaEventSynchronize(s->done[k]); err != cudaSuccess) {
+      return CudaError(err, "device-to-host copy");
+    }
+    std::memcpy(pending[k].host, s->pinned[k], static_cast<size_t>(pending[k].length));
+    pending[k] = Pending{};
+    return absl::OkStatus();
+  };
   for (const ByteRun& r : runs) {
-    cudaError_t err = cudaMemcpyAsync(out + r.dst_offset, in + r.src_offset, r.length,
-                                      cudaMemcpyDeviceToHost, cudaStreamPerThread);
-    if (err != cudaSuccess) return CudaError(err, "device-to-host copy");
+    for (int64_t done = 0; done < r.length;) {
+      const int64_t n = std::min(staging_bytes_, r.length - done);
+      RETURN_IF_ERROR(drain(slot));
+      cudaError_t err = cudaMemcpyAsync(s->pinned[slot], in + r.src_offset + done, n,
+                                        cudaMemcpyDeviceToHost, s->stream);
+      if (err == cudaSuccess) err = cudaEventRecord(s->done[slot], s->stream);
+      if (err != cudaSuccess) return CudaError(err, "device-to-host copy");
+      pending[slot] = Pending{out + r.dst_offset + done, n};
+      slot ^= 1;
+      done += n;
+    }
   }
-  if (cudaError_t err = cudaStreamSynchronize(cudaStreamPerThread); err != cudaSuccess) {
-    return CudaError(err, "device-to-host copy");
-  }
+  RETURN_IF_ERROR(drain(slot));
+  RETURN_IF_ERROR(drain(slot ^ 1));
   return absl::OkStatus();
 }
 

@@ -1,6 +1,8 @@
 // CudaBackend: the GPUs the CUDA runtime reports, with cudaMalloc'd buffers
 // accounted against a per-device budget (a fraction of the memory free at
-// start) and copies on a per-thread stream.
+// start) and recycled through a block cache. Host <-> device transfers go
+// through double-buffered pinned staging on a dedicated copy stream per
+// device, so the host-side copy of one piece overlaps the DMA of the last.
 //
 // Thread-safe. Built only when the CUDA toolkit is found.
 #ifndef PLACEMENT_SERVER_DEVICE_CUDA_CUDA_BACKEND_H_
@@ -10,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "server/device/block_cache.h"
 #include "server/device/device_backend.h"
 
 namespace placement::server {
@@ -18,6 +21,13 @@ struct CudaBackendOptions {
   // Fraction of each GPU's free memory at start that the daemon may use.
   double memory_fraction = 0.9;
   int32_t process_index = 0;
+  // Freed cudaMalloc blocks kept per device for reuse by allocations of the
+  // same 2 MiB-rounded size (cudaFree synchronises the device); cached bytes
+  // do not count as in use. 0 disables.
+  int64_t cache_bytes_per_device = int64_t{2} << 30;
+  // Pinned host staging per device: two buffers of this size, so the host
+  // copy of piece k+1 overlaps the DMA of piece k.
+  int64_t staging_bytes = int64_t{8} << 20;
 };
 
 class CudaBackend final : public DeviceBackend {
@@ -45,10 +55,18 @@ class CudaBackend final : public DeviceBackend {
   void Release(int64_t device_id, void* data, int64_t size) override;
 
  private:
-  explicit CudaBackend(std::vector<DeviceDescription> devices);
+  // A device's copy stream and double-buffered pinned staging, created on
+  // first use; one transfer at a time per device uses it.
+  struct Staging;
+
+  CudaBackend(std::vector<DeviceDescription> devices, const CudaBackendOptions& options);
+  absl::StatusOr<Staging*> StagingFor(int ordinal);
 
   std::vector<DeviceDescription> devices_;
   std::unique_ptr<std::atomic<int64_t>[]> in_use_;
+  std::vector<std::unique_ptr<BlockCache>> caches_;  // per device, freed blocks
+  const int64_t staging_bytes_;
+  std::vector<std::unique_ptr<Staging>> staging_;    // per device
 };
 
 // True when the CUDA runtime reports at least one device (no side effects
