@@ -64,8 +64,6 @@ class CollectiveServiceCore {
   // inputs in placementd_collective_bytes_total{collective}.
   CollectiveServiceCore(TensorStore* store, CollectiveEngine* engine, Metrics* metrics = nullptr);
 
-  CollectiveEngine* engine() const { return engine_; }
-
   // Per-device bytes up to which a collective counts as quick.
   static constexpr int64_t kQuickBytesPerDevice = 256 << 10;
   // True when the tensors together hold at most kQuickBytesPerDevice on
