@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +47,8 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_path,
             const std::string& err_path) {
   pid_t pid = fork();
   if (pid != 0) return pid;
+  // A test binary that crashes must not leave a daemon behind.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
   int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   dup2(out, STDOUT_FILENO);
