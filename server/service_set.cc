@@ -88,7 +88,6 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(DeviceInventory* 
   impl->tensor_ops = std::make_unique<TensorOps>(impl->tensors(), impl->meshes());
   impl->mesh_handler = std::make_unique<MeshHandler>(impl->meshes(), impl->ops(), gate);
   impl->tensor_handler = std::make_unique<TensorHandler>(impl->ops(), gate);
-  AddMeshAndTensorMetrics(metrics, impl->meshes(), impl->tensors());
 
   absl::StatusOr<std::unique_ptr<CollectiveEngine>> engine =
       CreateCollectiveEngine(inventory->backend());
@@ -105,6 +104,10 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(DeviceInventory* 
   impl->prefetch_manager = std::make_unique<PrefetchManager>(impl->ops(), metrics);
   impl->prefetch_handler = std::make_unique<PrefetchHandler>(impl->prefetch_manager.get(), gate);
 
+  // Last, once nothing can fail: the collector points into this ServiceSet,
+  // so the metrics endpoint must stop before the ServiceSet dies (the Daemon
+  // stops it first).
+  AddMeshAndTensorMetrics(metrics, impl->meshes(), impl->tensors());
   return std::unique_ptr<ServiceSet>(new ServiceSet(std::move(impl)));
 }
 

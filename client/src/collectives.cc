@@ -28,6 +28,25 @@ void Prepare(const Client& client, const CollectiveOptions& options, grpc::Clien
   }
 }
 
+// One single-tensor collective RPC: the options' deadline, name, axes and
+// source handling applied to `request`; the daemon's status kept.
+template <typename Request>
+absl::StatusOr<pb::TensorInfo> CallOne(
+    const Client& client, const CollectiveOptions& options,
+    grpc::Status (pb::CollectiveService::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                        pb::CollectiveResponse*),
+    Request request) {
+  grpc::ClientContext context;
+  Prepare(client, options, &context);
+  request.set_name(options.name);
+  FillCommon(options, &request);
+  pb::CollectiveResponse response;
+  auto stub = pb::CollectiveService::NewStub(client.channel());
+  grpc::Status status = (stub.get()->*method)(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return std::move(*response.mutable_tensor());
+}
+
 }  // namespace
 
 absl::StatusOr<pb::TensorInfo> CollectiveClient::AllReduce(const std::string& tensor_id,
@@ -45,19 +64,11 @@ absl::StatusOr<pb::TensorInfo> CollectiveClient::AllReduce(const std::string& te
 absl::StatusOr<pb::TensorInfo> CollectiveClient::AllReduceImpl(
     const std::string& tensor_id, pb::ReduceOp op, const std::string& op_name,
     const CollectiveOptions& options) const {
-  grpc::ClientContext context;
-  Prepare(client_, options, &context);
   pb::AllReduceRequest request;
   request.set_tensor_id(tensor_id);
   request.set_op(op);
   request.set_op_name(op_name);
-  request.set_name(options.name);
-  FillCommon(options, &request);
-  pb::CollectiveResponse response;
-  auto status =
-      pb::CollectiveService::NewStub(client_.channel())->AllReduce(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return std::move(*response.mutable_tensor());
+  return CallOne(client_, options, &pb::CollectiveService::Stub::AllReduce, std::move(request));
 }
 
 absl::StatusOr<std::vector<pb::TensorInfo>> CollectiveClient::AllReduceBatch(
@@ -97,53 +108,29 @@ absl::StatusOr<std::vector<pb::TensorInfo>> CollectiveClient::AllReduceBatchImpl
 absl::StatusOr<pb::TensorInfo> CollectiveClient::AllGather(const std::string& tensor_id,
                                                            int64_t dim,
                                                            const CollectiveOptions& options) const {
-  grpc::ClientContext context;
-  Prepare(client_, options, &context);
   pb::AllGatherRequest request;
   request.set_tensor_id(tensor_id);
   request.set_dim(dim);
-  request.set_name(options.name);
-  FillCommon(options, &request);
-  pb::CollectiveResponse response;
-  auto status =
-      pb::CollectiveService::NewStub(client_.channel())->AllGather(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return std::move(*response.mutable_tensor());
+  return CallOne(client_, options, &pb::CollectiveService::Stub::AllGather, std::move(request));
 }
 
 absl::StatusOr<pb::TensorInfo> CollectiveClient::ReduceScatter(
     const std::string& tensor_id, pb::ReduceOp op, int64_t scatter_dim,
     const CollectiveOptions& options) const {
-  grpc::ClientContext context;
-  Prepare(client_, options, &context);
   pb::ReduceScatterRequest request;
   request.set_tensor_id(tensor_id);
   request.set_op(op);
   request.set_scatter_dim(scatter_dim);
-  request.set_name(options.name);
-  FillCommon(options, &request);
-  pb::CollectiveResponse response;
-  auto status = pb::CollectiveService::NewStub(client_.channel())
-                    ->ReduceScatter(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return std::move(*response.mutable_tensor());
+  return CallOne(client_, options, &pb::CollectiveService::Stub::ReduceScatter, std::move(request));
 }
 
 absl::StatusOr<pb::TensorInfo> CollectiveClient::Broadcast(const std::string& tensor_id,
                                                            int64_t root_device_id,
                                                            const CollectiveOptions& options) const {
-  grpc::ClientContext context;
-  Prepare(client_, options, &context);
   pb::BroadcastRequest request;
   request.set_tensor_id(tensor_id);
   request.set_root_device_id(root_device_id);
-  request.set_name(options.name);
-  FillCommon(options, &request);
-  pb::CollectiveResponse response;
-  auto status =
-      pb::CollectiveService::NewStub(client_.channel())->Broadcast(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return std::move(*response.mutable_tensor());
+  return CallOne(client_, options, &pb::CollectiveService::Stub::Broadcast, std::move(request));
 }
 
 }  // namespace placement::client

@@ -5,7 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "placement/client/placement.h"
-#include "tests/testing/daemon_process.h"
+#include "tests/integration/client_daemon_fixture.h"
 
 namespace placement::client {
 namespace {
@@ -14,34 +14,10 @@ namespace pb = placement::v1;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class ClientMeshesTest : public ::testing::Test {
+// The shared fixture deletes every mesh (and its tensors) after each test
+// and checks device memory is back to its baseline.
+class ClientMeshesTest : public ClientDaemonTest {
  protected:
-  static void SetUpTestSuite() {
-    testing::DaemonOptions options;
-    options.extra_flags = {"--backend=cpu", "--cpu_devices=8"};
-    auto daemon = testing::DaemonProcess::Start(options);
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = daemon->release();
-  }
-  static void TearDownTestSuite() {
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override {
-    ASSERT_NE(daemon_, nullptr);
-    auto client = daemon_->Connect();
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
-  }
-  // Deletes every mesh (and its tensors) so tests do not see each other's.
-  void TearDown() override {
-    if (client_ == nullptr) return;
-    MeshClient meshes(*client_);
-    auto list = meshes.ListMeshes();
-    ASSERT_TRUE(list.ok()) << list.status();
-    for (const auto& m : *list) ASSERT_TRUE(meshes.DeleteMesh(m.id(), /*force=*/true).ok());
-  }
-
   static std::vector<int64_t> Ids(const pb::Mesh& mesh) {
     return {mesh.device_ids().begin(), mesh.device_ids().end()};
   }
@@ -50,12 +26,7 @@ class ClientMeshesTest : public ::testing::Test {
     for (const auto& a : mesh.axes()) axes.emplace_back(a.name(), a.size());
     return axes;
   }
-
-  static testing::DaemonProcess* daemon_;
-  std::unique_ptr<Client> client_;
 };
-
-testing::DaemonProcess* ClientMeshesTest::daemon_ = nullptr;
 
 TEST_F(ClientMeshesTest, ManagerSeesEveryDevice) {
   auto manager = DeviceMeshManager::Create(*client_);
