@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -126,6 +127,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       &state->identity, state->inventory.get(), state->services->counts(), &state->gate);
 
   grpc::EnableDefaultHealthCheckService(true);
+  // Reflection describes only services whose descriptors are linked in; gRPC's
+  // health service brings none, so reference ours (proto/grpc/health/v1).
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // Two daemons must never share a port: without this gRPC sets SO_REUSEPORT.
