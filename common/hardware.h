@@ -44,7 +44,7 @@ absl::StatusOr<HardwareType> ParseHardwareType(absl::string_view name);
 // From the proto enum's integer value. INVALID_ARGUMENT for values outside it.
 absl::StatusOr<HardwareType> HardwareTypeFromProtoValue(int value);
 
-// Detection from the first device (SEED_BEHAVIOUR.md): platform "tpu":
+// Detection from the first device (docs/seeds.md): platform "tpu":
 // "v5e"/"v5 lite" -> v5e, "v5p" -> v5p, "v4" -> v4, other "v5" -> v5p, else
 // v4. Platform "gpu": "h100", "h200", "b200", "a100", "v100", else UNKNOWN
 // (the seed falls back to A100; we keep the kind string instead). "cpu" ->

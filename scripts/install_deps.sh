@@ -5,7 +5,7 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libgloo-dev libsystemd-dev
+  libabsl-dev libgloo-dev libsystemd-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   python3 python3-venv)
 missing=()

@@ -53,11 +53,15 @@ absl::Status CheckUnixSocketFree(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status WriteReadyFile(const std::string& path, const std::string& address) {
+// Line 1: the gRPC address. With metrics on, line 2:
+// "metrics=http://HOST:PORT/metrics".
+absl::Status WriteReadyFile(const std::string& path, const std::string& address,
+                            const MetricsHttpServer* metrics_http) {
   std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << address << "\n";
+    if (metrics_http != nullptr) out << "metrics=http://" << metrics_http->address() << "/metrics\n";
     if (!out.good()) return absl::InternalError(absl::StrCat("cannot write --ready_file ", tmp));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -177,22 +181,21 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                             "Byte budget of each device.");
     state->metrics.Describe("placementd_inflight_calls", "gauge", "RPCs currently running.");
     state->metrics.Describe("placementd_up", "gauge", "1 while serving, 0 while draining.");
-    auto http = MetricsHttpServer::Start(
-        config.metrics_listen, [raw] { return raw->metrics.Render(); },
-        [raw] { return !raw->gate.draining(); });
+    auto http = MetricsHttpServer::Start(config.metrics_listen, state->metrics,
+                                         [raw] { return !raw->gate.draining(); });
     if (!http.ok()) {
       state->server->Shutdown(absl::ToChronoTime(absl::Now()));
       return http.status();
     }
     state->metrics_http = std::move(*http);
-    LogInfo("metrics on http://", config.metrics_listen, " (port ", state->metrics_http->port(),
-            ")/metrics");
+    LogInfo("metrics on http://", state->metrics_http->address(), "/metrics");
   }
 
   LogInfo("placementd ", id.version, " serving on ", state->address, " with ",
           state->inventory->num_devices(), " ", id.backend, " device(s); instance ",
           id.instance_id);
-  if (!config.ready_file.empty()) RETURN_IF_ERROR(WriteReadyFile(config.ready_file, state->address));
+  if (!config.ready_file.empty()) RETURN_IF_ERROR(
+      WriteReadyFile(config.ready_file, state->address, state->metrics_http.get()));
   state->systemd.NotifyReady(absl::StrCat("serving on ", state->address));
   return std::unique_ptr<Daemon>(new Daemon(std::move(state)));
 }

@@ -5,19 +5,22 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <iostream>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/time/time.h"
+#include "server/command_line.h"
 #include "server/daemon.h"
 #include "server/logging.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "Address to serve on: host:port (port 0 picks a free port) or unix:/absolute/path.");
 ABSL_FLAG(std::string, ready_file, "",
-          "Once serving, write the actual listening address to this file.");
+          "Once serving, write the actual gRPC address to this file (line 1) and, with "
+          "--metrics_listen, metrics=http://HOST:PORT/metrics (line 2).");
 ABSL_FLAG(std::string, backend, "auto",
           "Device backend: auto (CUDA when a driver and GPUs are present, else CPU), cpu or cuda.");
 ABSL_FLAG(int32_t, cpu_devices, 8, "Number of CPU virtual devices (CPU backend).");
@@ -35,11 +38,13 @@ ABSL_FLAG(int64_t, max_tensor_bytes_per_owner, 0,
           "Quota of tensor bytes per owner (client-chosen owner string); 0 = unlimited.");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "placementd: serves this machine's accelerators over gRPC.\n"
-      "  placementd --listen=127.0.0.1:50051 [--backend=auto|cpu|cuda] [--flagfile=FILE]");
-  absl::ParseCommandLine(argc, argv);
   using namespace placement::server;  // NOLINT(build/namespaces): main only
+  const std::string usage =
+      "placementd: serves this machine's accelerators over gRPC.\n"
+      "  placementd --listen=127.0.0.1:50051 [--backend=auto|cpu|cuda] [--flagfile=FILE]";
+  if (auto code = HandleHelpOrVersion(argc, argv, usage, std::cout)) return *code;
+  absl::SetProgramUsageMessage(usage);
+  absl::ParseCommandLine(argc, argv);
 
   auto level = ParseLogLevel(absl::GetFlag(FLAGS_log_level));
   if (!level.ok()) {

@@ -3,129 +3,181 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
+
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <atomic>
 #include <cstring>
+#include <exception>
+#include <thread>
+#include <map>
+#include <vector>
 
-#include "absl/strings/match.h"
+#include "CivetServer.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "civetweb.h"
+#include "prometheus/exposer.h"
 #include "server/listen_address.h"
 
 namespace placement::server {
 namespace {
 
-void WriteAll(int fd, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    off += static_cast<size_t>(n);
+// civetweb's begin_request callback gets no pointer the exposer lets us set,
+// so /healthz finds the health function of its server by listening port
+// (ports are unique among a process's listening sockets on one address).
+class HealthRoutes {
+ public:
+  static HealthRoutes& Get() {
+    static HealthRoutes* routes = new HealthRoutes();
+    return *routes;
   }
+  void Set(int port, MetricsHttpServer::HealthyFn healthy) {
+    absl::MutexLock lock(&mu_);
+    routes_[port] = std::make_shared<MetricsHttpServer::HealthyFn>(std::move(healthy));
+  }
+  void Erase(int port) {
+    absl::MutexLock lock(&mu_);
+    routes_.erase(port);
+  }
+  // False for a port not (or no longer) registered: a server that is
+  // starting or stopping is not healthy.
+  bool Healthy(int port) {
+    std::shared_ptr<MetricsHttpServer::HealthyFn> healthy;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = routes_.find(port);
+      if (it == routes_.end()) return false;
+      healthy = it->second;
+    }
+    return (*healthy)();
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<int, std::shared_ptr<MetricsHttpServer::HealthyFn>> routes_ ABSL_GUARDED_BY(mu_);
+};
+
+// Answers GET /healthz itself (returns the status code); 0 lets the exposer
+// handle every other request.
+int BeginRequest(mg_connection* conn) {
+  const mg_request_info* info = mg_get_request_info(conn);
+  if (info == nullptr || info->local_uri == nullptr || std::strcmp(info->local_uri, "/healthz") != 0) {
+    return 0;
+  }
+  const bool ok = HealthRoutes::Get().Healthy(info->server_port);
+  const char* body = ok ? "ok\n" : "draining\n";
+  mg_printf(conn,
+            "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
+            "Connection: close\r\n\r\n%s",
+            ok ? "200 OK" : "503 Service Unavailable", std::strlen(body), body);
+  return ok ? 200 : 503;
+}
+
+const CivetCallbacks& Callbacks() {
+  static const CivetCallbacks* callbacks = [] {
+    auto* c = new CivetCallbacks();
+    c->begin_request = &BeginRequest;
+    return c;
+  }();
+  return *callbacks;
+}
+
+absl::StatusOr<std::string> ResolveIpv4(const std::string& flag_value, const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* result = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), nullptr, &hints, &result); rc != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics_listen='", flag_value, "': host '",
+                                                   host, "' has no IPv4 address: ",
+                                                   gai_strerror(rc)));
+  }
+  char numeric[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(result->ai_addr)->sin_addr, numeric,
+            sizeof(numeric));
+  freeaddrinfo(result);
+  return std::string(numeric);
+}
+
+// Connects to host:port (0.0.0.0 as loopback) and closes at once.
+void ConnectAndClose(const std::string& host, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (host == "0.0.0.0" || inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  }
+  connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  close(fd);
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& address, RenderFn render, HealthyFn healthy) {
+    const std::string& address, const Metrics& metrics, HealthyFn healthy) {
   auto parsed = ParseListenAddress(address);
   if (!parsed.ok() || parsed->is_unix) {
     return absl::InvalidArgumentError(
         absl::StrCat("--metrics_listen='", address, "' is invalid: expected host:port"));
   }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* result = nullptr;
-  std::string port_str = std::to_string(parsed->port);
-  if (int rc = getaddrinfo(parsed->host.c_str(), port_str.c_str(), &hints, &result); rc != 0) {
+  if (parsed->host.find(':') != std::string::npos) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--metrics_listen='", address, "': ", gai_strerror(rc)));
+        absl::StrCat("--metrics_listen='", address,
+                     "': IPv6 is not supported by the metrics server (civetweb as packaged "
+                     "by Debian has no IPv6); use an IPv4 address such as 0.0.0.0:9464"));
   }
-  int fd = -1;
-  std::string last_error;
-  for (addrinfo* ai = result; ai != nullptr; ai = ai->ai_next) {
-    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 64) == 0) break;
-    last_error = std::strerror(errno);
-    close(fd);
-    fd = -1;
+  auto host = ResolveIpv4(address, parsed->host);
+  if (!host.ok()) return host.status();
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", absl::StrCat(*host, ":", parsed->port),
+                                 "num_threads", "2"},
+        &Callbacks());
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot listen for metrics on ", address,
+                                               ": the address is in use or not available on "
+                                               "this host (", e.what(), ")"));
   }
-  freeaddrinfo(result);
-  if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen for metrics on ", address, ": ", last_error));
-  }
-  sockaddr_storage bound{};
-  socklen_t len = sizeof(bound);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  int port = bound.ss_family == AF_INET6
-                 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                 : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  for (const auto& collectable : metrics.Collectables()) exposer->RegisterCollectable(collectable);
+  std::vector<int> ports = exposer->GetListeningPorts();
+  const int port = ports.empty() ? parsed->port : ports[0];
+  HealthRoutes::Get().Set(port, std::move(healthy));
   return std::unique_ptr<MetricsHttpServer>(
-      new MetricsHttpServer(fd, port, std::move(render), std::move(healthy)));
+      new MetricsHttpServer(std::move(exposer), *host, port));
 }
 
-MetricsHttpServer::MetricsHttpServer(int fd, int port, RenderFn render, HealthyFn healthy)
-    : listen_fd_(fd), port_(port), render_(std::move(render)), healthy_(std::move(healthy)) {
-  thread_ = std::thread([this] { Serve(); });
-}
+MetricsHttpServer::MetricsHttpServer(std::unique_ptr<prometheus::Exposer> exposer,
+                                     std::string host, int port)
+    : host_(std::move(host)),
+      port_(port),
+      address_(absl::StrCat(host_, ":", port)),
+      exposer_(std::move(exposer)) {}
 
 MetricsHttpServer::~MetricsHttpServer() { Stop(); }
 
 void MetricsHttpServer::Stop() {
-  if (stopping_.exchange(true)) return;
-  shutdown(listen_fd_, SHUT_RDWR);
-  if (thread_.joinable()) thread_.join();
-  close(listen_fd_);
-}
-
-void MetricsHttpServer::Serve() {
-  while (!stopping_.load()) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    int rc = poll(&p, 1, 200);
-    if (rc <= 0) continue;
-    int conn = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (conn < 0) continue;
-    HandleConnection(conn);
-    close(conn);
-  }
-}
-
-void MetricsHttpServer::HandleConnection(int fd) {
-  // Read until the end of the headers, at most 8 KiB, at most 2 s.
-  std::string request;
-  char buf[2048];
-  while (request.size() < 8192 && !absl::StrContains(request, "\r\n\r\n") &&
-         !absl::StrContains(request, "\n\n")) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 2000) <= 0) return;
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    request.append(buf, static_cast<size_t>(n));
-  }
-  std::string status = "200 OK";
-  std::string body;
-  std::string type = "text/plain; version=0.0.4; charset=utf-8";
-  if (absl::StartsWith(request, "GET /metrics")) {
-    body = render_();
-  } else if (absl::StartsWith(request, "GET /healthz")) {
-    bool ok = healthy_();
-    status = ok ? "200 OK" : "503 Service Unavailable";
-    body = ok ? "ok\n" : "draining\n";
-  } else {
-    status = "404 Not Found";
-    body = "not found; try /metrics or /healthz\n";
-  }
-  WriteAll(fd, absl::StrCat("HTTP/1.0 ", status, "\r\nContent-Type: ", type,
-                            "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n",
-                            body));
+  absl::MutexLock lock(&mu_);
+  if (exposer_ == nullptr) return;
+  // civetweb's accept loop sees its stop flag only when its poll returns,
+  // which without traffic takes its 2 s quantum. Connections made while the
+  // exposer stops wake it at once.
+  std::atomic<bool> stopped{false};
+  std::thread waker([this, &stopped] {
+    while (!stopped.load()) {
+      ConnectAndClose(host_, port_);
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  });
+  exposer_.reset();  // joins civetweb's threads: no request runs after this
+  stopped = true;
+  waker.join();
+  HealthRoutes::Get().Erase(port_);
 }
 
 }  // namespace placement::server

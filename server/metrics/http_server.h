@@ -1,46 +1,55 @@
-// A deliberately tiny HTTP/1.0 server for Prometheus scrapes: GET /metrics
-// returns the text exposition, GET /healthz returns "ok" (or 503 while
-// draining). One accept thread, one request per connection, bounded reads.
+// MetricsHttpServer: the Prometheus scrape endpoint, served by prometheus-cpp's
+// pull exposer (civetweb, two threads): GET /metrics returns the text
+// exposition of a Metrics; GET /healthz returns 200 "ok" while `healthy()`
+// holds, else 503 "draining"; anything else 404.
 //
-// Thread-safe; Stop() is idempotent and joins the thread.
+// Thread-safe; Stop() is idempotent (the destructor calls it).
 #ifndef PLACEMENT_SERVER_METRICS_HTTP_SERVER_H_
 #define PLACEMENT_SERVER_METRICS_HTTP_SERVER_H_
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/metrics/metrics.h"
+
+namespace prometheus {
+class Exposer;
+}  // namespace prometheus
 
 namespace placement::server {
 
 class MetricsHttpServer {
  public:
-  using RenderFn = std::function<std::string()>;
   using HealthyFn = std::function<bool()>;
 
-  // Binds `host:port` (port 0 picks one). INVALID_ARGUMENT for a malformed
-  // address, UNAVAILABLE when it cannot bind.
+  // Binds `host:port` (port 0 picks one). The host is an IPv4 address or a
+  // name that resolves to one (Debian's civetweb is built without IPv6).
+  // INVALID_ARGUMENT for a malformed, unix or IPv6 address; UNAVAILABLE when
+  // it cannot bind. REQUIRES: `metrics` outlives the server; `healthy` is
+  // thread-safe.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(const std::string& address,
-                                                                  RenderFn render,
+                                                                  const Metrics& metrics,
                                                                   HealthyFn healthy);
   ~MetricsHttpServer();
+
   int port() const { return port_; }
+  // "host:port" with the port actually bound, e.g. "127.0.0.1:41234".
+  const std::string& address() const { return address_; }
+  // Stops serving and joins the server threads.
   void Stop();
 
  private:
-  MetricsHttpServer(int fd, int port, RenderFn render, HealthyFn healthy);
-  void Serve();
-  void HandleConnection(int fd);
+  MetricsHttpServer(std::unique_ptr<prometheus::Exposer> exposer, std::string host, int port);
 
-  int listen_fd_;
-  int port_;
-  RenderFn render_;
-  HealthyFn healthy_;
-  std::atomic<bool> stopping_{false};
-  std::thread thread_;
+  const std::string host_;  // numeric IPv4
+  const int port_;
+  const std::string address_;
+  absl::Mutex mu_;
+  std::unique_ptr<prometheus::Exposer> exposer_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace placement::server

@@ -1,22 +1,36 @@
-// Metrics: counters and live gauges rendered in the Prometheus text
-// exposition format. Counters are incremented by the components that own the
-// events; gauges are read at scrape time through collectors, so they are
-// never stale.
+// Metrics: the daemon's Prometheus metrics, kept in a prometheus-cpp registry.
+// Counters and histograms are updated by the components that own the events;
+// gauges are read at scrape time through collectors, so they are never stale.
+// Values are doubles, rendered exactly for integers up to 2^53 (bytes, counts).
 //
-// Thread-safe.
+// Names follow Prometheus rules ([a-zA-Z_:][a-zA-Z0-9_:]*); an invalid name
+// or label is a programming error (prometheus-cpp throws).
+//
+// Thread-safe. Collectors run on the scraping thread, without any lock of
+// this class held; they must be thread-safe themselves.
 #ifndef PLACEMENT_SERVER_METRICS_METRICS_H_
 #define PLACEMENT_SERVER_METRICS_METRICS_H_
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+
+namespace prometheus {
+class Collectable;
+class Counter;
+class Histogram;
+class Registry;
+template <typename T>
+class Family;
+}  // namespace prometheus
 
 namespace placement::server {
 
@@ -29,33 +43,62 @@ struct GaugeSample {
   double value = 0;
 };
 
-class Metrics {
- public:
-  // Declares a metric's HELP and TYPE ("counter" or "gauge"). Optional but
-  // recommended; undeclared metrics render as untyped.
-  void Describe(std::string name, std::string type, std::string help);
-  void Add(absl::string_view name, const MetricLabels& labels, double delta);
-  void Increment(absl::string_view name, const MetricLabels& labels = {}) { Add(name, labels, 1); }
-  // `collect` runs at every scrape and appends current gauge values.
-  void AddCollector(std::function<void(std::vector<GaugeSample>*)> collect);
-  // Value of a counter (0 when never incremented); for tests and status.
-  double CounterValue(absl::string_view name, const MetricLabels& labels = {}) const;
-  std::string Render() const;
-
- private:
-  struct Description {
-    std::string type;
-    std::string help;
-  };
-  mutable absl::Mutex mu_;
-  std::map<std::string, Description> descriptions_ ABSL_GUARDED_BY(mu_);
-  // name -> rendered labels -> value
-  std::map<std::string, std::map<std::string, double>> counters_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::function<void(std::vector<GaugeSample>*)>> collectors_ ABSL_GUARDED_BY(mu_);
+// Count and sum of one histogram series.
+struct HistogramSnapshot {
+  uint64_t count = 0;
+  double sum = 0;
 };
 
-// `{a="x",b="y"}` with Prometheus escaping; empty string for no labels.
-std::string RenderLabels(const MetricLabels& labels);
+class Metrics {
+ public:
+  Metrics();
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // Declares a metric's HELP and TYPE: "counter" (updated with Add) or
+  // "gauge" (reported by collectors). Optional; an undeclared counter gets an
+  // empty HELP, an undeclared collected sample is a gauge.
+  void Describe(std::string name, std::string type, std::string help);
+  // Declares a histogram and its bucket upper bounds (sorted, +Inf implied).
+  // REQUIRES: before the first Observe of `name`.
+  void DescribeHistogram(std::string name, std::string help, std::vector<double> buckets);
+
+  void Add(absl::string_view name, const MetricLabels& labels, double delta);
+  void Increment(absl::string_view name, const MetricLabels& labels = {}) { Add(name, labels, 1); }
+  // REQUIRES: `name` was declared with DescribeHistogram (else ignored).
+  void Observe(absl::string_view name, const MetricLabels& labels, double value);
+  // `collect` runs at every scrape and appends current gauge values.
+  void AddCollector(std::function<void(std::vector<GaugeSample>*)> collect);
+
+  // For tests and status: a counter's value (0 when never incremented) and a
+  // histogram series' count and sum (zero when never observed).
+  double CounterValue(absl::string_view name, const MetricLabels& labels = {}) const;
+  HistogramSnapshot HistogramValue(absl::string_view name, const MetricLabels& labels = {}) const;
+
+  // The Prometheus text exposition (format 0.0.4) of everything.
+  std::string Render() const;
+  // What an exposer serves: the registry and the collected gauges. The
+  // pointers stay valid while this object lives.
+  std::vector<std::weak_ptr<prometheus::Collectable>> Collectables() const;
+
+ private:
+  class CollectedGauges;
+  struct HistogramFamily {
+    prometheus::Family<prometheus::Histogram>* family;
+    std::vector<double> buckets;
+  };
+  prometheus::Family<prometheus::Counter>* CounterFamily(absl::string_view name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<CollectedGauges> gauges_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::string, std::less<>> counter_help_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, prometheus::Family<prometheus::Counter>*, std::less<>> counters_
+      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, HistogramFamily, std::less<>> histograms_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace placement::server
 

@@ -1,6 +1,6 @@
 // The seed-named facades (DevicePlacement's placement calls, DataParallel)
 // against a real placementd with 8 CPU virtual devices: the behaviours in
-// SEED_BEHAVIOUR.md end to end, for trees of daemon tensors and of host
+// docs/seeds.md end to end, for trees of daemon tensors and of host
 // arrays, with device memory back to its baseline after every test.
 #include <cstring>
 

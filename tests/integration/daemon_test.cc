@@ -274,8 +274,8 @@ TEST(DaemonTest, ExportsPrometheusMetrics) {
   ASSERT_TRUE(client->ListDevices().ok());
   EXPECT_FALSE(client->GetBatchSizeRecommendation("zzz").ok());
   std::string text = HttpGet(port, "/metrics");
-  EXPECT_THAT(text, HasSubstr("placementd_rpcs_total{method=\"/placement.v1.DeviceService/ListDevices\",code=\"OK\"} 1"));
-  EXPECT_THAT(text, HasSubstr("code=\"INVALID_ARGUMENT\"} 1"));
+  EXPECT_THAT(text, HasSubstr("placementd_rpcs_total{code=\"OK\",method=\"/placement.v1.DeviceService/ListDevices\"} 1"));
+  EXPECT_THAT(text, HasSubstr("code=\"INVALID_ARGUMENT\",method="));
   EXPECT_THAT(text, HasSubstr("placementd_device_memory_in_use_bytes{device=\"7\",platform=\"cpu\"} 0"));
   EXPECT_THAT(HttpGet(port, "/healthz"), HasSubstr("200 OK"));
 }

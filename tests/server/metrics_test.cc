@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -15,6 +17,7 @@ namespace placement::server {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string HttpGet(int port, const std::string& path) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -42,6 +45,7 @@ std::string HttpGet(int port, const std::string& path) {
 TEST(MetricsTest, RendersCountersAndCollectedGauges) {
   Metrics metrics;
   metrics.Describe("placementd_rpcs_total", "counter", "RPCs.");
+  metrics.Describe("placementd_device_memory_in_use_bytes", "gauge", "Bytes in use.");
   metrics.Increment("placementd_rpcs_total", {{"method", "/a"}, {"code", "OK"}});
   metrics.Increment("placementd_rpcs_total", {{"method", "/a"}, {"code", "OK"}});
   metrics.Add("placementd_bytes_total", {}, 10);
@@ -49,35 +53,131 @@ TEST(MetricsTest, RendersCountersAndCollectedGauges) {
     out->push_back({"placementd_device_memory_in_use_bytes", {{"device", "0"}}, 42});
   });
   std::string text = metrics.Render();
-  EXPECT_THAT(text, HasSubstr("# TYPE placementd_rpcs_total counter"));
-  EXPECT_THAT(text, HasSubstr("placementd_rpcs_total{method=\"/a\",code=\"OK\"} 2"));
-  EXPECT_THAT(text, HasSubstr("placementd_bytes_total 10"));
-  EXPECT_THAT(text, HasSubstr("placementd_device_memory_in_use_bytes{device=\"0\"} 42"));
+  EXPECT_THAT(text, HasSubstr("# HELP placementd_rpcs_total RPCs.\n"
+                              "# TYPE placementd_rpcs_total counter\n"));
+  // Labels render sorted by name.
+  EXPECT_THAT(text, HasSubstr("placementd_rpcs_total{code=\"OK\",method=\"/a\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("placementd_bytes_total 10\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE placementd_device_memory_in_use_bytes gauge\n"
+                              "placementd_device_memory_in_use_bytes{device=\"0\"} 42\n"));
   EXPECT_EQ(metrics.CounterValue("placementd_rpcs_total", {{"method", "/a"}, {"code", "OK"}}), 2);
+  EXPECT_EQ(metrics.CounterValue("placementd_rpcs_total", {{"method", "/b"}, {"code", "OK"}}), 0);
+  EXPECT_EQ(metrics.CounterValue("never_declared_total"), 0);
+}
+
+TEST(MetricsTest, IntegersRenderExactly) {
+  // Byte counts and gauges must not lose digits (the old exposition printed
+  // 4805288 as 4.80529e+06).
+  Metrics metrics;
+  metrics.Add("placementd_bytes_total", {}, 4805288);
+  metrics.Add("placementd_big_total", {}, 9007199254740992.0);  // 2^53
+  metrics.AddCollector([](std::vector<GaugeSample>* out) {
+    out->push_back({"placementd_device_memory_limit_bytes", {}, 85899345920.0});  // 80 GiB
+  });
+  std::string text = metrics.Render();
+  EXPECT_THAT(text, HasSubstr("placementd_bytes_total 4805288\n"));
+  EXPECT_THAT(text, HasSubstr("placementd_big_total 9007199254740992\n"));
+  EXPECT_THAT(text, HasSubstr("placementd_device_memory_limit_bytes 85899345920\n"));
+  EXPECT_THAT(text, Not(HasSubstr("e+")));
+}
+
+TEST(MetricsTest, Histograms) {
+  Metrics metrics;
+  metrics.DescribeHistogram("placementd_rpc_sent_bytes", "Bytes.", {1024, 4096});
+  metrics.Observe("placementd_rpc_sent_bytes", {{"method", "/d"}}, 100);
+  metrics.Observe("placementd_rpc_sent_bytes", {{"method", "/d"}}, 2000);
+  metrics.Observe("placementd_rpc_sent_bytes", {{"method", "/d"}}, 1e6);
+  metrics.Observe("undeclared_histogram", {}, 1);  // ignored
+  HistogramSnapshot h = metrics.HistogramValue("placementd_rpc_sent_bytes", {{"method", "/d"}});
+  EXPECT_EQ(h.count, 3u);
+  EXPECT_EQ(h.sum, 1002100);
+  EXPECT_EQ(metrics.HistogramValue("placementd_rpc_sent_bytes", {{"method", "/x"}}).count, 0u);
+  std::string text = metrics.Render();
+  EXPECT_THAT(text, HasSubstr("# TYPE placementd_rpc_sent_bytes histogram\n"));
+  EXPECT_THAT(text, HasSubstr("placementd_rpc_sent_bytes_bucket{method=\"/d\",le=\"1024\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("placementd_rpc_sent_bytes_bucket{method=\"/d\",le=\"4096\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("placementd_rpc_sent_bytes_bucket{method=\"/d\",le=\"+Inf\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("placementd_rpc_sent_bytes_sum{method=\"/d\"} 1002100\n"));
+  EXPECT_THAT(text, Not(HasSubstr("undeclared_histogram")));
 }
 
 TEST(MetricsTest, LabelValuesAreEscaped) {
-  EXPECT_EQ(RenderLabels({{"a", "x\"y\\z\n"}}), "{a=\"x\\\"y\\\\z\\n\"}");
+  Metrics metrics;
+  metrics.Increment("placementd_x_total", {{"a", "x\"y\\z\n"}});
+  EXPECT_THAT(metrics.Render(), HasSubstr("placementd_x_total{a=\"x\\\"y\\\\z\\n\"} 1\n"));
+}
+
+TEST(MetricsTest, ConcurrentUpdatesAreNotLost) {
+  Metrics metrics;
+  metrics.DescribeHistogram("placementd_h", "h", {1});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 1000; ++i) {
+        metrics.Increment("placementd_n_total", {{"thread", std::to_string(t % 2)}});
+        metrics.Observe("placementd_h", {}, 1);
+        if (i % 100 == 0) metrics.Render();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(metrics.CounterValue("placementd_n_total", {{"thread", "0"}}), 4000);
+  EXPECT_EQ(metrics.CounterValue("placementd_n_total", {{"thread", "1"}}), 4000);
+  EXPECT_EQ(metrics.HistogramValue("placementd_h").count, 8000u);
 }
 
 TEST(MetricsHttpServerTest, ServesMetricsAndHealth) {
+  Metrics metrics;
+  metrics.AddCollector([](std::vector<GaugeSample>* out) { out->push_back({"up", {}, 1}); });
   std::atomic<bool> healthy{true};
-  auto server = MetricsHttpServer::Start(
-      "127.0.0.1:0", [] { return std::string("up 1\n"); }, [&] { return healthy.load(); });
+  auto server = MetricsHttpServer::Start("127.0.0.1:0", metrics, [&] { return healthy.load(); });
   ASSERT_TRUE(server.ok()) << server.status();
   int port = (*server)->port();
   ASSERT_GT(port, 0);
-  EXPECT_THAT(HttpGet(port, "/metrics"), HasSubstr("up 1"));
-  EXPECT_THAT(HttpGet(port, "/healthz"), HasSubstr("200 OK"));
+  EXPECT_EQ((*server)->address(), "127.0.0.1:" + std::to_string(port));
+  std::string scrape = HttpGet(port, "/metrics");
+  EXPECT_THAT(scrape, HasSubstr("200 OK"));
+  EXPECT_THAT(scrape, HasSubstr("\nup 1\n"));
+  std::string health = HttpGet(port, "/healthz");
+  EXPECT_THAT(health, HasSubstr("200 OK"));
+  EXPECT_THAT(health, HasSubstr("\r\n\r\nok\n"));
   healthy = false;
-  EXPECT_THAT(HttpGet(port, "/healthz"), HasSubstr("503"));
+  std::string draining = HttpGet(port, "/healthz");
+  EXPECT_THAT(draining, HasSubstr("503"));
+  EXPECT_THAT(draining, HasSubstr("draining\n"));
   EXPECT_THAT(HttpGet(port, "/nope"), HasSubstr("404"));
+
+  // A second server in the same process answers its own health.
+  auto other = MetricsHttpServer::Start("127.0.0.1:0", metrics, [] { return true; });
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_THAT(HttpGet((*other)->port(), "/healthz"), HasSubstr("200 OK"));
+  EXPECT_THAT(HttpGet(port, "/healthz"), HasSubstr("503"));
+
+  // Its port is taken while it serves: a precise UNAVAILABLE.
+  auto clash = MetricsHttpServer::Start("127.0.0.1:" + std::to_string(port), metrics,
+                                        [] { return true; });
+  EXPECT_EQ(clash.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(clash.status().message(), HasSubstr("cannot listen for metrics on 127.0.0.1:"));
+
   (*server)->Stop();
+  (*server)->Stop();  // idempotent
+  EXPECT_EQ(HttpGet(port, "/metrics"), "");
 }
 
-TEST(MetricsHttpServerTest, BadAddress) {
-  auto server = MetricsHttpServer::Start("nonsense", [] { return std::string(); }, [] { return true; });
-  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+TEST(MetricsHttpServerTest, BadAddresses) {
+  Metrics metrics;
+  auto healthy = [] { return true; };
+  for (const char* bad : {"nonsense", "unix:/tmp/x.sock", "127.0.0.1:99999"}) {
+    auto server = MetricsHttpServer::Start(bad, metrics, healthy);
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(server.status().message(), HasSubstr(std::string("--metrics_listen='") + bad));
+  }
+  auto v6 = MetricsHttpServer::Start("[::1]:0", metrics, healthy);
+  EXPECT_EQ(v6.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(v6.status().message(), HasSubstr("IPv6 is not supported"));
+  auto unknown_host = MetricsHttpServer::Start("no-such-host.invalid:0", metrics, healthy);
+  EXPECT_EQ(unknown_host.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unknown_host.status().message(), HasSubstr("has no IPv4 address"));
 }
 
 }  // namespace

@@ -1,0 +1,216 @@
+"""placementd's /metrics read by a real Prometheus text parser
+(prometheus_client.parser from PyPI) after real traffic from grpcurl: exact
+integer values that agree with the RPCs, counters, histograms for RPC latency
+and transfer sizes, every metric documented in docs/operations.md, /healthz,
+and the metrics address in the ready file."""
+import base64
+import json
+import os
+import re
+import signal
+import struct
+import subprocess
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+import ops_testing
+from ops_testing import REPO, Daemon, run_grpcurl
+
+
+def scrape(url):
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.status == 200
+        return {f.name: f for f in text_string_to_metric_families(response.read().decode())}
+
+
+def http_status(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def value(family, suffix="", **labels):
+    """The one sample of `family` named name+suffix with exactly `labels`."""
+    matches = [s.value for s in family.samples
+               if s.name == family.name + suffix and s.labels == labels]
+    assert len(matches) == 1, (family.name + suffix, labels, family.samples)
+    return matches[0]
+
+
+def documented_metrics():
+    """metric name -> type from the table in docs/operations.md."""
+    with open(os.path.join(REPO, "docs", "operations.md")) as f:
+        text = f.read()
+    section = text.split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    documented = {}
+    for row in section.splitlines():
+        if not row.startswith("| `"):
+            continue
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for name in re.findall(r"`([a-z_]+)`", cells[0]):
+            documented[name] = cells[1]
+    return documented
+
+
+class MetricsTest(unittest.TestCase):
+    def setUp(self):
+        ops_testing.grpcurl_binary()
+        self.daemon = Daemon("--metrics_listen=127.0.0.1:0")
+        self.addr = self.daemon.address
+
+    def tearDown(self):
+        self.daemon.stop()
+
+    def grpcurl(self, method, request=None, stdin=None):
+        data = "@" if stdin is not None else json.dumps(request or {})
+        result = run_grpcurl("-plaintext", "-d", data, self.addr, method, stdin=stdin)
+        return result
+
+    def test_ready_file_records_both_addresses(self):
+        self.assertEqual(len(self.daemon.ready_lines), 2, self.daemon.ready_lines)
+        self.assertRegex(self.daemon.ready_lines[0], r"^127\.0\.0\.1:\d+$")
+        self.assertRegex(self.daemon.ready_lines[1],
+                         r"^metrics=http://127\.0\.0\.1:\d+/metrics$")
+        self.assertNotEqual(self.daemon.metrics_url, "")
+
+    def test_exposition_after_real_traffic(self):
+        # f32[1000, 300]: 1.2 MB, uploaded in 5 chunks over 4 devices.
+        data = struct.pack("<300000f", *range(300000))
+        header = {"header": {"name": "m", "dtype": "DTYPE_F32", "shape": [1000, 300],
+                             "rule": {"placement": {"sharding": {
+                                 "mesh_id": "m4", "spec": {"dims": [{"axes": ["data"]}]}}}}}}
+        created = self.grpcurl("placement.v1.MeshService/CreateMesh",
+                               {"mesh_id": "m4", "axes": {"axes": [{"name": "data", "size": 4}]}})
+        self.assertEqual(created.returncode, 0, created.stderr)
+        step = 240000
+        stream = [json.dumps(header)] + [
+            json.dumps({"chunk": base64.b64encode(data[i:i + step]).decode()})
+            for i in range(0, len(data), step)]
+        upload = self.grpcurl("placement.v1.TensorService/Upload", stdin="\n".join(stream))
+        self.assertEqual(upload.returncode, 0, upload.stderr)
+        tensor_id = json.loads(upload.stdout)["tensor"]["id"]
+        download = self.grpcurl("placement.v1.TensorService/Download", {"tensor_id": tensor_id})
+        self.assertEqual(download.returncode, 0, download.stderr)
+        bad = self.grpcurl("placement.v1.DeviceService/GetBatchSizeRecommendation",
+                           {"hardware_name": "tpu_v9"})
+        self.assertEqual(bad.returncode, 64 + 3, bad.stderr)  # grpcurl: 64 + INVALID_ARGUMENT
+        reduced = self.grpcurl("placement.v1.CollectiveService/AllReduce",
+                               {"tensor_id": tensor_id, "op_name": "sum", "name": "m_sum"})
+        self.assertEqual(reduced.returncode, 0, reduced.stderr)
+        prefetch = [{"open": {"buffer_size": 1}},
+                    {"batch": {"arrays": [{"key": "x", "dtype": "DTYPE_F32", "shape": [2]}]}},
+                    {"chunk": {"array_index": 0, "data": base64.b64encode(data[:8]).decode()}}]
+        streamed = self.grpcurl("placement.v1.PrefetchService/Prefetch",
+                                stdin="\n".join(json.dumps(m) for m in prefetch))
+        self.assertEqual(streamed.returncode, 0, streamed.stderr)
+        devices = json.loads(self.grpcurl("placement.v1.DeviceService/ListDevices").stdout)
+
+        families = scrape(self.daemon.metrics_url)
+
+        # Gauges are exact integers and agree with ListDevices (300000 bytes per device).
+        in_use = families["placementd_device_memory_in_use_bytes"]
+        for d in devices["devices"]:
+            d.setdefault("id", "0")  # proto3 JSON omits zeros
+            got = value(in_use, device=d["id"], platform="cpu")
+            self.assertEqual(got, int(d.get("memory_in_use_bytes", "0")))
+            self.assertEqual(value(families["placementd_device_memory_limit_bytes"],
+                                   device=d["id"], platform="cpu"),
+                             int(d["memory_limit_bytes"]))
+        self.assertEqual(value(in_use, device="0", platform="cpu"), 2 * 1200000 // 4)
+        self.assertEqual(value(in_use, device="4", platform="cpu"), 0)
+        # m (1.2 MB over 4 devices) and its sum (300 KB per device, replicated).
+        self.assertEqual(value(families["placementd_tensor_device_bytes"]), 2400000)
+        self.assertEqual(value(families["placementd_tensors"]), 2)
+        self.assertEqual(value(families["placementd_meshes"]), 1)
+        self.assertEqual(value(families["placementd_up"]), 1)
+
+        # Counters by method and code (the parser strips _total from the family name).
+        rpcs = families["placementd_rpcs"]
+        self.assertEqual(rpcs.type, "counter")
+        self.assertEqual(value(rpcs, "_total", method="/placement.v1.DeviceService/ListDevices",
+                               code="OK"), 1)
+        self.assertEqual(value(rpcs, "_total", code="INVALID_ARGUMENT",
+                               method="/placement.v1.DeviceService/GetBatchSizeRecommendation"), 1)
+
+        # Latency histogram: one observation per call, cumulative buckets.
+        duration = families["placementd_rpc_duration_seconds"]
+        self.assertEqual(duration.type, "histogram")
+        upload_method = "/placement.v1.TensorService/Upload"
+        self.assertEqual(value(duration, "_count", method=upload_method), 1)
+        buckets = [s for s in duration.samples
+                   if s.name.endswith("_bucket") and s.labels["method"] == upload_method]
+        counts = [s.value for s in buckets]
+        self.assertEqual(counts, sorted(counts))
+        self.assertEqual(buckets[-1].labels["le"], "+Inf")
+        self.assertEqual(counts[-1], 1)
+
+        # Transfer sizes: the upload's request bytes and the download's response
+        # bytes, each the tensor's bytes plus a little framing.
+        received = families["placementd_rpc_received_bytes"]
+        self.assertEqual(value(received, "_count", method=upload_method), 1)
+        self.assertGreaterEqual(value(received, "_sum", method=upload_method), len(data))
+        self.assertLess(value(received, "_sum", method=upload_method), len(data) + 300)
+        sent = families["placementd_rpc_sent_bytes"]
+        download_method = "/placement.v1.TensorService/Download"
+        self.assertGreaterEqual(value(sent, "_sum", method=download_method), len(data))
+        self.assertLess(value(sent, "_sum", method=download_method), len(data) + 300)
+        self.assertEqual(value(sent, "_bucket", method=download_method, le="1048576"), 0)
+        self.assertEqual(value(sent, "_bucket", method=download_method, le="4194304"), 1)
+
+        # Every placementd metric is documented in operations.md with its type, and
+        # everything documented is exported.
+        documented = documented_metrics()
+        exported = {name: f.type for name, f in families.items() if name.startswith("placementd_")}
+        exported = {name + ("_total" if kind == "counter" else ""): kind
+                    for name, kind in exported.items()}
+        self.assertEqual(exported, {k: v for k, v in documented.items() if k in exported})
+        # The stall and backpressure counters move only when a stream waited.
+        waiting = {"placementd_prefetch_consumer_stall_seconds_total",
+                   "placementd_prefetch_producer_blocked_seconds_total"}
+        self.assertEqual(set(documented) - set(exported) - waiting, set())
+        self.assertEqual(value(families["placementd_collectives"], "_total",
+                               collective="all_reduce"), 1)
+        self.assertEqual(value(families["placementd_collective_bytes"], "_total",
+                               collective="all_reduce"), 1200000)
+        self.assertEqual(value(families["placementd_prefetch_streams"], "_total", result="ok"), 1)
+        self.assertEqual(value(families["placementd_prefetch_bytes_staged"], "_total"), 8)
+
+    def test_healthz_and_up_follow_the_drain(self):
+        base = self.daemon.metrics_url.rsplit("/", 1)[0]
+        self.assertEqual(http_status(base + "/healthz"), (200, "ok\n"))
+        self.assertEqual(http_status(base + "/nope")[0], 404)
+        # An open prefetch stream is an in-flight call: the drain waits for it.
+        stream = subprocess.Popen(
+            [ops_testing.grpcurl_binary(), "-plaintext", "-d", "@", self.addr,
+             "placement.v1.PrefetchService/Prefetch"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stream.stdin.write(json.dumps({"open": {"buffer_size": 1}}) + "\n")
+        stream.stdin.flush()
+        deadline = time.monotonic() + 10
+        while value(scrape(self.daemon.metrics_url)["placementd_prefetch_streams_open"]) != 1:
+            self.assertLess(time.monotonic(), deadline, "the stream never opened")
+            time.sleep(0.02)
+        self.daemon.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while http_status(base + "/healthz")[0] != 503:
+            self.assertLess(time.monotonic(), deadline, "healthz never turned 503")
+            time.sleep(0.02)
+        self.assertEqual(http_status(base + "/healthz"), (503, "draining\n"))
+        families = scrape(self.daemon.metrics_url)
+        self.assertEqual(value(families["placementd_up"]), 0)
+        self.assertEqual(value(families["placementd_inflight_calls"]), 1)
+        stream.stdin.close()  # end of data: the stream finishes, the drain completes
+        self.assertEqual(stream.wait(timeout=30), 0, stream.stderr.read())
+        stream.stdout.close()
+        stream.stderr.close()
+        self.assertEqual(self.daemon.proc.wait(timeout=30), 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
