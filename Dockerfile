@@ -3,6 +3,16 @@
 #   docker build -t placementd .
 #   docker run --rm -p 50051:50051 -p 9464:9464 placementd
 #
+# Stopping: `docker stop` / `podman stop` send SIGTERM (STOPSIGNAL below) and SIGKILL after 10 s
+# unless told otherwise; the default command drains for at most 8 s (--drain_timeout=8s) so the
+# drain fits. For a longer drain raise both, e.g.
+#   docker run --stop-timeout 45 ... placementd --listen=0.0.0.0:50051 --drain_timeout=30s
+# (Kubernetes: terminationGracePeriodSeconds in deploy/kubernetes/daemonset.yaml.)
+#
+# tests/ops/container_test.py lints this file with hadolint, checks that the runtime packages
+# below provide every library placementd links, and runs this stage's command, user and ports
+# in an image made from the built binaries.
+#
 # CUDA variant: build FROM an nvidia/cuda "-devel" image and run FROM the matching
 # "-runtime" image (both ship the toolkit under /usr/local/cuda, where CMake looks, and
 # NCCL), configure with -DPLACEMENT_WITH_CUDA=ON so a missing toolkit or NCCL fails the
@@ -15,12 +25,13 @@
 # ---------------------------------------------------------------------------------------
 FROM debian:12 AS build
 
+# Debian stable's package versions are fixed apart from security updates, which we want.
+# hadolint ignore=DL3008
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
-      libabsl-dev libgloo-dev libsystemd-dev \
-      libgtest-dev libgmock-dev libbenchmark-dev \
+      libabsl-dev libgloo-dev libsystemd-dev prometheus-cpp-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
@@ -37,11 +48,15 @@ RUN cmake -S . -B build -G Ninja \
 # ---------------------------------------------------------------------------------------
 FROM debian:12-slim
 
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+
 # Runtime shared libraries only; their own dependencies (libgrpc29, libre2, libssl3,
-# libcares2, libibverbs1, libhiredis, ...) come in through apt.
+# libcares2, libibverbs1, libhiredis, libcivetweb1, ...) come in through apt.
+# hadolint ignore=DL3008
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libgrpc++1.51 libprotobuf32 libabsl20220623 libgloo0 libsystemd0 ca-certificates \
+      libgrpc++1.51 libprotobuf32 libabsl20220623 libgloo0 libsystemd0 \
+      libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 
 # Fixed uid/gid 10001, matching runAsUser in deploy/kubernetes/daemonset.yaml.
@@ -59,5 +74,6 @@ RUN if ldd /opt/placement/bin/placementd /opt/placement/bin/placectl | grep 'not
 
 USER 10001
 EXPOSE 50051 9464
+STOPSIGNAL SIGTERM
 ENTRYPOINT ["/opt/placement/bin/placementd"]
-CMD ["--listen=0.0.0.0:50051", "--metrics_listen=0.0.0.0:9464"]
+CMD ["--listen=0.0.0.0:50051", "--metrics_listen=0.0.0.0:9464", "--drain_timeout=8s"]

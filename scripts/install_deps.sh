@@ -19,3 +19,18 @@ if ((${#missing[@]})); then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# Test-only, best effort: podman (with runc and iptables, which hosts with hybrid cgroups or
+# without nftables need) lets tests/ops/container_test.py build and start the image; without
+# it that test skips and says why.
+optional=(podman runc iptables)
+missing=()
+for p in "${optional[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo_cmd=""
+  [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
+  { $sudo_cmd apt-get update -qq \
+    && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+    || echo "install_deps: optional ${missing[*]} not installed; the container test will skip"
+fi

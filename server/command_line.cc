@@ -62,9 +62,9 @@ std::vector<const absl::CommandLineFlag*> DaemonFlags() {
 void PrintHelp(const std::string& usage, std::ostream& out) {
   out << usage << "\n\nFlags (--flag=value; also read from --flagfile=FILE, one per line):\n";
   for (const absl::CommandLineFlag* flag : DaemonFlags()) {
-    out << "  --" << flag->Name() << " (default: "
-        << (flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue()) << ")\n      "
-        << flag->Help() << "\n";
+    out << "  --" << flag->Name()
+        << " (default: " << (flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue())
+        << ")\n      " << flag->Help() << "\n";
   }
   out << "  --flagfile=FILE\n      Read more flags from FILE ('#' starts a comment line).\n"
       << "  --help, -h\n      This text.\n"
@@ -79,13 +79,12 @@ std::string VersionText() {
   std::vector<std::string> backends = {"cpu"};
   if (PLACEMENT_WITH_CUDA) backends.push_back("cuda (NCCL collectives)");
   if (PLACEMENT_WITH_GLOO) backends.push_back("gloo collectives");
-  return absl::StrCat(
-      "placementd ", PlacementVersion(), " (git ", PLACEMENT_GIT_DESCRIBE, ")\n",
-      "build: ", BuildType(), "\n",
-      "compiler: ", Compiler(), ", __cplusplus ", __cplusplus, "\n",
-      "backends: ", absl::StrJoin(backends, ", "), PLACEMENT_WITH_CUDA ? "" : "; CUDA off", "\n",
-      "libraries: gRPC ", grpc::Version(), ", protobuf ",
-      google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION), "\n");
+  return absl::StrCat("placementd ", PlacementVersion(), " (git ", PLACEMENT_GIT_DESCRIBE, ")\n",
+                      "build: ", BuildType(), "\n", "compiler: ", Compiler(), ", __cplusplus ",
+                      __cplusplus, "\n", "backends: ", absl::StrJoin(backends, ", "),
+                      PLACEMENT_WITH_CUDA ? "" : "; CUDA off", "\n", "libraries: gRPC ",
+                      grpc::Version(), ", protobuf ",
+                      google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION), "\n");
 }
 
 std::optional<int> HandleHelpOrVersion(int argc, char** argv, const std::string& usage,

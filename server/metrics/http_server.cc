@@ -3,15 +3,14 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
-
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstring>
 #include <exception>
-#include <thread>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "CivetServer.h"
@@ -63,7 +62,8 @@ class HealthRoutes {
 // handle every other request.
 int BeginRequest(mg_connection* conn) {
   const mg_request_info* info = mg_get_request_info(conn);
-  if (info == nullptr || info->local_uri == nullptr || std::strcmp(info->local_uri, "/healthz") != 0) {
+  if (info == nullptr || info->local_uri == nullptr ||
+      std::strcmp(info->local_uri, "/healthz") != 0) {
     return 0;
   }
   const bool ok = HealthRoutes::Get().Healthy(info->server_port);
@@ -92,8 +92,8 @@ absl::StatusOr<std::string> ResolveIpv4(const std::string& flag_value, const std
   addrinfo* result = nullptr;
   if (int rc = getaddrinfo(host.c_str(), nullptr, &hints, &result); rc != 0) {
     return absl::InvalidArgumentError(absl::StrCat("--metrics_listen='", flag_value, "': host '",
-                                                   host, "' has no IPv4 address: ",
-                                                   gai_strerror(rc)));
+                                                   host,
+                                                   "' has no IPv4 address: ", gai_strerror(rc)));
   }
   char numeric[INET_ADDRSTRLEN] = {};
   inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(result->ai_addr)->sin_addr, numeric,
@@ -142,18 +142,18 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("cannot listen for metrics on ", address,
                                                ": the address is in use or not available on "
-                                               "this host (", e.what(), ")"));
+                                               "this host (",
+                                               e.what(), ")"));
   }
   for (const auto& collectable : metrics.Collectables()) exposer->RegisterCollectable(collectable);
   std::vector<int> ports = exposer->GetListeningPorts();
   const int port = ports.empty() ? parsed->port : ports[0];
   HealthRoutes::Get().Set(port, std::move(healthy));
-  return std::unique_ptr<MetricsHttpServer>(
-      new MetricsHttpServer(std::move(exposer), *host, port));
+  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(exposer), *host, port));
 }
 
-MetricsHttpServer::MetricsHttpServer(std::unique_ptr<prometheus::Exposer> exposer,
-                                     std::string host, int port)
+MetricsHttpServer::MetricsHttpServer(std::unique_ptr<prometheus::Exposer> exposer, std::string host,
+                                     int port)
     : host_(std::move(host)),
       port_(port),
       address_(absl::StrCat(host_, ":", port)),

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "placement/v1/prefetch_service.grpc.pb.h"
@@ -20,16 +21,10 @@ constexpr char kDuration[] = "placementd_rpc_duration_seconds";
 constexpr char kReceived[] = "placementd_rpc_received_bytes";
 constexpr char kSent[] = "placementd_rpc_sent_bytes";
 
+// "OK", "INVALID_ARGUMENT", ...: gRPC's and Abseil's codes are the same.
 std::string CodeName(grpc::StatusCode code) {
-  static constexpr const char* kNames[] = {
-      "OK",           "CANCELLED",          "UNKNOWN",      "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND",     "ALREADY_EXISTS", "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",          "UNAVAILABLE",  "DATA_LOSS",
-      "UNAUTHENTICATED"};
-  int c = static_cast<int>(code);
-  if (c >= 0 && c < 17) return kNames[c];
-  return absl::StrCat(c);
+  std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+  return name.empty() ? absl::StrCat(static_cast<int>(code)) : name;
 }
 
 // Interceptors see a received message only as `void*`; its type is the

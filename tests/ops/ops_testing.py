@@ -35,8 +35,9 @@ class Daemon:
         self._dir = tempfile.TemporaryDirectory(prefix="placement-ops-")
         self.ready_path = os.path.join(self._dir.name, "ready")
         self._stderr = open(os.path.join(self._dir.name, "stderr"), "w+b")
+        # The ready file comes last: a --flagfile among `flags` must not move it.
         argv = [os.environ["PLACEMENTD_BIN"], "--listen=127.0.0.1:0", "--backend=cpu",
-                "--ready_file=" + self.ready_path, "--drain_timeout=10s", *flags]
+                "--drain_timeout=10s", *flags, "--ready_file=" + self.ready_path]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self._stderr)
         deadline = time.monotonic() + start_timeout
         while time.monotonic() < deadline:

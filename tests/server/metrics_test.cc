@@ -154,8 +154,8 @@ TEST(MetricsHttpServerTest, ServesMetricsAndHealth) {
   EXPECT_THAT(HttpGet(port, "/healthz"), HasSubstr("503"));
 
   // Its port is taken while it serves: a precise UNAVAILABLE.
-  auto clash = MetricsHttpServer::Start("127.0.0.1:" + std::to_string(port), metrics,
-                                        [] { return true; });
+  auto clash =
+      MetricsHttpServer::Start("127.0.0.1:" + std::to_string(port), metrics, [] { return true; });
   EXPECT_EQ(clash.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(clash.status().message(), HasSubstr("cannot listen for metrics on 127.0.0.1:"));
 
