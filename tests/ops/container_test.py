@@ -11,7 +11,11 @@ EXPOSE, STOPSIGNAL, ENTRYPOINT and CMD copied from the Dockerfile. The daemon
 in it must answer grpcurl and the health probe on published ports, serve
 /healthz and /metrics, and stop cleanly within podman's default stop timeout.
 Without podman, or where it cannot run a container, the test skips and says
-exactly why."""
+exactly why.
+
+DockerfileBuildTest (opt-in, PLACEMENT_TEST_DOCKERFILE=1): the Dockerfile
+itself, built on Debian 12 base images made with mmdebstrap, then the same
+checks."""
 import json
 import os
 import re
@@ -108,57 +112,28 @@ class DockerfileTest(unittest.TestCase):
         self.assertLessEqual(int(re.match(r"--drain_timeout=(\d+)s$", drain[0]).group(1)) + 2, 10)
 
 
-class ContainerTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        podman = shutil.which("podman")
-        if podman is None:
-            raise unittest.SkipTest("podman is not installed (Debian package podman, installed "
-                                    "by scripts/install_deps.sh where apt can)")
-        cls.podman = podman
-        ops_testing.grpcurl_binary()
-        cls.tmp = tempfile.TemporaryDirectory(prefix="placement-image-")
-        cls.build_image(cls.tmp.name)
-        cls.run_options = cls.find_run_options()
+class ImageTest(unittest.TestCase):
+    """Runs an image with podman and checks the daemon in it (subclasses build the image)."""
+
+    podman = ["podman"]
 
     @classmethod
-    def tearDownClass(cls):
-        subprocess.run([cls.podman, "rmi", "-f", IMAGE], capture_output=True)
-        cls.tmp.cleanup()
+    def require_podman(cls):
+        if shutil.which("podman") is None:
+            raise unittest.SkipTest("podman is not installed (Debian package podman, installed "
+                                    "by scripts/install_deps.sh where apt can)")
+        ops_testing.grpcurl_binary()
 
     @classmethod
     def podman_run(cls, *args, check=True, timeout=120):
-        result = subprocess.run([cls.podman, *args], capture_output=True, text=True,
+        result = subprocess.run([*cls.podman, *args], capture_output=True, text=True,
                                 timeout=timeout)
         if check and result.returncode != 0:
             raise AssertionError(f"podman {' '.join(args)}: {result.stderr}")
         return result
 
     @classmethod
-    def build_image(cls, context):
-        rootfs = os.path.join(context, "rootfs")
-        for path in [PLACEMENTD] + linked_libraries():
-            target = "/opt/placement/bin/placementd" if path == PLACEMENTD else path
-            os.makedirs(rootfs + os.path.dirname(target), exist_ok=True)
-            shutil.copy(path, rootfs + target)  # follows symlinks
-        os.makedirs(os.path.join(rootfs, "etc"))
-        with open(os.path.join(rootfs, "etc", "passwd"), "w") as f:
-            f.write("placementd:x:10001:10001::/nonexistent:/usr/sbin/nologin\n")
-        with open(os.path.join(rootfs, "etc", "group"), "w") as f:
-            f.write("placementd:x:10001:\n")
-        for directory, mode in [("run/placementd", 0o750), ("tmp", 0o1777)]:
-            os.makedirs(os.path.join(rootfs, directory))
-            os.chmod(os.path.join(rootfs, directory), mode)
-        if os.geteuid() == 0:
-            os.chown(os.path.join(rootfs, "run", "placementd"), 10001, 10001)
-        kept = [f"{op} {arg}" for op, arg in runtime_stage()
-                if op in ("USER", "EXPOSE", "STOPSIGNAL", "ENTRYPOINT", "CMD", "ENV", "LABEL")]
-        with open(os.path.join(context, "Containerfile"), "w") as f:
-            f.write("FROM scratch\nCOPY rootfs/ /\n" + "\n".join(kept) + "\n")
-        cls.podman_run("build", "-q", "-t", IMAGE, context)
-
-    @classmethod
-    def find_run_options(cls):
+    def find_run_options(cls, image):
         """podman's defaults, or what this host needs: without CAP_SYS_RESOURCE the default
         rlimits cannot be set, and crun refuses hybrid cgroup hierarchies where runc works.
         Skips, with podman's own words, when none of them runs the image."""
@@ -167,15 +142,17 @@ class ContainerTest(unittest.TestCase):
             candidates.append(["--runtime", "runc", *candidates[1]])
         error = ""
         for options in candidates:
-            result = cls.podman_run("run", "--rm", *options, IMAGE, "--version", check=False)
+            result = cls.podman_run("run", "--rm", *options, image, "--version", check=False)
             if result.returncode == 0 and result.stdout.startswith("placementd "):
                 return options
             error = (result.stderr or result.stdout).strip()
         raise unittest.SkipTest(f"podman cannot run a container on this machine: {error}")
 
-    def test_daemon_in_the_image_answers_grpcurl_health_and_metrics(self):
-        started = self.podman_run("run", "-d", *self.run_options, "-p", "127.0.0.1::50051",
-                                  "-p", "127.0.0.1::9464", IMAGE)
+    def check_image_serves(self, image, run_options):
+        """Starts `image` with its own command on published ports; grpcurl, the health probe,
+        /healthz and /metrics must answer; podman stop must end it cleanly."""
+        started = self.podman_run("run", "-d", *run_options, "-p", "127.0.0.1::50051",
+                                  "-p", "127.0.0.1::9464", image)
         container = started.stdout.strip()
         self.addCleanup(self.podman_run, "rm", "-f", container, check=False)
         grpc_addr = self.podman_run("port", container, "50051/tcp").stdout.strip()
@@ -214,6 +191,84 @@ class ContainerTest(unittest.TestCase):
     def logs(self, container):
         result = self.podman_run("logs", container, check=False)
         return result.stdout + result.stderr
+
+
+class ContainerTest(ImageTest):
+    """The built placementd in an image made FROM scratch with the runtime stage's settings."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.require_podman()
+        cls.tmp = tempfile.TemporaryDirectory(prefix="placement-image-")
+        cls.build_image(cls.tmp.name)
+        cls.run_options = cls.find_run_options(IMAGE)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.podman_run("rmi", "-f", IMAGE, check=False)
+        cls.tmp.cleanup()
+
+    @classmethod
+    def build_image(cls, context):
+        rootfs = os.path.join(context, "rootfs")
+        for path in [PLACEMENTD] + linked_libraries():
+            target = "/opt/placement/bin/placementd" if path == PLACEMENTD else path
+            os.makedirs(rootfs + os.path.dirname(target), exist_ok=True)
+            shutil.copy(path, rootfs + target)  # follows symlinks
+        os.makedirs(os.path.join(rootfs, "etc"))
+        with open(os.path.join(rootfs, "etc", "passwd"), "w") as f:
+            f.write("placementd:x:10001:10001::/nonexistent:/usr/sbin/nologin\n")
+        with open(os.path.join(rootfs, "etc", "group"), "w") as f:
+            f.write("placementd:x:10001:\n")
+        for directory, mode in [("run/placementd", 0o750), ("tmp", 0o1777)]:
+            os.makedirs(os.path.join(rootfs, directory))
+            os.chmod(os.path.join(rootfs, directory), mode)
+        if os.geteuid() == 0:
+            os.chown(os.path.join(rootfs, "run", "placementd"), 10001, 10001)
+        kept = [f"{op} {arg}" for op, arg in runtime_stage()
+                if op in ("USER", "EXPOSE", "STOPSIGNAL", "ENTRYPOINT", "CMD", "ENV", "LABEL")]
+        with open(os.path.join(context, "Containerfile"), "w") as f:
+            f.write("FROM scratch\nCOPY rootfs/ /\n" + "\n".join(kept) + "\n")
+        cls.podman_run("build", "-q", "-t", IMAGE, context)
+
+    def test_daemon_in_the_image_answers_grpcurl_health_and_metrics(self):
+        self.check_image_serves(IMAGE, self.run_options)
+
+
+class DockerfileBuildTest(ImageTest):
+    """Opt-in (PLACEMENT_TEST_DOCKERFILE=1): the Dockerfile itself, built by podman in a
+    storage of its own, on Debian 12 base images made here with mmdebstrap (Docker Hub is
+    out of reach); the build stage compiles placementd inside, so this takes tens of minutes
+    on 2 cores."""
+
+    @classmethod
+    def setUpClass(cls):
+        if os.environ.get("PLACEMENT_TEST_DOCKERFILE") != "1":
+            raise unittest.SkipTest("opt-in: set PLACEMENT_TEST_DOCKERFILE=1 to build the "
+                                    "Dockerfile itself (tens of minutes on 2 cores)")
+        cls.require_podman()
+        if shutil.which("mmdebstrap") is None:
+            raise unittest.SkipTest("mmdebstrap is not installed (Debian package mmdebstrap)")
+        cls.tmp = tempfile.TemporaryDirectory(prefix="placement-dockerfile-")
+        root = cls.tmp.name
+        cls.podman = ["podman", "--root", os.path.join(root, "storage"),
+                      "--runroot", os.path.join(root, "run")]
+        tarball = os.path.join(root, "debian12.tar")
+        subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", "--include=ca-certificates",
+                        "bookworm", tarball], check=True, timeout=1800)
+        for name in ["docker.io/library/debian:12", "docker.io/library/debian:12-slim"]:
+            cls.podman_run("import", "-q", tarball, name, timeout=600)
+        cls.podman_run("build", "--pull=never", "-t", IMAGE, "-f", DOCKERFILE, REPO,
+                       timeout=7200)
+        cls.run_options = cls.find_run_options(IMAGE)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.podman_run("system", "reset", "--force", check=False, timeout=600)
+        cls.tmp.cleanup()
+
+    def test_daemon_in_the_image_answers_grpcurl_health_and_metrics(self):
+        self.check_image_serves(IMAGE, self.run_options)
 
 
 if __name__ == "__main__":
