@@ -109,6 +109,12 @@ class MetricsTest(unittest.TestCase):
         streamed = self.grpcurl("placement.v1.PrefetchService/Prefetch",
                                 stdin="\n".join(json.dumps(m) for m in prefetch))
         self.assertEqual(streamed.returncode, 0, streamed.stderr)
+        batch = [{"header": {"name": "b", "arrays": [{"key": "x", "dtype": "DTYPE_U8",
+                                                       "shape": [3]}]}},
+                 {"chunk": {"array_index": 0, "data": base64.b64encode(b"abc").decode()}}]
+        batched = self.grpcurl("placement.v1.TensorService/UploadBatch",
+                               stdin="\n".join(json.dumps(m) for m in batch))
+        self.assertEqual(batched.returncode, 0, batched.stderr)
         devices = json.loads(self.grpcurl("placement.v1.DeviceService/ListDevices").stdout)
 
         families = scrape(self.daemon.metrics_url)
@@ -122,11 +128,11 @@ class MetricsTest(unittest.TestCase):
             self.assertEqual(value(families["placementd_device_memory_limit_bytes"],
                                    device=d["id"], platform="cpu"),
                              int(d["memory_limit_bytes"]))
-        self.assertEqual(value(in_use, device="0", platform="cpu"), 2 * 1200000 // 4)
+        self.assertEqual(value(in_use, device="0", platform="cpu"), 2 * 1200000 // 4 + 3)
         self.assertEqual(value(in_use, device="4", platform="cpu"), 0)
-        # m (1.2 MB over 4 devices) and its sum (300 KB per device, replicated).
-        self.assertEqual(value(families["placementd_tensor_device_bytes"]), 2400000)
-        self.assertEqual(value(families["placementd_tensors"]), 2)
+        # m (1.2 MB over 4 devices), its sum (300 KB per device, replicated), b/x (3 bytes).
+        self.assertEqual(value(families["placementd_tensor_device_bytes"]), 2400003)
+        self.assertEqual(value(families["placementd_tensors"]), 3)
         self.assertEqual(value(families["placementd_meshes"]), 1)
         self.assertEqual(value(families["placementd_up"]), 1)
 
@@ -156,6 +162,18 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(value(received, "_count", method=upload_method), 1)
         self.assertGreaterEqual(value(received, "_sum", method=upload_method), len(data))
         self.assertLess(value(received, "_sum", method=upload_method), len(data) + 300)
+        # Every method whose requests stream in (per reflection) is measured.
+        streamed_in = set()
+        for service in ["placement.v1.TensorService", "placement.v1.PrefetchService",
+                        "placement.v1.CollectiveService", "placement.v1.MeshService",
+                        "placement.v1.DeviceService", "placement.v1.DaemonService"]:
+            described = run_grpcurl("-plaintext", self.addr, "describe", service).stdout
+            for method in re.findall(r"rpc (\w+) \( stream ", described):
+                streamed_in.add(f"/{service}/{method}")
+        self.assertEqual(streamed_in, {upload_method, "/placement.v1.TensorService/UploadBatch",
+                                       "/placement.v1.PrefetchService/Prefetch"})
+        for method in streamed_in:
+            self.assertEqual(value(received, "_count", method=method), 1, method)
         sent = families["placementd_rpc_sent_bytes"]
         download_method = "/placement.v1.TensorService/Download"
         self.assertGreaterEqual(value(sent, "_sum", method=download_method), len(data))
