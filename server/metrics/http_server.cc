@@ -136,8 +136,9 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
     exposer = std::make_unique<prometheus::Exposer>(
+        // Two workers; a client that sends no full request within 5 s is dropped.
         std::vector<std::string>{"listening_ports", absl::StrCat(*host, ":", parsed->port),
-                                 "num_threads", "2"},
+                                 "num_threads", "2", "request_timeout_ms", "5000"},
         &Callbacks());
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("cannot listen for metrics on ", address,
