@@ -9,6 +9,7 @@ import os
 import random
 import struct
 import subprocess
+import tempfile
 import unittest
 
 import ops_testing
@@ -146,8 +147,8 @@ class DocumentedCommandsTest(unittest.TestCase):
     def tearDown(self):
         self.assertEqual(self.daemon.stop(), 0)
 
-    def run_shell(self, script):
-        env = dict(os.environ, ADDR=self.daemon.address,
+    def run_shell(self, script, addr=None):
+        env = dict(os.environ, ADDR=addr or self.daemon.address,
                    PATH=self.grpcurl_dir + os.pathsep + os.environ["PATH"])
         return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True,
                               timeout=120)
@@ -183,6 +184,17 @@ class DocumentedCommandsTest(unittest.TestCase):
         self.assertIn('"sequence": "1"', prefetch)
         self.assertIn('"batches_staged": "2"', prefetch)
         self.assertIn('"deleted_tensors"', output_of("DeleteMesh"))
+
+    def test_grpcurl_page_runs_over_a_unix_socket(self):
+        # As the page says: replace $ADDR with -unix PATH.
+        with tempfile.TemporaryDirectory() as tmp:
+            sock = os.path.join(tmp, "placementd.sock")
+            with Daemon("--listen=unix:" + sock) as daemon:
+                self.assertEqual(daemon.address, "unix:" + sock)
+                blocks = ops_testing.shell_blocks(os.path.join(REPO, "docs", "grpcurl.md"))
+                result = self.run_shell("set -eu\n" + "".join(blocks[1:]), addr="-unix " + sock)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertIn('"batches_staged": "2"', result.stdout)
 
     def test_other_docs_grpcurl_lines_work(self):
         # README, quick start, operations and deploy print grpcurl lines for the
