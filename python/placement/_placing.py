@@ -22,7 +22,6 @@ def place_tree(client: Client, data: Any, rule: Optional[pb.PlacementRule]) -> A
     leaves, treedef, keys = _tree.flatten(data, is_leaf=is_remote)
     if not leaves:
         return data
-    keys = _tree.upload_keys(keys)
     results: List[Any] = [None] * len(leaves)
     remote = [(i, x) for i, x in enumerate(leaves) if is_remote(x)]
     host = [(i, keys[i], _dtypes.as_host_array(x)) for i, x in enumerate(leaves)

@@ -5,7 +5,9 @@ With JAX installed this is jax.tree_util (so every registered node type --
 flax structs, optax states, custom classes -- works); without JAX a small
 equivalent handles dict (keys sorted, as JAX does), OrderedDict, list,
 tuple, namedtuple and None (an empty node, as in JAX). Anything else is a
-leaf. Key paths are JAX's keystr: "['images']", "[0]", ".field".
+leaf. Key paths name each leaf: its path's parts joined by "/" ("images",
+"layers/0/w", "state/count"); a bare leaf is "value". Should two paths join
+to the same text, JAX's keystr ("['a/b']") is used instead for all.
 """
 from __future__ import annotations
 
@@ -46,8 +48,8 @@ class _Def:
         return f"PyTreeDef({self.kind}, {self.meta!r}, {self.children!r})"
 
 
-def _flatten_py(tree: Any, is_leaf: Optional[Callable[[Any], bool]], path: str,
-                leaves: List[Any], keys: List[str]) -> _Def:
+def _flatten_py(tree: Any, is_leaf: Optional[Callable[[Any], bool]], path: Tuple[Any, ...],
+                leaves: List[Any], keys: List[Tuple[Any, ...]]) -> _Def:
     if is_leaf is not None and is_leaf(tree):
         leaves.append(tree)
         keys.append(path)
@@ -56,19 +58,19 @@ def _flatten_py(tree: Any, is_leaf: Optional[Callable[[Any], bool]], path: str,
         return _Def("none")
     if isinstance(tree, collections.OrderedDict):
         names = list(tree.keys())
-        return _Def("odict", names, [_flatten_py(tree[k], is_leaf, f"{path}[{k!r}]", leaves, keys)
+        return _Def("odict", names, [_flatten_py(tree[k], is_leaf, path + (k,), leaves, keys)
                                      for k in names])
     if isinstance(tree, dict):
         names = sorted(tree.keys())
-        return _Def("dict", names, [_flatten_py(tree[k], is_leaf, f"{path}[{k!r}]", leaves, keys)
+        return _Def("dict", names, [_flatten_py(tree[k], is_leaf, path + (k,), leaves, keys)
                                     for k in names])
     if _is_namedtuple(tree):
         return _Def("namedtuple", type(tree),
-                    [_flatten_py(getattr(tree, f), is_leaf, f"{path}.{f}", leaves, keys)
+                    [_flatten_py(getattr(tree, f), is_leaf, path + (f,), leaves, keys)
                      for f in tree._fields])
     if isinstance(tree, (list, tuple)):
         return _Def(type(tree).__name__, None,
-                    [_flatten_py(v, is_leaf, f"{path}[{i}]", leaves, keys)
+                    [_flatten_py(v, is_leaf, path + (i,), leaves, keys)
                      for i, v in enumerate(tree)])
     leaves.append(tree)
     keys.append(path)
@@ -93,17 +95,37 @@ def _unflatten_py(treedef: _Def, leaves: Any) -> Any:
     return tuple(children)
 
 
+def _part(entry: Any) -> Any:
+    """The plain value of a jax.tree_util path entry (DictKey, SequenceKey,
+    GetAttrKey, FlattenedIndexKey)."""
+    for attr in ("key", "idx", "name"):
+        if hasattr(entry, attr):
+            return getattr(entry, attr)
+    return entry
+
+
+def _keystr(path: Tuple[Any, ...]) -> str:
+    return "".join(f"[{p!r}]" for p in path)
+
+
+def _names(paths: List[Tuple[Any, ...]]) -> List[str]:
+    names = ["/".join(str(p) for p in path) or "value" for path in paths]
+    if len(set(names)) != len(names):
+        names = [_keystr(path) or "value" for path in paths]
+    return names
+
+
 def flatten(tree: Any, is_leaf: Optional[Callable[[Any], bool]] = None
             ) -> Tuple[List[Any], Any, List[str]]:
-    """(leaves, treedef, key paths) of `tree`, leaves in JAX's order."""
+    """(leaves, treedef, leaf names) of `tree`, leaves in JAX's order."""
     if _jtu is not None:
         with_path, treedef = _jtu.tree_flatten_with_path(tree, is_leaf=is_leaf)
-        keys = [_jtu.keystr(p) for p, _ in with_path]
-        return [leaf for _, leaf in with_path], treedef, keys
+        paths = [tuple(_part(e) for e in p) for p, _ in with_path]
+        return [leaf for _, leaf in with_path], treedef, _names(paths)
     leaves: List[Any] = []
-    keys: List[str] = []
-    treedef = _flatten_py(tree, is_leaf, "", leaves, keys)
-    return leaves, treedef, keys
+    paths: List[Tuple[Any, ...]] = []
+    treedef = _flatten_py(tree, is_leaf, (), leaves, paths)
+    return leaves, treedef, _names(paths)
 
 
 def unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
@@ -117,8 +139,3 @@ def tree_map(fn: Callable[[Any], Any], tree: Any,
     leaves, treedef, _ = flatten(tree, is_leaf)
     return unflatten(treedef, [fn(x) for x in leaves])
 
-
-def upload_keys(keys: Sequence[str]) -> List[str]:
-    """Key paths as batch keys: unique and non-empty (a bare leaf is
-    "value")."""
-    return [k if k else "value" for k in keys]

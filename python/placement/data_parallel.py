@@ -91,7 +91,7 @@ class DataParallel:
         for key, leaf in zip(keys, leaves):
             if not is_remote(leaf):
                 raise errors.InvalidArgumentError(
-                    f"all_reduce_gradients: gradient {key or 'value'} is a "
+                    f"all_reduce_gradients: gradient {key} is a "
                     f"{type(leaf).__name__}; gradients must be per-device daemon tensors "
                     f"(RemoteArray)")
         c = resolve(client) if client is not None else leaves[0].client

@@ -74,7 +74,7 @@ def global_to_host_array(global_arrays: Any,
     for key, leaf in zip(keys, leaves):
         if not isinstance(leaf, RemoteArray):
             raise errors.InvalidArgumentError(
-                f"global_to_host_array: {key or 'value'} is a {type(leaf).__name__}, not a "
+                f"global_to_host_array: {key} is a {type(leaf).__name__}, not a "
                 f"global array (RemoteArray)")
     first = leaves[0]
     c = resolve(client) if client is not None else first.client
@@ -83,12 +83,12 @@ def global_to_host_array(global_arrays: Any,
         for key, leaf in zip(keys, leaves):
             if not leaf.shape:
                 raise errors.InvalidArgumentError(
-                    f"global_to_host_array: {key or 'value'} is a scalar; FULL partition needs "
+                    f"global_to_host_array: {key} is a scalar; FULL partition needs "
                     f"a batch dimension")
             if leaf.shape[0] != batch:
                 raise errors.InvalidArgumentError(
-                    f"global_to_host_array: batch size mismatch: {key or 'value'} has "
-                    f"{leaf.shape[0]} rows, {keys[0] or 'value'} has {batch}")
+                    f"global_to_host_array: batch size mismatch: {key} has "
+                    f"{leaf.shape[0]} rows, {keys[0]} has {batch}")
     process = int(c.status().process_index)
     out: List[np.ndarray] = []
     for leaf in leaves:

@@ -161,7 +161,6 @@ class PrefetchIterator:
             for item in self._source:
                 leaves, treedef, keys = _tree.flatten(item)
                 arrays = [_dtypes.as_host_array(x) for x in leaves]
-                keys = _tree.upload_keys(keys)
                 with self._cond:
                     while (len(self._unreleased) >= self._buffer and not self._stop
                            and not self._call.done()):
