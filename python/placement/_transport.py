@@ -53,8 +53,8 @@ class TransportOptions:
     stream_timeout: Optional[float] = None
     connect_timeout: float = 10.0
     chunk_bytes: int = 1 << 20
-    retries: int = 4
-    retry_backoff: float = 0.05
+    retries: int = 5
+    retry_backoff: float = 0.1
     keepalive_time_ms: int = 30_000
     keepalive_timeout_ms: int = 10_000
     channel_options: Sequence[Tuple[str, Any]] = ()
@@ -72,7 +72,12 @@ def open_channel(target: str, options: TransportOptions) -> grpc.Channel:
     if not target:
         raise errors.InvalidArgumentError("target must not be empty")
     args = [("grpc.keepalive_time_ms", options.keepalive_time_ms),
-            ("grpc.keepalive_timeout_ms", options.keepalive_timeout_ms)]
+            ("grpc.keepalive_timeout_ms", options.keepalive_timeout_ms),
+            # A local daemon comes back within seconds: reconnect at that
+            # pace, so retries do not meet a channel still backing off.
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 2000)]
     args.extend(options.channel_options)
     return grpc.insecure_channel(target, options=args)
 
