@@ -30,12 +30,14 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Shard:
     """One device's piece (jax.Shard): `index` is a tuple of slices into the
-    global array; `data` downloads the piece as a numpy array."""
+    global array (slice(None) for a whole dimension, as JAX writes it);
+    `data` downloads the piece as a numpy array."""
 
     device: Any
     index: Tuple[slice, ...]
     replica_id: int
     array: "RemoteArray"
+    shape: Tuple[int, ...]
 
     @property
     def data(self) -> np.ndarray:
@@ -45,9 +47,6 @@ class Shard:
     def device_id(self) -> int:
         return self.device.id if hasattr(self.device, "id") else int(self.device)
 
-    @property
-    def shape(self) -> Tuple[int, ...]:
-        return tuple(s.stop - s.start for s in self.index)
 
 
 class RemoteArray:
@@ -147,8 +146,11 @@ class RemoteArray:
     def addressable_shards(self) -> List[Shard]:
         """Every shard (all devices of a node are addressable here), in mesh
         order, replicas included."""
+        dims = self.shape
         return [Shard(self._device(s.device_id),
-                      tuple(slice(r.begin, r.end) for r in s.ranges), s.replica_id, self)
+                      tuple(slice(None) if (r.begin, r.end) == (0, n) else slice(r.begin, r.end)
+                            for r, n in zip(s.ranges, dims)),
+                      s.replica_id, self, tuple(s.shape))
                 for s in self._info.shards]
 
     def devices(self) -> set:

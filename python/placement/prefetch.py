@@ -99,13 +99,10 @@ class _Requests:
             self._cond.notify_all()
 
 
-class PrefetchIterator:
-    """Iterator of device-placed batches; see module docstring.
-
-    `rule`: a PlacementRule applied to every array of every batch.
-    `buffer_size`: batches held on the daemon at most (0 = 2).
-    `timeout`: deadline of the whole stream (None = none).
-    """
+class _Stream:
+    """The stream, its producer thread and the consumer's state. Neither the
+    thread nor gRPC callbacks refer to the PrefetchIterator, so dropping the
+    iterator lets the collector reach its __del__, which cancels this."""
 
     def __init__(self, client: Client, source: Iterator[Any], rule: Any,
                  buffer_size: int = DEFAULT_BUFFER_SIZE, *, name: str = "",
@@ -194,10 +191,7 @@ class PrefetchIterator:
                 self._cond.notify_all()
 
     # --- Consumer ---------------------------------------------------------------
-    def __iter__(self) -> "PrefetchIterator":
-        return self
-
-    def __next__(self) -> Any:
+    def next(self) -> Any:
         if self._over:
             if self._error is not None:
                 raise self._error
@@ -281,6 +275,47 @@ class PrefetchIterator:
         self._requests.kill()
         self._join()
 
+    def cancel_nowait(self) -> None:
+        """close() without joining (safe from a finalizer)."""
+        if not self._over:
+            self._stop = True
+            self._call.cancel()
+            self._requests.kill()
+
+
+class PrefetchIterator:
+    """Iterator of device-placed batches; see module docstring.
+
+    `rule`: a PlacementRule applied to every array of every batch.
+    `buffer_size`: batches held on the daemon at most (0 = 2).
+    `timeout`: deadline of the whole stream (None = none).
+    """
+
+    def __init__(self, client: Client, source: Iterator[Any], rule: Any,
+                 buffer_size: int = DEFAULT_BUFFER_SIZE, *, name: str = "",
+                 timeout: Optional[float] = None) -> None:
+        self._stream = _Stream(client, source, rule, buffer_size, name=name, timeout=timeout)
+
+    @property
+    def stats(self) -> Optional[ppb.PrefetchStats]:
+        """The daemon's PrefetchStats, once the stream ended."""
+        return self._stream.stats
+
+    @property
+    def _thread(self) -> threading.Thread:
+        return self._stream._thread
+
+    def __iter__(self) -> "PrefetchIterator":
+        return self
+
+    def __next__(self) -> Any:
+        return self._stream.next()
+
+    def close(self) -> None:
+        """Cancels the stream (the daemon frees every staged batch) and joins
+        the producer. Idempotent; a finished iterator is left as it is."""
+        self._stream.close()
+
     def __enter__(self) -> "PrefetchIterator":
         return self
 
@@ -288,7 +323,6 @@ class PrefetchIterator:
         self.close()
 
     def __del__(self) -> None:
-        if not getattr(self, "_over", True):
-            self._stop = True
-            self._call.cancel()
-            self._requests.kill()
+        stream = getattr(self, "_stream", None)
+        if stream is not None:
+            stream.cancel_nowait()

@@ -255,8 +255,8 @@ def _is_jax(obj: Any) -> bool:
 def as_spec(spec: Any) -> PartitionSpec:
     if isinstance(spec, PartitionSpec):
         return spec
-    if isinstance(spec, (tuple, list)):  # JAX's PartitionSpec is a tuple too
-        return PartitionSpec(*spec)
+    if isinstance(spec, (tuple, list)) or (_is_jax(spec) and hasattr(spec, "__iter__")):
+        return PartitionSpec(*spec)  # JAX's PartitionSpec iterates over its entries
     raise errors.InvalidArgumentError(f"expected a PartitionSpec, got {type(spec).__name__}")
 
 

@@ -87,6 +87,7 @@ def test_remote_array_surface(client):
     shards = r.addressable_shards
     assert len(shards) == 8
     assert shards[5].device.id == 5 and shards[5].index == (slice(4, 8), slice(3, 6))
+    assert shards[5].shape == (4, 3)
     assert shards[5].replica_id == 0
     np.testing.assert_array_equal(shards[5].data, x[4:8, 3:6])
     np.testing.assert_array_equal(np.asarray(r, dtype=np.float64), x.astype(np.float64))
@@ -97,6 +98,7 @@ def test_remote_array_surface(client):
     assert single.sharding == SingleDeviceSharding(placement.devices()[6])
     replicated = placement.device_put(x, NamedSharding(mesh, PartitionSpec("data")))
     assert [s.replica_id for s in replicated.addressable_shards] == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert replicated.addressable_shards[6].index == (slice(4, 8), slice(None))
 
 
 def test_delete_and_context_manager_free_memory(client):
