@@ -1,8 +1,9 @@
 """Pytrees: flatten a nested structure into leaves with key paths, and
 rebuild it.
 
-With JAX installed this is jax.tree_util (so every registered node type --
-flax structs, optax states, custom classes -- works); without JAX a small
+Once the program has imported JAX this is jax.tree_util (so every
+registered node type -- flax structs, optax states, custom classes -- works);
+before that, or without JAX, a small
 equivalent handles dict (keys sorted, as JAX does), OrderedDict, list,
 tuple, namedtuple and None (an empty node, as in JAX). Anything else is a
 leaf. Key paths name each leaf: its path's parts joined by "/" ("images",
@@ -12,12 +13,23 @@ to the same text, JAX's keystr ("['a/b']") is used instead for all.
 from __future__ import annotations
 
 import collections
+import sys
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-try:
-    import jax.tree_util as _jtu
-except ImportError:  # JAX is optional
-    _jtu = None
+
+
+def _jax_tree_util() -> Any:
+    """jax.tree_util once the program imported JAX (data holding JAX-registered
+    nodes can only exist then); None otherwise, so importing placement never
+    pays for importing JAX."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return None
+    try:
+        import jax.tree_util as jtu
+    except ImportError:
+        return None
+    return jtu
 
 
 def _is_namedtuple(x: Any) -> bool:
@@ -118,8 +130,9 @@ def _names(paths: List[Tuple[Any, ...]]) -> List[str]:
 def flatten(tree: Any, is_leaf: Optional[Callable[[Any], bool]] = None
             ) -> Tuple[List[Any], Any, List[str]]:
     """(leaves, treedef, leaf names) of `tree`, leaves in JAX's order."""
-    if _jtu is not None:
-        with_path, treedef = _jtu.tree_flatten_with_path(tree, is_leaf=is_leaf)
+    jtu = _jax_tree_util()
+    if jtu is not None:
+        with_path, treedef = jtu.tree_flatten_with_path(tree, is_leaf=is_leaf)
         paths = [tuple(_part(e) for e in p) for p, _ in with_path]
         return [leaf for _, leaf in with_path], treedef, _names(paths)
     leaves: List[Any] = []
@@ -129,8 +142,8 @@ def flatten(tree: Any, is_leaf: Optional[Callable[[Any], bool]] = None
 
 
 def unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
-    if _jtu is not None and not isinstance(treedef, _Def):
-        return _jtu.tree_unflatten(treedef, leaves)
+    if not isinstance(treedef, _Def):
+        return _jax_tree_util().tree_unflatten(treedef, leaves)
     return _unflatten_py(treedef, iter(leaves))
 
 

@@ -150,13 +150,21 @@ def current_mesh() -> Optional[Mesh]:
     stack = getattr(_current, "stack", None)
     if stack:
         return stack[-1]
-    try:  # JAX's `with Mesh(...)` context
+    try:  # JAX's `with jax.set_mesh(mesh):`, then its older `with mesh:`
         from jax._src import mesh as jax_mesh
-        physical = jax_mesh.thread_resources.env.physical_mesh
-        if physical is not None and not physical.empty:
-            return as_mesh(physical)
-    except Exception:
-        pass
+    except ImportError:
+        return None
+    candidates = []
+    if hasattr(jax_mesh, "get_concrete_mesh"):
+        candidates.append(lambda: jax_mesh.get_concrete_mesh())
+    candidates.append(lambda: jax_mesh.thread_resources.env.physical_mesh)
+    for get in candidates:
+        try:
+            found = get()
+        except Exception:
+            continue
+        if found is not None and not getattr(found, "empty", True):
+            return as_mesh(found)
     return None
 
 

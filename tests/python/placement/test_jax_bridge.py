@@ -85,7 +85,7 @@ def test_seed_calls_accept_jax_objects(client):
     assert {s.device.id for s in r["w"].addressable_shards} == {0, 1}
     assert DeviceMeshManager(devices=devices[4:]).create_data_parallel_mesh().device_ids.tolist() \
         == [4, 5, 6, 7]
-    with mesh:
+    with jax.set_mesh(mesh):
         g = placement.host_to_global_device_array({"x": np.arange(16)})
     assert g["x"].sharding.spec == placement.PartitionSpec(("data",))
 
