@@ -45,12 +45,20 @@ def test_stream_deadline_frees_the_half_done_upload(client):
     assert wait_for_memory(client)[0] == 0
 
 
+def _state(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def test_unary_deadline_against_a_stopped_daemon(daemon):
     own = LocalDaemon(daemon.binary)
     try:
         c = placement.Client(own.address, TransportOptions(timeout=0.2))
         assert len(c.list_devices()) == 8
         own.process.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while _state(own.process.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.005)  # every thread stopped
         start = time.monotonic()
         with pytest.raises(errors.DeadlineExceededError) as e:
             c.list_devices()
