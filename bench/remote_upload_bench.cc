@@ -4,10 +4,15 @@
 // (f32, touched once before timing) to device --device with
 // TensorClient::Upload, deletes it, and prints one line per rep:
 //
-//   upload_seconds 0.1234 mb_per_s 2175.3
+//   upload_seconds 0.1234 mb_per_s 2175.3 cpu_seconds 0.0567
+//
+// cpu_seconds is this process's user + system time during the upload (all
+// threads): the client's own cost, which machine load does not inflate.
 //
 //   build/bin/remote_upload_bench --target=127.0.0.1:50051 [--size_mib=256]
 //       [--reps=1] [--chunk_bytes=1048576] [--device=0]
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -23,6 +28,17 @@ ABSL_FLAG(int64_t, size_mib, 256, "Tensor size in MiB (f32).");
 ABSL_FLAG(int, reps, 1, "Uploads to time.");
 ABSL_FLAG(int64_t, chunk_bytes, int64_t{1} << 20, "Upload chunk size.");
 ABSL_FLAG(int64_t, device, 0, "Target device id.");
+
+namespace {
+
+double CpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -43,15 +59,17 @@ int main(int argc, char** argv) {
   upload.chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes);
   const client::Rule rule = client::Placement::Device(absl::GetFlag(FLAGS_device));
   for (int rep = 0; rep < absl::GetFlag(FLAGS_reps); ++rep) {
+    const double cpu_start = CpuSeconds();
     absl::Time start = absl::Now();
     auto info = tensors.Upload(array, rule, upload);
     absl::Duration took = absl::Now() - start;
+    const double cpu = CpuSeconds() - cpu_start;
     if (!info.ok()) {
       std::fprintf(stderr, "upload: %s\n", info.status().ToString().c_str());
       return 1;
     }
-    std::printf("upload_seconds %.6f mb_per_s %.1f\n", absl::ToDoubleSeconds(took),
-                bytes / absl::ToDoubleSeconds(took) / 1e6);
+    std::printf("upload_seconds %.6f mb_per_s %.1f cpu_seconds %.6f\n",
+                absl::ToDoubleSeconds(took), bytes / absl::ToDoubleSeconds(took) / 1e6, cpu);
     if (auto deleted = tensors.Delete({info->id()}); !deleted.ok()) {
       std::fprintf(stderr, "delete: %s\n", deleted.status().ToString().c_str());
       return 1;

@@ -6,7 +6,9 @@ Starts a CPU-backend placementd (port 0), then alternates rep by rep:
             one host buffer; timed inside the process, connect excluded)
   * Python: placement's TensorService upload of a numpy array of the same size
             to the same device (the gRPC path; connect excluded)
-and prints best / median MB/s of each and the ratios python / C++.
+and prints best / median MB/s of each and the ratios python / C++, plus
+each client's own CPU time per upload (user + system, all threads: what
+machine load does not inflate) and its ratio.
 
     build/venv/bin/python python/bench/upload_bench.py [--size_mib=256] [--reps=7]
         [--chunk_bytes=1048576] [--placementd=build/bin/placementd]
@@ -14,6 +16,7 @@ and prints best / median MB/s of each and the ratios python / C++.
 """
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,6 +29,11 @@ from placement import _placing
 from placement.testing import LocalDaemon
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -44,16 +52,20 @@ def main() -> int:
         data = np.zeros(size // 4, dtype=np.float32)
         data.view(np.uint8)[::4096] = 1  # touch every page once
         rule = _placing.device_rule(0)
-        cpp, py = [], []
+        cpp, py, cpp_cpu, py_cpu = [], [], [], []
         for _ in range(args.reps):
             out = subprocess.run(
                 [args.cpp, f"--target={daemon.address}", f"--size_mib={args.size_mib}",
                  "--reps=1", f"--chunk_bytes={args.chunk_bytes}", "--device=0"],
                 check=True, capture_output=True, text=True).stdout
-            cpp.append(float(out.split()[1]))
+            fields = out.split()
+            cpp.append(float(fields[1]))
+            cpp_cpu.append(float(fields[5]))
+            cpu_start = _cpu_seconds()
             start = time.perf_counter()
             info = client.tensors.upload(data, rule)
             py.append(time.perf_counter() - start)
+            py_cpu.append(_cpu_seconds() - cpu_start)
             client.delete_tensors([info.id])
         client.close()
 
@@ -67,7 +79,10 @@ def main() -> int:
         print(f"{label:<10} {rate(min(samples)):>10.0f} {rate(statistics.median(samples)):>12.0f}")
     best = min(cpp) / min(py)
     median = statistics.median(cpp) / statistics.median(py)
-    print(f"python / C++: best {best:.2f}, median {median:.2f}")
+    print(f"python / C++ throughput: best {best:.2f}, median {median:.2f}")
+    print(f"client CPU seconds per upload (median): C++ {statistics.median(cpp_cpu):.3f}, "
+          f"Python {statistics.median(py_cpu):.3f}; C++ / Python "
+          f"{statistics.median(cpp_cpu) / statistics.median(py_cpu):.2f}")
     return 0
 
 
