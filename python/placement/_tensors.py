@@ -8,7 +8,6 @@ TransportOptions.stream_timeout; unary ones TransportOptions.timeout.
 """
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
 
 import grpc
@@ -119,40 +118,32 @@ class Tensors:
             request.process_index = process_index
         else:
             request.whole = True
-        attempts = 1 + self.client.options.retries
-        pause = self.client.options.retry_backoff
-        for attempt in range(attempts):
-            started = False
-            try:
-                stream = self._download(request, timeout=self.client.options.stream_timeout)
-                header = None
-                out = None
-                pos = 0
-                for message in stream:
-                    if isinstance(message, pb.DownloadHeader):
-                        started = True
-                        header = message
-                        out = np.empty(header.total_bytes, dtype=np.uint8)
-                        continue
-                    if out is None or pos + len(message) > len(out):
-                        raise errors.InternalError(
-                            f"download of '{tensor_id}': the daemon sent more bytes than its "
-                            f"header announced or a chunk before the header")
-                    out[pos:pos + len(message)] = message
-                    pos += len(message)
-                if header is None or out is None or pos != len(out):
+        started = False
+
+        def attempt() -> Tuple[pb.DownloadHeader, np.ndarray]:
+            nonlocal started
+            header = None
+            out = None
+            pos = 0
+            for message in self._download(request, timeout=self.client.options.stream_timeout):
+                if isinstance(message, pb.DownloadHeader):
+                    started = True
+                    header = message
+                    out = np.empty(header.total_bytes, dtype=np.uint8)
+                    continue
+                if out is None or pos + len(message) > len(out):
                     raise errors.InternalError(
-                        f"download of '{tensor_id}': got {pos} of "
-                        f"{header.total_bytes if header else '?'} bytes")
-                dtype = _dtypes.from_proto(header.dtype)
-                return header, out.view(dtype).reshape(tuple(header.shape))
-            except grpc.RpcError as e:
-                if started or e.code() != grpc.StatusCode.UNAVAILABLE \
-                        or attempt + 1 == attempts:
-                    raise _stream_error(e) from None
-            time.sleep(pause)
-            pause *= 2
-        raise AssertionError("unreachable")
+                        f"download of '{tensor_id}': the daemon sent more bytes than its "
+                        f"header announced, or a chunk before the header")
+                out[pos:pos + len(message)] = message
+                pos += len(message)
+            if header is None or out is None or pos != len(out):
+                raise errors.InternalError(
+                    f"download of '{tensor_id}': got {pos} of "
+                    f"{header.total_bytes if header else '?'} bytes")
+            return header, out.view(_dtypes.from_proto(header.dtype)).reshape(tuple(header.shape))
+
+        return self.client.transport.run(attempt, idempotent=True, retryable=lambda: not started)
 
     # --- Metadata, lifetime, placement -------------------------------------------
     def describe(self, tensor_id: str) -> types_pb2.TensorInfo:

@@ -109,13 +109,21 @@ class Transport:
               timeout: Optional[float] = None) -> Any:
         """Calls a unary stub method; PlacementError on failure."""
         deadline = self.options.timeout if timeout is None else timeout
+        return self.run(lambda: method(request, timeout=deadline), idempotent=idempotent)
+
+    def run(self, attempt: Callable[[], Any], *, idempotent: bool,
+            retryable: Callable[[], bool] = lambda: True) -> Any:
+        """Runs `attempt` (which raises grpc.RpcError on failure), again on
+        UNAVAILABLE when `idempotent` and `retryable()`; PlacementError on
+        failure."""
         attempts = 1 + (self.options.retries if idempotent else 0)
         pause = self.options.retry_backoff
-        for attempt in range(attempts):
+        for n in range(attempts):
             try:
-                return method(request, timeout=deadline)
+                return attempt()
             except grpc.RpcError as e:
-                if e.code() != grpc.StatusCode.UNAVAILABLE or attempt + 1 == attempts:
+                if (e.code() != grpc.StatusCode.UNAVAILABLE or not retryable()
+                        or n + 1 == attempts):
                     raise errors.from_rpc_error(e) from None
             time.sleep(pause)
             pause *= 2

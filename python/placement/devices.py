@@ -46,9 +46,13 @@ class Device:
         return f"Device(id={self.id}, platform={self.platform!r}, kind={self.device_kind!r})"
 
 
+def is_jax_object(obj: Any) -> bool:
+    """True for instances of JAX's own classes (devices, meshes, shardings)."""
+    return (type(obj).__module__ or "").startswith(("jax", "jaxlib"))
+
+
 def _is_jax_device(obj: Any) -> bool:
-    module = type(obj).__module__ or ""
-    return (module.startswith("jax") or module.startswith("jaxlib")) and hasattr(obj, "platform")
+    return is_jax_object(obj) and hasattr(obj, "platform")
 
 
 def device_id(obj: Any) -> int:

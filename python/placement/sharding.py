@@ -22,7 +22,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from placement import errors
-from placement.devices import device_id
+from placement.devices import device_id, is_jax_object
 from placement.v1 import types_pb2
 
 SpecEntry = Union[None, str, Tuple[str, ...]]
@@ -256,14 +256,10 @@ class SingleDeviceSharding:
 Sharding = Union[NamedSharding, SingleDeviceSharding]
 
 
-def _is_jax(obj: Any) -> bool:
-    return (type(obj).__module__ or "").startswith(("jax", "jaxlib"))
-
-
 def as_spec(spec: Any) -> PartitionSpec:
     if isinstance(spec, PartitionSpec):
         return spec
-    if isinstance(spec, (tuple, list)) or (_is_jax(spec) and hasattr(spec, "__iter__")):
+    if isinstance(spec, (tuple, list)) or (is_jax_object(spec) and hasattr(spec, "__iter__")):
         return PartitionSpec(*spec)  # JAX's PartitionSpec iterates over its entries
     raise errors.InvalidArgumentError(f"expected a PartitionSpec, got {type(spec).__name__}")
 
@@ -283,7 +279,7 @@ def as_sharding(obj: Any) -> Sharding:
         return obj
     if hasattr(obj, "mesh") and hasattr(obj, "spec"):  # jax NamedSharding
         return NamedSharding(as_mesh(obj.mesh), as_spec(obj.spec))
-    if _is_jax(obj) and hasattr(obj, "device_set") and len(obj.device_set) == 1 \
+    if is_jax_object(obj) and hasattr(obj, "device_set") and len(obj.device_set) == 1 \
             and getattr(obj, "is_fully_replicated", False):
         return SingleDeviceSharding(next(iter(obj.device_set)))
     try:
