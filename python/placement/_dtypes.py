@@ -21,7 +21,7 @@ try:  # optional
 except ImportError:  # pragma: no cover - exercised only without ml_dtypes
     BFLOAT16 = None
 
-_TO_PROTO: Dict[np.dtype, int] = {
+_TO_PROTO: Dict[np.dtype, Any] = {
     np.dtype(np.float32): types_pb2.DTYPE_F32,
     np.dtype(np.float64): types_pb2.DTYPE_F64,
     np.dtype(np.float16): types_pb2.DTYPE_F16,
@@ -35,11 +35,11 @@ _TO_PROTO: Dict[np.dtype, int] = {
 if BFLOAT16 is not None:
     _TO_PROTO[BFLOAT16] = types_pb2.DTYPE_BF16
 
-_FROM_PROTO: Dict[int, np.dtype] = {v: k for k, v in _TO_PROTO.items()}
+_FROM_PROTO: Dict[Any, np.dtype] = {v: k for k, v in _TO_PROTO.items()}
 if BFLOAT16 is None:  # pragma: no cover
     _FROM_PROTO[types_pb2.DTYPE_BF16] = np.dtype("V2")
 
-_SHORT = {
+_SHORT: Dict[Any, str] = {
     types_pb2.DTYPE_F32: "f32", types_pb2.DTYPE_F64: "f64", types_pb2.DTYPE_F16: "f16",
     types_pb2.DTYPE_BF16: "bf16", types_pb2.DTYPE_I8: "i8", types_pb2.DTYPE_I16: "i16",
     types_pb2.DTYPE_I32: "i32", types_pb2.DTYPE_I64: "i64", types_pb2.DTYPE_U8: "u8",
@@ -49,7 +49,7 @@ _SHORT = {
 SUPPORTED = "float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool"
 
 
-def to_proto(dtype: Any) -> int:
+def to_proto(dtype: Any) -> Any:
     """The DType of a numpy dtype; InvalidArgumentError for others."""
     dt = np.dtype(dtype)
     if dt.byteorder == ">":
@@ -61,14 +61,14 @@ def to_proto(dtype: Any) -> int:
     return found
 
 
-def from_proto(dtype: int) -> np.dtype:
+def from_proto(dtype: Any) -> np.dtype:
     found = _FROM_PROTO.get(dtype)
     if found is None:
         raise errors.InvalidArgumentError(f"the daemon sent unknown dtype {dtype}")
     return found
 
 
-def describe(dtype: int, shape: Sequence[int]) -> str:
+def describe(dtype: Any, shape: Sequence[int]) -> str:
     """'f32[32,784]', the daemon's notation."""
     return f"{_SHORT.get(dtype, str(dtype))}[{','.join(str(d) for d in shape)}]"
 

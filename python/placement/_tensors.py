@@ -25,7 +25,7 @@ _SERVICE = "/placement.v1.TensorService/"
 
 def _byte_view(array: np.ndarray) -> memoryview:
     """The bytes of a C-contiguous array, without copying."""
-    return memoryview(array.reshape(-1).view(np.uint8))
+    return array.reshape(-1).view(np.uint8).data
 
 
 def _stream_error(e: grpc.RpcError) -> errors.PlacementError:

@@ -133,12 +133,12 @@ def flatten(tree: Any, is_leaf: Optional[Callable[[Any], bool]] = None
     jtu = _jax_tree_util()
     if jtu is not None:
         with_path, treedef = jtu.tree_flatten_with_path(tree, is_leaf=is_leaf)
-        paths = [tuple(_part(e) for e in p) for p, _ in with_path]
-        return [leaf for _, leaf in with_path], treedef, _names(paths)
+        jax_paths = [tuple(_part(e) for e in p) for p, _ in with_path]
+        return [leaf for _, leaf in with_path], treedef, _names(jax_paths)
     leaves: List[Any] = []
     paths: List[Tuple[Any, ...]] = []
-    treedef = _flatten_py(tree, is_leaf, (), leaves, paths)
-    return leaves, treedef, _names(paths)
+    py_treedef = _flatten_py(tree, is_leaf, (), leaves, paths)
+    return leaves, py_treedef, _names(paths)
 
 
 def unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:

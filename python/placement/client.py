@@ -126,17 +126,17 @@ class Client:
             return mesh.id
         with self._lock:
             known = self._meshes.get(mesh.key())
-        if known is not None:
+        if known is not None and known.id:
             return known.id
         request = mesh_service_pb2.CreateMeshRequest()
         for name, size in mesh.shape.items():
             request.axes.axes.add(name=name, size=size)
         request.device_ids.extend(int(i) for i in mesh.device_ids.reshape(-1))
-        return self.create_mesh(request).id
+        return str(self.create_mesh(request).id)
 
     def _remember(self, mesh: Mesh) -> Mesh:
         with self._lock:
-            self._meshes_by_id[mesh.id] = mesh
+            self._meshes_by_id[str(mesh.id)] = mesh
             self._meshes.setdefault(mesh.key(), mesh)
         return mesh
 
