@@ -170,3 +170,20 @@ def test_works_without_jax():
             "placement.delete(out)\n")
     env = dict(os.environ, PLACEMENT_TARGET=placement.default_client().target)
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
+
+
+def test_one_client_from_many_threads(client):
+    from concurrent.futures import ThreadPoolExecutor
+
+    mesh = placement.DeviceMeshManager().create_data_parallel_mesh()
+
+    def work(i):
+        x = np.arange(8 * 1000, dtype=np.int32).reshape(8, 1000) * i
+        tree = placement.DevicePlacement().shard_batch_dim({"x": x, "i": i}, mesh)
+        moved = placement.device_put(tree, i % 8)
+        ok = np.array_equal(np.asarray(moved["x"]), x) and int(np.asarray(moved["i"])) == i
+        placement.delete([tree, moved])
+        return ok
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(work, range(32)))
