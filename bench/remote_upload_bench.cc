@@ -68,8 +68,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "upload: %s\n", info.status().ToString().c_str());
       return 1;
     }
-    std::printf("upload_seconds %.6f mb_per_s %.1f cpu_seconds %.6f\n",
-                absl::ToDoubleSeconds(took), bytes / absl::ToDoubleSeconds(took) / 1e6, cpu);
+    std::printf("upload_seconds %.6f mb_per_s %.1f cpu_seconds %.6f\n", absl::ToDoubleSeconds(took),
+                bytes / absl::ToDoubleSeconds(took) / 1e6, cpu);
     if (auto deleted = tensors.Delete({info->id()}); !deleted.ok()) {
       std::fprintf(stderr, "delete: %s\n", deleted.status().ToString().c_str());
       return 1;
