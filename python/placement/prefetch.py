@@ -141,6 +141,8 @@ class _Stream:
         method = client.transport.channel.stream_stream(
             "/placement.v1.PrefetchService/Prefetch", request_serializer=_wire.serializer,
             response_deserializer=ppb.PrefetchResponse.FromString)
+        if timeout is None:
+            timeout = client.options.stream_timeout
         self._call = method(self._requests, timeout=timeout)
         self._call.add_done_callback(lambda _: self._on_call_done())
         self._thread = threading.Thread(target=self._produce, name="placement-prefetch",
@@ -288,7 +290,8 @@ class PrefetchIterator:
 
     `rule`: a PlacementRule applied to every array of every batch.
     `buffer_size`: batches held on the daemon at most (0 = 2).
-    `timeout`: deadline of the whole stream (None = none).
+    `timeout`: deadline of the whole stream (None: the client's
+    TransportOptions.stream_timeout).
     """
 
     def __init__(self, client: Client, source: Iterator[Any], rule: Any,

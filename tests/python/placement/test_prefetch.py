@@ -136,3 +136,19 @@ def test_consumer_in_another_thread_and_slow_producer(client):
     worker.start()
     worker.join(timeout=60)
     assert out == [0, 1, 2, 3, 4]
+
+
+def test_stream_deadline(client, daemon):
+    hurried = placement.Client(daemon.address, placement.TransportOptions(stream_timeout=0.3))
+
+    def slow():
+        yield {"x": np.ones(4)}
+        threading.Event().wait(2)
+        yield {"x": np.ones(4)}
+
+    it = DevicePlacement(client=hurried).prefetch_to_device(slow())
+    next(it)
+    with pytest.raises(errors.DeadlineExceededError):
+        next(it)
+    hurried.close()
+    assert wait_for_memory(client)[0] == 0
