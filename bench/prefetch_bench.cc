@@ -1,5 +1,6 @@
 // Prefetch pipeline against the serial upload-then-compute loop, in the same
-// run, through an in-process daemon (CPU backend, 127.0.0.1:0).
+// run, through an in-process daemon (127.0.0.1:0; CPU backend, or GPU 0 with
+// --backend=cuda).
 //
 // A "trainer" takes `steps` batches and computes on each for a fixed step
 // time (sleep: the host waits as it would for a GPU step; or spin). The
@@ -18,6 +19,7 @@
 //
 //   build/bin/prefetch_bench [--batch_mib=8] [--steps=40] [--buffer_size=2] [--rounds=3]
 //                            [--step_factors=0.5,1,1.5,2] [--compute=sleep|spin]
+//                            [--backend=cpu|cuda] [--devices=8]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,7 +44,8 @@ ABSL_FLAG(int, buffer_size, 2, "Prefetch buffer_size.");
 ABSL_FLAG(std::string, step_factors, "0.5,1,1.5,2",
           "Step time as multiples of the measured serial upload time of one batch.");
 ABSL_FLAG(std::string, compute, "sleep", "How a step computes: sleep or spin.");
-ABSL_FLAG(int, devices, 8, "CPU virtual devices of the in-process daemon.");
+ABSL_FLAG(int, devices, 8, "Devices of the in-process daemon (CPU virtual, or logical of GPU 0).");
+ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda (batches land on GPU 0).");
 ABSL_FLAG(int, rounds, 3, "Alternating serial/prefetch rounds per factor; medians are printed.");
 
 namespace placement::bench {
@@ -160,8 +163,9 @@ std::string Ms(absl::Duration d) { return absl::StrFormat("%.1f ms", absl::ToDou
 int Run() {
   server::DaemonConfig config;
   config.listen = "127.0.0.1:0";
-  config.backend.kind = "cpu";
+  config.backend.kind = absl::GetFlag(FLAGS_backend);
   config.backend.cpu.num_devices = absl::GetFlag(FLAGS_devices);
+  config.backend.cuda_logical_devices = absl::GetFlag(FLAGS_devices);
   auto daemon = server::Daemon::Start(config);
   if (!daemon.ok()) {
     std::fprintf(stderr, "daemon: %s\n", daemon.status().ToString().c_str());

@@ -13,6 +13,11 @@
 //
 //   build/bin/tensor_transfer_bench [--size_mib=256] [--reps=5]
 //       [--chunk_bytes=1048576] [--devices=8] [--transport=tcp|unix]
+//       [--backend=cpu|cuda]
+//
+// --backend=cuda: the daemon runs on GPU 0 (--devices logical devices of
+// it), and the same run also times cudaMemcpy host <-> device from pinned
+// and from pageable memory, printing ours / cudaMemcpy ratios.
 //
 // Prints best and median MB/s (1 MB = 1e6 bytes) and the ratios
 // ours / bare gRPC and ours / memcpy. Measurements of one kind are
@@ -36,12 +41,16 @@
 #include "bench/bench_util.h"
 #include "placement/client/placement.h"
 #include "server/daemon.h"
+#if PLACEMENT_WITH_CUDA
+#include "bench/cuda_copy.h"
+#endif
 
 ABSL_FLAG(int64_t, size_mib, 256, "Tensor size in MiB (f32).");
 ABSL_FLAG(int, reps, 5, "Repetitions of every measurement.");
 ABSL_FLAG(int64_t, chunk_bytes, int64_t{1} << 20, "Stream chunk size, both ours and bare.");
 ABSL_FLAG(int, devices, 8, "CPU virtual devices (the sharded cases use all of them).");
 ABSL_FLAG(std::string, transport, "tcp", "tcp (127.0.0.1:0) or unix (a socket in /tmp).");
+ABSL_FLAG(std::string, backend, "cpu", "cpu (virtual devices) or cuda (logical devices of GPU 0).");
 ABSL_FLAG(bool, reshard_replicated, true,
           "Also time P('data') -> replicated (moves devices x size bytes).");
 
@@ -104,10 +113,13 @@ int Run() {
   std::filesystem::create_directories(dir);
   server::DaemonConfig config;
   config.listen = is_unix ? absl::StrCat("unix:", dir, "/placementd.sock") : "127.0.0.1:0";
-  config.backend.kind = "cpu";
+  config.backend.kind = absl::GetFlag(FLAGS_backend);
   config.backend.cpu.num_devices = devices;
   // Room for the source, a reshard destination and a replicated copy.
   config.backend.cpu.device_memory_bytes = 2 * bytes + (int64_t{64} << 20);
+  config.backend.cuda_logical_devices = devices;
+  config.backend.cuda_device_memory_bytes = config.backend.cpu.device_memory_bytes;
+  const bool on_gpu = config.backend.kind == "cuda";
   auto daemon = server::Daemon::Start(config);
   if (!daemon.ok()) return Check(daemon.status(), "daemon") ? 0 : 1;
   EchoServiceImpl echo_service;
@@ -203,6 +215,21 @@ int Run() {
         "download");
   };
 
+#if PLACEMENT_WITH_CUDA
+  std::unique_ptr<CudaCopy> cuda;
+  if (on_gpu) {
+    auto made = CudaCopy::Create(bytes);
+    if (!Check(made.status(), "cuda baseline")) return 1;
+    cuda = std::move(*made);
+  }
+#else
+  if (on_gpu) return Check(absl::FailedPreconditionError("built without CUDA"), "backend") ? 0 : 1;
+#endif
+  Series h2d_pinned{"cudaMemcpy H2D from pinned", bytes};
+  Series h2d_pageable{"cudaMemcpy H2D from pageable", bytes};
+  Series d2h_pinned{"cudaMemcpy D2H to pinned", bytes};
+  Series d2h_pageable{"cudaMemcpy D2H to pageable", bytes};
+
   const client::Placement one = client::Placement::Device(0);
   const client::Placement eight = client::Placement::Sharded(*mesh, {{"data"}});
   for (int rep = 0; rep < reps; ++rep) {
@@ -219,6 +246,14 @@ int Run() {
            std::free(block);
            return true;
          });
+#if PLACEMENT_WITH_CUDA
+    if (cuda != nullptr) {
+      ok = ok && Measure(&h2d_pinned, [&] { return cuda->HostToDevicePinned(); });
+      ok = ok && Measure(&h2d_pageable, [&] { return cuda->HostToDevice(src.data()); });
+      ok = ok && Measure(&d2h_pinned, [&] { return cuda->DeviceToHostPinned(); });
+      ok = ok && Measure(&d2h_pageable, [&] { return cuda->DeviceToHost(dst.data()); });
+    }
+#endif
     ok = ok && Measure(&bare_up, bare_upload);
     ok = ok && Measure(&up_one, [&] { return upload_to(one, &a); });
     ok = ok && Measure(&up_eight, [&] { return upload_to(eight, &b); });
@@ -259,9 +294,9 @@ int Run() {
   }
   remove(source->id());
 
-  std::printf("tensor transfer: %lld MiB f32, chunk %lld bytes, %d reps, %d CPU devices, %s\n",
+  std::printf("tensor transfer: %lld MiB f32, chunk %lld bytes, %d reps, %d %s devices, %s\n",
               static_cast<long long>(bytes >> 20), static_cast<long long>(chunk), reps, devices,
-              is_unix ? "unix socket" : "tcp 127.0.0.1");
+              on_gpu ? "GPU (logical)" : "CPU", is_unix ? "unix socket" : "tcp 127.0.0.1");
   std::printf("%-44s %9s %9s   (MB/s, 1 MB = 1e6 B; ratios of best, then of medians)\n", "", "best",
               "median");
   Print(copy, nullptr, copy);
@@ -274,6 +309,15 @@ int Run() {
   Print(down_eight, &bare_down, copy);
   Print(reshard, nullptr, copy);
   if (!replicate.samples.empty()) Print(replicate, nullptr, copy);
+  if (!h2d_pinned.samples.empty()) {
+    for (const Series* s : {&h2d_pinned, &h2d_pageable, &d2h_pinned, &d2h_pageable}) {
+      Print(*s, nullptr, copy);
+    }
+    std::printf("upload ours, 1 device / cudaMemcpy H2D: pinned %.3f, pageable %.3f (medians)\n",
+                up_one.Median() / h2d_pinned.Median(), up_one.Median() / h2d_pageable.Median());
+    std::printf("download ours, 1 device / cudaMemcpy D2H: pinned %.3f, pageable %.3f (medians)\n",
+                down_one.Median() / d2h_pinned.Median(), down_one.Median() / d2h_pageable.Median());
+  }
 
   echo_server->Shutdown();
   (*daemon)->Drain();

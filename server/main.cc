@@ -28,6 +28,12 @@ ABSL_FLAG(int64_t, cpu_device_memory, 0,
           "Byte budget of each CPU virtual device; 0 = half of physical memory split evenly.");
 ABSL_FLAG(double, cuda_memory_fraction, 0.9,
           "Fraction of each GPU's free memory at start the daemon may allocate.");
+ABSL_FLAG(int32_t, cuda_logical_devices, 1,
+          "Devices each GPU is presented as (logical GPUs sharing it; collectives among them "
+          "run host-staged).");
+ABSL_FLAG(int64_t, cuda_device_memory, 0,
+          "Byte budget of each GPU device; 0 = --cuda_memory_fraction of the GPU's free memory "
+          "split evenly among its logical devices.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port for Prometheus metrics over HTTP (/metrics, /healthz); empty disables.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
@@ -61,6 +67,8 @@ int main(int argc, char** argv) {
   config.backend.cpu.device_memory_bytes = absl::GetFlag(FLAGS_cpu_device_memory);
   config.backend.cpu.process_index = absl::GetFlag(FLAGS_process_index);
   config.backend.cuda_memory_fraction = absl::GetFlag(FLAGS_cuda_memory_fraction);
+  config.backend.cuda_logical_devices = absl::GetFlag(FLAGS_cuda_logical_devices);
+  config.backend.cuda_device_memory_bytes = absl::GetFlag(FLAGS_cuda_device_memory);
   config.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   config.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   config.max_tensor_bytes_per_owner = absl::GetFlag(FLAGS_max_tensor_bytes_per_owner);

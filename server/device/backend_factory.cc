@@ -21,9 +21,16 @@ absl::StatusOr<BackendSelection> CreateBackend(const BackendOptions& options) {
     CudaBackendOptions cuda;
     cuda.memory_fraction = options.cuda_memory_fraction;
     cuda.process_index = options.cpu.process_index;
+    cuda.logical_devices_per_gpu = options.cuda_logical_devices;
+    cuda.device_memory_bytes = options.cuda_device_memory_bytes;
     auto backend = CudaBackend::Create(cuda);
+    // Bad CUDA settings are the operator's error, not a reason to fall back.
+    if (absl::IsInvalidArgument(backend.status())) return backend.status();
     if (backend.ok()) {
       out.note = absl::StrCat("using ", (*backend)->Devices().size(), " CUDA device(s)");
+      if (options.cuda_logical_devices > 1) {
+        absl::StrAppend(&out.note, " (", options.cuda_logical_devices, " logical per GPU)");
+      }
       out.backend = std::move(*backend);
       return out;
     }

@@ -15,6 +15,10 @@ struct BackendOptions {
   std::string kind = "auto";  // "auto", "cpu" or "cuda"
   CpuBackendOptions cpu;
   double cuda_memory_fraction = 0.9;
+  // Devices each GPU is presented as, and each one's budget (0 = an even
+  // share of cuda_memory_fraction of the GPU's free memory).
+  int32_t cuda_logical_devices = 1;
+  int64_t cuda_device_memory_bytes = 0;
 };
 
 struct BackendSelection {

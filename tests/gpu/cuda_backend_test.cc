@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace placement::server {
@@ -60,6 +61,64 @@ TEST_F(CudaBackendTest, AccountingAndCopies) {
   const int64_t limit = backend_->Devices()[0].memory_limit_bytes;
   EXPECT_EQ(backend_->Allocate(id, limit + 1).status().code(),
             absl::StatusCode::kResourceExhausted);
+}
+
+TEST(CudaLogicalDevicesTest, EachGpuSplitsIntoBudgetedDevices) {
+  std::string reason;
+  if (!CudaDevicesPresent(&reason)) GTEST_SKIP() << "no GPU: " << reason;
+  CudaBackendOptions options;
+  options.logical_devices_per_gpu = 4;
+  options.device_memory_bytes = int64_t{64} << 20;
+  auto backend = CudaBackend::Create(options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  const auto& devices = (*backend)->Devices();
+  ASSERT_EQ(devices.size() % 4, 0u);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    EXPECT_EQ(devices[i].id, static_cast<int64_t>(i));
+    EXPECT_EQ(devices[i].local_index, static_cast<int32_t>(i));
+    EXPECT_EQ(devices[i].memory_limit_bytes, int64_t{64} << 20);
+    EXPECT_EQ((*backend)->Ordinal(devices[i].id), static_cast<int>(i / 4));
+    EXPECT_EQ(devices[i].pci_bus_id, devices[i - i % 4].pci_bus_id);
+  }
+  // Budgets and accounting are per logical device.
+  auto a = (*backend)->Allocate(0, int64_t{48} << 20);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*backend)->Allocate(0, int64_t{32} << 20).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  auto b = (*backend)->Allocate(1, int64_t{48} << 20);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*backend)->MemoryInUse(0), int64_t{48} << 20);
+  EXPECT_EQ((*backend)->MemoryInUse(1), int64_t{48} << 20);
+  EXPECT_EQ((*backend)->MemoryInUse(2), 0);
+  // Copies between logical devices of one GPU.
+  std::vector<uint8_t> host(4096), back(4096, 0);
+  std::iota(host.begin(), host.end(), 7);
+  ASSERT_TRUE((*backend)->WriteBytes(host.data(), **a, 0, 4096).ok());
+  ByteRun run{0, 100, 4096};
+  ASSERT_TRUE((*backend)->Copy(**a, **b, {&run, 1}).ok());
+  ASSERT_TRUE((*backend)->ReadBytes(**b, 100, back.data(), 4096).ok());
+  EXPECT_EQ(back, host);
+  a->reset();
+  b->reset();
+  EXPECT_EQ((*backend)->MemoryInUse(0), 0);
+  EXPECT_EQ((*backend)->MemoryInUse(1), 0);
+}
+
+TEST(CudaLogicalDevicesTest, BadOptionsNameTheNumbers) {
+  std::string reason;
+  if (!CudaDevicesPresent(&reason)) GTEST_SKIP() << "no GPU: " << reason;
+  CudaBackendOptions zero;
+  zero.logical_devices_per_gpu = 0;
+  EXPECT_EQ(CudaBackend::Create(zero).status().message(),
+            "logical devices per GPU must be in [1, 1024], got 0");
+  CudaBackendOptions huge;
+  huge.logical_devices_per_gpu = 2;
+  huge.device_memory_bytes = int64_t{1} << 50;
+  absl::Status s = CudaBackend::Create(huge).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::StartsWith("device memory 1125899906842624 bytes x 2 logical devices "
+                                    "exceeds the "));
 }
 
 }  // namespace

@@ -167,5 +167,94 @@ TEST_F(NcclEngineTest, CancellationAndUnsupportedTypes) {
   EXPECT_EQ(engine_->AllReduce({&i16, 1}, {}).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Logical devices: 4 per GPU. A group of the 4 devices of GPU 0 cannot be an
+// NCCL communicator (one rank per GPU), so it runs host-staged; a group of one
+// device per GPU in the same call still runs on NCCL.
+TEST(NcclLogicalDevicesTest, GroupsSharingAGpuRunHostStaged) {
+  CudaBackendOptions options;
+  options.logical_devices_per_gpu = 4;
+  options.device_memory_bytes = int64_t{256} << 20;
+  auto backend = CudaBackend::Create(options);
+  if (!backend.ok()) GTEST_SKIP() << "no GPU: " << backend.status();
+  auto engine = NcclEngine::Create(backend->get());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  CudaBackend& b = **backend;
+  auto upload = [&](int64_t device, DType dtype, const std::vector<double>& v) {
+    std::unique_ptr<DeviceBuffer> buf = *b.Allocate(device, v.size() * DTypeSize(dtype));
+    std::vector<std::byte> bytes = Encode(dtype, v);
+    EXPECT_TRUE(b.WriteBytes(bytes.data(), *buf, 0, buf->size()).ok());
+    return buf;
+  };
+  auto download = [&](const DeviceBuffer& buf, DType dtype) {
+    std::vector<std::byte> bytes(buf.size());
+    EXPECT_TRUE(b.ReadBytes(buf, 0, bytes.data(), buf.size()).ok());
+    return Decode(dtype, bytes.data(), buf.size() / DTypeSize(dtype));
+  };
+  constexpr int64_t kCount = 30011;
+  // i16 too: NCCL cannot reduce it, the host-staged path can.
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kI16}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax}) {
+      std::vector<std::vector<double>> values;
+      std::vector<std::unique_ptr<DeviceBuffer>> send, recv;
+      CollectiveItem shared{dtype, op};
+      for (int r = 0; r < 4; ++r) {
+        values.push_back(TestValues(dtype, kCount, static_cast<uint32_t>(r + 11)));
+        send.push_back(upload(r, dtype, values.back()));
+        recv.push_back(*b.Allocate(r, send.back()->size()));
+        shared.send.push_back(send.back().get());
+        shared.recv.push_back(recv.back().get());
+      }
+      std::vector<CollectiveItem> items = {shared};
+      std::unique_ptr<DeviceBuffer> single;
+      if (dtype != DType::kI16) {  // one rank on GPU 0: NCCL
+        single = upload(0, dtype, std::vector<double>(1000, 3.0));
+        CollectiveItem alone{dtype, op};
+        alone.send = {single.get()};
+        alone.recv = {single.get()};
+        items.push_back(alone);
+      }
+      absl::Status status = (*engine)->AllReduce(items, {});
+      ASSERT_TRUE(status.ok()) << status;
+      for (int r = 0; r < 4; ++r) {
+        std::vector<double> got = download(*recv[r], dtype);
+        for (int64_t i = 0; i < kCount; i += 97) {
+          std::vector<double> column;
+          for (int q = 0; q < 4; ++q) column.push_back(values[q][i]);
+          ASSERT_TRUE(Near(dtype, got[i], Reference(dtype, op, column)))
+              << DTypeName(dtype) << " " << ReduceOpName(op) << " rank " << r << " i=" << i;
+        }
+      }
+      if (single) {
+        for (double v : download(*single, dtype)) ASSERT_EQ(v, 3.0);
+      }
+    }
+  }
+  // Only the single-rank group made NCCL communicators.
+  EXPECT_EQ((*engine)->cached_groups(), 1);
+  // Gather and broadcast host-staged too.
+  constexpr int64_t kBlock = 1000;
+  std::vector<std::unique_ptr<DeviceBuffer>> parts, gathered;
+  CollectiveItem gather{DType::kF32}, bcast{DType::kF32};
+  bcast.root = 2;
+  for (int r = 0; r < 4; ++r) {
+    parts.push_back(upload(r, DType::kF32, std::vector<double>(kBlock, r + 1)));
+    gathered.push_back(*b.Allocate(r, 4 * kBlock * 4));
+    gather.send.push_back(parts[r].get());
+    gather.recv.push_back(gathered[r].get());
+    bcast.send.push_back(r == 2 ? parts[r].get() : nullptr);
+    bcast.recv.push_back(parts[r].get());
+  }
+  ASSERT_TRUE((*engine)->AllGather({&gather, 1}, {}).ok());
+  ASSERT_TRUE((*engine)->Broadcast({&bcast, 1}, {}).ok());
+  for (int r = 0; r < 4; ++r) {
+    std::vector<double> g = download(*gathered[r], DType::kF32);
+    for (int q = 0; q < 4; ++q) ASSERT_EQ(g[q * kBlock], q + 1);
+    for (double v : download(*parts[r], DType::kF32)) ASSERT_EQ(v, 3);
+  }
+  CollectiveContext cancelled;
+  cancelled.cancelled = [] { return true; };
+  EXPECT_EQ((*engine)->AllGather({&gather, 1}, cancelled).code(), absl::StatusCode::kCancelled);
+}
+
 }  // namespace
 }  // namespace placement::server

@@ -74,7 +74,8 @@ TEST_F(TensorGpuTest, ShardedReplicatedAndReshardChains) {
   std::vector<float> values(static_cast<size_t>(shape[0] * shape[1]));
   std::mt19937 rng(7);
   for (auto& v : values) v = std::uniform_real_distribution<float>(-1, 1)(rng);
-  auto sharded = tensors_->Upload(HostArray::Of(values, shape), Placement::Sharded(*mesh, {{"data"}}));
+  auto sharded =
+      tensors_->Upload(HostArray::Of(values, shape), Placement::Sharded(*mesh, {{"data"}}));
   ASSERT_TRUE(sharded.ok()) << sharded.status();
   auto replicated = tensors_->Place(sharded->id(), Placement::Replicated(*mesh));
   ASSERT_TRUE(replicated.ok()) << replicated.status();

@@ -21,7 +21,14 @@ using ::testing::HasSubstr;
 using testing::DaemonOptions;
 using testing::DaemonProcess;
 
+// These tests assert the CPU backend's own defaults (8 devices, hardware
+// "cpu", its batch-size row), so they pin --backend=cpu even when the suite
+// runs on a GPU (PLACEMENT_TEST_BACKEND=cuda); tests/gpu/gpu_daemon_test.cc
+// asserts the same for the GPU.
 std::unique_ptr<DaemonProcess> StartDaemon(DaemonOptions options = {}) {
+  bool has_backend = false;
+  for (const auto& f : options.extra_flags) has_backend |= f.rfind("--backend", 0) == 0;
+  if (!has_backend) options.extra_flags.push_back("--backend=cpu");
   auto daemon = DaemonProcess::Start(options);
   EXPECT_TRUE(daemon.ok()) << daemon.status();
   return daemon.ok() ? std::move(*daemon) : nullptr;

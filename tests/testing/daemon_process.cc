@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
@@ -87,6 +88,11 @@ std::string PlacementdBinary() {
   return bin ? bin : "placementd";
 }
 
+std::string TestBackend() {
+  const char* backend = std::getenv("PLACEMENT_TEST_BACKEND");
+  return backend && *backend ? backend : "cpu";
+}
+
 std::string PlacectlBinary() {
   const char* bin = std::getenv("PLACECTL_BIN");
   return bin ? bin : "placectl";
@@ -114,8 +120,26 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(const Daemon
                                      : "--listen=127.0.0.1:0");
   bool has_backend = false;
   for (const auto& f : options.extra_flags) has_backend |= f.rfind("--backend", 0) == 0;
-  if (!has_backend) argv.push_back("--backend=cpu");
-  for (const auto& f : options.extra_flags) argv.push_back(f);
+  if (has_backend || TestBackend() != "cuda") {
+    if (!has_backend) argv.push_back(absl::StrCat("--backend=", TestBackend()));
+    for (const auto& f : options.extra_flags) argv.push_back(f);
+  } else {
+    // The CPU suite's device layout on a GPU: each CPU virtual device
+    // becomes a logical device of GPU 0, with the same budget.
+    argv.push_back("--backend=cuda");
+    bool has_count = false;
+    for (const auto& f : options.extra_flags) {
+      if (absl::StartsWith(f, "--cpu_devices=")) {
+        has_count = true;
+        argv.push_back(absl::StrCat("--cuda_logical_devices=", f.substr(14)));
+      } else if (absl::StartsWith(f, "--cpu_device_memory=")) {
+        argv.push_back(absl::StrCat("--cuda_device_memory=", f.substr(20)));
+      } else {
+        argv.push_back(f);
+      }
+    }
+    if (!has_count) argv.push_back("--cuda_logical_devices=8");
+  }
   d->pid_ = Spawn(argv, d->dir_->path() + "/stdout", d->stderr_path_);
   if (d->pid_ < 0) return absl::InternalError("fork failed");
   absl::Time deadline = absl::Now() + options.start_timeout;

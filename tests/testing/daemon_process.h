@@ -73,6 +73,11 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 // $PLACEMENTD_BIN / $PLACECTL_BIN.
 std::string PlacementdBinary();
 std::string PlacectlBinary();
+// The --backend a started daemon gets when its flags name none:
+// $PLACEMENT_TEST_BACKEND, else "cpu". With "cuda", a daemon started without
+// --backend runs the CPU suite's layout on GPU 0: --cpu_devices=N becomes
+// --cuda_logical_devices=N (default 8), --cpu_device_memory the same budget.
+std::string TestBackend();
 
 // Waits until `path` exists and is non-empty, up to `timeout`; returns its
 // first line without the newline, or empty on timeout.

@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -121,7 +122,7 @@ struct NcclEngine::Group {
 };
 
 NcclEngine::NcclEngine(CudaBackend* backend, NcclEngineOptions options, int nccl_version)
-    : backend_(backend), options_(options), nccl_version_(nccl_version) {}
+    : backend_(backend), options_(options), staged_(backend), nccl_version_(nccl_version) {}
 
 NcclEngine::~NcclEngine() = default;
 
@@ -278,6 +279,20 @@ absl::Status Enqueue(CollectiveKind kind, const CollectiveItem& item,
 absl::Status NcclEngine::Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                              const CollectiveContext& context) {
   if (absl::Status s = ValidateLocalItems(kind, items); !s.ok()) return s;
+  // Items whose ranks share a GPU go host-staged; the rest to NCCL.
+  std::vector<CollectiveItem> nccl_items, staged_items;
+  for (const CollectiveItem& item : items) {
+    std::set<int> gpus;
+    for (const DeviceBuffer* b : item.recv) gpus.insert(backend_->Ordinal(b->device_id()));
+    (gpus.size() == item.recv.size() ? nccl_items : staged_items).push_back(item);
+  }
+  if (staged_items.empty()) return RunNccl(kind, items, context);
+  if (absl::Status s = staged_.Run(kind, staged_items, context); !s.ok()) return s;
+  return nccl_items.empty() ? absl::OkStatus() : RunNccl(kind, nccl_items, context);
+}
+
+absl::Status NcclEngine::RunNccl(CollectiveKind kind, absl::Span<const CollectiveItem> items,
+                                 const CollectiveContext& context) {
   if (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter) {
     for (const CollectiveItem& item : items) {
       if (absl::StatusOr<ncclDataType_t> t = NcclType(item.dtype); !t.ok()) return t.status();

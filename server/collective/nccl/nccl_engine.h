@@ -20,6 +20,11 @@
 // i16 and bool cannot be reduced by NCCL (INVALID_ARGUMENT); all-gather and
 // broadcast move any dtype as bytes.
 //
+// Groups NCCL cannot serve: ranks of one group on the same GPU (logical
+// devices) -- NCCL allows one rank per GPU -- run through a HostStagedEngine
+// (host copies, LocalEngine reductions); the other items of the same call
+// still run on NCCL.
+//
 // NCCL's own device memory (communicator buffers) is not accounted against
 // the CudaBackend's per-device budgets.
 //
@@ -40,6 +45,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/collective/collective_engine.h"
+#include "server/collective/host_staged_engine.h"
 #include "server/device/cuda/cuda_backend.h"
 
 namespace placement::server {
@@ -83,8 +89,12 @@ class NcclEngine final : public CollectiveEngine {
   struct Group;
   NcclEngine(CudaBackend* backend, NcclEngineOptions options, int nccl_version);
 
+  // Splits the items between NCCL and the host-staged engine.
   absl::Status Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                    const CollectiveContext& context);
+  // REQUIRES: every item's ranks are on distinct GPUs.
+  absl::Status RunNccl(CollectiveKind kind, absl::Span<const CollectiveItem> items,
+                       const CollectiveContext& context);
   // The cached group for `device_ids`, created on first use.
   absl::StatusOr<std::shared_ptr<Group>> GetGroup(const std::vector<int64_t>& device_ids);
   // Removes `group` from the cache if it is still the cached entry.
@@ -92,6 +102,7 @@ class NcclEngine final : public CollectiveEngine {
 
   CudaBackend* backend_;
   NcclEngineOptions options_;
+  HostStagedEngine staged_;
   int nccl_version_;
   mutable absl::Mutex mu_;
   // Serialises kernel launches across groups (see Run).

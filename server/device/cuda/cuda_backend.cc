@@ -15,8 +15,8 @@ namespace placement::server {
 namespace {
 
 absl::Status CudaError(cudaError_t err, absl::string_view what) {
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorName(err), ": ",
-                                          cudaGetErrorString(err)));
+  return absl::InternalError(
+      absl::StrCat(what, ": ", cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
 }
 
 // cudaMalloc sizes are rounded to 2 MiB so cached blocks serve nearby sizes.
@@ -58,9 +58,28 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("memory_fraction must be in (0, 1], got ", options.memory_fraction));
   }
+  const int32_t per_gpu = options.logical_devices_per_gpu;
+  if (per_gpu < 1 || per_gpu > kMaxLocalDevices) {
+    return absl::InvalidArgumentError(absl::StrCat("logical devices per GPU must be in [1, ",
+                                                   kMaxLocalDevices, "], got ", per_gpu));
+  }
+  if (options.device_memory_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device memory must be >= 0 bytes (0 = a share of free memory), got ",
+                     options.device_memory_bytes));
+  }
+  if (options.cache_bytes_per_device < 0 || options.staging_bytes < 1) {
+    return absl::InvalidArgumentError("cache_bytes_per_device must be >= 0 and staging_bytes >= 1");
+  }
   int count = 0;
   cudaGetDeviceCount(&count);
+  if (int64_t{count} * per_gpu > kMaxLocalDevices) {
+    return absl::InvalidArgumentError(absl::StrCat(count, " GPUs x ", per_gpu,
+                                                   " logical devices exceed ", kMaxLocalDevices,
+                                                   " devices per process"));
+  }
   std::vector<DeviceDescription> devices;
+  std::vector<int> ordinals;
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
     if (cudaError_t err = cudaGetDeviceProperties(&prop, i); err != cudaSuccess) {
@@ -73,27 +92,38 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     if (cudaError_t err = cudaMemGetInfo(&free_bytes, &total_bytes); err != cudaSuccess) {
       return CudaError(err, absl::StrCat("cudaMemGetInfo(", i, ")"));
     }
+    int64_t limit =
+        static_cast<int64_t>(static_cast<double>(free_bytes) * options.memory_fraction) / per_gpu;
+    if (options.device_memory_bytes > 0) {
+      if (options.device_memory_bytes > static_cast<int64_t>(free_bytes) / per_gpu) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("device memory ", options.device_memory_bytes, " bytes x ", per_gpu,
+                         " logical devices exceeds the ", free_bytes, " bytes free on GPU ", i));
+      }
+      limit = options.device_memory_bytes;
+    }
     char bus_id[32] = {0};
     cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), i);
-    DeviceDescription d;
-    d.id = options.process_index * kMaxLocalDevices + i;
-    d.process_index = options.process_index;
-    d.local_index = i;
-    d.platform = "gpu";
-    d.device_kind = prop.name;
-    d.hardware_type = DetectHardwareType("gpu", prop.name);
-    d.memory_total_bytes = static_cast<int64_t>(total_bytes);
-    d.memory_limit_bytes = static_cast<int64_t>(static_cast<double>(free_bytes) * options.memory_fraction);
-    d.compute_capability = absl::StrCat(prop.major, ".", prop.minor);
-    d.pci_bus_id = bus_id;
-    d.numa_node = NumaNodeOf(d.pci_bus_id);
-    d.multiprocessor_count = prop.multiProcessorCount;
-    devices.push_back(std::move(d));
+    for (int k = 0; k < per_gpu; ++k) {
+      DeviceDescription d;
+      d.local_index = i * per_gpu + k;
+      d.id = options.process_index * kMaxLocalDevices + d.local_index;
+      d.process_index = options.process_index;
+      d.platform = "gpu";
+      d.device_kind = prop.name;
+      d.hardware_type = DetectHardwareType("gpu", prop.name);
+      d.memory_total_bytes = static_cast<int64_t>(total_bytes) / per_gpu;
+      d.memory_limit_bytes = limit;
+      d.compute_capability = absl::StrCat(prop.major, ".", prop.minor);
+      d.pci_bus_id = bus_id;
+      d.numa_node = NumaNodeOf(d.pci_bus_id);
+      d.multiprocessor_count = prop.multiProcessorCount;
+      devices.push_back(std::move(d));
+      ordinals.push_back(i);
+    }
   }
-  if (options.cache_bytes_per_device < 0 || options.staging_bytes < 1) {
-    return absl::InvalidArgumentError("cache_bytes_per_device must be >= 0 and staging_bytes >= 1");
-  }
-  return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(devices), options));
+  return std::unique_ptr<CudaBackend>(
+      new CudaBackend(std::move(devices), std::move(ordinals), count, options));
 }
 
 struct CudaBackend::Staging {
@@ -104,21 +134,26 @@ struct CudaBackend::Staging {
   bool ready = false;
 };
 
-CudaBackend::CudaBackend(std::vector<DeviceDescription> devices, const CudaBackendOptions& options)
+CudaBackend::CudaBackend(std::vector<DeviceDescription> devices, std::vector<int> ordinals,
+                         int num_gpus, const CudaBackendOptions& options)
     : devices_(std::move(devices)),
+      ordinals_(std::move(ordinals)),
       in_use_(std::make_unique<std::atomic<int64_t>[]>(devices_.size())),
       staging_bytes_(options.staging_bytes) {
   for (size_t i = 0; i < devices_.size(); ++i) {
     in_use_[i].store(0);
     caches_.push_back(std::make_unique<BlockCache>(options.cache_bytes_per_device));
-    staging_.push_back(std::make_unique<Staging>());
   }
+  for (int g = 0; g < num_gpus; ++g) staging_.push_back(std::make_unique<Staging>());
 }
 
 CudaBackend::~CudaBackend() {
   for (size_t i = 0; i < devices_.size(); ++i) {
-    cudaSetDevice(static_cast<int>(i));
+    cudaSetDevice(ordinals_[i]);
     caches_[i]->Clear([](void* block) { cudaFree(block); });
+  }
+  for (size_t i = 0; i < staging_.size(); ++i) {
+    cudaSetDevice(static_cast<int>(i));
     Staging& s = *staging_[i];
     if (!s.ready) continue;
     cudaStreamSynchronize(s.stream);
@@ -153,24 +188,30 @@ absl::StatusOr<CudaBackend::Staging*> CudaBackend::StagingFor(int ordinal) {
   return &s;
 }
 
-int CudaBackend::Ordinal(int64_t device_id) const {
+int CudaBackend::LocalIndex(int64_t device_id) const {
   if (devices_.empty()) return -1;
   int64_t local = device_id - devices_.front().id;
   if (local < 0 || local >= static_cast<int64_t>(devices_.size())) return -1;
   return static_cast<int>(local);
 }
 
+int CudaBackend::Ordinal(int64_t device_id) const {
+  int idx = LocalIndex(device_id);
+  return idx < 0 ? -1 : ordinals_[idx];
+}
+
 int64_t CudaBackend::MemoryInUse(int64_t device_id) const {
-  int idx = Ordinal(device_id);
+  int idx = LocalIndex(device_id);
   return idx < 0 ? 0 : in_use_[idx].load(std::memory_order_relaxed);
 }
 
 absl::StatusOr<std::unique_ptr<DeviceBuffer>> CudaBackend::Allocate(int64_t device_id,
                                                                     int64_t bytes) {
-  int idx = Ordinal(device_id);
+  int idx = LocalIndex(device_id);
   if (idx < 0) {
-    return absl::NotFoundError(absl::StrCat("device ", device_id, " does not exist; this daemon has ",
-                                            devices_.size(), " gpu devices"));
+    return absl::NotFoundError(absl::StrCat("device ", device_id,
+                                            " does not exist; this daemon has ", devices_.size(),
+                                            " gpu devices"));
   }
   if (bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat("allocation size must be >= 0, got ", bytes));
@@ -179,35 +220,38 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> CudaBackend::Allocate(int64_t devi
   int64_t before = in_use_[idx].fetch_add(bytes);
   if (before + bytes > limit) {
     in_use_[idx].fetch_sub(bytes);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("device ", device_id, ": cannot allocate ", bytes, " bytes; ", before, " of ",
-                     limit, " bytes in use"));
+    return absl::ResourceExhaustedError(absl::StrCat("device ", device_id, ": cannot allocate ",
+                                                     bytes, " bytes; ", before, " of ", limit,
+                                                     " bytes in use"));
   }
   void* data = nullptr;
   if (bytes > 0) {
-    cudaSetDevice(idx);
+    cudaSetDevice(ordinals_[idx]);
     data = caches_[idx]->Take(CachedSize(bytes));
     cudaError_t err = data != nullptr ? cudaSuccess : cudaMalloc(&data, CachedSize(bytes));
     if (err == cudaErrorMemoryAllocation) {
-      // Cached blocks of other sizes may be what stands in the way.
-      caches_[idx]->Clear([](void* block) { cudaFree(block); });
+      // Cached blocks of other sizes (of any logical device of this GPU)
+      // may be what stands in the way.
+      for (size_t j = 0; j < caches_.size(); ++j) {
+        if (ordinals_[j] == ordinals_[idx]) caches_[j]->Clear([](void* block) { cudaFree(block); });
+      }
       cudaGetLastError();
       err = cudaMalloc(&data, CachedSize(bytes));
     }
     if (err != cudaSuccess) {
       in_use_[idx].fetch_sub(bytes);
       return absl::ResourceExhaustedError(absl::StrCat("device ", device_id, ": cudaMalloc of ",
-                                                       bytes, " bytes failed: ",
-                                                       cudaGetErrorString(err)));
+                                                       bytes,
+                                                       " bytes failed: ", cudaGetErrorString(err)));
     }
   }
   return std::make_unique<DeviceBuffer>(this, device_id, data, bytes);
 }
 
 void CudaBackend::Release(int64_t device_id, void* data, int64_t size) {
-  int idx = Ordinal(device_id);
+  int idx = LocalIndex(device_id);
   if (data != nullptr && (idx < 0 || !caches_[idx]->Put(CachedSize(size), data))) {
-    if (idx >= 0) cudaSetDevice(idx);
+    if (idx >= 0) cudaSetDevice(ordinals_[idx]);
     cudaFree(data);
   }
   if (idx >= 0) in_use_[idx].fetch_sub(size);
@@ -299,12 +343,11 @@ absl::Status CudaBackend::Copy(const DeviceBuffer& src, DeviceBuffer& dst,
   const auto* in = static_cast<const char*>(src.data());
   auto* out = static_cast<char*>(dst.data());
   for (const ByteRun& r : runs) {
-    cudaError_t err =
-        src_ordinal == dst_ordinal
-            ? cudaMemcpyAsync(out + r.dst_offset, in + r.src_offset, r.length,
-                              cudaMemcpyDeviceToDevice, cudaStreamPerThread)
-            : cudaMemcpyPeerAsync(out + r.dst_offset, dst_ordinal, in + r.src_offset, src_ordinal,
-                                  r.length, cudaStreamPerThread);
+    cudaError_t err = src_ordinal == dst_ordinal
+                          ? cudaMemcpyAsync(out + r.dst_offset, in + r.src_offset, r.length,
+                                            cudaMemcpyDeviceToDevice, cudaStreamPerThread)
+                          : cudaMemcpyPeerAsync(out + r.dst_offset, dst_ordinal, in + r.src_offset,
+                                                src_ordinal, r.length, cudaStreamPerThread);
     if (err != cudaSuccess) return CudaError(err, "device-to-device copy");
   }
   if (cudaError_t err = cudaStreamSynchronize(cudaStreamPerThread); err != cudaSuccess) {

@@ -2,7 +2,15 @@
 // accounted against a per-device budget (a fraction of the memory free at
 // start) and recycled through a block cache. Host <-> device transfers go
 // through double-buffered pinned staging on a dedicated copy stream per
-// device, so the host-side copy of one piece overlaps the DMA of the last.
+// GPU, so the host-side copy of one piece overlaps the DMA of the last.
+//
+// Logical devices (TensorFlow's logical GPUs): with
+// logical_devices_per_gpu = k, every GPU is presented as k devices with
+// consecutive ids, each with its own budget (the GPU's share split evenly,
+// or device_memory_bytes each) and accounting; they share the GPU's copy
+// stream and staging. This lets one GPU host a mesh of several devices
+// (tests, development); collectives among logical devices of one GPU cannot
+// use NCCL (one rank per GPU) and run host-staged (see NcclEngine).
 //
 // Thread-safe. Built only when the CUDA toolkit is found.
 #ifndef PLACEMENT_SERVER_DEVICE_CUDA_CUDA_BACKEND_H_
@@ -21,6 +29,12 @@ struct CudaBackendOptions {
   // Fraction of each GPU's free memory at start that the daemon may use.
   double memory_fraction = 0.9;
   int32_t process_index = 0;
+  // Devices each GPU is presented as (>= 1).
+  int32_t logical_devices_per_gpu = 1;
+  // Budget of each (logical) device in bytes; 0 = memory_fraction of the
+  // GPU's free memory split evenly among its logical devices.
+  // INVALID_ARGUMENT when the devices of one GPU would exceed its free memory.
+  int64_t device_memory_bytes = 0;
   // Freed cudaMalloc blocks kept per device for reuse by allocations of the
   // same 2 MiB-rounded size (cudaFree synchronises the device); cached bytes
   // do not count as in use. 0 disables.
@@ -41,14 +55,13 @@ class CudaBackend final : public DeviceBackend {
   const std::vector<DeviceDescription>& Devices() const override { return devices_; }
   int64_t MemoryInUse(int64_t device_id) const override;
   bool HostAddressable() const override { return false; }
-  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t device_id,
-                                                         int64_t bytes) override;
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t device_id, int64_t bytes) override;
   absl::Status Write(const void* src, DeviceBuffer& dst, absl::Span<const ByteRun> runs) override;
   absl::Status Read(const DeviceBuffer& src, void* dst, absl::Span<const ByteRun> runs) override;
   absl::Status Copy(const DeviceBuffer& src, DeviceBuffer& dst,
                     absl::Span<const ByteRun> runs) override;
 
-  // CUDA ordinal of a global device id, or -1.
+  // CUDA ordinal (the physical GPU) of a global device id, or -1.
   int Ordinal(int64_t device_id) const;
 
  protected:
@@ -59,14 +72,18 @@ class CudaBackend final : public DeviceBackend {
   // first use; one transfer at a time per device uses it.
   struct Staging;
 
-  CudaBackend(std::vector<DeviceDescription> devices, const CudaBackendOptions& options);
+  CudaBackend(std::vector<DeviceDescription> devices, std::vector<int> ordinals, int num_gpus,
+              const CudaBackendOptions& options);
   absl::StatusOr<Staging*> StagingFor(int ordinal);
+  // Index of a global device id into devices_, or -1.
+  int LocalIndex(int64_t device_id) const;
 
   std::vector<DeviceDescription> devices_;
-  std::unique_ptr<std::atomic<int64_t>[]> in_use_;
+  std::vector<int> ordinals_;                        // per device: its GPU
+  std::unique_ptr<std::atomic<int64_t>[]> in_use_;   // per device
   std::vector<std::unique_ptr<BlockCache>> caches_;  // per device, freed blocks
   const int64_t staging_bytes_;
-  std::vector<std::unique_ptr<Staging>> staging_;    // per device
+  std::vector<std::unique_ptr<Staging>> staging_;  // per GPU
 };
 
 // True when the CUDA runtime reports at least one device (no side effects

@@ -1,0 +1,133 @@
+"""The gRPC transport: one channel per Client, deadlines, retries, errors.
+
+Everything that decides *how* bytes reach the daemon lives here, so the
+transport options still to come plug in at one place:
+  * TLS and bearer tokens (issue 10): `open_channel` is the only function
+    that creates a channel; credentials will be chosen there from
+    TransportOptions.
+  * the same-host shared-memory region path (issue 11): tensor streams ask
+    `Transport.bulk_path()` which path to take; today it is always "grpc".
+
+Message-size limits stay at gRPC's defaults: tensor bytes travel in chunks of
+`chunk_bytes` (1 MiB, at most 4 MiB), as the C++ client sends them.
+
+Retries: only calls that change nothing on the daemon (listing, describing,
+downloading, batch-size advice) are retried, and only on UNAVAILABLE (the
+daemon not reachable yet, restarting, or draining), `retries` times with
+exponential backoff, each attempt with a fresh deadline. Uploads, placements,
+deletes and collectives are never retried: a retry after a lost reply could
+do the work twice.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+import grpc
+
+from placement import errors
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+TARGET_ENV = "PLACEMENT_TARGET"
+MAX_CHUNK_BYTES = 4 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class TransportOptions:
+    """How a Client talks to the daemon.
+
+    timeout: deadline in seconds of every unary call (None = none).
+    stream_timeout: deadline of each upload / download / prefetch stream
+      (None = none; large tensors take as long as they take).
+    connect_timeout: how long connect() waits for the channel to be ready
+      (0 = do not wait; the first call then reports UNAVAILABLE).
+    chunk_bytes: bytes per upload message and requested per download
+      message, 1 to 4 MiB.
+    retries, retry_backoff: attempts after the first for idempotent calls
+      that failed with UNAVAILABLE, and the first pause (doubling).
+    channel_options: extra gRPC channel arguments.
+    """
+
+    timeout: Optional[float] = 30.0
+    stream_timeout: Optional[float] = None
+    connect_timeout: float = 10.0
+    chunk_bytes: int = 1 << 20
+    retries: int = 5
+    retry_backoff: float = 0.1
+    keepalive_time_ms: int = 30_000
+    keepalive_timeout_ms: int = 10_000
+    channel_options: Sequence[Tuple[str, Any]] = ()
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.chunk_bytes <= MAX_CHUNK_BYTES:
+            raise errors.InvalidArgumentError(
+                f"chunk_bytes is {self.chunk_bytes}; expected 1 to {MAX_CHUNK_BYTES}")
+        if self.retries < 0:
+            raise errors.InvalidArgumentError(f"retries is {self.retries}; must be >= 0")
+
+
+def open_channel(target: str, options: TransportOptions) -> grpc.Channel:
+    """The channel to `target` ("host:port" or "unix:/path")."""
+    if not target:
+        raise errors.InvalidArgumentError("target must not be empty")
+    args = [("grpc.keepalive_time_ms", options.keepalive_time_ms),
+            ("grpc.keepalive_timeout_ms", options.keepalive_timeout_ms),
+            # A local daemon comes back within seconds: reconnect at that
+            # pace, so retries do not meet a channel still backing off.
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 2000)]
+    args.extend(options.channel_options)
+    return grpc.insecure_channel(target, options=args)
+
+
+def wait_ready(channel: grpc.Channel, target: str, timeout: float) -> None:
+    if timeout <= 0:
+        return
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout)
+    except grpc.FutureTimeoutError:
+        raise errors.UnavailableError(
+            f"cannot reach placementd at {target} within {timeout:g}s") from None
+
+
+class Transport:
+    """A channel plus the call policy. Thread-safe."""
+
+    def __init__(self, target: str, options: TransportOptions) -> None:
+        self.target = target
+        self.options = options
+        self.channel = open_channel(target, options)
+
+    def bulk_path(self) -> str:
+        """Which path tensor bytes take: "grpc" (the shared-memory region
+        path of issue 11 will be chosen here for same-host daemons)."""
+        return "grpc"
+
+    def unary(self, method: Callable[..., Any], request: Any, *, idempotent: bool,
+              timeout: Optional[float] = None) -> Any:
+        """Calls a unary stub method; PlacementError on failure."""
+        deadline = self.options.timeout if timeout is None else timeout
+        return self.run(lambda: method(request, timeout=deadline), idempotent=idempotent)
+
+    def run(self, attempt: Callable[[], Any], *, idempotent: bool,
+            retryable: Callable[[], bool] = lambda: True) -> Any:
+        """Runs `attempt` (which raises grpc.RpcError on failure), again on
+        UNAVAILABLE when `idempotent` and `retryable()`; PlacementError on
+        failure."""
+        attempts = 1 + (self.options.retries if idempotent else 0)
+        pause = self.options.retry_backoff
+        for n in range(attempts):
+            try:
+                return attempt()
+            except grpc.RpcError as e:
+                if (e.code() != grpc.StatusCode.UNAVAILABLE or not retryable()
+                        or n + 1 == attempts):
+                    raise errors.from_rpc_error(e) from None
+            time.sleep(pause)
+            pause *= 2
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self.channel.close()

@@ -1,0 +1,67 @@
+"""jax-style top-level calls on the default client: devices(),
+device_count(), device_put(), make_array_from_single_device_arrays(),
+delete()."""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+from placement import _placing, _tree
+from placement.array import RemoteArray, is_remote
+from placement.client import Client, resolve
+from placement.devices import Device
+from placement.sharding import NamedSharding, SingleDeviceSharding, as_sharding
+
+
+def devices(backend: Optional[str] = None, *, client: Optional[Client] = None) -> List[Device]:
+    """The daemon's devices (jax.devices); `backend` filters by platform."""
+    return resolve(client).devices(backend)
+
+
+def local_devices(*, client: Optional[Client] = None) -> List[Device]:
+    c = resolve(client)
+    process = int(c.status().process_index)
+    return [d for d in c.devices() if d.process_index == process]
+
+
+def device_count(*, client: Optional[Client] = None) -> int:
+    return len(resolve(client).devices())
+
+
+def device_put(x: Any, device: Any = None, *, client: Optional[Client] = None) -> Any:
+    """jax.device_put: a pytree onto a device or sharding (None: the first
+    device). RemoteArray leaves move device to device."""
+    c = resolve(client)
+    target = device if device is not None else c.devices()[0]
+    return _placing.place_tree(c, x, _placing.sharding_rule(c, target))
+
+
+def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any,
+                                         arrays: Sequence[RemoteArray], *,
+                                         donate: bool = False) -> RemoteArray:
+    """jax.make_array_from_single_device_arrays over daemon tensors: one
+    single-device RemoteArray per device of `sharding`, shaped like its shard
+    (TensorService.Assemble). With `donate` the pieces become the shards
+    without a copy and are gone afterwards."""
+    if not arrays:
+        raise ValueError("make_array_from_single_device_arrays needs at least one array")
+    c = arrays[0].client
+    s = as_sharding(sharding)
+    placement = s.to_placement() if isinstance(s, SingleDeviceSharding) \
+        else s.to_placement(c.mesh_id(s.mesh))
+    info = c.tensors.assemble(list(shape), placement, [a.id for a in arrays], donate=donate)
+    if donate:
+        for a in arrays:
+            a.keep()
+            a._deleted = True
+    return RemoteArray(c, info)
+
+
+def delete(tree: Any) -> None:
+    """Deletes every RemoteArray leaf of a pytree."""
+    for leaf in _tree.flatten(tree, is_leaf=is_remote)[0]:
+        if isinstance(leaf, RemoteArray):
+            leaf.delete()
+
+
+__all__ = ["devices", "local_devices", "device_count", "device_put",
+           "make_array_from_single_device_arrays", "delete", "NamedSharding"]

@@ -1,0 +1,223 @@
+"""RemoteArray: a handle to a tensor held by the daemon (the counterpart of
+a jax.Array whose buffers live in placementd).
+
+Metadata (shape, dtype, sharding, shards) comes with the handle; bytes move
+only when asked: np.asarray(x) / x.to_numpy() downloads the whole array,
+shard.data one device's shard. Lifetime: x.delete() frees the device memory
+at once; `with x:` deletes on exit; an owned handle that is garbage-collected
+is deleted by its client's background thread; x.keep() hands the tensor to
+the daemon for good (it then outlives this process). Handles of prefetched
+batches are not owned: the stream releases them.
+
+Thread-safe for reads; delete() may be called once from any thread.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+
+import numpy as np
+
+from placement import _dtypes, errors
+from placement.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+from placement.v1 import types_pb2
+
+if TYPE_CHECKING:
+    from placement.client import Client
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One device's piece (jax.Shard): `index` is a tuple of slices into the
+    global array (slice(None) for a whole dimension, as JAX writes it);
+    `data` downloads the piece as a numpy array."""
+
+    device: Any
+    index: Tuple[slice, ...]
+    replica_id: int
+    array: "RemoteArray"
+    shape: Tuple[int, ...]
+
+    @property
+    def data(self) -> np.ndarray:
+        return self.array._download(device_id=self.device_id)
+
+    @property
+    def device_id(self) -> int:
+        return self.device.id if hasattr(self.device, "id") else int(self.device)
+
+
+
+class RemoteArray:
+    """See module docstring."""
+
+    def __init__(self, client: "Client", info: types_pb2.TensorInfo, *, owned: bool = True):
+        self._client = client
+        self._info = info
+        self._owned = owned
+        self._deleted = False
+        self._sharding: Any = None
+        self._finalizer: Optional[weakref.finalize] = None
+        if owned:
+            self._finalizer = weakref.finalize(self, client.release_later, info.id)
+            self._finalizer.atexit = False
+            client.track(info.id, self)
+
+    # --- Metadata -------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self._info.id
+
+    @property
+    def name(self) -> str:
+        return self._info.name
+
+    @property
+    def info(self) -> types_pb2.TensorInfo:
+        return self._info
+
+    @property
+    def client(self) -> "Client":
+        return self._client
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return tuple(self._info.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return _dtypes.from_proto(self._info.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._info.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self._info.size_bytes
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    @property
+    def sharding(self) -> Any:
+        """NamedSharding (registered or implicit mesh) or SingleDeviceSharding."""
+        if self._sharding is None:
+            self._sharding = self._resolve_sharding()
+        return self._sharding
+
+    def _device(self, device_id: int) -> Any:
+        for d in self._client.devices():
+            if d.id == device_id:
+                return d
+        return device_id
+
+    def _resolve_sharding(self) -> Any:
+        info = self._info
+        if info.placement.WhichOneof("target") == "device_id":
+            return SingleDeviceSharding(self._device(info.placement.device_id))
+        s = info.sharding
+        if s.mesh_id:
+            mesh = self._client.mesh(s.mesh_id)
+        else:  # an implicit mesh: replicate_across_devices(devices=...)
+            ids: List[int] = []
+            for shard in info.shards:
+                if shard.device_id not in ids:
+                    ids.append(shard.device_id)
+            grid = np.empty(len(ids), dtype=object)
+            grid[:] = [self._device(i) for i in ids]
+            mesh = Mesh(grid, ("replica",))
+        op = None
+        if s.partial_axes:
+            op = types_pb2.ReduceOp.Name(s.partial_op or types_pb2.REDUCE_OP_SUM)
+            op = op.replace("REDUCE_OP_", "").lower()
+        return NamedSharding(mesh, PartitionSpec.from_proto(s.spec),
+                             partial_axes=tuple(s.partial_axes), partial_op=op,
+                             padded=s.mode == types_pb2.SHARDING_MODE_PADDED)
+
+    @property
+    def addressable_shards(self) -> List[Shard]:
+        """Every shard (all devices of a node are addressable here), in mesh
+        order, replicas included."""
+        dims = self.shape
+        return [Shard(self._device(s.device_id),
+                      tuple(slice(None) if (r.begin, r.end) == (0, n) else slice(r.begin, r.end)
+                            for r, n in zip(s.ranges, dims)),
+                      s.replica_id, self, tuple(s.shape))
+                for s in self._info.shards]
+
+    def devices(self) -> set:
+        return {s.device for s in self.addressable_shards}
+
+    def is_fully_replicated(self) -> bool:
+        return bool(self.sharding.is_fully_replicated)
+
+    # --- Bytes ----------------------------------------------------------------
+    def _check_alive(self) -> None:
+        if self._deleted:
+            raise errors.FailedPreconditionError(f"RemoteArray {self.id} was deleted")
+
+    def _download(self, **selection: Any) -> np.ndarray:
+        self._check_alive()
+        return self._client.tensors.download(self.id, **selection)[1]
+
+    def to_numpy(self) -> np.ndarray:
+        """Downloads the whole array (the daemon gathers the replica-0 shards)."""
+        return self._download()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.to_numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def block_until_ready(self) -> "RemoteArray":
+        return self  # the daemon answers once the bytes are on their devices
+
+    # --- Lifetime -------------------------------------------------------------
+    def delete(self) -> None:
+        """Frees the device memory now. A second call, or a tensor the daemon
+        already dropped (a released prefetch batch), does nothing."""
+        if self._deleted:
+            return
+        self._deleted = True
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._client.untrack(self.id)
+        self._client.delete_tensors([self.id], missing_ok=True)
+
+    def is_deleted(self) -> bool:
+        return self._deleted
+
+    def keep(self) -> "RemoteArray":
+        """Stops owning the tensor: neither GC nor Client.close() deletes it."""
+        self._owned = False
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._client.untrack(self.id)
+        return self
+
+    def __enter__(self) -> "RemoteArray":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.delete()
+
+    def __repr__(self) -> str:
+        what = _dtypes.describe(self._info.dtype, self.shape)
+        state = ", deleted" if self._deleted else ""
+        try:
+            sharding = repr(self.sharding)
+        except errors.PlacementError:
+            sharding = "?"
+        name = f", name={self.name!r}" if self.name else ""
+        return f"RemoteArray({what}, {sharding}, id={self.id!r}{name}{state})"
+
+
+def is_remote(x: Any) -> bool:
+    return isinstance(x, RemoteArray)

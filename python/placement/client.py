@@ -1,0 +1,267 @@
+"""Client: one connection to a placementd, and the process-wide default.
+
+    import placement
+    client = placement.connect("127.0.0.1:50051")   # also the default client
+    client.devices()                                 # [Device(id=0, ...), ...]
+
+Without connect(), the first call that needs the daemon connects to
+$PLACEMENT_TARGET, else 127.0.0.1:50051 (placementd's default address).
+
+A Client is thread-safe. It owns the tensors it created: a RemoteArray that
+is garbage-collected is deleted on the daemon by a background thread (never
+inside the collector), and close() -- also run at interpreter exit -- deletes
+every tensor still alive unless it was kept (RemoteArray.keep()).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import queue
+import socket
+import threading
+import weakref
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from placement import _transport, errors
+from placement._transport import TransportOptions
+from placement.devices import Device
+from placement.sharding import Mesh, as_mesh
+from placement.v1 import (collective_service_pb2_grpc, daemon_service_pb2,
+                          daemon_service_pb2_grpc, device_service_pb2, device_service_pb2_grpc,
+                          mesh_service_pb2, mesh_service_pb2_grpc, prefetch_service_pb2_grpc,
+                          tensor_service_pb2, tensor_service_pb2_grpc, types_pb2)
+
+
+class Client:
+    """A connection to one daemon. See module docstring."""
+
+    def __init__(self, target: str, options: Optional[TransportOptions] = None,
+                 *, owner: Optional[str] = None) -> None:
+        self.options = options or TransportOptions()
+        self.transport = _transport.Transport(target, self.options)
+        self.target = target
+        self.owner = owner if owner is not None else \
+            f"python/{socket.gethostname()}/{os.getpid()}"
+        channel = self.transport.channel
+        self.device_stub = device_service_pb2_grpc.DeviceServiceStub(channel)
+        self.daemon_stub = daemon_service_pb2_grpc.DaemonServiceStub(channel)
+        self.mesh_stub = mesh_service_pb2_grpc.MeshServiceStub(channel)
+        self.tensor_stub = tensor_service_pb2_grpc.TensorServiceStub(channel)
+        self.prefetch_stub = prefetch_service_pb2_grpc.PrefetchServiceStub(channel)
+        self.collective_stub = collective_service_pb2_grpc.CollectiveServiceStub(channel)
+        from placement._tensors import Tensors
+        self.tensors = Tensors(self)
+        self._lock = threading.Lock()
+        self._devices: Optional[List[Device]] = None
+        self._meshes: Dict[Tuple[Any, ...], Mesh] = {}  # Mesh.key() -> registered Mesh
+        self._meshes_by_id: Dict[str, Mesh] = {}
+        self._live: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
+        self._doomed: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._closed = False
+        self._reaper = threading.Thread(target=self._reap, name="placement-reaper", daemon=True)
+        self._reaper.start()
+        atexit.register(self.close)
+        _transport.wait_ready(self.transport.channel, target, self.options.connect_timeout)
+
+    # --- Devices and daemon -------------------------------------------------
+    def unary(self, method: Any, request: Any, *, idempotent: bool,
+              timeout: Optional[float] = None) -> Any:
+        return self.transport.unary(method, request, idempotent=idempotent, timeout=timeout)
+
+    def list_devices(self) -> List[Device]:
+        """Every device with its memory figures now (DeviceService.ListDevices)."""
+        response = self.unary(self.device_stub.ListDevices,
+                              device_service_pb2.ListDevicesRequest(), idempotent=True)
+        return [Device.from_proto(d) for d in response.devices]
+
+    def devices(self, backend: Optional[str] = None) -> List[Device]:
+        """The daemon's devices (listed once and cached), optionally only
+        those of one platform ("cpu", "gpu"). Like jax.devices(backend), a
+        platform the daemon does not have is an error."""
+        with self._lock:
+            cached = self._devices
+        if cached is None:
+            cached = self.list_devices()
+            with self._lock:
+                self._devices = cached
+        if backend is None:
+            return list(cached)
+        chosen = [d for d in cached if d.platform == backend.lower()]
+        if not chosen:
+            present = sorted({d.platform for d in cached})
+            raise RuntimeError(f"Unknown backend: '{backend}' requested, but no platforms that "
+                               f"are instances of {backend} are present. Platforms present "
+                               f"are: {','.join(present)}")
+        return chosen
+
+    def memory_in_use(self) -> Dict[int, int]:
+        """Device id -> bytes the daemon holds there now."""
+        return {d.id: d.memory_in_use_bytes for d in self.list_devices()}
+
+    def status(self) -> daemon_service_pb2.GetStatusResponse:
+        return self.unary(self.daemon_stub.GetStatus, daemon_service_pb2.GetStatusRequest(),
+                          idempotent=True)
+
+    # --- Meshes ------------------------------------------------------------
+    def create_mesh(self, request: mesh_service_pb2.CreateMeshRequest) -> Mesh:
+        """MeshService.CreateMesh; the daemon's errors unchanged."""
+        response = self.unary(self.mesh_stub.CreateMesh, request, idempotent=False)
+        return self._remember(Mesh.from_proto(response.mesh, self))
+
+    def mesh(self, mesh_id: str) -> Mesh:
+        """The registered mesh `mesh_id` (GetMesh once; meshes are immutable)."""
+        with self._lock:
+            known = self._meshes_by_id.get(mesh_id)
+        if known is not None:
+            return known
+        response = self.unary(self.mesh_stub.GetMesh,
+                              mesh_service_pb2.GetMeshRequest(mesh_id=mesh_id), idempotent=True)
+        return self._remember(Mesh.from_proto(response.mesh, self))
+
+    def mesh_id(self, mesh: Any) -> str:
+        """The daemon id of `mesh` (ours or JAX's), registering it on first
+        use with its devices in row-major order."""
+        mesh = as_mesh(mesh)
+        if mesh.id and mesh._client is self:
+            return mesh.id
+        with self._lock:
+            known = self._meshes.get(mesh.key())
+        if known is not None and known.id:
+            return known.id
+        request = mesh_service_pb2.CreateMeshRequest()
+        for name, size in mesh.shape.items():
+            request.axes.axes.add(name=name, size=size)
+        request.device_ids.extend(int(i) for i in mesh.device_ids.reshape(-1))
+        return str(self.create_mesh(request).id)
+
+    def _remember(self, mesh: Mesh) -> Mesh:
+        with self._lock:
+            self._meshes_by_id[str(mesh.id)] = mesh
+            self._meshes.setdefault(mesh.key(), mesh)
+        return mesh
+
+    # --- Tensor lifetime ----------------------------------------------------
+    def track(self, tensor_id: str, array: Any) -> None:
+        """Registers a RemoteArray this client owns."""
+        self._live[tensor_id] = array
+
+    def untrack(self, tensor_id: str) -> None:
+        self._live.pop(tensor_id, None)
+
+    def release_later(self, tensor_id: str) -> None:
+        """Queues a delete (safe from finalizers: no lock, no RPC here)."""
+        self._doomed.put(tensor_id)
+
+    def delete_tensors(self, tensor_ids: Sequence[str], *, missing_ok: bool = False) -> int:
+        """TensorService.Delete; returns the bytes freed. With missing_ok,
+        ids the daemon no longer knows are skipped."""
+        request = tensor_service_pb2.DeleteTensorsRequest(tensor_ids=list(tensor_ids))
+        try:
+            response = self.unary(self.tensor_stub.Delete, request, idempotent=False)
+            return response.freed_bytes
+        except errors.NotFoundError:
+            if not missing_ok:
+                raise
+        freed = 0
+        for tid in tensor_ids:  # all-or-nothing failed: one by one
+            try:
+                freed += self.unary(self.tensor_stub.Delete,
+                                    tensor_service_pb2.DeleteTensorsRequest(tensor_ids=[tid]),
+                                    idempotent=False).freed_bytes
+            except errors.NotFoundError:
+                pass
+        return freed
+
+    def _reap(self) -> None:
+        while True:
+            item = self._doomed.get()
+            batch: List[str] = []
+            waiters: List[threading.Event] = []
+            while True:
+                if item is None:
+                    return
+                if isinstance(item, threading.Event):
+                    waiters.append(item)
+                else:
+                    batch.append(item)
+                try:
+                    item = self._doomed.get_nowait()
+                except queue.Empty:
+                    break
+            if batch and not self._closed:
+                try:
+                    self.delete_tensors(batch, missing_ok=True)
+                except errors.PlacementError:
+                    pass  # the daemon is gone or draining: nothing to free
+            for w in waiters:
+                w.set()
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Waits until the deletes queued by finalizers so far were sent."""
+        done = threading.Event()
+        self._doomed.put(done)
+        done.wait(timeout)
+
+    def close(self) -> None:
+        """Deletes the tensors this client still owns and closes the channel.
+        Idempotent."""
+        if self._closed:
+            return
+        self.flush(timeout=5.0)
+        live = [tid for tid, arr in list(self._live.items()) if getattr(arr, "_owned", False)]
+        if live:
+            try:
+                self.delete_tensors(live, missing_ok=True)
+            except errors.PlacementError:
+                pass
+        self._closed = True
+        self._doomed.put(None)
+        atexit.unregister(self.close)
+        self.transport.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"placement.Client({self.target!r})"
+
+
+_default_lock = threading.Lock()
+_default: Optional[Client] = None
+
+
+def connect(target: Optional[str] = None, *, options: Optional[TransportOptions] = None,
+            owner: Optional[str] = None, **option_fields: Any) -> Client:
+    """Connects to `target` ($PLACEMENT_TARGET, else 127.0.0.1:50051) and
+    makes the client the default one. Keyword arguments are
+    TransportOptions fields (timeout=..., chunk_bytes=...)."""
+    global _default
+    if options is None:
+        options = TransportOptions(**option_fields)
+    elif option_fields:
+        raise errors.InvalidArgumentError("give either options= or option fields, not both")
+    target = target or os.environ.get(_transport.TARGET_ENV) or _transport.DEFAULT_TARGET
+    client = Client(target, options, owner=owner)
+    with _default_lock:
+        _default = client
+    return client
+
+
+def default_client() -> Client:
+    """The client of the last connect(), connecting on first use."""
+    global _default
+    with _default_lock:
+        if _default is not None and not _default._closed:
+            return _default
+    return connect()
+
+
+def resolve(client: Optional[Client]) -> Client:
+    return client if client is not None else default_client()
+
+
+def hardware_name(value: int) -> str:
+    return types_pb2.HardwareType.Name(value).replace("HARDWARE_TYPE_", "").lower()

@@ -1,0 +1,116 @@
+"""The seed's artifex DataParallel, over the daemon.
+
+Shardings are placement.NamedSharding values (JAX's are accepted); batches
+and states are pytrees of host arrays or RemoteArrays, placed in one call.
+all_reduce_gradients runs on the daemon (CollectiveService.AllReduceBatch):
+every leaf is a per-device gradient tensor -- dimension 0 sharded over
+`axis_name` (one block per device, as pmap stacks them) or partial over it
+(make_array_from_single_device_arrays with NamedSharding(...,
+partial_axes=(axis,))) -- and the result is the reduction, replicated over
+the axis. Leaves sharing a mesh and dtype go in one fused call.
+
+Differences from the seed: shard_model_state rejects a param_sharding other
+than "replicate" / "shard" (the seed silently sharded on typos).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from placement import _placing, _tree, errors
+from placement.array import RemoteArray, is_remote
+from placement.client import Client, resolve
+from placement.sharding import NamedSharding, PartitionSpec, as_mesh
+from placement.v1 import collective_service_pb2 as cpb
+from placement.v1 import tensor_service_pb2 as tpb
+
+
+class DataParallel:
+    """Data parallel training utilities (instance and *_static forms)."""
+
+    def __init__(self, *, client: Optional[Client] = None) -> None:
+        self._client = client
+
+    @property
+    def client(self) -> Client:
+        return resolve(self._client)
+
+    # --- Shardings ------------------------------------------------------------
+    def create_data_parallel_sharding(self, mesh: Any, data_axis: str = "data") -> NamedSharding:
+        """NamedSharding(mesh, PartitionSpec(data_axis))."""
+        return DataParallel.create_data_parallel_sharding_static(mesh, data_axis)
+
+    @staticmethod
+    def create_data_parallel_sharding_static(mesh: Any, data_axis: str = "data") -> NamedSharding:
+        m = as_mesh(mesh)
+        if data_axis not in m.axis_names:
+            raise errors.InvalidArgumentError(
+                f"data_axis: mesh {m!r} has no axis '{data_axis}' (axes: "
+                f"{', '.join(m.axis_names)})")
+        return NamedSharding(m, PartitionSpec(data_axis))
+
+    # --- Placement ---------------------------------------------------------------
+    def shard_batch(self, batch: Any, sharding: Any) -> Any:
+        """Shard a batch (pytree) across devices with one sharding for every leaf."""
+        return DataParallel.shard_batch_static(batch, sharding, client=self._client)
+
+    @staticmethod
+    def shard_batch_static(batch: Any, sharding: Any, *, client: Optional[Client] = None) -> Any:
+        c = resolve(client)
+        return _placing.place_tree(c, batch, _placing.sharding_rule(c, sharding))
+
+    def shard_model_state(self, state: Any, mesh: Any, param_sharding: str = "replicate") -> Any:
+        """"replicate" -> P() on the mesh; "shard" -> dimension 0 over the
+        mesh's first axis."""
+        c = self.client
+        return _placing.place_tree(c, state, _placing.model_state_rule(c, mesh, param_sharding))
+
+    def replicate_params(self, params: Any, mesh: Any) -> Any:
+        """Replicate parameters across all devices of the mesh (P())."""
+        c = self.client
+        return _placing.place_tree(
+            c, params, _placing.sharding_rule(c, NamedSharding(as_mesh(mesh), PartitionSpec())))
+
+    # --- Collectives --------------------------------------------------------------
+    def all_reduce_gradients(self, gradients: Any, reduce_type: str = "mean",
+                             axis_name: str = "batch") -> Any:
+        """Aggregate gradients across devices ("mean" or "sum") over
+        `axis_name` of their mesh. Note the seed's default axis name "batch"."""
+        return DataParallel.all_reduce_gradients_static(gradients, reduce_type, axis_name,
+                                                        client=self._client)
+
+    @staticmethod
+    def all_reduce_gradients_static(gradients: Any, reduce_type: str = "mean",
+                                    axis_name: str = "batch", *,
+                                    client: Optional[Client] = None) -> Any:
+        if reduce_type not in ("mean", "sum"):
+            raise errors.InvalidArgumentError(
+                f"Unsupported reduce_type: {reduce_type}. Use 'mean' or 'sum'.")
+        leaves, treedef, keys = _tree.flatten(gradients, is_leaf=is_remote)
+        if not leaves:
+            return gradients
+        for key, leaf in zip(keys, leaves):
+            if not is_remote(leaf):
+                raise errors.InvalidArgumentError(
+                    f"all_reduce_gradients: gradient {key} is a "
+                    f"{type(leaf).__name__}; gradients must be per-device daemon tensors "
+                    f"(RemoteArray)")
+        c = resolve(client) if client is not None else leaves[0].client
+        groups: Dict[Tuple[str, int], List[int]] = {}
+        for i, leaf in enumerate(leaves):
+            groups.setdefault((leaf.info.sharding.mesh_id, leaf.info.dtype), []).append(i)
+        results: List[Any] = [None] * len(leaves)
+        made: List[RemoteArray] = []
+        try:
+            for indices in groups.values():
+                request = cpb.AllReduceBatchRequest(
+                    tensor_ids=[leaves[i].id for i in indices], axes=[axis_name],
+                    op_name=reduce_type, source=tpb.SOURCE_HANDLING_KEEP)
+                response = c.unary(c.collective_stub.AllReduceBatch, request, idempotent=False)
+                for i, info in zip(indices, response.tensors):
+                    results[i] = RemoteArray(c, info)
+                    made.append(results[i])
+        except BaseException:
+            for r in made:
+                r.delete()
+            raise
+        return _tree.unflatten(treedef, results)

@@ -1,0 +1,331 @@
+"""prefetch_to_device over PrefetchService.Prefetch (one bidirectional
+stream per iterator, auto-release mode), as the C++ client's
+PrefetchToDevice does it (client/src/prefetch_iterator.cc,
+prefetch_stream.cc):
+
+* A background producer thread pulls items (pytrees of host arrays) from
+  the source iterator and sends each as a BatchHeader plus ~1 MiB chunks.
+* The credit rule (docs/api/prefetch.md): the header of batch k is sent only
+  after the releases that bring the sent-and-unreleased batches below
+  buffer_size. The producer blocks for credit; the consumer's "next" (which
+  releases the batch it had) is queued in the same critical section that
+  returns the credit, and queued control messages always leave before the
+  next data message, so a release slips in between a batch's chunks and never
+  waits behind one. Data messages in flight are bounded (host memory stays a
+  few chunks).
+* The consumer's __next__ sends "next", waits until the producer has sent the
+  batch it wants (or stopped), and reads its ready message: items come back
+  in order, each once, as pytrees of RemoteArray (not owned: the stream
+  frees batch k when batch k+1 is taken, and the rest when it ends).
+* An exception from the source reaches the consumer after the batches before
+  it. close() (also `with`, and garbage collection) cancels the stream: the
+  daemon frees every staged batch; close() then joins the producer, waiting
+  for a source call in progress to return.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Deque, Dict, Iterator, List, Optional, Set, Tuple
+
+import grpc
+
+from placement import _dtypes, _tensors, _tree, _wire, errors
+from placement.array import RemoteArray
+from placement.client import Client
+from placement.v1 import prefetch_service_pb2 as ppb
+
+DEFAULT_BUFFER_SIZE = 2
+_MAX_DATA_IN_QUEUE = 4
+
+
+class _Requests:
+    """The request iterator gRPC consumes on its own thread: control
+    messages first, data messages bounded. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._control: Deque[Any] = collections.deque()
+        self._data: Deque[Any] = collections.deque()
+        self._closed = False  # half-close once the queues are empty
+        self._dead = False  # the call is over
+
+    def __iter__(self) -> "_Requests":
+        return self
+
+    def __next__(self) -> Any:
+        with self._cond:
+            while True:
+                if self._dead:
+                    raise StopIteration
+                if self._control:
+                    return self._control.popleft()
+                if self._data:
+                    self._cond.notify_all()
+                    return self._data.popleft()
+                if self._closed:
+                    raise StopIteration
+                self._cond.wait()
+
+    def put_control(self, message: Any) -> bool:
+        with self._cond:
+            if self._dead or self._closed:
+                return False
+            self._control.append(message)
+            self._cond.notify_all()
+            return True
+
+    def put_data(self, message: Any) -> bool:
+        """Blocks while the data queue is full; False once the call is over."""
+        with self._cond:
+            while len(self._data) >= _MAX_DATA_IN_QUEUE and not self._dead:
+                self._cond.wait()
+            if self._dead or self._closed:
+                return False
+            self._data.append(message)
+            self._cond.notify_all()
+            return True
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def kill(self) -> None:
+        with self._cond:
+            self._dead = True
+            self._control.clear()
+            self._data.clear()
+            self._cond.notify_all()
+
+
+class _Stream:
+    """The stream, its producer thread and the consumer's state. Neither the
+    thread nor gRPC callbacks refer to the PrefetchIterator, so dropping the
+    iterator lets the collector reach its __del__, which cancels this."""
+
+    def __init__(self, client: Client, source: Iterator[Any], rule: Any,
+                 buffer_size: int = DEFAULT_BUFFER_SIZE, *, name: str = "",
+                 timeout: Optional[float] = None) -> None:
+        if buffer_size < 0:
+            raise errors.InvalidArgumentError(
+                f"buffer_size is {buffer_size}; must be >= 1 (0 selects the default "
+                f"{DEFAULT_BUFFER_SIZE})")
+        self._client = client
+        self._source = iter(source)
+        self._buffer = buffer_size or DEFAULT_BUFFER_SIZE
+        self._chunk = client.options.chunk_bytes
+        self._requests = _Requests()
+        open_message = ppb.PrefetchRequest()
+        open_message.open.buffer_size = buffer_size
+        open_message.open.name = name
+        open_message.open.auto_release = True
+        if rule is not None:
+            open_message.open.rule.CopyFrom(rule)
+        self._requests.put_control(open_message)
+
+        self._cond = threading.Condition()
+        self._sent = 0  # batch headers queued
+        self._produced = 0  # batches fully queued
+        self._unreleased: Set[int] = set()
+        self._structures: Dict[int, Tuple[Any, List[str]]] = {}
+        self._producer_done = False
+        self._producer_error: Optional[BaseException] = None
+        self._stop = False
+        # Consumer side.
+        self._taken = 0
+        self._over = False
+        self._error: Optional[BaseException] = None
+        self.stats: Optional[ppb.PrefetchStats] = None
+
+        method = client.transport.channel.stream_stream(
+            "/placement.v1.PrefetchService/Prefetch", request_serializer=_wire.serializer,
+            response_deserializer=ppb.PrefetchResponse.FromString)
+        if timeout is None:
+            timeout = client.options.stream_timeout
+        self._call = method(self._requests, timeout=timeout)
+        self._call.add_done_callback(lambda _: self._on_call_done())
+        self._thread = threading.Thread(target=self._produce, name="placement-prefetch",
+                                        daemon=True)
+        self._thread.start()
+
+    # --- Producer ---------------------------------------------------------------
+    def _on_call_done(self) -> None:
+        self._requests.kill()
+        with self._cond:
+            self._cond.notify_all()
+
+    def _produce(self) -> None:
+        try:
+            for item in self._source:
+                leaves, treedef, keys = _tree.flatten(item)
+                arrays = [_dtypes.as_host_array(x) for x in leaves]
+                with self._cond:
+                    while (len(self._unreleased) >= self._buffer and not self._stop
+                           and not self._call.done()):
+                        self._cond.wait()
+                    if self._stop or self._call.done():
+                        return
+                    sequence = self._sent
+                    self._sent += 1
+                    self._unreleased.add(sequence)
+                    self._structures[sequence] = (treedef, keys)
+                header = ppb.PrefetchRequest()
+                header.batch.owner = self._client.owner
+                _tensors.fill_batch_header(header.batch, list(zip(keys, arrays)))
+                if not self._requests.put_data(header):
+                    return
+                for index, array in enumerate(arrays):
+                    for chunk in _tensors.batch_chunks(3, index, array, self._chunk):
+                        if not self._requests.put_data(chunk):
+                            return
+                with self._cond:
+                    self._produced += 1
+                    self._cond.notify_all()
+                    if self._stop:
+                        return
+        except BaseException as e:  # reaches the consumer at its position
+            with self._cond:
+                self._producer_error = e
+        finally:
+            with self._cond:
+                self._producer_done = True
+                self._cond.notify_all()
+
+    # --- Consumer ---------------------------------------------------------------
+    def next(self) -> Any:
+        if self._over:
+            if self._error is not None:
+                raise self._error
+            raise StopIteration
+        with self._cond:
+            # "next": the daemon releases batch taken-1. Queued in the same
+            # critical section that returns its credit (see module docstring).
+            if self._taken >= 1:
+                self._unreleased.discard(self._taken - 1)
+            next_message = ppb.PrefetchRequest()
+            next_message.next.SetInParent()
+            self._requests.put_control(next_message)
+            self._cond.notify_all()
+            while self._produced <= self._taken and not self._producer_done:
+                self._cond.wait()
+            available = self._produced > self._taken
+            producer_error = self._producer_error
+        if not available:
+            self._finish()  # raises the daemon's error, if any
+            return self._end(producer_error)
+        try:
+            while True:
+                response = next(self._call)
+                if response.HasField("stats"):
+                    self.stats = response.stats
+                    continue
+                if response.HasField("ready"):
+                    break
+        except StopIteration:
+            return self._end(errors.UnavailableError(
+                f"the daemon finished the prefetch stream before delivering batch {self._taken}"))
+        except grpc.RpcError as e:
+            return self._end(errors.from_rpc_error(e))
+        ready = response.ready
+        if ready.sequence != self._taken:
+            self._call.cancel()
+            return self._end(errors.InternalError(
+                f"the daemon sent batch {ready.sequence} where batch {self._taken} was due"))
+        with self._cond:
+            treedef, keys = self._structures.pop(ready.sequence)
+        by_key = {t.key: t.tensor for t in ready.tensors}
+        leaves = [RemoteArray(self._client, by_key[k], owned=False) for k in keys]
+        self._taken += 1
+        return _tree.unflatten(treedef, leaves)
+
+    def _finish(self) -> None:
+        """Half-closes and reads to the end: the daemon's final status."""
+        self._requests.close()
+        try:
+            for response in self._call:
+                if response.HasField("stats"):
+                    self.stats = response.stats
+        except grpc.RpcError as e:
+            self._end(errors.from_rpc_error(e))
+
+    def _end(self, error: Optional[BaseException]) -> Any:
+        self._over = True
+        self._error = error
+        if error is not None:
+            self._call.cancel()
+        self._join()
+        if error is not None:
+            raise error
+        raise StopIteration
+
+    def _join(self) -> None:
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    # --- Cancellation -------------------------------------------------------------
+    def close(self) -> None:
+        """Cancels the stream (the daemon frees every staged batch) and joins
+        the producer. Idempotent; a finished iterator is left as it is."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if not self._over:
+            self._over = True
+            self._error = errors.CancelledError("the prefetch stream was cancelled")
+            self._call.cancel()
+        self._requests.kill()
+        self._join()
+
+    def cancel_nowait(self) -> None:
+        """close() without joining (safe from a finalizer)."""
+        if not self._over:
+            self._stop = True
+            self._call.cancel()
+            self._requests.kill()
+
+
+class PrefetchIterator:
+    """Iterator of device-placed batches; see module docstring.
+
+    `rule`: a PlacementRule applied to every array of every batch.
+    `buffer_size`: batches held on the daemon at most (0 = 2).
+    `timeout`: deadline of the whole stream (None: the client's
+    TransportOptions.stream_timeout).
+    """
+
+    def __init__(self, client: Client, source: Iterator[Any], rule: Any,
+                 buffer_size: int = DEFAULT_BUFFER_SIZE, *, name: str = "",
+                 timeout: Optional[float] = None) -> None:
+        self._stream = _Stream(client, source, rule, buffer_size, name=name, timeout=timeout)
+
+    @property
+    def stats(self) -> Optional[ppb.PrefetchStats]:
+        """The daemon's PrefetchStats, once the stream ended."""
+        return self._stream.stats
+
+    @property
+    def _thread(self) -> threading.Thread:
+        return self._stream._thread
+
+    def __iter__(self) -> "PrefetchIterator":
+        return self
+
+    def __next__(self) -> Any:
+        return self._stream.next()
+
+    def close(self) -> None:
+        """Cancels the stream (the daemon frees every staged batch) and joins
+        the producer. Idempotent; a finished iterator is left as it is."""
+        self._stream.close()
+
+    def __enter__(self) -> "PrefetchIterator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        stream = getattr(self, "_stream", None)
+        if stream is not None:
+            stream.cancel_nowait()
