@@ -16,6 +16,8 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/auth/authenticator.h"
+#include "server/auth/transport_security.h"
 #include "server/daemon_identity.h"
 #include "server/device/device_inventory.h"
 #include "server/listen_address.h"
@@ -76,6 +78,7 @@ struct Daemon::State {
   DaemonConfig config;
   DaemonIdentity identity;
   Metrics metrics;
+  std::unique_ptr<Authenticator> authenticator;
   CallGate gate;
   std::unique_ptr<DeviceBackend> backend;
   std::unique_ptr<DeviceInventory> inventory;
@@ -105,10 +108,38 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   if (config.drain_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--drain_timeout must be >= 0");
   }
+  RETURN_IF_ERROR(ValidateTransportSecurity(config.transport, listen));
+  if (!config.metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(ListenAddress metrics_listen, ParseListenAddress(config.metrics_listen));
+    if (!IsLoopback(metrics_listen) && !config.transport.allow_insecure) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--metrics_listen=", config.metrics_listen,
+          " is not a loopback address and the metrics endpoint serves plaintext HTTP: bind it "
+          "to 127.0.0.1, or pass --allow_insecure"));
+    }
+  }
   if (listen.is_unix) RETURN_IF_ERROR(CheckUnixSocketFree(listen.path));
 
   auto state = std::make_unique<State>();
   state->config = config;
+  if (config.auth_file.empty()) {
+    state->authenticator = std::make_unique<Authenticator>();
+  } else {
+    auto authenticator = Authenticator::FromFile(config.auth_file);
+    if (!authenticator.ok()) {
+      return absl::InvalidArgumentError(authenticator.status().message());
+    }
+    state->authenticator = std::move(*authenticator);
+  }
+  state->gate.set_authenticator(state->authenticator.get());
+  if (!config.transport.tls() && !IsLoopback(listen)) {
+    LogWarning("serving plaintext gRPC on non-loopback ", config.listen,
+               " (--allow_insecure): anyone who can reach the port can read and inject traffic");
+  }
+  if (!state->authenticator->enabled() && !IsLoopback(listen)) {
+    LogWarning("authentication is off (no --auth_file) on non-loopback ", config.listen,
+               ": every client that reaches the port manages every tensor");
+  }
   ASSIGN_OR_RETURN(BackendSelection selection, CreateBackend(config.backend));
   state->backend = std::move(selection.backend);
   LogInfo("backend: ", state->backend->Name(), ": ", selection.note);
@@ -124,6 +155,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
 
   ServiceSetOptions service_options;
   service_options.max_tensor_bytes_per_owner = config.max_tensor_bytes_per_owner;
+  service_options.max_device_bytes_per_tenant = config.tenant_max_device_bytes;
+  service_options.max_tensors_per_tenant = config.tenant_max_tensors;
   ASSIGN_OR_RETURN(state->services, ServiceSet::Create(state->inventory.get(), &state->gate,
                                                        &state->metrics, service_options));
   state->device_handler = std::make_unique<DeviceHandler>(state->inventory.get(), &state->gate);
@@ -134,7 +167,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   // Reflection describes only services whose descriptors are linked in; gRPC's
   // health service brings none, so reference ours (proto/grpc/health/v1).
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (config.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // Two daemons must never share a port: without this gRPC sets SO_REUSEPORT.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -142,7 +175,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   int selected_port = 0;
   std::string bind_uri = listen.ToGrpcUri(listen.port);
-  builder.AddListeningPort(bind_uri, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(bind_uri, MakeServerCredentials(config.transport),
                            listen.is_unix ? nullptr : &selected_port);
   builder.RegisterService(state->device_handler.get());
   builder.RegisterService(state->daemon_handler.get());
@@ -191,6 +224,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     LogInfo("metrics on http://", state->metrics_http->address(), "/metrics");
   }
 
+  LogInfo("transport: ",
+          config.transport.mutual_tls() ? "mutual TLS"
+          : config.transport.tls()      ? "TLS"
+                                        : "plaintext",
+          "; authentication: ",
+          state->authenticator->enabled() ? absl::StrCat("on (", config.auth_file, ")")
+                                          : std::string("off (one implicit tenant)"));
   LogInfo("placementd ", id.version, " serving on ", state->address, " with ",
           state->inventory->num_devices(), " ", id.backend, " device(s); instance ",
           id.instance_id);
@@ -198,6 +238,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       WriteReadyFile(config.ready_file, state->address, state->metrics_http.get()));
   state->systemd.NotifyReady(absl::StrCat("serving on ", state->address));
   return std::unique_ptr<Daemon>(new Daemon(std::move(state)));
+}
+
+void Daemon::Reload() {
+  if (state_->authenticator) (void)state_->authenticator->Reload();
 }
 
 void Daemon::Drain() {

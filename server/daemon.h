@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/auth/transport_security.h"
 #include "server/device/backend_factory.h"
 
 namespace placement::server {
@@ -28,6 +29,18 @@ struct DaemonConfig {
   absl::Duration drain_timeout = absl::Seconds(30);
   // Per-owner quota on tensor bytes; 0 = unlimited.
   int64_t max_tensor_bytes_per_owner = 0;
+  // Per-tenant quotas: page-rounded device bytes and tensor count; 0 =
+  // unlimited.
+  int64_t tenant_max_device_bytes = 0;
+  int64_t tenant_max_tensors = 0;
+  // TLS / mutual TLS on the gRPC port, and when plaintext is allowed
+  // (server/auth/transport_security.h).
+  TransportSecurityConfig transport;
+  // Credentials file (server/auth/credentials_file.h); empty = authentication
+  // off, every caller is one implicit tenant.
+  std::string auth_file;
+  // Serve grpc.reflection (always unauthenticated, like health).
+  bool reflection = true;
 };
 
 class Daemon {
@@ -42,6 +55,10 @@ class Daemon {
   const std::string& address() const;
   int metrics_port() const;  // 0 when metrics are off
   const std::string& backend_note() const;
+
+  // Re-reads what can change without a restart: the --auth_file (SIGHUP).
+  // TLS files are watched by gRPC itself.
+  void Reload();
 
   // Health NOT_SERVING, new calls UNAVAILABLE, waits for in-flight calls up
   // to drain_timeout, then stops the server (cancelling what remains).

@@ -84,6 +84,8 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(DeviceInventory* 
   impl->mesh_registry = std::make_unique<MeshRegistry>(inventory);
   TensorStoreOptions store_options;
   store_options.max_bytes_per_owner = options.max_tensor_bytes_per_owner;
+  store_options.max_device_bytes_per_tenant = options.max_device_bytes_per_tenant;
+  store_options.max_tensors_per_tenant = options.max_tensors_per_tenant;
   impl->tensor_store = std::make_unique<TensorStore>(inventory->backend(), store_options);
   impl->tensor_ops = std::make_unique<TensorOps>(impl->tensors(), impl->meshes());
   impl->mesh_handler = std::make_unique<MeshHandler>(impl->meshes(), impl->ops(), gate);

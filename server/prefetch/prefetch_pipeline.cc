@@ -69,7 +69,7 @@ absl::Status PrefetchPipeline::OnBatchHeader(const pb::BatchHeader& header) {
   const pb::PlacementRule& rule =
       header.rule().rule_case() != pb::PlacementRule::RULE_NOT_SET ? header.rule() : config_.rule;
   absl::StatusOr<std::unique_ptr<BatchUploadSession>> session =
-      ops_->StartBatchUpload(arrays, rule, name, header.owner());
+      ops_->StartBatchUpload(arrays, rule, name, TensorOwner(config_.tenant, header.owner()));
   if (!session.ok()) return InBatch(sequence, session.status());
 
   const absl::Time now = absl::Now();

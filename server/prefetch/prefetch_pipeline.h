@@ -66,6 +66,8 @@ struct PrefetchConfig {
   placement::v1::PlacementRule rule;  // unset = the default device
   std::string name;
   bool auto_release = false;
+  // The caller's tenant: every batch's tensors belong to it.
+  std::string tenant;
 };
 
 // buffer_size 0 -> 2; INVALID_ARGUMENT for a negative buffer_size

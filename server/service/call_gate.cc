@@ -23,6 +23,14 @@ absl::Status CallGate::Enter(Ticket* ticket) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Caller> CallGate::Admit(const grpc::ServerContextBase& context, Ticket* ticket) {
+  if (absl::Status entered = Enter(ticket); !entered.ok()) return entered;
+  if (authenticator_ == nullptr) return Caller{};
+  absl::StatusOr<Caller> caller = authenticator_->Authenticate(context);
+  if (!caller.ok()) ticket->Reset();
+  return caller;
+}
+
 void CallGate::StartDraining() {
   absl::MutexLock lock(&mu_);
   draining_ = true;

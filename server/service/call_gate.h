@@ -1,6 +1,8 @@
 // CallGate: admits RPCs while serving and refuses them with UNAVAILABLE once
 // draining starts, counting calls in flight so shutdown can wait for them.
 // Every handler (unary or stream) holds a Ticket for the life of its call.
+// Admit also authenticates the call (server/auth/authenticator.h) and tells
+// the handler who its caller is.
 //
 // Thread-safe.
 #ifndef PLACEMENT_SERVER_SERVICE_CALL_GATE_H_
@@ -13,6 +15,9 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpcpp/server_context.h"
+#include "server/auth/authenticator.h"
+#include "server/auth/caller.h"
 
 namespace placement::server {
 
@@ -39,6 +44,13 @@ class CallGate {
 
   // UNAVAILABLE ("placementd is draining ...") once StartDraining ran.
   absl::Status Enter(Ticket* ticket);
+  // Enter, then authenticate `context`: the caller, or UNAVAILABLE while
+  // draining, UNAUTHENTICATED / PERMISSION_DENIED (see Authenticator). On
+  // error the ticket is not held.
+  absl::StatusOr<Caller> Admit(const grpc::ServerContextBase& context, Ticket* ticket);
+  // REQUIRES: called before the server starts; `authenticator` outlives the
+  // gate. Without one, every caller is the implicit tenant.
+  void set_authenticator(const Authenticator* authenticator) { authenticator_ = authenticator; }
   void StartDraining();
   bool draining() const;
   int64_t in_flight() const;
@@ -49,6 +61,7 @@ class CallGate {
   mutable absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  const Authenticator* authenticator_ = nullptr;
 };
 
 }  // namespace placement::server

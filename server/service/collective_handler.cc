@@ -6,6 +6,7 @@
 
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "server/tensor/tenant_access.h"
 #include "server/tensor/tensor_proto.h"
 
 namespace placement::server {
@@ -22,9 +23,16 @@ grpc::ServerUnaryReactor* RunAdmitted(grpc::CallbackServerContext* context, Call
                                       const std::vector<std::string>& tensor_ids, Fn fn) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto ticket = std::make_shared<CallGate::Ticket>();
-  absl::Status admitted = gate.Enter(ticket.get());
+  absl::StatusOr<Caller> admitted = gate.Admit(*context, ticket.get());
   if (!admitted.ok()) {
-    reactor->Finish(ToGrpcStatus(admitted));
+    reactor->Finish(ToGrpcStatus(admitted.status()));
+    return reactor;
+  }
+  // Another tenant's tensors are unknown ids here too.
+  if (absl::Status visible =
+          CheckTensorsVisible(*core.store(), *admitted, tensor_ids, "tensor_ids");
+      !visible.ok()) {
+    reactor->Finish(ToGrpcStatus(visible));
     return reactor;
   }
   if (core.IsQuick(tensor_ids)) {

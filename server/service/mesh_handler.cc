@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/service/unary.h"
 
@@ -113,7 +114,18 @@ grpc::ServerUnaryReactor* MeshHandler::ListMeshes(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* MeshHandler::DeleteMesh(grpc::CallbackServerContext* context,
                                                   const pb::DeleteMeshRequest* request,
                                                   pb::DeleteMeshResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
+  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
+    // Meshes are shared by every tenant (docs/security.md); a forced delete
+    // must not take other tenants' tensors with it.
+    if (request->force() && !caller.admin()) {
+      for (const auto& tensor : ops_->store()->List({"", request->mesh_id()})) {
+        if (!caller.Sees(tensor->owner.tenant)) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "mesh '", request->mesh_id().substr(0, 64),
+              "' is used by tensors of other tenants; only an admin may force its deletion"));
+        }
+      }
+    }
     ASSIGN_OR_RETURN(int64_t deleted, ops_->DeleteMesh(request->mesh_id(), request->force()));
     response->set_deleted_tensors(deleted);
     return absl::OkStatus();

@@ -49,7 +49,9 @@ class PrefetchReactor final
       : context_(context), manager_(manager) {
     // Registered without holding mu_: the manager calls Abort under its own
     // lock, which then takes mu_.
-    absl::Status status = gate->Enter(&ticket_);
+    absl::StatusOr<Caller> caller = gate->Admit(*context, &ticket_);
+    absl::Status status = caller.status();
+    if (status.ok()) tenant_ = caller->tenant;
     if (status.ok()) {
       absl::StatusOr<int64_t> id = manager_->Register([this](const absl::Status& why) {
         absl::MutexLock lock(&mu_);
@@ -131,6 +133,7 @@ class PrefetchReactor final
       }
       absl::StatusOr<PrefetchConfig> config = PrefetchConfigFromProto(request.open());
       if (!config.ok()) return config.status();
+      config->tenant = tenant_;
       pipeline_ = manager_->NewPipeline(std::move(*config));
       return absl::OkStatus();
     }
@@ -193,6 +196,7 @@ class PrefetchReactor final
   grpc::CallbackServerContext* context_;
   PrefetchManager* manager_;
   CallGate::Ticket ticket_;
+  std::string tenant_;  // the caller's, set once in the constructor
   std::optional<int64_t> stream_id_;
   bool opened_ = false;
 

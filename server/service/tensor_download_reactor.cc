@@ -5,6 +5,7 @@
 
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "server/tensor/tenant_access.h"
 #include "server/tensor/tensor_proto.h"
 
 namespace placement::server {
@@ -17,10 +18,11 @@ constexpr int64_t kFramingAllowance = 1024;
 
 }  // namespace
 
-DownloadReactor::DownloadReactor(const TensorOps* ops, CallGate* gate,
-                                 const pb::DownloadRequest& request) {
-  absl::Status status = gate->Enter(&ticket_);
-  if (status.ok()) status = Open(ops, request);
+DownloadReactor::DownloadReactor(grpc::CallbackServerContext* context, const TensorOps* ops,
+                                 CallGate* gate, const pb::DownloadRequest& request) {
+  absl::StatusOr<Caller> caller = gate->Admit(*context, &ticket_);
+  absl::Status status = caller.status();
+  if (status.ok()) status = Open(ops, *caller, request);
   if (!status.ok()) {
     Fail(status);
     return;
@@ -28,9 +30,12 @@ DownloadReactor::DownloadReactor(const TensorOps* ops, CallGate* gate,
   StartWrite(&response_);
 }
 
-absl::Status DownloadReactor::Open(const TensorOps* ops, const pb::DownloadRequest& request) {
+absl::Status DownloadReactor::Open(const TensorOps* ops, const Caller& caller,
+                                   const pb::DownloadRequest& request) {
   ASSIGN_OR_RETURN(int64_t chunk, ChunkSizeFromProto(request.chunk_size_bytes()));
   chunk_bytes_ = std::min(chunk, kMaxChunkBytes - kFramingAllowance);
+  RETURN_IF_ERROR(
+      GetVisibleTensor(*ops->store(), caller, request.tensor_id(), "tensor_id").status());
   ASSIGN_OR_RETURN(plan_,
                    ops->OpenDownload(request.tensor_id(), DownloadSelectionFromProto(request)));
   pb::DownloadHeader* header = response_.mutable_header();

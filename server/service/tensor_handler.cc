@@ -7,6 +7,7 @@
 #include "server/service/tensor_download_reactor.h"
 #include "server/service/tensor_upload_reactor.h"
 #include "server/service/unary.h"
+#include "server/tensor/tenant_access.h"
 #include "server/tensor/tensor_proto.h"
 
 namespace placement::server {
@@ -31,16 +32,16 @@ grpc::ServerReadReactor<pb::UploadBatchRequest>* TensorHandler::UploadBatch(
 }
 
 grpc::ServerWriteReactor<pb::DownloadResponse>* TensorHandler::Download(
-    grpc::CallbackServerContext* /*context*/, const pb::DownloadRequest* request) {
-  return new DownloadReactor(ops_, gate_, *request);
+    grpc::CallbackServerContext* context, const pb::DownloadRequest* request) {
+  return new DownloadReactor(context, ops_, gate_, *request);
 }
 
 grpc::ServerUnaryReactor* TensorHandler::Describe(grpc::CallbackServerContext* context,
                                                   const pb::DescribeRequest* request,
                                                   pb::DescribeResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
+  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
     ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor,
-                     ops_->store()->Get(request->tensor_id()));
+                     GetVisibleTensor(*ops_->store(), caller, request->tensor_id(), "tensor_id"));
     TensorToProto(*tensor, response->mutable_tensor());
     return absl::OkStatus();
   });
@@ -49,9 +50,9 @@ grpc::ServerUnaryReactor* TensorHandler::Describe(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* TensorHandler::List(grpc::CallbackServerContext* context,
                                               const pb::ListTensorsRequest* request,
                                               pb::ListTensorsResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
+  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
     TensorFilter filter{request->name_prefix(), request->mesh_id()};
-    for (const auto& tensor : ops_->store()->List(filter)) {
+    for (const auto& tensor : ListVisibleTensors(*ops_->store(), caller, filter)) {
       TensorToProto(*tensor, response->add_tensors());
     }
     return absl::OkStatus();
@@ -61,7 +62,9 @@ grpc::ServerUnaryReactor* TensorHandler::List(grpc::CallbackServerContext* conte
 grpc::ServerUnaryReactor* TensorHandler::Delete(grpc::CallbackServerContext* context,
                                                 const pb::DeleteTensorsRequest* request,
                                                 pb::DeleteTensorsResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
+  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
+    RETURN_IF_ERROR(
+        CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
     ASSIGN_OR_RETURN(int64_t freed, ops_->store()->Delete(Ids(request->tensor_ids())));
     response->set_freed_bytes(freed);
     return absl::OkStatus();
@@ -71,7 +74,9 @@ grpc::ServerUnaryReactor* TensorHandler::Delete(grpc::CallbackServerContext* con
 grpc::ServerUnaryReactor* TensorHandler::Place(grpc::CallbackServerContext* context,
                                                const pb::PlaceRequest* request,
                                                pb::PlaceResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
+  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
+    RETURN_IF_ERROR(
+        CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
     ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
     ASSIGN_OR_RETURN(auto tensors, ops_->Place(Ids(request->tensor_ids()), request->rule(), source,
                                                request->name()));
@@ -83,7 +88,9 @@ grpc::ServerUnaryReactor* TensorHandler::Place(grpc::CallbackServerContext* cont
 grpc::ServerUnaryReactor* TensorHandler::Assemble(grpc::CallbackServerContext* context,
                                                   const pb::AssembleRequest* request,
                                                   pb::AssembleResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
+  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
+    RETURN_IF_ERROR(
+        CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
     ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
     ASSIGN_OR_RETURN(Shape shape, ShapeFromProto(request->shape(), "shape"));
     ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor,
@@ -97,7 +104,9 @@ grpc::ServerUnaryReactor* TensorHandler::Assemble(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* TensorHandler::Disassemble(grpc::CallbackServerContext* context,
                                                      const pb::DisassembleRequest* request,
                                                      pb::DisassembleResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
+  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
+    RETURN_IF_ERROR(GetVisibleTensor(*ops_->store(), caller, request->tensor_id(), "tensor_id")
+                        .status());
     ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
     ASSIGN_OR_RETURN(auto tensors, ops_->Disassemble(request->tensor_id(), source));
     for (const auto& tensor : tensors) TensorToProto(*tensor, response->add_tensors());

@@ -37,6 +37,7 @@ absl::Status UploadReactor::Consume(const pb::UploadRequest& request) {
       ASSIGN_OR_RETURN(TensorSpec spec,
                        TensorSpecFromProto(header.dtype(), header.shape(), header.name(),
                                            header.owner(), "header"));
+      spec.owner.tenant = caller().tenant;
       ASSIGN_OR_RETURN(session_, ops_->StartUpload(std::move(spec), header.rule()));
       return absl::OkStatus();
     }
@@ -84,7 +85,8 @@ absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) 
         arrays.push_back(BatchArraySpec{array.key(), spec.dtype, std::move(spec.shape)});
       }
       ASSIGN_OR_RETURN(
-          session_, ops_->StartBatchUpload(arrays, header.rule(), header.name(), header.owner()));
+          session_, ops_->StartBatchUpload(arrays, header.rule(), header.name(),
+                                            TensorOwner(caller().tenant, header.owner())));
       return absl::OkStatus();
     }
     case pb::UploadBatchRequest::kChunk:

@@ -64,11 +64,12 @@ class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
       : context_(context), gate_(gate) {}
 
   void Begin() {
-    absl::Status status = gate_->Enter(&ticket_);
-    if (!status.ok()) {
-      this->Finish(ToGrpcStatus(status));
+    absl::StatusOr<Caller> caller = gate_->Admit(*context_, &ticket_);
+    if (!caller.ok()) {
+      this->Finish(ToGrpcStatus(caller.status()));
       return;
     }
+    caller_ = *std::move(caller);
     this->StartRead(&request_);
   }
 
@@ -81,10 +82,14 @@ class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
   // The call failed after Complete: delete what was committed.
   virtual void ForgetCommitted() = 0;
 
+  // Who is uploading (set by Begin before the first Consume).
+  const Caller& caller() const { return caller_; }
+
  private:
   grpc::CallbackServerContext* context_;
   CallGate* gate_;
   CallGate::Ticket ticket_;
+  Caller caller_;
   Request request_;
 };
 

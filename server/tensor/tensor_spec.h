@@ -10,6 +10,7 @@
 #include "common/dtype.h"
 #include "common/shape.h"
 #include "common/sharding.h"
+#include "server/tensor/tensor_owner.h"
 
 namespace placement::server {
 
@@ -18,7 +19,7 @@ struct TensorSpec {
   DType dtype = DType::kF32;
   Shape shape;
   std::string name;
-  std::string owner;
+  TensorOwner owner;
 };
 
 // A sharding and the registered mesh it uses (empty for implicit meshes: a
