@@ -90,15 +90,21 @@ absl::StatusOr<pb::TensorInfo> TensorClient::Describe(const std::string& tensor_
 
 absl::StatusOr<std::vector<pb::TensorInfo>> TensorClient::List(const std::string& name_prefix,
                                                                const std::string& mesh_id) const {
-  grpc::ClientContext context;
-  client_.PrepareContext(&context);
+  std::vector<pb::TensorInfo> out;
   pb::ListTensorsRequest request;
   request.set_name_prefix(name_prefix);
   request.set_mesh_id(mesh_id);
-  pb::ListTensorsResponse response;
-  auto status = pb::TensorService::NewStub(client_.channel())->List(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return std::vector<pb::TensorInfo>(response.tensors().begin(), response.tensors().end());
+  do {  // every page
+    grpc::ClientContext context;
+    client_.PrepareContext(&context);
+    pb::ListTensorsResponse response;
+    auto status =
+        pb::TensorService::NewStub(client_.channel())->List(&context, request, &response);
+    if (!status.ok()) return FromGrpcStatus(status);
+    for (auto& tensor : *response.mutable_tensors()) out.push_back(std::move(tensor));
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return out;
 }
 
 absl::StatusOr<int64_t> TensorClient::Delete(const std::vector<std::string>& tensor_ids) const {

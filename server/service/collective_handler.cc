@@ -6,6 +6,7 @@
 
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "server/service/creating_reactor.h"
 #include "server/tensor/tenant_access.h"
 #include "server/tensor/tensor_proto.h"
 
@@ -17,31 +18,45 @@ namespace pb = placement::v1;
 // Admits the call, then runs `fn` (returning absl::Status) and finishes the
 // reactor: on this gRPC thread when the core says the collective is quick,
 // otherwise on `dispatch`. The gate ticket lives until the call is done.
-template <typename Fn>
+std::vector<std::string> CreatedIds(const pb::CollectiveResponse& response) {
+  if (response.tensor().id().empty()) return {};
+  return {response.tensor().id()};
+}
+std::vector<std::string> CreatedIds(const pb::AllReduceBatchResponse& response) {
+  std::vector<std::string> ids;
+  for (const auto& tensor : response.tensors()) ids.push_back(tensor.id());
+  return ids;
+}
+
+template <typename Response, typename Fn>
 grpc::ServerUnaryReactor* RunAdmitted(grpc::CallbackServerContext* context, CallGate& gate,
                                       const CollectiveServiceCore& core, WorkerPool& dispatch,
-                                      const std::vector<std::string>& tensor_ids, Fn fn) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+                                      const std::vector<std::string>& tensor_ids,
+                                      const Response* response, Fn fn) {
+  // Results the caller did not receive are deleted (creating_reactor.h).
+  auto* reactor = new CreatingUnaryReactor(context, core.store());
   auto ticket = std::make_shared<CallGate::Ticket>();
   absl::StatusOr<Caller> admitted = gate.Admit(*context, ticket.get());
   if (!admitted.ok()) {
-    reactor->Finish(ToGrpcStatus(admitted.status()));
+    reactor->FinishCreating(admitted.status(), {});
     return reactor;
   }
   // Another tenant's tensors are unknown ids here too.
   if (absl::Status visible =
           CheckTensorsVisible(*core.store(), *admitted, tensor_ids, "tensor_ids");
       !visible.ok()) {
-    reactor->Finish(ToGrpcStatus(visible));
+    reactor->FinishCreating(visible, {});
     return reactor;
   }
   if (core.IsQuick(tensor_ids)) {
-    reactor->Finish(ToGrpcStatus(fn()));
+    absl::Status status = fn();
+    reactor->FinishCreating(status, status.ok() ? CreatedIds(*response) : std::vector<std::string>());
     return reactor;
   }
-  dispatch.Submit([reactor, ticket, fn = std::move(fn)]() mutable {
+  dispatch.Submit([reactor, ticket, response, fn = std::move(fn)]() mutable {
     absl::Status status = fn();
-    reactor->Finish(ToGrpcStatus(status));
+    reactor->FinishCreating(status,
+                            status.ok() ? CreatedIds(*response) : std::vector<std::string>());
     ticket->Reset();
   });
   return reactor;
@@ -74,7 +89,7 @@ grpc::ServerUnaryReactor* CollectiveHandler::AllReduce(grpc::CallbackServerConte
                                                        const pb::AllReduceRequest* request,
                                                        pb::CollectiveResponse* response) {
   return RunAdmitted(
-      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, [=, this]() -> absl::Status {
+      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response, [=, this]() -> absl::Status {
         ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
         ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
                          RequestedReduceOp(request->op(), request->op_name()));
@@ -88,7 +103,7 @@ grpc::ServerUnaryReactor* CollectiveHandler::AllReduceBatch(
     grpc::CallbackServerContext* context, const pb::AllReduceBatchRequest* request,
     pb::AllReduceBatchResponse* response) {
   std::vector<std::string> ids(request->tensor_ids().begin(), request->tensor_ids().end());
-  return RunAdmitted(context, *gate_, *core_, *dispatch_, ids, [=, this]() -> absl::Status {
+  return RunAdmitted(context, *gate_, *core_, *dispatch_, ids, response, [=, this]() -> absl::Status {
     std::vector<std::string> axes(request->axes().begin(), request->axes().end());
     ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
                      RequestedReduceOp(request->op(), request->op_name()));
@@ -104,7 +119,7 @@ grpc::ServerUnaryReactor* CollectiveHandler::AllGather(grpc::CallbackServerConte
                                                        const pb::AllGatherRequest* request,
                                                        pb::CollectiveResponse* response) {
   return RunAdmitted(
-      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, [=, this]() -> absl::Status {
+      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response, [=, this]() -> absl::Status {
         ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
         ASSIGN_OR_RETURN(auto tensor, core_->AllGather(target, request->dim(), ContextOf(context)));
         TensorToProto(*tensor, response->mutable_tensor());
@@ -116,7 +131,7 @@ grpc::ServerUnaryReactor* CollectiveHandler::ReduceScatter(grpc::CallbackServerC
                                                            const pb::ReduceScatterRequest* request,
                                                            pb::CollectiveResponse* response) {
   return RunAdmitted(
-      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, [=, this]() -> absl::Status {
+      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response, [=, this]() -> absl::Status {
         ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
         ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
                          RequestedReduceOp(request->op(), request->op_name()));
@@ -131,7 +146,7 @@ grpc::ServerUnaryReactor* CollectiveHandler::Broadcast(grpc::CallbackServerConte
                                                        const pb::BroadcastRequest* request,
                                                        pb::CollectiveResponse* response) {
   return RunAdmitted(
-      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, [=, this]() -> absl::Status {
+      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response, [=, this]() -> absl::Status {
         ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
         ASSIGN_OR_RETURN(auto tensor,
                          core_->Broadcast(target, request->root_device_id(), ContextOf(context)));

@@ -7,6 +7,7 @@
 #include "server/service/tensor_download_reactor.h"
 #include "server/service/tensor_upload_reactor.h"
 #include "server/service/unary.h"
+#include "server/tensor/list_page.h"
 #include "server/tensor/tenant_access.h"
 #include "server/tensor/tensor_proto.h"
 
@@ -52,9 +53,10 @@ grpc::ServerUnaryReactor* TensorHandler::List(grpc::CallbackServerContext* conte
                                               pb::ListTensorsResponse* response) {
   return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
     TensorFilter filter{request->name_prefix(), request->mesh_id()};
-    for (const auto& tensor : ListVisibleTensors(*ops_->store(), caller, filter)) {
-      TensorToProto(*tensor, response->add_tensors());
-    }
+    ASSIGN_OR_RETURN(TensorPage page, PageOf(ListVisibleTensors(*ops_->store(), caller, filter),
+                                             request->page_size(), request->page_token()));
+    for (const auto& tensor : page.tensors) TensorToProto(*tensor, response->add_tensors());
+    response->set_next_page_token(page.next_page_token);
     return absl::OkStatus();
   });
 }
@@ -74,13 +76,17 @@ grpc::ServerUnaryReactor* TensorHandler::Delete(grpc::CallbackServerContext* con
 grpc::ServerUnaryReactor* TensorHandler::Place(grpc::CallbackServerContext* context,
                                                const pb::PlaceRequest* request,
                                                pb::PlaceResponse* response) {
-  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
+  return RunCreating(context, *gate_, ops_->store(),
+                     [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
     RETURN_IF_ERROR(
         CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
     ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
     ASSIGN_OR_RETURN(auto tensors, ops_->Place(Ids(request->tensor_ids()), request->rule(), source,
                                                request->name()));
-    for (const auto& tensor : tensors) TensorToProto(*tensor, response->add_tensors());
+    for (const auto& tensor : tensors) {
+      created->push_back(tensor->id);
+      TensorToProto(*tensor, response->add_tensors());
+    }
     return absl::OkStatus();
   });
 }
@@ -88,7 +94,8 @@ grpc::ServerUnaryReactor* TensorHandler::Place(grpc::CallbackServerContext* cont
 grpc::ServerUnaryReactor* TensorHandler::Assemble(grpc::CallbackServerContext* context,
                                                   const pb::AssembleRequest* request,
                                                   pb::AssembleResponse* response) {
-  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
+  return RunCreating(context, *gate_, ops_->store(),
+                     [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
     RETURN_IF_ERROR(
         CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
     ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
@@ -96,6 +103,7 @@ grpc::ServerUnaryReactor* TensorHandler::Assemble(grpc::CallbackServerContext* c
     ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor,
                      ops_->Assemble(std::move(shape), request->placement(),
                                     Ids(request->tensor_ids()), source, request->name()));
+    created->push_back(tensor->id);
     TensorToProto(*tensor, response->mutable_tensor());
     return absl::OkStatus();
   });
@@ -104,12 +112,16 @@ grpc::ServerUnaryReactor* TensorHandler::Assemble(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* TensorHandler::Disassemble(grpc::CallbackServerContext* context,
                                                      const pb::DisassembleRequest* request,
                                                      pb::DisassembleResponse* response) {
-  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
+  return RunCreating(context, *gate_, ops_->store(),
+                     [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
     RETURN_IF_ERROR(GetVisibleTensor(*ops_->store(), caller, request->tensor_id(), "tensor_id")
                         .status());
     ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
     ASSIGN_OR_RETURN(auto tensors, ops_->Disassemble(request->tensor_id(), source));
-    for (const auto& tensor : tensors) TensorToProto(*tensor, response->add_tensors());
+    for (const auto& tensor : tensors) {
+      created->push_back(tensor->id);
+      TensorToProto(*tensor, response->add_tensors());
+    }
     return absl::OkStatus();
   });
 }

@@ -11,6 +11,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/auth/caller.h"
 #include "server/service/call_gate.h"
+#include "server/service/creating_reactor.h"
 
 namespace placement::server {
 
@@ -32,6 +33,22 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, CallGat
     }
   }
   reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// RunUnary for calls that create tensors: `fn(caller, &created)` appends the
+// ids it committed; they are deleted when the call was cancelled before or
+// while its response was delivered (creating_reactor.h).
+template <typename Fn>
+grpc::ServerUnaryReactor* RunCreating(grpc::CallbackServerContext* context, CallGate& gate,
+                                      TensorStore* store, Fn&& fn) {
+  auto* reactor = new CreatingUnaryReactor(context, store);
+  CallGate::Ticket ticket;
+  absl::StatusOr<Caller> caller = gate.Admit(*context, &ticket);
+  std::vector<std::string> created;
+  absl::Status status = caller.status();
+  if (status.ok()) status = std::forward<Fn>(fn)(*caller, &created);
+  reactor->FinishCreating(std::move(status), std::move(created));
   return reactor;
 }
 
