@@ -79,6 +79,7 @@ struct Daemon::State {
   DaemonIdentity identity;
   Metrics metrics;
   std::unique_ptr<Authenticator> authenticator;
+  std::unique_ptr<StreamRegistry> streams;
   CallGate gate;
   std::unique_ptr<DeviceBackend> backend;
   std::unique_ptr<DeviceInventory> inventory;
@@ -132,6 +133,17 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     state->authenticator = std::move(*authenticator);
   }
   state->gate.set_authenticator(state->authenticator.get());
+  if (config.max_streams < 0 || config.tenant_max_streams < 0) {
+    return absl::InvalidArgumentError("--max_streams and --tenant_max_streams must be >= 0");
+  }
+  if (config.stream_idle_timeout < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stream_idle_timeout must be at least 1s, got ",
+                     absl::FormatDuration(config.stream_idle_timeout)));
+  }
+  state->streams = std::make_unique<StreamRegistry>(StreamLimits{
+      config.max_streams, config.tenant_max_streams, config.stream_idle_timeout});
+  state->gate.set_streams(state->streams.get());
   if (!config.transport.tls() && !IsLoopback(listen)) {
     LogWarning("serving plaintext gRPC on non-loopback ", config.listen,
                " (--allow_insecure): anyone who can reach the port can read and inject traffic");
@@ -157,11 +169,20 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   service_options.max_tensor_bytes_per_owner = config.max_tensor_bytes_per_owner;
   service_options.max_device_bytes_per_tenant = config.tenant_max_device_bytes;
   service_options.max_tensors_per_tenant = config.tenant_max_tensors;
+  if (config.session_sweep_interval < absl::Milliseconds(10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--session_sweep_interval must be at least 10ms, got ",
+                     absl::FormatDuration(config.session_sweep_interval)));
+  }
+  service_options.sessions.sweep_interval = config.session_sweep_interval;
   ASSIGN_OR_RETURN(state->services, ServiceSet::Create(state->inventory.get(), &state->gate,
                                                        &state->metrics, service_options));
   state->device_handler = std::make_unique<DeviceHandler>(state->inventory.get(), &state->gate);
-  state->daemon_handler = std::make_unique<DaemonHandler>(
-      &state->identity, state->inventory.get(), state->services->counts(), &state->gate);
+  DaemonCounts counts = state->services->counts();
+  StreamRegistry* streams = state->streams.get();
+  counts.open_streams = [streams] { return streams->open_streams(); };
+  state->daemon_handler = std::make_unique<DaemonHandler>(&state->identity, state->inventory.get(),
+                                                          std::move(counts), &state->gate);
 
   grpc::EnableDefaultHealthCheckService(true);
   // Reflection describes only services whose descriptors are linked in; gRPC's
@@ -207,7 +228,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       }
       out->push_back({"placementd_inflight_calls", {}, static_cast<double>(raw->gate.in_flight())});
       out->push_back({"placementd_up", {}, raw->gate.draining() ? 0.0 : 1.0});
+      out->push_back(
+          {"placementd_open_streams", {}, static_cast<double>(raw->streams->open_streams())});
+      out->push_back({"placementd_streams_reaped", {},
+                      static_cast<double>(raw->streams->reaped_total())});
     });
+    state->metrics.Describe("placementd_open_streams", "gauge",
+                            "Upload, download and prefetch streams open now (--max_streams).");
+    state->metrics.Describe("placementd_streams_reaped", "gauge",
+                            "Streams cancelled since start for making no progress "
+                            "(--stream_idle_timeout).");
     state->metrics.Describe("placementd_device_memory_in_use_bytes", "gauge",
                             "Bytes the daemon holds on each device.");
     state->metrics.Describe("placementd_device_memory_limit_bytes", "gauge",

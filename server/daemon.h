@@ -33,6 +33,12 @@ struct DaemonConfig {
   // unlimited.
   int64_t tenant_max_device_bytes = 0;
   int64_t tenant_max_tensors = 0;
+  // Stream bounds (server/service/stream_registry.h).
+  int64_t max_streams = 1024;
+  int64_t tenant_max_streams = 0;
+  absl::Duration stream_idle_timeout = absl::Seconds(60);
+  // How often expired sessions are swept (their tensors freed).
+  absl::Duration session_sweep_interval = absl::Seconds(1);
   // TLS / mutual TLS on the gRPC port, and when plaintext is allowed
   // (server/auth/transport_security.h).
   TransportSecurityConfig transport;

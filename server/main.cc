@@ -61,6 +61,14 @@ ABSL_FLAG(int64_t, tenant_max_device_bytes, 0,
           "Quota of device bytes per tenant, each shard buffer rounded up to 4 KiB; 0 = "
           "unlimited.");
 ABSL_FLAG(int64_t, tenant_max_tensors, 0, "Quota of tensors per tenant; 0 = unlimited.");
+ABSL_FLAG(int64_t, max_streams, 1024,
+          "Streams (uploads, downloads, prefetch) open at once, in total; 0 = unlimited.");
+ABSL_FLAG(int64_t, tenant_max_streams, 0, "Streams open at once per tenant; 0 = unlimited.");
+ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(60),
+          "An upload or download that makes no progress this long is cancelled and frees what it "
+          "reserved.");
+ABSL_FLAG(absl::Duration, session_sweep_interval, absl::Seconds(1),
+          "How often sessions whose lease expired are ended and their tensors freed.");
 ABSL_FLAG(bool, reflection, true, "Serve gRPC server reflection (unauthenticated, like health).");
 
 int main(int argc, char** argv) {
@@ -101,6 +109,10 @@ int main(int argc, char** argv) {
   config.reflection = absl::GetFlag(FLAGS_reflection);
   config.tenant_max_device_bytes = absl::GetFlag(FLAGS_tenant_max_device_bytes);
   config.tenant_max_tensors = absl::GetFlag(FLAGS_tenant_max_tensors);
+  config.session_sweep_interval = absl::GetFlag(FLAGS_session_sweep_interval);
+  config.max_streams = absl::GetFlag(FLAGS_max_streams);
+  config.tenant_max_streams = absl::GetFlag(FLAGS_tenant_max_streams);
+  config.stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
 
   // Signals are taken synchronously by this thread; every thread the daemon
   // starts inherits the blocked mask.

@@ -22,6 +22,9 @@ struct Caller {
   // What authenticated the call, for logs: "token:ci-bot", "cert:trainer-1",
   // or "anonymous" with authentication off.
   std::string identity = "anonymous";
+  // The session the call joined ("placement-session" metadata); empty = the
+  // tensors the call creates are durable.
+  std::string session_id;
 
   bool admin() const { return role == Role::kAdmin; }
   // Whether an object of `object_tenant` exists for this caller. Objects of

@@ -48,15 +48,22 @@ grpc::ServerUnaryReactor* RunAdmitted(grpc::CallbackServerContext* context, Call
     reactor->FinishCreating(visible, {});
     return reactor;
   }
-  if (core.IsQuick(tensor_ids)) {
+  // Runs the collective and hands its results to the caller's session.
+  auto run = [&gate, response, caller = *admitted, fn = std::move(fn)]() mutable {
     absl::Status status = fn();
-    reactor->FinishCreating(status, status.ok() ? CreatedIds(*response) : std::vector<std::string>());
+    std::vector<std::string> created;
+    if (status.ok()) created = CreatedIds(*response);
+    if (status.ok()) status = gate.AdoptCreated(caller, created);
+    return std::make_pair(std::move(status), std::move(created));
+  };
+  if (core.IsQuick(tensor_ids)) {
+    auto [status, created] = run();
+    reactor->FinishCreating(std::move(status), std::move(created));
     return reactor;
   }
-  dispatch.Submit([reactor, ticket, response, fn = std::move(fn)]() mutable {
-    absl::Status status = fn();
-    reactor->FinishCreating(status,
-                            status.ok() ? CreatedIds(*response) : std::vector<std::string>());
+  dispatch.Submit([reactor, ticket, run = std::move(run)]() mutable {
+    auto [status, created] = run();
+    reactor->FinishCreating(std::move(status), std::move(created));
     ticket->Reset();
   });
   return reactor;

@@ -51,7 +51,15 @@ class PrefetchReactor final
     // lock, which then takes mu_.
     absl::StatusOr<Caller> caller = gate->Admit(*context, &ticket_);
     absl::Status status = caller.status();
-    if (status.ok()) tenant_ = caller->tenant;
+    if (status.ok()) {
+      tenant_ = caller->tenant;
+      // Counted against the stream limits; never reaped (it waits on its
+      // consumer by design).
+      absl::StatusOr<StreamRegistry::Lease> lease =
+          gate->OpenStream(*caller, context, /*reapable=*/false);
+      status = lease.status();
+      if (lease.ok()) lease_ = *std::move(lease);
+    }
     if (status.ok()) {
       absl::StatusOr<int64_t> id = manager_->Register([this](const absl::Status& why) {
         absl::MutexLock lock(&mu_);
@@ -197,6 +205,7 @@ class PrefetchReactor final
   PrefetchManager* manager_;
   CallGate::Ticket ticket_;
   std::string tenant_;  // the caller's, set once in the constructor
+  StreamRegistry::Lease lease_;
   std::optional<int64_t> stream_id_;
   bool opened_ = false;
 

@@ -22,6 +22,12 @@ DownloadReactor::DownloadReactor(grpc::CallbackServerContext* context, const Ten
                                  CallGate* gate, const pb::DownloadRequest& request) {
   absl::StatusOr<Caller> caller = gate->Admit(*context, &ticket_);
   absl::Status status = caller.status();
+  if (status.ok()) {
+    absl::StatusOr<StreamRegistry::Lease> lease =
+        gate->OpenStream(*caller, context, /*reapable=*/true);
+    status = lease.status();
+    if (lease.ok()) lease_ = *std::move(lease);
+  }
   if (status.ok()) status = Open(ops, *caller, request);
   if (!status.ok()) {
     Fail(status);
@@ -54,6 +60,7 @@ void DownloadReactor::Fail(const absl::Status& status) {
 }
 
 void DownloadReactor::OnWriteDone(bool ok) {
+  if (ok) lease_.Progress();
   if (!ok) {
     Fail(absl::CancelledError("download stream broken (client cancelled or disconnected)"));
     return;

@@ -35,6 +35,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<placement::v1::Dow
   void Fail(const absl::Status& status);
 
   CallGate::Ticket ticket_;
+  StreamRegistry::Lease lease_;  // counts the stream; reaps it when the client stops reading
   std::unique_ptr<DownloadPlan> plan_;
   int64_t chunk_bytes_ = 0;
   int64_t offset_ = 0;

@@ -57,6 +57,7 @@ absl::Status UploadReactor::Complete() {
   ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor, session_->Commit());
   session_.reset();
   committed_id_ = tensor->id;
+  RETURN_IF_ERROR(AdoptCreated({committed_id_}));
   TensorToProto(*tensor, response_->mutable_tensor());
   return absl::OkStatus();
 }
@@ -110,7 +111,7 @@ absl::Status UploadBatchReactor::Complete() {
     named->set_key(key);
     TensorToProto(*tensor, named->mutable_tensor());
   }
-  return absl::OkStatus();
+  return AdoptCreated(committed_ids_);
 }
 
 void UploadBatchReactor::ForgetCommitted() {

@@ -48,6 +48,7 @@ grpc::ServerUnaryReactor* RunCreating(grpc::CallbackServerContext* context, Call
   std::vector<std::string> created;
   absl::Status status = caller.status();
   if (status.ok()) status = std::forward<Fn>(fn)(*caller, &created);
+  if (status.ok()) status = gate.AdoptCreated(*caller, created);
   reactor->FinishCreating(std::move(status), std::move(created));
   return reactor;
 }

@@ -1,16 +1,31 @@
 #include "tests/testing/test_certificates.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace placement::testing {
 namespace {
 
-absl::Status Run(const std::vector<std::string>& argv) {
+// RunCommand execs argv[0] as a path: resolve "openssl" through $PATH.
+std::string Which(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
+    std::string candidate = absl::StrCat(dir, "/", name);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return name;
+}
+
+absl::Status Run(std::vector<std::string> argv) {
+  argv[0] = Which(argv[0]);
   CommandResult result = RunCommand(argv);
   if (result.exit_code != 0) {
     return absl::InternalError(
