@@ -6,6 +6,7 @@
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/daemon_service.grpc.pb.h"
 #include "placement/v1/device_service.grpc.pb.h"
+#include "client/src/channel_security.h"
 
 namespace placement::client {
 namespace pb = placement::v1;
@@ -22,7 +23,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                 static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
   }
-  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> made = MakeChannel(target, options, args);
+  if (!made.ok()) return made.status();
+  std::shared_ptr<grpc::Channel> channel = *std::move(made);
   if (channel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to '", target, "'"));
   }

@@ -7,6 +7,7 @@
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "server/service/creating_reactor.h"
+#include "server/tensor/label_limits.h"
 #include "server/tensor/tenant_access.h"
 #include "server/tensor/tensor_proto.h"
 
@@ -86,6 +87,7 @@ absl::StatusOr<CollectiveTarget> TargetOf(const Request& request) {
   if (target.tensor_id.empty()) return absl::InvalidArgumentError("tensor_id must be set");
   target.axes.assign(request.axes().begin(), request.axes().end());
   ASSIGN_OR_RETURN(target.source, SourceHandlingFromProto(request.source()));
+  RETURN_IF_ERROR(CheckLength("name", request.name(), kMaxTensorNameLength));
   target.name = request.name();
   return target;
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/service/unary.h"
+#include "server/tensor/label_limits.h"
 
 namespace placement::server {
 namespace {
@@ -49,6 +50,7 @@ grpc::ServerUnaryReactor* MeshHandler::CreateMesh(grpc::CallbackServerContext* c
                                                   const pb::CreateMeshRequest* request,
                                                   pb::CreateMeshResponse* response) {
   return RunUnary(context, *gate_, [&]() -> absl::Status {
+    RETURN_IF_ERROR(CheckLength("mesh_id", request->mesh_id(), kMaxMeshIdLength));
     std::vector<int64_t> device_ids(request->device_ids().begin(), request->device_ids().end());
     absl::StatusOr<RegisteredMesh> mesh;
     switch (request->shape_case()) {

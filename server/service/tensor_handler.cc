@@ -7,6 +7,7 @@
 #include "server/service/tensor_download_reactor.h"
 #include "server/service/tensor_upload_reactor.h"
 #include "server/service/unary.h"
+#include "server/tensor/label_limits.h"
 #include "server/tensor/list_page.h"
 #include "server/tensor/tenant_access.h"
 #include "server/tensor/tensor_proto.h"
@@ -80,6 +81,7 @@ grpc::ServerUnaryReactor* TensorHandler::Place(grpc::CallbackServerContext* cont
                      [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
     RETURN_IF_ERROR(
         CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
+    RETURN_IF_ERROR(CheckLength("name", request->name(), kMaxTensorNameLength));
     ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
     ASSIGN_OR_RETURN(auto tensors, ops_->Place(Ids(request->tensor_ids()), request->rule(), source,
                                                request->name()));
@@ -98,6 +100,7 @@ grpc::ServerUnaryReactor* TensorHandler::Assemble(grpc::CallbackServerContext* c
                      [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
     RETURN_IF_ERROR(
         CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
+    RETURN_IF_ERROR(CheckLength("name", request->name(), kMaxTensorNameLength));
     ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
     ASSIGN_OR_RETURN(Shape shape, ShapeFromProto(request->shape(), "shape"));
     ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor,

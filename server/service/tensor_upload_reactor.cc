@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/tensor/label_limits.h"
 #include "server/tensor/tensor_proto.h"
 
 namespace placement::server {
@@ -78,6 +79,8 @@ absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) 
       if (header_seen_) return SecondHeader();
       header_seen_ = true;
       const pb::BatchHeader& header = request.header();
+      RETURN_IF_ERROR(CheckLength("header.name", header.name(), kMaxTensorNameLength));
+      RETURN_IF_ERROR(CheckLength("header.owner", header.owner(), kMaxOwnerLength));
       std::vector<BatchArraySpec> arrays;
       for (int i = 0; i < header.arrays_size(); ++i) {
         const pb::ArrayHeader& array = header.arrays(i);

@@ -285,7 +285,7 @@ TEST_F(TenantIsolationTest, OtherTenantsTensorsAreNotFoundOnEveryRpc) {
   EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
 }
 
-TEST_F(TenantIsolationTest, OverlongIdsAreRefusedWithoutEchoingThem) {
+TEST_F(TenantIsolationTest, OverlongIdsAndNamesAreRefusedWithoutEchoingThem) {
   Start();
   const std::string huge(1 << 20, 'x');
   grpc::Status status = a_->Describe(huge);
@@ -295,6 +295,10 @@ TEST_F(TenantIsolationTest, OverlongIdsAreRefusedWithoutEchoingThem) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(status.error_message(),
             "tensor_ids[0] is 1048576 bytes long; tensor ids are at most 64");
+  // Names are bounded the same way (the owner label is "label-" + name).
+  auto named = a_->Upload(4, std::string(300, 'n'));
+  EXPECT_EQ(named.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(named.status().message(), "header.name is 300 bytes long; at most 256");
   EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
 }
 

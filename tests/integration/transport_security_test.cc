@@ -10,7 +10,10 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "placement/client/client.h"
+#include "placement/client/tensors.h"
 #include "placement/v1/device_service.grpc.pb.h"
+#include "server/auth/credentials_file.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/test_certificates.h"
 
@@ -136,6 +139,52 @@ TEST_F(TransportSecurityTest, HealthStaysOpenWithAuthentication) {
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done; });
   EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(daemon->Stop(SIGTERM), 0);
+}
+
+TEST_F(TransportSecurityTest, ClientLibraryUsesTlsCertificatesAndTokens) {
+  // Mutual TLS; the client certificate maps to team-a, a token to team-b.
+  server::TokenDigest digest = server::DigestToken("bravo-token");
+  std::string hex;
+  for (uint8_t b : digest) hex += absl::StrCat(absl::Hex(b, absl::kZeroPad2));
+  const std::string creds = certs_->dir() + "/creds";
+  std::ofstream(creds) << "cert trainer-1.team-a.example team-a user\n"
+                       << "token sha256:" << hex << " team-b user\n";
+  std::vector<std::string> flags = TlsFlags(/*mutual=*/true);
+  flags.push_back("--auth_file=" + creds);
+  auto daemon = StartDaemon(flags);
+  ASSERT_NE(daemon, nullptr);
+
+  client::ClientOptions options;
+  options.tls = true;
+  options.tls_ca_file = certs_->Cert("ca");
+  options.tls_cert_file = certs_->Cert("client");
+  options.tls_key_file = certs_->Key("client");
+  auto by_cert = client::Client::Connect(daemon->address(), options);
+  ASSERT_TRUE(by_cert.ok()) << by_cert.status();
+  std::vector<float> x = {1, 2, 3, 4};
+  auto a = client::TensorClient(**by_cert).Upload(client::HostArray::Of<float>(x, {4}));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->tenant(), "team-a");
+
+  options.token = "bravo-token";  // a token wins over the certificate
+  auto by_token = client::Client::Connect(daemon->address(), options);
+  ASSERT_TRUE(by_token.ok()) << by_token.status();
+  auto b = client::TensorClient(**by_token).Upload(client::HostArray::Of<float>(x, {4}));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->tenant(), "team-b");
+  EXPECT_EQ(client::TensorClient(**by_token).Describe(a->id()).status().code(),
+            absl::StatusCode::kNotFound);
+
+  options.token = "wrong";
+  auto wrong = client::Client::Connect(daemon->address(), options);
+  ASSERT_TRUE(wrong.ok()) << wrong.status();
+  EXPECT_EQ((*wrong)->ListDevices().status().code(), absl::StatusCode::kUnauthenticated);
+
+  client::ClientOptions missing_key = options;
+  missing_key.tls_key_file.clear();
+  EXPECT_EQ(client::Client::Connect(daemon->address(), missing_key).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(daemon->Stop(SIGTERM), 0);
 }
 
