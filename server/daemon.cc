@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/host_identity.h"
 #include "common/status_macros.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -49,8 +50,8 @@ absl::Status CheckUnixSocketFree(const std::string& path) {
   bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
   if (live) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on unix:", path, ": address already in use by a running server"));
+    return absl::UnavailableError(absl::StrCat("cannot listen on unix:", path,
+                                               ": address already in use by a running server"));
   }
   return absl::OkStatus();
 }
@@ -63,7 +64,8 @@ absl::Status WriteReadyFile(const std::string& path, const std::string& address,
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << address << "\n";
-    if (metrics_http != nullptr) out << "metrics=http://" << metrics_http->address() << "/metrics\n";
+    if (metrics_http != nullptr)
+      out << "metrics=http://" << metrics_http->address() << "/metrics\n";
     if (!out.good()) return absl::InternalError(absl::StrCat("cannot write --ready_file ", tmp));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -99,9 +101,7 @@ Daemon::Daemon(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Daemon::~Daemon() { Drain(); }
 
 const std::string& Daemon::address() const { return state_->address; }
-int Daemon::metrics_port() const {
-  return state_->metrics_http ? state_->metrics_http->port() : 0;
-}
+int Daemon::metrics_port() const { return state_->metrics_http ? state_->metrics_http->port() : 0; }
 const std::string& Daemon::backend_note() const { return state_->identity.backend_note; }
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config) {
@@ -141,8 +141,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
         absl::StrCat("--stream_idle_timeout must be at least 1s, got ",
                      absl::FormatDuration(config.stream_idle_timeout)));
   }
-  state->streams = std::make_unique<StreamRegistry>(StreamLimits{
-      config.max_streams, config.tenant_max_streams, config.stream_idle_timeout});
+  state->streams = std::make_unique<StreamRegistry>(
+      StreamLimits{config.max_streams, config.tenant_max_streams, config.stream_idle_timeout});
   state->gate.set_streams(state->streams.get());
   if (!config.transport.tls() && !IsLoopback(listen)) {
     LogWarning("serving plaintext gRPC on non-loopback ", config.listen,
@@ -175,8 +175,18 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                      absl::FormatDuration(config.session_sweep_interval)));
   }
   service_options.sessions.sweep_interval = config.session_sweep_interval;
+  if (config.max_regions < 0) return absl::InvalidArgumentError("--max_regions must be >= 0");
+  service_options.region_socket = config.region_socket != "auto" ? config.region_socket
+                                  : listen.is_unix
+                                      ? absl::StrCat(listen.path, ".regions")
+                                      : absl::StrCat("@placementd-regions-", id.instance_id);
+  service_options.regions.allow_shm_names = config.allow_shm_regions;
+  service_options.regions.max_regions = config.max_regions;
+  id.host_id = HostId();
+  id.boot_id = BootId();
   ASSIGN_OR_RETURN(state->services, ServiceSet::Create(state->inventory.get(), &state->gate,
                                                        &state->metrics, service_options));
+  id.region_socket = state->services->region_socket();
   state->device_handler = std::make_unique<DeviceHandler>(state->inventory.get(), &state->gate);
   DaemonCounts counts = state->services->counts();
   StreamRegistry* streams = state->streams.get();
@@ -206,9 +216,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   state->server = builder.BuildAndStart();
   if (state->server == nullptr || (!listen.is_unix && selected_port == 0)) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", config.listen,
-        ": the address is already in use or not available on this host"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", config.listen,
+                     ": the address is already in use or not available on this host"));
   }
   state->address = listen.ToGrpcUri(selected_port);
   id.listen_address = state->address;
@@ -230,8 +240,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       out->push_back({"placementd_up", {}, raw->gate.draining() ? 0.0 : 1.0});
       out->push_back(
           {"placementd_open_streams", {}, static_cast<double>(raw->streams->open_streams())});
-      out->push_back({"placementd_streams_reaped", {},
-                      static_cast<double>(raw->streams->reaped_total())});
+      out->push_back(
+          {"placementd_streams_reaped", {}, static_cast<double>(raw->streams->reaped_total())});
     });
     state->metrics.Describe("placementd_open_streams", "gauge",
                             "Upload, download and prefetch streams open now (--max_streams).");
@@ -264,8 +274,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   LogInfo("placementd ", id.version, " serving on ", state->address, " with ",
           state->inventory->num_devices(), " ", id.backend, " device(s); instance ",
           id.instance_id);
-  if (!config.ready_file.empty()) RETURN_IF_ERROR(
-      WriteReadyFile(config.ready_file, state->address, state->metrics_http.get()));
+  if (!config.ready_file.empty())
+    RETURN_IF_ERROR(WriteReadyFile(config.ready_file, state->address, state->metrics_http.get()));
   state->systemd.NotifyReady(absl::StrCat("serving on ", state->address));
   return std::unique_ptr<Daemon>(new Daemon(std::move(state)));
 }

@@ -45,6 +45,13 @@ struct DaemonConfig {
   // Credentials file (server/auth/credentials_file.h); empty = authentication
   // off, every caller is one implicit tenant.
   std::string auth_file;
+  // Shared-memory regions (docs/api/regions.md): the fd-passing socket (a
+  // path, "@abstract", "auto" = LISTEN_PATH.regions for a unix listen address,
+  // else "@placementd-regions-INSTANCE"; "" = fd passing off), whether POSIX
+  // shm names are accepted, and how many regions may be registered at once.
+  std::string region_socket = "auto";
+  bool allow_shm_regions = false;
+  int64_t max_regions = 1024;
   // Serve grpc.reflection (always unauthenticated, like health).
   bool reflection = true;
 };

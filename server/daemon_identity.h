@@ -17,6 +17,10 @@ struct DaemonIdentity {
   std::string backend_note;  // why this backend
   std::string listen_address;
   int32_t process_index = 0;
+  // Same-host detection for regions (GetStatus): see host_identity.h.
+  std::string host_id;
+  std::string boot_id;
+  std::string region_socket;  // "" when regions are off
 };
 
 // 16 random hex characters.

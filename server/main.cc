@@ -69,6 +69,15 @@ ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(60),
           "reserved.");
 ABSL_FLAG(absl::Duration, session_sweep_interval, absl::Seconds(1),
           "How often sessions whose lease expired are ended and their tensors freed.");
+ABSL_FLAG(std::string, region_socket, "auto",
+          "Unix socket through which same-host clients pass shared-memory fds for regions "
+          "(docs/api/regions.md): a path, '@name' for an abstract socket, 'auto' (LISTEN_PATH"
+          ".regions with a unix --listen, else an abstract socket named after the instance), or "
+          "'' to turn fd passing off.");
+ABSL_FLAG(bool, allow_shm_regions, false,
+          "Also accept POSIX shm names for regions (they cannot be sealed: a client that shrinks "
+          "one can crash the daemon; only for trusted clients).");
+ABSL_FLAG(int64_t, max_regions, 1024, "Shared-memory regions registered at once; 0 = unlimited.");
 ABSL_FLAG(bool, reflection, true, "Serve gRPC server reflection (unauthenticated, like health).");
 
 int main(int argc, char** argv) {
@@ -113,6 +122,9 @@ int main(int argc, char** argv) {
   config.max_streams = absl::GetFlag(FLAGS_max_streams);
   config.tenant_max_streams = absl::GetFlag(FLAGS_tenant_max_streams);
   config.stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
+  config.region_socket = absl::GetFlag(FLAGS_region_socket);
+  config.allow_shm_regions = absl::GetFlag(FLAGS_allow_shm_regions);
+  config.max_regions = absl::GetFlag(FLAGS_max_regions);
 
   // Signals are taken synchronously by this thread; every thread the daemon
   // starts inherits the blocked mask.

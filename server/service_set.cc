@@ -1,7 +1,9 @@
 #include "server/service_set.h"
 
+#include <string>
 #include <utility>
 
+#include "common/status_macros.h"
 #include "server/collective/collective_service_core.h"
 #include "server/collective/engine_factory.h"
 #include "server/collective/local/worker_pool.h"
@@ -10,6 +12,7 @@
 #include "server/service/collective_handler.h"
 #include "server/service/mesh_handler.h"
 #include "server/service/prefetch_handler.h"
+#include "server/service/region_handler.h"
 #include "server/service/session_handler.h"
 #include "server/service/tensor_handler.h"
 #include "server/tensor/tensor_ops.h"
@@ -31,8 +34,8 @@ void AddMeshAndTensorMetrics(Metrics* metrics, MeshRegistry* meshes, TensorStore
     // concurrent donation (in-place collective) fail as "in use".
     out->push_back({"placementd_meshes", {}, static_cast<double>(meshes->size())});
     out->push_back({"placementd_tensors", {}, static_cast<double>(tensors->size())});
-    out->push_back({"placementd_tensor_device_bytes", {},
-                    static_cast<double>(tensors->TotalDeviceBytes())});
+    out->push_back(
+        {"placementd_tensor_device_bytes", {}, static_cast<double>(tensors->TotalDeviceBytes())});
   });
 }
 
@@ -46,6 +49,11 @@ struct ServiceSet::Impl {
   CallGate* gate = nullptr;
   Metrics* metrics = nullptr;
   ServiceSetOptions options;
+
+  // Shared-memory regions (first: the transfer handlers below use them).
+  std::unique_ptr<FdPassingListener> fd_listener;
+  std::unique_ptr<RegionRegistry> region_registry;
+  std::unique_ptr<RegionHandler> region_handler;
 
   // Meshes and tensors.
   std::unique_ptr<MeshRegistry> mesh_registry;
@@ -87,6 +95,13 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(DeviceInventory* 
   impl->metrics = metrics;
   impl->options = options;
 
+  if (!options.region_socket.empty()) {
+    ASSIGN_OR_RETURN(impl->fd_listener, FdPassingListener::Start(options.region_socket));
+  }
+  impl->region_registry =
+      std::make_unique<RegionRegistry>(impl->fd_listener.get(), metrics, options.regions);
+  impl->region_handler = std::make_unique<RegionHandler>(impl->region_registry.get(), gate);
+
   impl->mesh_registry = std::make_unique<MeshRegistry>(inventory);
   TensorStoreOptions store_options;
   store_options.max_bytes_per_owner = options.max_tensor_bytes_per_owner;
@@ -95,7 +110,8 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(DeviceInventory* 
   impl->tensor_store = std::make_unique<TensorStore>(inventory->backend(), store_options);
   impl->tensor_ops = std::make_unique<TensorOps>(impl->tensors(), impl->meshes());
   impl->mesh_handler = std::make_unique<MeshHandler>(impl->meshes(), impl->ops(), gate);
-  impl->tensor_handler = std::make_unique<TensorHandler>(impl->ops(), gate);
+  impl->tensor_handler =
+      std::make_unique<TensorHandler>(impl->ops(), gate, impl->region_registry.get());
 
   absl::StatusOr<std::unique_ptr<CollectiveEngine>> engine =
       CreateCollectiveEngine(inventory->backend());
@@ -112,9 +128,16 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(DeviceInventory* 
   impl->session_manager = std::make_unique<SessionManager>(impl->tensors(), options.sessions);
   impl->session_handler = std::make_unique<SessionHandler>(impl->session_manager.get(), gate);
   gate->set_sessions(impl->session_manager.get());
+  {
+    RegionRegistry* regions = impl->region_registry.get();
+    SessionManager* sessions = impl->session_manager.get();
+    sessions->AddEndListener([regions](const std::string& id) { regions->EndSession(id); });
+    regions->set_session_check([sessions](const std::string& id) { return sessions->IsOpen(id); });
+  }
 
   impl->prefetch_manager = std::make_unique<PrefetchManager>(impl->ops(), metrics);
-  impl->prefetch_handler = std::make_unique<PrefetchHandler>(impl->prefetch_manager.get(), gate);
+  impl->prefetch_handler = std::make_unique<PrefetchHandler>(impl->prefetch_manager.get(), gate,
+                                                             impl->region_registry.get());
 
   // Last, once nothing can fail: the collector points into this ServiceSet,
   // so the metrics endpoint must stop before the ServiceSet dies (the Daemon
@@ -131,6 +154,17 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(DeviceInventory* 
           {"placementd_session_tensors", {}, static_cast<double>(sessions->tensor_count())});
     });
   }
+  if (metrics != nullptr) {
+    RegionRegistry* regions = impl->region_registry.get();
+    metrics->Describe("placementd_regions", "gauge", "Shared-memory regions registered now.");
+    metrics->Describe("placementd_region_mapped_bytes", "gauge",
+                      "Bytes of client shared memory the daemon maps now.");
+    metrics->AddCollector([regions](std::vector<GaugeSample>* out) {
+      out->push_back({"placementd_regions", {}, static_cast<double>(regions->size())});
+      out->push_back(
+          {"placementd_region_mapped_bytes", {}, static_cast<double>(regions->mapped_bytes())});
+    });
+  }
   return std::unique_ptr<ServiceSet>(new ServiceSet(std::move(impl)));
 }
 
@@ -140,7 +174,10 @@ void ServiceSet::Register(grpc::ServerBuilder* builder) {
   builder->RegisterService(impl_->collective_handler.get());
   builder->RegisterService(impl_->prefetch_handler.get());
   builder->RegisterService(impl_->session_handler.get());
+  builder->RegisterService(impl_->region_handler.get());
 }
+
+std::string ServiceSet::region_socket() const { return impl_->region_registry->socket_address(); }
 
 DaemonCounts ServiceSet::counts() const {
   DaemonCounts counts;
@@ -151,6 +188,8 @@ DaemonCounts ServiceSet::counts() const {
   SessionManager* sessions = impl_->session_manager.get();
   counts.sessions = [sessions] { return sessions->size(); };
   counts.session_tensors = [sessions] { return sessions->tensor_count(); };
+  RegionRegistry* regions = impl_->region_registry.get();
+  counts.regions = [regions] { return regions->size(); };
   return counts;
 }
 

@@ -7,11 +7,13 @@
 #define PLACEMENT_SERVER_SERVICE_SET_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "grpcpp/server_builder.h"
 #include "server/device/device_inventory.h"
 #include "server/metrics/metrics.h"
+#include "server/region/region_registry.h"
 #include "server/service/call_gate.h"
 #include "server/service/daemon_handler.h"
 #include "server/session/session_manager.h"
@@ -19,10 +21,14 @@
 namespace placement::server {
 
 struct ServiceSetOptions {
-  int64_t max_tensor_bytes_per_owner = 0;  // 0 = unlimited
+  int64_t max_tensor_bytes_per_owner = 0;   // 0 = unlimited
   int64_t max_device_bytes_per_tenant = 0;  // page-rounded; 0 = unlimited
   int64_t max_tensors_per_tenant = 0;       // 0 = unlimited
   SessionOptions sessions;
+  // Shared-memory regions: the fd-passing socket ("" = fd passing off) and
+  // the registry's bounds.
+  std::string region_socket;
+  RegionRegistryOptions regions;
 };
 
 class ServiceSet {
@@ -36,6 +42,8 @@ class ServiceSet {
   void Register(grpc::ServerBuilder* builder);
   // Live counts for GetStatus.
   DaemonCounts counts() const;
+  // The fd-passing socket clients use for regions ("" when off).
+  std::string region_socket() const;
   // Wakes long-lived streams (prefetch) so the server can stop.
   void StartShutdown();
 

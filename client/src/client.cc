@@ -2,11 +2,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/src/channel_security.h"
+#include "client/src/region_pool.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/daemon_service.grpc.pb.h"
 #include "placement/v1/device_service.grpc.pb.h"
-#include "client/src/channel_security.h"
 
 namespace placement::client {
 namespace pb = placement::v1;
@@ -41,7 +42,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
 Client::Client(std::string target, ClientOptions options, std::shared_ptr<grpc::Channel> channel)
     : target_(std::move(target)), options_(options), channel_(std::move(channel)) {}
 
-Client::~Client() = default;
+// Unregisters the staging regions of TransferPath::kAuto while the channel
+// still works.
+Client::~Client() { RegionPool::Release(channel_.get()); }
 
 void Client::PrepareContext(grpc::ClientContext* context) const {
   if (options_.default_deadline > absl::ZeroDuration()) {
@@ -74,8 +77,8 @@ absl::StatusOr<pb::BatchSizeRecommendation> Client::GetBatchSizeRecommendation(
   pb::GetBatchSizeRecommendationRequest request;
   if (!hardware.empty()) request.set_hardware_name(hardware);
   pb::GetBatchSizeRecommendationResponse response;
-  auto status =
-      pb::DeviceService::NewStub(channel_)->GetBatchSizeRecommendation(&context, request, &response);
+  auto status = pb::DeviceService::NewStub(channel_)->GetBatchSizeRecommendation(&context, request,
+                                                                                 &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response.recommendation();
 }
@@ -89,7 +92,8 @@ absl::StatusOr<pb::ValidateBatchSizeResponse> Client::ValidateBatchSize(
   request.set_warn_suboptimal(warn_suboptimal);
   if (!hardware.empty()) request.set_hardware_name(hardware);
   pb::ValidateBatchSizeResponse response;
-  auto status = pb::DeviceService::NewStub(channel_)->ValidateBatchSize(&context, request, &response);
+  auto status =
+      pb::DeviceService::NewStub(channel_)->ValidateBatchSize(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response;
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/src/call_context.h"
+#include "client/src/tensors_region.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/client/tensors.h"
@@ -87,6 +88,9 @@ absl::StatusOr<pb::DownloadHeader> TensorClient::Download(const std::string& ten
                                                           absl::Span<uint8_t> out,
                                                           const DownloadSelection& selection,
                                                           const DownloadOptions& options) const {
+  if (auto through_region = DownloadThroughStaging(client_, tensor_id, out, selection, options)) {
+    return *std::move(through_region);
+  }
   int64_t offset = 0;
   auto on_header = [&](const pb::DownloadHeader& header) -> absl::Status {
     if (header.total_bytes() > static_cast<int64_t>(out.size())) {

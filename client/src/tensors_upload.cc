@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/src/call_context.h"
+#include "client/src/tensors_region.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/client/tensors.h"
@@ -182,6 +183,9 @@ absl::StatusOr<pb::TensorInfo> TensorClient::Upload(const HostArray& array, cons
     return absl::InvalidArgumentError(absl::StrCat("expected ", *total, " bytes for ",
                                                    DescribeArray(array.dtype, array.shape),
                                                    ", got ", array.data.size()));
+  }
+  if (auto through_region = UploadThroughStaging(client_, array, rule, options)) {
+    return *std::move(through_region);
   }
   auto uploader = StartUpload(array.dtype, array.shape, rule, options);
   if (!uploader.ok()) return uploader.status();

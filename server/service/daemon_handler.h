@@ -18,6 +18,7 @@ struct DaemonCounts {
   std::function<int64_t()> sessions;
   std::function<int64_t()> session_tensors;
   std::function<int64_t()> open_streams;
+  std::function<int64_t()> regions;
 };
 
 class DaemonHandler final : public placement::v1::DaemonService::CallbackService {

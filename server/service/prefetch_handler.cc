@@ -7,6 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
+#include "server/service/region_slices.h"
 #include "server/tensor/tensor_proto.h"
 
 namespace placement::server {
@@ -45,14 +46,16 @@ void OutputToProto(const PrefetchOutput& output, pb::PrefetchResponse* out) {
 class PrefetchReactor final
     : public grpc::ServerBidiReactor<pb::PrefetchRequest, pb::PrefetchResponse> {
  public:
-  PrefetchReactor(grpc::CallbackServerContext* context, PrefetchManager* manager, CallGate* gate)
-      : context_(context), manager_(manager) {
+  PrefetchReactor(grpc::CallbackServerContext* context, PrefetchManager* manager, CallGate* gate,
+                  RegionRegistry* regions)
+      : context_(context), manager_(manager), regions_(regions) {
     // Registered without holding mu_: the manager calls Abort under its own
     // lock, which then takes mu_.
     absl::StatusOr<Caller> caller = gate->Admit(*context, &ticket_);
     absl::Status status = caller.status();
     if (status.ok()) {
       tenant_ = caller->tenant;
+      caller_ = *caller;
       // Counted against the stream limits; never reaped (it waits on its
       // consumer by design).
       absl::StatusOr<StreamRegistry::Lease> lease =
@@ -146,14 +149,18 @@ class PrefetchReactor final
       return absl::OkStatus();
     }
     if (pipeline_ == nullptr) {
-      return absl::InvalidArgumentError(
-          "the first message of a prefetch stream must be `open`");
+      return absl::InvalidArgumentError("the first message of a prefetch stream must be `open`");
     }
     switch (request.payload_case()) {
       case pb::PrefetchRequest::kBatch:
         return pipeline_->OnBatchHeader(request.batch());
-      case pb::PrefetchRequest::kChunk:
-        return pipeline_->OnBatchChunk(request.chunk().array_index(), request.chunk().data());
+      case pb::PrefetchRequest::kChunk: {
+        const pb::BatchChunk& chunk = request.chunk();
+        if (!chunk.has_region()) return pipeline_->OnBatchChunk(chunk.array_index(), chunk.data());
+        absl::StatusOr<RegionBytes> bytes = AcquireBatchChunkRegion(regions_, caller_, chunk);
+        if (!bytes.ok()) return bytes.status();
+        return pipeline_->OnBatchChunk(chunk.array_index(), bytes->view());
+      }
       case pb::PrefetchRequest::kRelease:
         return pipeline_->OnRelease(request.release().sequence());
       case pb::PrefetchRequest::kNext:
@@ -204,7 +211,9 @@ class PrefetchReactor final
   grpc::CallbackServerContext* context_;
   PrefetchManager* manager_;
   CallGate::Ticket ticket_;
-  std::string tenant_;  // the caller's, set once in the constructor
+  RegionRegistry* regions_;  // null: region chunks are refused
+  std::string tenant_;       // the caller's, set once in the constructor
+  Caller caller_;            // set once in the constructor
   StreamRegistry::Lease lease_;
   std::optional<int64_t> stream_id_;
   bool opened_ = false;
@@ -223,7 +232,7 @@ class PrefetchReactor final
 
 grpc::ServerBidiReactor<pb::PrefetchRequest, pb::PrefetchResponse>* PrefetchHandler::Prefetch(
     grpc::CallbackServerContext* context) {
-  return new PrefetchReactor(context, manager_, gate_);
+  return new PrefetchReactor(context, manager_, gate_, regions_);
 }
 
 }  // namespace placement::server

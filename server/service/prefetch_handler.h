@@ -18,14 +18,17 @@
 
 #include "placement/v1/prefetch_service.grpc.pb.h"
 #include "server/prefetch/prefetch_manager.h"
+#include "server/region/region_registry.h"
 #include "server/service/call_gate.h"
 
 namespace placement::server {
 
 class PrefetchHandler final : public placement::v1::PrefetchService::CallbackService {
  public:
-  // REQUIRES: manager and gate outlive every stream.
-  PrefetchHandler(PrefetchManager* manager, CallGate* gate) : manager_(manager), gate_(gate) {}
+  // REQUIRES: manager, gate and regions (null: region chunks are refused)
+  // outlive every stream.
+  PrefetchHandler(PrefetchManager* manager, CallGate* gate, RegionRegistry* regions = nullptr)
+      : manager_(manager), gate_(gate), regions_(regions) {}
 
   grpc::ServerBidiReactor<placement::v1::PrefetchRequest, placement::v1::PrefetchResponse>*
   Prefetch(grpc::CallbackServerContext* context) override;
@@ -33,6 +36,7 @@ class PrefetchHandler final : public placement::v1::PrefetchService::CallbackSer
  private:
   PrefetchManager* manager_;
   CallGate* gate_;
+  RegionRegistry* regions_;
 };
 
 }  // namespace placement::server

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "server/service/region_slices.h"
 #include "server/tensor/tenant_access.h"
 #include "server/tensor/tensor_proto.h"
 
@@ -19,7 +21,8 @@ constexpr int64_t kFramingAllowance = 1024;
 }  // namespace
 
 DownloadReactor::DownloadReactor(grpc::CallbackServerContext* context, const TensorOps* ops,
-                                 CallGate* gate, const pb::DownloadRequest& request) {
+                                 CallGate* gate, const pb::DownloadRequest& request,
+                                 RegionRegistry* regions) {
   absl::StatusOr<Caller> caller = gate->Admit(*context, &ticket_);
   absl::Status status = caller.status();
   if (status.ok()) {
@@ -28,7 +31,7 @@ DownloadReactor::DownloadReactor(grpc::CallbackServerContext* context, const Ten
     status = lease.status();
     if (lease.ok()) lease_ = *std::move(lease);
   }
-  if (status.ok()) status = Open(ops, *caller, request);
+  if (status.ok()) status = Open(ops, *caller, request, regions);
   if (!status.ok()) {
     Fail(status);
     return;
@@ -37,7 +40,7 @@ DownloadReactor::DownloadReactor(grpc::CallbackServerContext* context, const Ten
 }
 
 absl::Status DownloadReactor::Open(const TensorOps* ops, const Caller& caller,
-                                   const pb::DownloadRequest& request) {
+                                   const pb::DownloadRequest& request, RegionRegistry* regions) {
   ASSIGN_OR_RETURN(int64_t chunk, ChunkSizeFromProto(request.chunk_size_bytes()));
   chunk_bytes_ = std::min(chunk, kMaxChunkBytes - kFramingAllowance);
   RETURN_IF_ERROR(
@@ -51,6 +54,25 @@ absl::Status DownloadReactor::Open(const TensorOps* ops, const Caller& caller,
   for (const ShardDomain& piece : plan_->pieces()) {
     ShardToProto(piece, plan_->dtype(), header->add_pieces());
   }
+  if (request.has_destination()) return CopyToRegion(caller, request.destination(), regions);
+  return absl::OkStatus();
+}
+
+absl::Status DownloadReactor::CopyToRegion(const Caller& caller, const pb::RegionSlice& destination,
+                                           RegionRegistry* regions) {
+  const int64_t total = plan_->total_bytes();
+  if (destination.size() > 0 && destination.size() < total) {
+    return absl::OutOfRangeError(absl::StrCat("destination.size ", destination.size(),
+                                              " is less than the ", total,
+                                              " bytes of the download"));
+  }
+  pb::RegionSlice slice = destination;
+  slice.set_size(total);
+  if (destination.size() < 0) slice.set_size(destination.size());  // refused by the bounds check
+  ASSIGN_OR_RETURN(RegionBytes bytes,
+                   AcquireRegionSlice(regions, caller, "destination", slice, RegionAccess::kWrite));
+  RETURN_IF_ERROR(plan_->Read(0, total, bytes.data()));
+  offset_ = total;
   return absl::OkStatus();
 }
 

@@ -5,6 +5,10 @@
 // message stays under gRPC's default 4 MiB receive limit (a 4 MiB request is
 // served as chunks of 4 MiB - 1 KiB), so clients need no raised limit.
 //
+// With DownloadRequest.destination the bytes are copied into that region
+// (spread over threads) before the header is written, and nothing else is
+// streamed: OK after the header means the bytes are in place.
+//
 // Holds a CallGate ticket and the tensor (through its DownloadPlan) for the
 // whole stream: a concurrent Delete frees the memory when the stream ends.
 // Owns itself (deleted in OnDone); gRPC serializes its reactions.
@@ -16,6 +20,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/tensor_service.pb.h"
+#include "server/region/region_registry.h"
 #include "server/service/call_gate.h"
 #include "server/tensor/tensor_ops.h"
 
@@ -24,14 +29,18 @@ namespace placement::server {
 class DownloadReactor final : public grpc::ServerWriteReactor<placement::v1::DownloadResponse> {
  public:
   DownloadReactor(grpc::CallbackServerContext* context, const TensorOps* ops, CallGate* gate,
-                  const placement::v1::DownloadRequest& request);
+                  const placement::v1::DownloadRequest& request, RegionRegistry* regions = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnDone() override { delete this; }
 
  private:
   absl::Status Open(const TensorOps* ops, const Caller& caller,
-                    const placement::v1::DownloadRequest& request);
+                    const placement::v1::DownloadRequest& request, RegionRegistry* regions);
+  // DownloadRequest.destination: copies every byte into the region now; the
+  // stream then carries the header only.
+  absl::Status CopyToRegion(const Caller& caller, const placement::v1::RegionSlice& destination,
+                            RegionRegistry* regions);
   void Fail(const absl::Status& status);
 
   CallGate::Ticket ticket_;

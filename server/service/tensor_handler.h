@@ -6,6 +6,7 @@
 #define PLACEMENT_SERVER_SERVICE_TENSOR_HANDLER_H_
 
 #include "placement/v1/tensor_service.grpc.pb.h"
+#include "server/region/region_registry.h"
 #include "server/service/call_gate.h"
 #include "server/tensor/tensor_ops.h"
 
@@ -13,8 +14,10 @@ namespace placement::server {
 
 class TensorHandler final : public placement::v1::TensorService::CallbackService {
  public:
-  // REQUIRES: ops and gate outlive the handler.
-  TensorHandler(const TensorOps* ops, CallGate* gate) : ops_(ops), gate_(gate) {}
+  // REQUIRES: ops, gate and regions (null: region transfers are refused)
+  // outlive the handler.
+  TensorHandler(const TensorOps* ops, CallGate* gate, RegionRegistry* regions = nullptr)
+      : ops_(ops), gate_(gate), regions_(regions) {}
 
   grpc::ServerReadReactor<placement::v1::UploadRequest>* Upload(
       grpc::CallbackServerContext* context, placement::v1::UploadResponse* response) override;
@@ -44,6 +47,7 @@ class TensorHandler final : public placement::v1::TensorService::CallbackService
  private:
   const TensorOps* ops_;
   CallGate* gate_;
+  RegionRegistry* regions_;
 };
 
 }  // namespace placement::server

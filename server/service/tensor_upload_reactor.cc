@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/service/region_slices.h"
 #include "server/tensor/label_limits.h"
 #include "server/tensor/tensor_proto.h"
 
@@ -24,8 +25,8 @@ absl::Status ChunkBeforeHeader() {
 }  // namespace
 
 UploadReactor::UploadReactor(grpc::CallbackServerContext* context, const TensorOps* ops,
-                             CallGate* gate, pb::UploadResponse* response)
-    : UploadStreamReactor(context, gate), ops_(ops), response_(response) {
+                             CallGate* gate, pb::UploadResponse* response, RegionRegistry* regions)
+    : UploadStreamReactor(context, gate), ops_(ops), regions_(regions), response_(response) {
   Begin();
 }
 
@@ -45,6 +46,13 @@ absl::Status UploadReactor::Consume(const pb::UploadRequest& request) {
     case pb::UploadRequest::kChunk:
       if (!header_seen_) return ChunkBeforeHeader();
       return session_->Write(request.chunk());
+    case pb::UploadRequest::kRegion: {
+      if (!header_seen_) return ChunkBeforeHeader();
+      ASSIGN_OR_RETURN(
+          RegionBytes bytes,
+          AcquireRegionSlice(regions_, caller(), "region", request.region(), RegionAccess::kRead));
+      return session_->Write(bytes.view());
+    }
     case pb::UploadRequest::PAYLOAD_NOT_SET:
       break;
   }
@@ -68,8 +76,9 @@ void UploadReactor::ForgetCommitted() {
 }
 
 UploadBatchReactor::UploadBatchReactor(grpc::CallbackServerContext* context, const TensorOps* ops,
-                                       CallGate* gate, pb::UploadBatchResponse* response)
-    : UploadStreamReactor(context, gate), ops_(ops), response_(response) {
+                                       CallGate* gate, pb::UploadBatchResponse* response,
+                                       RegionRegistry* regions)
+    : UploadStreamReactor(context, gate), ops_(ops), regions_(regions), response_(response) {
   Begin();
 }
 
@@ -88,14 +97,18 @@ absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) 
                                                               absl::StrCat("arrays[", i, "]")));
         arrays.push_back(BatchArraySpec{array.key(), spec.dtype, std::move(spec.shape)});
       }
-      ASSIGN_OR_RETURN(
-          session_, ops_->StartBatchUpload(arrays, header.rule(), header.name(),
-                                            TensorOwner(caller().tenant, header.owner())));
+      ASSIGN_OR_RETURN(session_,
+                       ops_->StartBatchUpload(arrays, header.rule(), header.name(),
+                                              TensorOwner(caller().tenant, header.owner())));
       return absl::OkStatus();
     }
-    case pb::UploadBatchRequest::kChunk:
+    case pb::UploadBatchRequest::kChunk: {
       if (!header_seen_) return ChunkBeforeHeader();
-      return session_->Write(request.chunk().array_index(), request.chunk().data());
+      const pb::BatchChunk& chunk = request.chunk();
+      if (!chunk.has_region()) return session_->Write(chunk.array_index(), chunk.data());
+      ASSIGN_OR_RETURN(RegionBytes bytes, AcquireBatchChunkRegion(regions_, caller(), chunk));
+      return session_->Write(chunk.array_index(), bytes.view());
+    }
     case pb::UploadBatchRequest::PAYLOAD_NOT_SET:
       break;
   }

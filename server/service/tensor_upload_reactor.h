@@ -22,6 +22,7 @@
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/tensor_service.pb.h"
+#include "server/region/region_registry.h"
 #include "server/service/call_gate.h"
 #include "server/tensor/tensor_ops.h"
 
@@ -111,7 +112,7 @@ class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
 class UploadReactor final : public UploadStreamReactor<placement::v1::UploadRequest> {
  public:
   UploadReactor(grpc::CallbackServerContext* context, const TensorOps* ops, CallGate* gate,
-                placement::v1::UploadResponse* response);
+                placement::v1::UploadResponse* response, RegionRegistry* regions = nullptr);
 
  private:
   absl::Status Consume(const placement::v1::UploadRequest& request) override;
@@ -120,6 +121,7 @@ class UploadReactor final : public UploadStreamReactor<placement::v1::UploadRequ
   void ForgetCommitted() override;
 
   const TensorOps* ops_;
+  RegionRegistry* regions_;  // null: region payloads are refused
   placement::v1::UploadResponse* response_;
   bool header_seen_ = false;
   std::unique_ptr<UploadSession> session_;
@@ -129,7 +131,8 @@ class UploadReactor final : public UploadStreamReactor<placement::v1::UploadRequ
 class UploadBatchReactor final : public UploadStreamReactor<placement::v1::UploadBatchRequest> {
  public:
   UploadBatchReactor(grpc::CallbackServerContext* context, const TensorOps* ops, CallGate* gate,
-                     placement::v1::UploadBatchResponse* response);
+                     placement::v1::UploadBatchResponse* response,
+                     RegionRegistry* regions = nullptr);
 
  private:
   absl::Status Consume(const placement::v1::UploadBatchRequest& request) override;
@@ -138,6 +141,7 @@ class UploadBatchReactor final : public UploadStreamReactor<placement::v1::Uploa
   void ForgetCommitted() override;
 
   const TensorOps* ops_;
+  RegionRegistry* regions_;  // null: region payloads are refused
   placement::v1::UploadBatchResponse* response_;
   bool header_seen_ = false;
   std::unique_ptr<BatchUploadSession> session_;

@@ -71,8 +71,8 @@ absl::StatusOr<SessionSnapshot> SessionManager::Open(const Caller& caller, absl:
         " (0 selects ", absl::FormatDuration(options_.default_ttl), ")"));
   }
   if (name.size() > kMaxSessionNameLength) {
-    return absl::InvalidArgumentError(absl::StrCat("name is ", name.size(),
-                                                   " bytes long; at most ", kMaxSessionNameLength));
+    return absl::InvalidArgumentError(
+        absl::StrCat("name is ", name.size(), " bytes long; at most ", kMaxSessionNameLength));
   }
   absl::MutexLock lock(&mu_);
   std::string id;
@@ -105,7 +105,18 @@ absl::StatusOr<int64_t> SessionManager::Close(const Caller& caller, const std::s
     tensors = std::move((*session)->tensors);
     sessions_.erase(id);
   }
-  return DeleteTensors(tensors);
+  const int64_t deleted = DeleteTensors(tensors);
+  for (const auto& listener : end_listeners_) listener(id);
+  return deleted;
+}
+
+void SessionManager::AddEndListener(std::function<void(const std::string& id)> listener) {
+  end_listeners_.push_back(std::move(listener));
+}
+
+bool SessionManager::IsOpen(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  return sessions_.contains(id);
 }
 
 absl::Status SessionManager::CheckJoin(const Caller& caller, const std::string& id) const {
@@ -130,8 +141,8 @@ absl::Status SessionManager::Adopt(const std::string& id,
     }
   }
   DeleteTensors(absl::flat_hash_set<std::string>(tensor_ids.begin(), tensor_ids.end()));
-  return absl::FailedPreconditionError(absl::StrCat(
-      "session '", id, "' ended while the call ran; its results were deleted"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("session '", id, "' ended while the call ran; its results were deleted"));
 }
 
 absl::Status SessionManager::Persist(const Caller& caller,
@@ -184,6 +195,7 @@ int64_t SessionManager::SweepExpired(absl::Time now) {
   }
   for (const auto& [id, tensors] : expired) {
     const int64_t deleted = DeleteTensors(tensors);
+    for (const auto& listener : end_listeners_) listener(id);
     LogInfo("session ", id, " expired (lease not renewed); deleted ", deleted, " tensor(s)");
   }
   return static_cast<int64_t>(expired.size());

@@ -15,6 +15,7 @@
 #define PLACEMENT_SERVER_SESSION_SESSION_MANAGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -75,6 +76,13 @@ class SessionManager {
   // be visible to the caller (NOT_FOUND otherwise, nothing changed).
   absl::Status Persist(const Caller& caller, const std::vector<std::string>& tensor_ids);
 
+  // Called with the id of every session that ends (closed or expired), after
+  // its tensors are deleted, outside the manager's lock: other components
+  // free what the session held (regions). REQUIRES: before serving.
+  void AddEndListener(std::function<void(const std::string& id)> listener);
+  // Whether session `id` is open now (any tenant).
+  bool IsOpen(const std::string& id) const;
+
   std::vector<SessionSnapshot> List(const Caller& caller) const;
   int64_t size() const;
   // Tensors held by open sessions, over all of them.
@@ -105,6 +113,7 @@ class SessionManager {
   absl::flat_hash_map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::function<void(const std::string&)>> end_listeners_;
   std::thread sweeper_;
 };
 

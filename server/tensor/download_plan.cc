@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/tensor/chunk_runs.h"
+#include "server/tensor/spread_copy.h"
 
 namespace placement::server {
 namespace {
@@ -142,11 +143,21 @@ absl::Status DownloadPlan::Read(int64_t offset, int64_t length, char* dst) {
                                                    "-byte download"));
   }
   if (length == 0) return absl::OkStatus();
+  // Large reads (into same-host regions) are spread over threads, each slice
+  // with its own run list; chunk-sized ones reuse scratch_.
+  return SpreadOverThreads(offset, offset + length, [&](int64_t lo, int64_t hi) {
+    std::vector<ByteRun> local;
+    return ReadSlice(lo, hi - lo, dst + (lo - offset), hi - lo == length ? &scratch_ : &local);
+  });
+}
+
+absl::Status DownloadPlan::ReadSlice(int64_t offset, int64_t length, char* dst,
+                                     std::vector<ByteRun>* scratch) const {
   const Tensor& t = *tensor_;
   if (whole_) {
     return ForEachChunkRunBatch(
         t.shape, DTypeSize(t.dtype), gather_boxes_, offset, offset + length,
-        RunDirection::kBoxToChunk, &scratch_, [&](size_t i, absl::Span<const ByteRun> runs) {
+        RunDirection::kBoxToChunk, scratch, [&](size_t i, absl::Span<const ByteRun> runs) {
           return backend_->Read(*t.shards[gather_shards_[i]].buffer, dst, runs);
         });
   }

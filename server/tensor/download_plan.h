@@ -63,9 +63,13 @@ class DownloadPlan {
 
   // Copies stream bytes [offset, offset + length) into `dst`.
   // INVALID_ARGUMENT when the range is outside [0, total_bytes()].
+  // Large reads are spread over threads (spread_copy.h).
   absl::Status Read(int64_t offset, int64_t length, char* dst);
 
  private:
+  // Read of a validated range on the calling thread.
+  absl::Status ReadSlice(int64_t offset, int64_t length, char* dst,
+                         std::vector<ByteRun>* scratch) const;
   DownloadPlan(std::shared_ptr<const Tensor> tensor, DeviceBackend* backend)
       : tensor_(std::move(tensor)), backend_(backend) {}
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "server/tensor/chunk_runs.h"
+#include "server/tensor/spread_copy.h"
 
 namespace placement::server {
 
@@ -53,11 +54,17 @@ absl::Status UploadSession::Write(absl::string_view bytes) {
   if (length == 0) return absl::OkStatus();
   DeviceBackend* backend = store_->backend();
   const int64_t begin = received_bytes_;
-  absl::Status status = ForEachChunkRunBatch(
-      tensor_->shape, DTypeSize(tensor_->dtype), boxes_, begin, begin + length,
-      RunDirection::kChunkToBox, &scratch_, [&](size_t shard, absl::Span<const ByteRun> runs) {
-        return backend->Write(bytes.data(), *tensor_->shards[shard].buffer, runs);
-      });
+  // Large writes (same-host regions) are spread over threads, each slice
+  // with its own run list; chunk-sized ones reuse scratch_.
+  absl::Status status = SpreadOverThreads(begin, begin + length, [&](int64_t lo, int64_t hi) {
+    std::vector<ByteRun> local;
+    std::vector<ByteRun>* scratch = hi - lo == length ? &scratch_ : &local;
+    return ForEachChunkRunBatch(
+        tensor_->shape, DTypeSize(tensor_->dtype), boxes_, lo, hi, RunDirection::kChunkToBox,
+        scratch, [&](size_t shard, absl::Span<const ByteRun> runs) {
+          return backend->Write(bytes.data() + (lo - begin), *tensor_->shards[shard].buffer, runs);
+        });
+  });
   if (!status.ok()) {
     Abort();
     return status;

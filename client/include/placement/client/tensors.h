@@ -39,6 +39,7 @@
 #include "absl/types/span.h"
 #include "placement/client/client.h"
 #include "placement/client/placements.h"
+#include "placement/client/regions.h"
 #include "placement/v1/tensor_service.pb.h"
 
 namespace placement::client {
@@ -112,11 +113,16 @@ struct UploadOptions {
   int64_t chunk_bytes = kDefaultChunkBytes;
   // Deadline for the whole stream; infinite = none.
   absl::Duration timeout = absl::InfiniteDuration();
+  // kAuto: arrays of 256 KiB or more go through a staging region when the
+  // daemon is on this host (regions.h); kStream / kRegion force a path.
+  TransferPath path = TransferPath::kAuto;
 };
 
 struct DownloadOptions {
   int64_t chunk_bytes = 0;  // 0 = the daemon's 1 MiB; at most 4 MiB
   absl::Duration timeout = absl::InfiniteDuration();
+  // As UploadOptions::path; applies to downloads into caller memory.
+  TransferPath path = TransferPath::kAuto;
 };
 
 // Which part of a tensor a Download returns.
@@ -223,6 +229,20 @@ class TensorClient {
       const DownloadOptions& options = {}) const;
   absl::StatusOr<DownloadedBytes> DownloadBytes(
       const std::string& tensor_id, const DownloadSelection& selection = DownloadSelection::Whole(),
+      const DownloadOptions& options = {}) const;
+
+  // --- Same-host regions (regions.h) --------------------------------------------
+  // Uploads the ExpectedBytes(dtype, shape) bytes at `offset` in `region`:
+  // the daemon copies them straight into the shards (no copy here).
+  // OUT_OF_RANGE when they do not fit the region.
+  absl::StatusOr<placement::v1::TensorInfo> UploadFromRegion(
+      const SharedRegion& region, int64_t offset, placement::v1::DType dtype,
+      std::vector<int64_t> shape, const Rule& rule = {}, const UploadOptions& options = {}) const;
+  // Has the daemon write the selection's bytes into `region` at `offset`
+  // (no copy here); returns the header. OUT_OF_RANGE when they do not fit.
+  absl::StatusOr<placement::v1::DownloadHeader> DownloadToRegion(
+      const std::string& tensor_id, const SharedRegion& region, int64_t offset,
+      const DownloadSelection& selection = DownloadSelection::Whole(),
       const DownloadOptions& options = {}) const;
 
   // --- Metadata and lifetime ---------------------------------------------------

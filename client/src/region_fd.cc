@@ -1,0 +1,97 @@
+#include "client/src/region_fd.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace placement::client {
+
+absl::StatusOr<int> CreateSealedMemfd(const std::string& name, int64_t size_bytes) {
+  int fd = memfd_create(name.empty() ? "placement-region" : name.c_str(),
+                        MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    return absl::ResourceExhaustedError(absl::StrCat("memfd_create: ", std::strerror(errno)));
+  }
+  if (ftruncate(fd, size_bytes) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int error = errno;
+    close(fd);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot size and seal a ", size_bytes, "-byte memfd: ", std::strerror(error)));
+  }
+  return fd;
+}
+
+absl::StatusOr<std::string> PassFd(const std::string& address, int fd) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (address.empty() || address.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad region socket address '", address, "'"));
+  }
+  socklen_t length;
+  if (address[0] == '@') {
+    std::memcpy(addr.sun_path + 1, address.data() + 1, address.size() - 1);
+    length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
+  } else {
+    std::memcpy(addr.sun_path, address.data(), address.size());
+    length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size() + 1);
+  }
+  int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (sock < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
+  if (connect(sock, reinterpret_cast<sockaddr*>(&addr), length) != 0) {
+    const int error = errno;
+    close(sock);
+    return absl::UnavailableError(absl::StrCat("cannot reach the daemon's region socket ", address,
+                                               ": ", std::strerror(error)));
+  }
+  timeval timeout{10, 0};
+  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  char byte = 'R';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  if (sendmsg(sock, &msg, MSG_NOSIGNAL) != 1) {
+    const int error = errno;
+    close(sock);
+    return absl::UnavailableError(
+        absl::StrCat("cannot pass the fd to ", address, ": ", std::strerror(error)));
+  }
+  std::string reply;
+  char buffer[128];
+  while (reply.find('\n') == std::string::npos && reply.size() < 512) {
+    const ssize_t n = recv(sock, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    reply.append(buffer, static_cast<size_t>(n));
+  }
+  close(sock);
+  const size_t newline = reply.find('\n');
+  if (newline == std::string::npos) {
+    return absl::UnavailableError(
+        absl::StrCat("the region socket ", address, " closed without answering"));
+  }
+  absl::string_view line = absl::string_view(reply).substr(0, newline);
+  if (absl::ConsumePrefix(&line, "ERR ")) {
+    return absl::FailedPreconditionError(absl::StrCat("region socket: ", line));
+  }
+  return std::string(line);
+}
+
+}  // namespace placement::client

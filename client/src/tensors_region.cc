@@ -1,0 +1,151 @@
+// TensorClient through same-host regions: UploadFromRegion / DownloadToRegion
+// (the caller's region) and the kAuto paths of Upload / UploadBatch /
+// Download (a staging region from the Client's RegionPool).
+#include "client/src/tensors_region.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/src/call_context.h"
+#include "client/src/region_pool.h"
+#include "common/grpc_status.h"
+#include "grpcpp/grpcpp.h"
+#include "placement/client/tensors.h"
+#include "placement/v1/tensor_service.grpc.pb.h"
+
+namespace placement::client {
+namespace pb = placement::v1;
+namespace {
+
+void SetSlice(const SharedRegion& region, int64_t offset, int64_t size, pb::RegionSlice* slice) {
+  slice->set_region_id(region.id());
+  slice->set_offset(offset);
+  slice->set_size(size);
+}
+
+absl::StatusOr<pb::TensorInfo> UploadSlice(const Client& client, const SharedRegion& region,
+                                           int64_t offset, pb::DType dtype,
+                                           const std::vector<int64_t>& shape, const Rule& rule,
+                                           const UploadOptions& options) {
+  absl::StatusOr<int64_t> total = ExpectedBytes(dtype, shape);
+  if (!total.ok()) return total.status();
+  auto stub = pb::TensorService::NewStub(client.channel());
+  grpc::ClientContext context;
+  SetTimeout(options.timeout, &context);
+  pb::UploadResponse response;
+  auto writer = stub->Upload(&context, &response);
+  pb::UploadRequest message;
+  pb::UploadHeader* header = message.mutable_header();
+  header->set_dtype(dtype);
+  for (int64_t d : shape) header->add_shape(d);
+  header->set_name(options.name);
+  header->set_owner(options.owner);
+  if (!rule.is_default()) *header->mutable_rule() = rule.proto();
+  bool ok = writer->Write(message);
+  if (ok && *total > 0) {
+    SetSlice(region, offset, *total, message.mutable_region());
+    ok = writer->Write(message);
+  }
+  if (ok) writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (!ok) {
+    return absl::UnavailableError(absl::StrCat("upload of ", DescribeArray(dtype, shape),
+                                               ": the daemon closed the stream early"));
+  }
+  return std::move(*response.mutable_tensor());
+}
+
+}  // namespace
+
+absl::StatusOr<pb::TensorInfo> TensorClient::UploadFromRegion(const SharedRegion& region,
+                                                              int64_t offset, pb::DType dtype,
+                                                              std::vector<int64_t> shape,
+                                                              const Rule& rule,
+                                                              const UploadOptions& options) const {
+  return UploadSlice(client_, region, offset, dtype, shape, rule, options);
+}
+
+absl::StatusOr<pb::DownloadHeader> TensorClient::DownloadToRegion(
+    const std::string& tensor_id, const SharedRegion& region, int64_t offset,
+    const DownloadSelection& selection, const DownloadOptions& options) const {
+  pb::DownloadRequest request;
+  request.set_tensor_id(tensor_id);
+  selection.ApplyTo(&request);
+  SetSlice(region, offset, region.size() - offset, request.mutable_destination());
+  if (offset < 0 || offset > region.size()) request.mutable_destination()->set_size(0);
+  auto stub = pb::TensorService::NewStub(client_.channel());
+  grpc::ClientContext context;
+  SetTimeout(options.timeout, &context);
+  auto reader = stub->Download(&context, request);
+  pb::DownloadResponse message;
+  pb::DownloadHeader header;
+  while (reader->Read(&message)) {
+    if (message.has_header()) header = std::move(*message.mutable_header());
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  return header;
+}
+
+std::optional<absl::StatusOr<pb::TensorInfo>> UploadThroughStaging(const Client& client,
+                                                                   const HostArray& array,
+                                                                   const Rule& rule,
+                                                                   const UploadOptions& options) {
+  std::shared_ptr<RegionPool> pool = RegionPool::For(client);
+  const int64_t bytes = static_cast<int64_t>(array.data.size());
+  absl::StatusOr<bool> use = pool->UseRegion(options.path, bytes);
+  if (!use.ok()) return use.status();
+  if (!*use) return std::nullopt;
+  absl::StatusOr<RegionPool::Lease> lease = pool->Borrow(bytes);
+  if (!lease.ok()) {
+    if (options.path == TransferPath::kRegion) return lease.status();
+    return std::nullopt;  // kAuto: fall back to the stream
+  }
+  std::memcpy(lease->region().data(), array.data.data(), array.data.size());
+  return UploadSlice(client, lease->region(), 0, array.dtype, array.shape, rule, options);
+}
+
+std::optional<absl::StatusOr<pb::DownloadHeader>> DownloadThroughStaging(
+    const Client& client, const std::string& tensor_id, absl::Span<uint8_t> out,
+    const DownloadSelection& selection, const DownloadOptions& options) {
+  std::shared_ptr<RegionPool> pool = RegionPool::For(client);
+  const int64_t bytes = static_cast<int64_t>(out.size());
+  absl::StatusOr<bool> use = pool->UseRegion(options.path, bytes);
+  if (!use.ok()) return use.status();
+  if (!*use) return std::nullopt;
+  absl::StatusOr<RegionPool::Lease> lease = pool->Borrow(bytes);
+  if (!lease.ok()) {
+    if (options.path == TransferPath::kRegion) return lease.status();
+    return std::nullopt;
+  }
+  pb::DownloadRequest request;
+  request.set_tensor_id(tensor_id);
+  selection.ApplyTo(&request);
+  // Offer exactly the caller's buffer: a larger tensor is OUT_OF_RANGE.
+  SetSlice(lease->region(), 0, bytes, request.mutable_destination());
+  if (bytes == 0) return std::nullopt;  // size 0 means "any"; let the stream check
+  auto stub = pb::TensorService::NewStub(client.channel());
+  grpc::ClientContext context;
+  SetTimeout(options.timeout, &context);
+  auto reader = stub->Download(&context, request);
+  pb::DownloadResponse message;
+  pb::DownloadHeader header;
+  while (reader->Read(&message)) {
+    if (message.has_header()) header = std::move(*message.mutable_header());
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) {
+    if (status.error_code() == grpc::StatusCode::OUT_OF_RANGE) {
+      return absl::InvalidArgumentError(absl::StrCat("output buffer holds ", out.size(),
+                                                     " bytes; tensor ", tensor_id, " needs more (",
+                                                     status.error_message(), ")"));
+    }
+    return FromGrpcStatus(status);
+  }
+  std::memcpy(out.data(), lease->region().data(), static_cast<size_t>(header.total_bytes()));
+  return header;
+}
+
+}  // namespace placement::client

@@ -1,0 +1,29 @@
+// The kAuto region paths of TensorClient (tensors_region.cc). Each returns
+// nullopt when the transfer should take the gRPC stream instead (remote
+// daemon, kStream, a small transfer, or no staging region could be had under
+// kAuto), else the transfer's result. Not installed.
+#ifndef PLACEMENT_CLIENT_SRC_TENSORS_REGION_H_
+#define PLACEMENT_CLIENT_SRC_TENSORS_REGION_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "placement/client/tensors.h"
+
+namespace placement::client {
+
+// Copies the array into a staging region and uploads it from there.
+// REQUIRES: array.data holds exactly ExpectedBytes(array.dtype, array.shape).
+std::optional<absl::StatusOr<placement::v1::TensorInfo>> UploadThroughStaging(
+    const Client& client, const HostArray& array, const Rule& rule, const UploadOptions& options);
+
+// Has the daemon write into a staging region of out.size() bytes, then
+// copies into `out`.
+std::optional<absl::StatusOr<placement::v1::DownloadHeader>> DownloadThroughStaging(
+    const Client& client, const std::string& tensor_id, absl::Span<uint8_t> out,
+    const DownloadSelection& selection, const DownloadOptions& options);
+
+}  // namespace placement::client
+
+#endif  // PLACEMENT_CLIENT_SRC_TENSORS_REGION_H_

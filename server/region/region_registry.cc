@@ -1,0 +1,282 @@
+#include "server/region/region_registry.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "server/region/region_bounds.h"
+
+namespace placement::server {
+
+// One registered region. `uses` counts live RegionBytes; `mapping` is reset
+// (unmapped) only once the region left the registry and `uses` is zero.
+struct RegionBytes::Region {
+  RegionSnapshot info;
+  std::unique_ptr<SharedMemoryMapping> mapping;
+  absl::Mutex mu;
+  int64_t uses ABSL_GUARDED_BY(mu) = 0;
+};
+
+RegionBytes::RegionBytes(RegionBytes&& other) noexcept
+    : region_(std::move(other.region_)), data_(other.data_), size_(other.size_) {
+  other.data_ = nullptr;
+  other.size_ = 0;
+}
+
+RegionBytes::~RegionBytes() {
+  if (region_ == nullptr) return;
+  absl::MutexLock lock(&region_->mu);
+  --region_->uses;
+}
+
+namespace {
+
+absl::Status RegionNotFound(absl::string_view field, const std::string& id) {
+  return absl::NotFoundError(absl::StrCat(field, "region_id '", id.substr(0, 80),
+                                          "': no such region (unregistered, its session ended, "
+                                          "or it belongs to another tenant or session)"));
+}
+
+}  // namespace
+
+RegionRegistry::RegionRegistry(FdPassingListener* fds, Metrics* metrics,
+                               RegionRegistryOptions options)
+    : fds_(fds), metrics_(metrics), options_(options) {
+  if (metrics_ != nullptr) {
+    metrics_->Describe("placementd_region_registrations_total", "counter",
+                       "Shared-memory regions registered (RegionService).");
+    metrics_->Describe("placementd_region_failures_total", "counter",
+                       "Refused region registrations and region uses, by op.");
+    metrics_->Describe("placementd_region_bytes_total", "counter",
+                       "Bytes moved through regions: direction=in (uploads read the region), "
+                       "out (downloads write it).");
+  }
+}
+
+RegionRegistry::~RegionRegistry() {
+  absl::flat_hash_map<std::string, std::shared_ptr<Region>> regions;
+  {
+    absl::MutexLock lock(&mu_);
+    regions.swap(regions_);
+    mapped_bytes_ = 0;
+  }
+  for (auto& [id, region] : regions) Retire(region);
+}
+
+void RegionRegistry::set_pinning(PinFn pin, UnpinFn unpin) {
+  pin_ = std::move(pin);
+  unpin_ = std::move(unpin);
+}
+
+void RegionRegistry::set_session_check(std::function<bool(const std::string&)> open) {
+  session_open_ = std::move(open);
+}
+
+void RegionRegistry::CountFailure(absl::string_view op) {
+  if (metrics_ != nullptr) {
+    metrics_->Increment("placementd_region_failures_total", {{"op", std::string(op)}});
+  }
+}
+
+absl::StatusOr<RegionSnapshot> RegionRegistry::Register(const Caller& caller, std::string name,
+                                                        int64_t size_bytes,
+                                                        const RegionHandle& handle) {
+  absl::StatusOr<RegionSnapshot> result = [&]() -> absl::StatusOr<RegionSnapshot> {
+    if (name.size() > kMaxRegionNameLength) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("name is ", name.size(), " bytes long; at most ", kMaxRegionNameLength));
+    }
+    if (size_bytes < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("size_bytes must be >= 0, got ", size_bytes));
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (options_.max_regions > 0 &&
+          static_cast<int64_t>(regions_.size()) >= options_.max_regions) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "cannot register a region: ", regions_.size(),
+            " of --max_regions=", options_.max_regions, " are registered; unregister some first"));
+      }
+    }
+    std::unique_ptr<SharedMemoryMapping> mapping;
+    switch (handle.kind) {
+      case RegionHandle::Kind::kFdToken: {
+        if (handle.value.empty()) {
+          return absl::InvalidArgumentError(
+              "a RegisterRegionRequest needs a handle: fd_token (preferred) or shm_name");
+        }
+        if (fds_ == nullptr) {
+          return absl::FailedPreconditionError(
+              "fd passing is off on this daemon (--region_socket is empty); use shm_name");
+        }
+        ASSIGN_OR_RETURN(int fd, fds_->TakeFd(handle.value));
+        absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> mapped =
+            SharedMemoryMapping::MapFd(fd, size_bytes);
+        close(fd);
+        if (!mapped.ok()) return mapped.status();
+        mapping = *std::move(mapped);
+        break;
+      }
+      case RegionHandle::Kind::kShmName: {
+        if (!options_.allow_shm_names) {
+          return absl::FailedPreconditionError(
+              "shm_name regions are off on this daemon (--allow_shm_regions); pass the fd over "
+              "the region socket (fd_token)");
+        }
+        ASSIGN_OR_RETURN(mapping, SharedMemoryMapping::MapShmName(handle.value, size_bytes));
+        break;
+      }
+    }
+    auto region = std::make_shared<Region>();
+    region->info.name = std::move(name);
+    region->info.size = mapping->size();
+    region->info.tenant = caller.tenant;
+    region->info.session_id = caller.session_id;
+    if (pin_) {
+      // Pinning is an optimization: without it the backend stages the copy.
+      region->info.pinned = pin_(mapping->data(), mapping->size()).ok();
+    }
+    region->mapping = std::move(mapping);
+    bool full = false;
+    {
+      absl::MutexLock lock(&mu_);
+      full =
+          options_.max_regions > 0 && static_cast<int64_t>(regions_.size()) >= options_.max_regions;
+      if (!full) {
+        region->info.id = absl::StrFormat("r-%016x%016x", absl::Uniform<uint64_t>(bitgen_),
+                                          absl::Uniform<uint64_t>(bitgen_));
+        regions_[region->info.id] = region;
+        mapped_bytes_ += region->info.size;
+      }
+    }
+    if (full) {
+      Retire(region);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot register a region: --max_regions=", options_.max_regions,
+                       " are registered; unregister some first"));
+    }
+    if (!caller.session_id.empty() && session_open_ && !session_open_(caller.session_id)) {
+      EndSession(caller.session_id);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "session '", caller.session_id, "' ended while the region was registered; unmapped"));
+    }
+    return region->info;
+  }();
+  if (!result.ok()) {
+    CountFailure("register");
+  } else if (metrics_ != nullptr) {
+    metrics_->Increment("placementd_region_registrations_total");
+  }
+  return result;
+}
+
+bool RegionRegistry::VisibleLocked(const Caller& caller, const Region& region) const {
+  if (caller.admin()) return true;
+  return caller.Sees(region.info.tenant) &&
+         (region.info.session_id.empty() || region.info.session_id == caller.session_id);
+}
+
+absl::Status RegionRegistry::Unregister(const Caller& caller, const std::string& id) {
+  std::shared_ptr<Region> region;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = regions_.find(id);
+    if (it == regions_.end() || !VisibleLocked(caller, *it->second)) {
+      CountFailure("unregister");
+      return RegionNotFound("", id);
+    }
+    region = std::move(it->second);
+    regions_.erase(it);
+    mapped_bytes_ -= region->info.size;
+  }
+  Retire(region);
+  return absl::OkStatus();
+}
+
+void RegionRegistry::Retire(const std::shared_ptr<Region>& region) {
+  {
+    absl::MutexLock lock(&region->mu);
+    region->mu.Await(absl::Condition(
+        +[](int64_t* uses) { return *uses == 0; }, &region->uses));
+  }
+  if (region->info.pinned && unpin_) unpin_(region->mapping->data());
+  region->mapping.reset();
+}
+
+std::vector<RegionSnapshot> RegionRegistry::List(const Caller& caller) const {
+  std::vector<RegionSnapshot> out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, region] : regions_) {
+      if (VisibleLocked(caller, *region)) out.push_back(region->info);
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const RegionSnapshot& a, const RegionSnapshot& b) { return a.id < b.id; });
+  return out;
+}
+
+absl::StatusOr<RegionBytes> RegionRegistry::Acquire(const Caller& caller, absl::string_view field,
+                                                    const std::string& id, int64_t offset,
+                                                    int64_t size, RegionAccess access) {
+  std::shared_ptr<Region> region;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = regions_.find(id);
+    if (it == regions_.end() || !VisibleLocked(caller, *it->second)) {
+      CountFailure("use");
+      return RegionNotFound(field.empty() ? "" : absl::StrCat(field, "."), id);
+    }
+    region = it->second;
+    if (absl::Status bounds = CheckRegionSlice(field, id, region->info.size, offset, size);
+        !bounds.ok()) {
+      CountFailure("use");
+      return bounds;
+    }
+    // Counted under mu_: Unregister erases under mu_ before waiting, so no
+    // use can start after it began waiting.
+    absl::MutexLock region_lock(&region->mu);
+    ++region->uses;
+  }
+  if (metrics_ != nullptr) {
+    metrics_->Add("placementd_region_bytes_total",
+                  {{"direction", access == RegionAccess::kRead ? "in" : "out"}},
+                  static_cast<double>(size));
+  }
+  char* data = region->mapping->data() + offset;
+  return RegionBytes(std::move(region), data, size);
+}
+
+int64_t RegionRegistry::EndSession(const std::string& session_id) {
+  std::vector<std::shared_ptr<Region>> ended;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = regions_.begin(); it != regions_.end();) {
+      if (it->second->info.session_id == session_id) {
+        mapped_bytes_ -= it->second->info.size;
+        ended.push_back(std::move(it->second));
+        regions_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const auto& region : ended) Retire(region);
+  return static_cast<int64_t>(ended.size());
+}
+
+int64_t RegionRegistry::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(regions_.size());
+}
+
+int64_t RegionRegistry::mapped_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return mapped_bytes_;
+}
+
+}  // namespace placement::server

@@ -1,0 +1,86 @@
+#include "server/region/shared_memory_mapping.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace placement::server {
+absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> SharedMemoryMapping::MapFd(
+    int fd, int64_t size_bytes) {
+  return Map(fd, size_bytes, /*require_seal=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> SharedMemoryMapping::MapShmName(
+    const std::string& name, int64_t size_bytes) {
+  if (name.size() < 2 || name[0] != '/' || name.find('/', 1) != std::string::npos ||
+      name.size() > 255) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm_name must be '/' followed by 1 to 254 characters without '/', got '",
+                     name.substr(0, 64), "'"));
+  }
+  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(absl::StrCat("shm_name '", name, "': no such shared memory"));
+    }
+    return absl::PermissionDeniedError(
+        absl::StrCat("shm_name '", name, "': cannot open: ", std::strerror(errno)));
+  }
+  auto mapping = Map(fd, size_bytes, /*require_seal=*/false);
+  close(fd);
+  return mapping;
+}
+
+SharedMemoryMapping::~SharedMemoryMapping() {
+  if (data_ != nullptr) munmap(data_, static_cast<size_t>(size_));
+}
+
+absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> SharedMemoryMapping::Map(int fd,
+                                                                              int64_t size_bytes,
+                                                                              bool require_seal) {
+  if (size_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("size_bytes must be >= 0, got ", size_bytes));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot fstat the region's fd: ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        "the region's fd is not shared memory (memfd_create or shm_open); got another file type");
+  }
+  if (require_seal) {
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+      return absl::InvalidArgumentError(
+          "the region's memfd must be sealed with F_SEAL_SHRINK (memfd_create with "
+          "MFD_ALLOW_SEALING, ftruncate, then fcntl(F_ADD_SEALS, F_SEAL_SHRINK)), so that it "
+          "cannot shrink under the daemon");
+    }
+  }
+  const int64_t available = static_cast<int64_t>(st.st_size);
+  if (available == 0) {
+    return absl::InvalidArgumentError("the region's memory is empty (size 0); ftruncate it first");
+  }
+  if (size_bytes > available) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "size_bytes ", size_bytes, " is larger than the region's memory (", available, " bytes)"));
+  }
+  const int64_t size = size_bytes == 0 ? available : size_bytes;
+  void* data = mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (data == MAP_FAILED) {
+    return absl::InternalError(
+        absl::StrCat("cannot map ", size, " bytes of the region: ", std::strerror(errno)));
+  }
+  return std::unique_ptr<SharedMemoryMapping>(
+      new SharedMemoryMapping(static_cast<char*>(data), size));
+}
+
+}  // namespace placement::server
