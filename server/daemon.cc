@@ -50,8 +50,8 @@ absl::Status CheckUnixSocketFree(const std::string& path) {
   bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
   if (live) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on unix:", path,
-                                               ": address already in use by a running server"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on unix:", path, ": address already in use by a running server"));
   }
   return absl::OkStatus();
 }
@@ -64,8 +64,7 @@ absl::Status WriteReadyFile(const std::string& path, const std::string& address,
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << address << "\n";
-    if (metrics_http != nullptr)
-      out << "metrics=http://" << metrics_http->address() << "/metrics\n";
+    if (metrics_http != nullptr) out << "metrics=http://" << metrics_http->address() << "/metrics\n";
     if (!out.good()) return absl::InternalError(absl::StrCat("cannot write --ready_file ", tmp));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -101,7 +100,9 @@ Daemon::Daemon(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Daemon::~Daemon() { Drain(); }
 
 const std::string& Daemon::address() const { return state_->address; }
-int Daemon::metrics_port() const { return state_->metrics_http ? state_->metrics_http->port() : 0; }
+int Daemon::metrics_port() const {
+  return state_->metrics_http ? state_->metrics_http->port() : 0;
+}
 const std::string& Daemon::backend_note() const { return state_->identity.backend_note; }
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config) {
@@ -141,8 +142,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
         absl::StrCat("--stream_idle_timeout must be at least 1s, got ",
                      absl::FormatDuration(config.stream_idle_timeout)));
   }
-  state->streams = std::make_unique<StreamRegistry>(
-      StreamLimits{config.max_streams, config.tenant_max_streams, config.stream_idle_timeout});
+  state->streams = std::make_unique<StreamRegistry>(StreamLimits{
+      config.max_streams, config.tenant_max_streams, config.stream_idle_timeout});
   state->gate.set_streams(state->streams.get());
   if (!config.transport.tls() && !IsLoopback(listen)) {
     LogWarning("serving plaintext gRPC on non-loopback ", config.listen,
@@ -216,9 +217,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   state->server = builder.BuildAndStart();
   if (state->server == nullptr || (!listen.is_unix && selected_port == 0)) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", config.listen,
-                     ": the address is already in use or not available on this host"));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", config.listen,
+        ": the address is already in use or not available on this host"));
   }
   state->address = listen.ToGrpcUri(selected_port);
   id.listen_address = state->address;
@@ -240,8 +241,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       out->push_back({"placementd_up", {}, raw->gate.draining() ? 0.0 : 1.0});
       out->push_back(
           {"placementd_open_streams", {}, static_cast<double>(raw->streams->open_streams())});
-      out->push_back(
-          {"placementd_streams_reaped", {}, static_cast<double>(raw->streams->reaped_total())});
+      out->push_back({"placementd_streams_reaped", {},
+                      static_cast<double>(raw->streams->reaped_total())});
     });
     state->metrics.Describe("placementd_open_streams", "gauge",
                             "Upload, download and prefetch streams open now (--max_streams).");
@@ -274,8 +275,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   LogInfo("placementd ", id.version, " serving on ", state->address, " with ",
           state->inventory->num_devices(), " ", id.backend, " device(s); instance ",
           id.instance_id);
-  if (!config.ready_file.empty())
-    RETURN_IF_ERROR(WriteReadyFile(config.ready_file, state->address, state->metrics_http.get()));
+  if (!config.ready_file.empty()) RETURN_IF_ERROR(
+      WriteReadyFile(config.ready_file, state->address, state->metrics_http.get()));
   state->systemd.NotifyReady(absl::StrCat("serving on ", state->address));
   return std::unique_ptr<Daemon>(new Daemon(std::move(state)));
 }

@@ -34,8 +34,8 @@ void AddMeshAndTensorMetrics(Metrics* metrics, MeshRegistry* meshes, TensorStore
     // concurrent donation (in-place collective) fail as "in use".
     out->push_back({"placementd_meshes", {}, static_cast<double>(meshes->size())});
     out->push_back({"placementd_tensors", {}, static_cast<double>(tensors->size())});
-    out->push_back(
-        {"placementd_tensor_device_bytes", {}, static_cast<double>(tensors->TotalDeviceBytes())});
+    out->push_back({"placementd_tensor_device_bytes", {},
+                    static_cast<double>(tensors->TotalDeviceBytes())});
   });
 }
 

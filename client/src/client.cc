@@ -2,12 +2,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/src/channel_security.h"
 #include "client/src/region_pool.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/daemon_service.grpc.pb.h"
 #include "placement/v1/device_service.grpc.pb.h"
+#include "client/src/channel_security.h"
 
 namespace placement::client {
 namespace pb = placement::v1;
@@ -77,8 +77,8 @@ absl::StatusOr<pb::BatchSizeRecommendation> Client::GetBatchSizeRecommendation(
   pb::GetBatchSizeRecommendationRequest request;
   if (!hardware.empty()) request.set_hardware_name(hardware);
   pb::GetBatchSizeRecommendationResponse response;
-  auto status = pb::DeviceService::NewStub(channel_)->GetBatchSizeRecommendation(&context, request,
-                                                                                 &response);
+  auto status =
+      pb::DeviceService::NewStub(channel_)->GetBatchSizeRecommendation(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response.recommendation();
 }
@@ -92,8 +92,7 @@ absl::StatusOr<pb::ValidateBatchSizeResponse> Client::ValidateBatchSize(
   request.set_warn_suboptimal(warn_suboptimal);
   if (!hardware.empty()) request.set_hardware_name(hardware);
   pb::ValidateBatchSizeResponse response;
-  auto status =
-      pb::DeviceService::NewStub(channel_)->ValidateBatchSize(&context, request, &response);
+  auto status = pb::DeviceService::NewStub(channel_)->ValidateBatchSize(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response;
 }

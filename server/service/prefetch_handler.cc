@@ -149,7 +149,8 @@ class PrefetchReactor final
       return absl::OkStatus();
     }
     if (pipeline_ == nullptr) {
-      return absl::InvalidArgumentError("the first message of a prefetch stream must be `open`");
+      return absl::InvalidArgumentError(
+          "the first message of a prefetch stream must be `open`");
     }
     switch (request.payload_case()) {
       case pb::PrefetchRequest::kBatch:
