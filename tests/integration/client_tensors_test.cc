@@ -113,12 +113,18 @@ TEST_F(ClientTensorsTest, SixtyFourMebibytesThroughTheChunkedPath) {
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   const int64_t n = int64_t{16} << 20;  // 16 Mi floats = 64 MiB
   auto data = RandomBytes(static_cast<size_t>(n * 4), 64);
-  // From one caller buffer.
-  auto info =
-      tensors_->Upload(HostArray{pb::DTYPE_F32, {n}, data}, Placement::Sharded(*mesh, {{"data"}}));
+  // From one caller buffer (the stream forced: a same-host daemon would
+  // otherwise take a region, region_test.cc).
+  UploadOptions stream_upload;
+  stream_upload.path = TransferPath::kStream;
+  auto info = tensors_->Upload(HostArray{pb::DTYPE_F32, {n}, data},
+                               Placement::Sharded(*mesh, {{"data"}}), stream_upload);
   ASSERT_TRUE(info.ok()) << info.status();
   std::vector<uint8_t> back(data.size());
-  auto header = tensors_->Download(info->id(), absl::MakeSpan(back));
+  DownloadOptions stream_download;
+  stream_download.path = TransferPath::kStream;
+  auto header = tensors_->Download(info->id(), absl::MakeSpan(back), DownloadSelection::Whole(),
+                                   stream_download);
   ASSERT_TRUE(header.ok()) << header.status();
   EXPECT_TRUE(back == data);
 
