@@ -16,23 +16,21 @@ ABSL_FLAG(bool, warn_suboptimal, true,
           "validate-batch-size: warn when below the critical batch size (the seed's default).");
 
 namespace placement::placectl {
-namespace pb = placement::v1;
 
 int RunDevices(const client::Client& client, const GlobalOptions& options, const Args&) {
   auto devices = client.ListDevices();
   if (!devices.ok()) return ReportError(devices.status());
   if (options.json) {
-    pb::ListDevicesResponse response;
-    for (const auto& d : *devices) *response.add_devices() = d;
-    std::printf("%s\n", ToJson(response).c_str());
+    std::printf("%s\n", ToJson(*devices).c_str());
     return 0;
   }
   std::vector<std::vector<std::string>> rows = {
       {"ID", "PLATFORM", "KIND", "HARDWARE", "IN USE", "LIMIT", "NODE"}};
   for (const auto& d : *devices) {
-    rows.push_back({absl::StrCat(d.id()), d.platform(), d.device_kind(),
-                    pb::HardwareType_Name(d.hardware_type()), HumanBytes(d.memory_in_use_bytes()),
-                    HumanBytes(d.memory_limit_bytes()), absl::StrCat(d.process_index())});
+    rows.push_back({absl::StrCat(d.id), d.platform, d.device_kind,
+                    std::string(client::HardwareTypeName(d.hardware_type)),
+                    HumanBytes(d.memory_in_use_bytes), HumanBytes(d.memory_limit_bytes),
+                    absl::StrCat(d.process_index)});
   }
   std::printf("%s", FormatTable(rows).c_str());
   return 0;
@@ -46,12 +44,13 @@ int RunInfo(const client::Client& client, const GlobalOptions& options, const Ar
     return 0;
   }
   std::printf("num_devices:   %lld\nhardware_type: %s\nplatforms:     %s\ndevice_kinds:  %s\n",
-              static_cast<long long>(info->num_devices()), info->hardware_type_name().c_str(),
-              absl::StrJoin(info->platforms(), ", ").c_str(),
-              absl::StrJoin(info->device_kinds(), ", ").c_str());
-  for (const auto& d : info->devices()) {
-    std::printf("  device %lld: %s (%s)\n", static_cast<long long>(d.id()), d.platform().c_str(),
-                d.device_kind().c_str());
+              static_cast<long long>(info->num_devices),
+              std::string(client::HardwareTypeName(info->hardware_type)).c_str(),
+              absl::StrJoin(info->platforms, ", ").c_str(),
+              absl::StrJoin(info->device_kinds, ", ").c_str());
+  for (const auto& d : info->devices) {
+    std::printf("  device %lld: %s (%s)\n", static_cast<long long>(d.id), d.platform.c_str(),
+                d.device_kind.c_str());
   }
   return 0;
 }
@@ -67,30 +66,42 @@ int RunStatus(const client::Client& client, const GlobalOptions& options, const 
       "version:      %s\nbackend:      %s (%s)\ninstance:     %s\naddress:      %s\nuptime:       "
       "%llds\ndevices:      %lld\nmeshes:       %lld\ntensors:      %lld\nbytes in use: %s\n"
       "serving:      %s\n",
-      status->version().c_str(), status->backend().c_str(), status->backend_note().c_str(),
-      status->instance_id().c_str(), status->listen_address().c_str(),
-      static_cast<long long>(status->uptime().seconds()),
-      static_cast<long long>(status->num_devices()), static_cast<long long>(status->num_meshes()),
-      static_cast<long long>(status->num_tensors()),
-      HumanBytes(status->device_bytes_in_use()).c_str(), status->serving() ? "yes" : "draining");
+      status->version.c_str(), status->backend.c_str(), status->backend_note.c_str(),
+      status->instance_id.c_str(), status->listen_address.c_str(),
+      static_cast<long long>(absl::ToInt64Seconds(status->uptime)),
+      static_cast<long long>(status->num_devices), static_cast<long long>(status->num_meshes),
+      static_cast<long long>(status->num_tensors),
+      HumanBytes(status->device_bytes_in_use).c_str(), status->serving ? "yes" : "draining");
   return 0;
 }
 
+// --hardware as a HardwareType; nullopt when unset (the detected type).
+absl::StatusOr<std::optional<client::HardwareType>> HardwareFlag() {
+  std::string name = absl::GetFlag(FLAGS_hardware);
+  if (name.empty()) return std::optional<client::HardwareType>();
+  absl::StatusOr<client::HardwareType> type = client::ParseHardwareType(name);
+  if (!type.ok()) return type.status();
+  return std::optional<client::HardwareType>(*type);
+}
+
 int RunBatchSize(const client::Client& client, const GlobalOptions& options, const Args&) {
-  auto rec = client.GetBatchSizeRecommendation(absl::GetFlag(FLAGS_hardware));
+  auto hardware = HardwareFlag();
+  if (!hardware.ok()) return ReportError(hardware.status());
+  auto rec = client.GetBatchSizeRecommendation(*hardware);
   if (!rec.ok()) return ReportError(rec.status());
   if (options.json) {
     std::printf("%s\n", ToJson(*rec).c_str());
     return 0;
   }
   std::printf("hardware:  %s\nmin:       %lld\noptimal:   %lld\ncritical:  %lld\nnotes:     %s\n",
-              rec->hardware_type_name().c_str(), static_cast<long long>(rec->min_batch_size()),
-              static_cast<long long>(rec->optimal_batch_size()),
-              static_cast<long long>(rec->critical_batch_size()), rec->notes().c_str());
-  if (rec->has_roofline()) {
+              std::string(client::HardwareTypeName(rec->hardware_type)).c_str(),
+              static_cast<long long>(rec->min_batch_size),
+              static_cast<long long>(rec->optimal_batch_size),
+              static_cast<long long>(rec->critical_batch_size), rec->notes.c_str());
+  if (rec->roofline.has_value()) {
     std::printf("roofline:  %.0f (%.3g FLOP/s / %.3g B/s: %s)\n",
-                rec->roofline().critical_batch_size(), rec->roofline().peak_flops_per_second(),
-                rec->roofline().memory_bytes_per_second(), rec->roofline().source().c_str());
+                rec->roofline->critical_batch_size, rec->roofline->peak_flops_per_second,
+                rec->roofline->memory_bytes_per_second, rec->roofline->source.c_str());
   }
   return 0;
 }
@@ -102,15 +113,16 @@ int RunValidateBatchSize(const client::Client& client, const GlobalOptions& opti
     std::fprintf(stderr, "placectl: usage: placectl validate-batch-size N\n");
     return 2;
   }
-  auto v = client.ValidateBatchSize(batch_size, absl::GetFlag(FLAGS_warn_suboptimal),
-                                    absl::GetFlag(FLAGS_hardware));
+  auto hardware = HardwareFlag();
+  if (!hardware.ok()) return ReportError(hardware.status());
+  auto v = client.ValidateBatchSize(batch_size, absl::GetFlag(FLAGS_warn_suboptimal), *hardware);
   if (!v.ok()) return ReportError(v.status());
   if (options.json) {
     std::printf("%s\n", ToJson(*v).c_str());
     return 0;
   }
-  std::printf("valid:   %s\nmessage: %s\n", v->valid() ? "true" : "false", v->message().c_str());
-  for (const auto& w : v->warnings()) std::printf("warning: %s\n", w.c_str());
+  std::printf("valid:   %s\nmessage: %s\n", v->valid ? "true" : "false", v->message.c_str());
+  for (const auto& w : v->warnings) std::printf("warning: %s\n", w.c_str());
   return 0;
 }
 

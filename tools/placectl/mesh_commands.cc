@@ -25,7 +25,6 @@ ABSL_FLAG(std::string, model_axis, "model", "mesh create --preset=hybrid: model 
 ABSL_FLAG(bool, force, false, "mesh rm: also delete the tensors that use the mesh.");
 
 namespace placement::placectl {
-namespace pb = placement::v1;
 namespace {
 
 constexpr char kMeshUsage[] =
@@ -43,17 +42,17 @@ int Usage(const std::string& why) {
   return 2;
 }
 
-std::string AxesText(const pb::Mesh& mesh) {
+std::string AxesText(const client::Mesh& mesh) {
   std::vector<std::string> axes;
-  for (const auto& a : mesh.axes()) axes.push_back(absl::StrCat(a.name(), "=", a.size()));
+  for (const auto& a : mesh.axes) axes.push_back(absl::StrCat(a.name, "=", a.size));
   return absl::StrJoin(axes, ",");
 }
 
-void PrintMeshTable(const std::vector<pb::Mesh>& meshes) {
+void PrintMeshTable(const std::vector<client::Mesh>& meshes) {
   std::vector<std::vector<std::string>> rows = {{"ID", "AXES", "DEVICES", "TENSORS"}};
   for (const auto& m : meshes) {
     rows.push_back(
-        {m.id(), AxesText(m), absl::StrJoin(m.device_ids(), ","), absl::StrCat(m.tensor_count())});
+        {m.id, AxesText(m), absl::StrJoin(m.device_ids, ","), absl::StrCat(m.tensor_count)});
   }
   std::printf("%s", FormatTable(rows).c_str());
 }
@@ -67,7 +66,7 @@ bool ParseAxes(const std::string& text, client::MeshAxes* axes, std::string* err
       *error = absl::StrCat("axis '", piece, "' is not NAME=SIZE");
       return false;
     }
-    axes->emplace_back(kv[0], size);
+    axes->push_back({kv[0], size});
   }
   if (axes->empty()) {
     *error = "no axes given";
@@ -96,7 +95,7 @@ int RunCreate(const client::MeshClient& meshes, const GlobalOptions& options, co
     return Usage(error);
   }
   std::string preset = absl::GetFlag(FLAGS_preset);
-  absl::StatusOr<pb::Mesh> mesh;
+  absl::StatusOr<client::Mesh> mesh;
   if (preset.empty()) {
     if (args.size() != 2) return Usage("mesh create needs NAME=SIZE[,NAME=SIZE...] or --preset");
     client::MeshAxes axes;
@@ -133,9 +132,7 @@ int RunList(const client::MeshClient& meshes, const GlobalOptions& options, cons
   auto list = meshes.ListMeshes();
   if (!list.ok()) return ReportError(list.status());
   if (options.json) {
-    pb::ListMeshesResponse response;
-    for (const auto& m : *list) *response.add_meshes() = m;
-    std::printf("%s\n", ToJson(response).c_str());
+    std::printf("%s\n", ToJson(*list).c_str());
   } else {
     PrintMeshTable(*list);
   }
@@ -147,22 +144,18 @@ int RunInfo(const client::MeshClient& meshes, const GlobalOptions& options, cons
   auto info = meshes.GetMesh(args[1]);
   if (!info.ok()) return ReportError(info.status());
   if (options.json) {
-    pb::GetMeshResponse response;
-    *response.mutable_mesh() = info->mesh;
-    response.set_total_devices(info->total_devices);
-    for (const auto& [name, size] : info->axes) (*response.mutable_axes())[name] = size;
-    std::printf("%s\n", ToJson(response).c_str());
+    std::printf("%s\n", ToJson(*info).c_str());
     return 0;
   }
   std::vector<std::string> axes;
   for (const auto& [name, size] : info->axes) axes.push_back(absl::StrCat(name, ": ", size));
   std::printf("id:            %s\ntotal_devices: %lld\naxes:          {%s}\ntensors:       %lld\n",
-              info->mesh.id().c_str(), static_cast<long long>(info->total_devices),
-              absl::StrJoin(axes, ", ").c_str(), static_cast<long long>(info->mesh.tensor_count()));
+              info->mesh.id.c_str(), static_cast<long long>(info->total_devices),
+              absl::StrJoin(axes, ", ").c_str(), static_cast<long long>(info->mesh.tensor_count));
   // The device grid: one line per index of all but the last axis.
-  int64_t row = info->axes.empty() ? 1 : info->axes.back().second;
+  int64_t row = info->axes.empty() ? 1 : info->axes.back().size;
   std::printf("devices:\n");
-  const auto& ids = info->mesh.device_ids();
+  const auto& ids = info->mesh.device_ids;
   for (int i = 0; row > 0 && i < ids.size(); i += static_cast<int>(row)) {
     std::vector<int64_t> line(ids.begin() + i,
                               ids.begin() + std::min<int64_t>(ids.size(), i + row));
@@ -176,9 +169,7 @@ int RunRemove(const client::MeshClient& meshes, const GlobalOptions& options, co
   auto deleted = meshes.DeleteMesh(args[1], absl::GetFlag(FLAGS_force));
   if (!deleted.ok()) return ReportError(deleted.status());
   if (options.json) {
-    pb::DeleteMeshResponse response;
-    response.set_deleted_tensors(*deleted);
-    std::printf("%s\n", ToJson(response).c_str());
+    std::printf("{\"deleted_tensors\":\"%lld\"}\n", static_cast<long long>(*deleted));
   } else {
     std::printf("deleted mesh %s (%lld tensors deleted)\n", args[1].c_str(),
                 static_cast<long long>(*deleted));

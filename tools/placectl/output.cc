@@ -4,19 +4,8 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace placement::placectl {
-
-std::string ToJson(const google::protobuf::Message& message) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions options;
-  options.always_print_primitive_fields = true;
-  options.preserve_proto_field_names = true;
-  auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
-  if (!status.ok()) return "{}";
-  return out;
-}
 
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> widths;

@@ -1,4 +1,5 @@
-// Output helpers for placectl: JSON (from protos) or aligned text tables.
+// Output helpers for placectl: aligned text tables and errors. JSON comes
+// from the client library (placement/client/json.h, found by ADL).
 #ifndef PLACEMENT_TOOLS_PLACECTL_OUTPUT_H_
 #define PLACEMENT_TOOLS_PLACECTL_OUTPUT_H_
 
@@ -6,12 +7,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "google/protobuf/message.h"
+#include "placement/client/json.h"
 
 namespace placement::placectl {
 
-// One JSON object per message, with proto field names, defaults included.
-std::string ToJson(const google::protobuf::Message& message);
+using client::ToJson;
 
 // Left-aligned columns separated by two spaces; the first row is the header.
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows);

@@ -28,7 +28,6 @@ ABSL_FLAG(std::string, name_prefix, "", "tensor ls: only tensors whose name star
 ABSL_FLAG(int64_t, chunk_bytes, int64_t{1} << 20, "tensor put / get: bytes per stream message.");
 
 namespace placement::placectl {
-namespace pb = placement::v1;
 namespace {
 
 constexpr char kTensorUsage[] =
@@ -75,34 +74,32 @@ std::optional<client::Placement> PlacementFromFlags(std::string* error) {
   return absl::GetFlag(FLAGS_padded) ? p.Padded() : p;
 }
 
-std::string PlacementText(const pb::TensorInfo& info) {
-  if (info.placement().target_case() != pb::Placement::TARGET_NOT_SET) {
-    return client::Placement::FromProto(info.placement()).ToString();
+std::string PlacementText(const client::TensorInfo& info) {
+  if (info.placement.kind() != client::Placement::Kind::kDefault) {
+    return info.placement.ToString();
   }
-  if (info.shards_size() == 1) return absl::StrCat("device ", info.shards(0).device_id());
+  if (info.shards.size() == 1) return absl::StrCat("device ", info.shards[0].device_id);
   return "default device";
 }
 
-absl::Span<const int64_t> Dims(const google::protobuf::RepeatedField<int64_t>& dims) {
-  return absl::MakeConstSpan(dims.data(), static_cast<size_t>(dims.size()));
-}
+absl::Span<const int64_t> Dims(const std::vector<int64_t>& dims) { return dims; }
 
-std::string ShapeText(const google::protobuf::RepeatedField<int64_t>& shape) {
+std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
 
-void PrintTensorTable(const std::vector<pb::TensorInfo>& tensors) {
+void PrintTensorTable(const std::vector<client::TensorInfo>& tensors) {
   std::vector<std::vector<std::string>> rows = {
       {"ID", "NAME", "ARRAY", "PLACEMENT", "SHARDS", "BYTES", "DEVICE BYTES"}};
   for (const auto& t : tensors) {
-    rows.push_back({t.id(), t.name(), client::DescribeArray(t.dtype(), Dims(t.shape())),
-                    PlacementText(t), absl::StrCat(t.shards_size()), HumanBytes(t.size_bytes()),
-                    HumanBytes(t.device_bytes())});
+    rows.push_back({t.id, t.name, client::DescribeArray(t.dtype, Dims(t.shape)),
+                    PlacementText(t), absl::StrCat(t.shards.size()), HumanBytes(t.size_bytes),
+                    HumanBytes(t.device_bytes)});
   }
   std::printf("%s", FormatTable(rows).c_str());
 }
 
-void PrintTensor(const pb::TensorInfo& info, bool json) {
+void PrintTensor(const client::TensorInfo& info, bool json) {
   if (json) {
     std::printf("%s\n", ToJson(info).c_str());
   } else {
@@ -142,8 +139,8 @@ int RunGet(const client::TensorClient& tensors, const GlobalOptions& options, co
   std::unique_ptr<NpyWriter> writer;
   auto header = tensors.Download(
       args[1],
-      [&](const pb::DownloadHeader& h) -> absl::Status {
-        auto created = NpyWriter::Create(path, h.dtype(), Dims(h.shape()));
+      [&](const client::DownloadHeader& h) -> absl::Status {
+        auto created = NpyWriter::Create(path, h.dtype, Dims(h.shape));
         if (!created.ok()) return created.status();
         writer = *std::move(created);
         return absl::OkStatus();
@@ -156,8 +153,8 @@ int RunGet(const client::TensorClient& tensors, const GlobalOptions& options, co
     std::printf("%s\n", ToJson(*header).c_str());
   } else {
     std::printf("wrote %s: %s, %s\n", path.c_str(),
-                client::DescribeArray(header->dtype(), Dims(header->shape())).c_str(),
-                HumanBytes(header->total_bytes()).c_str());
+                client::DescribeArray(header->dtype, Dims(header->shape)).c_str(),
+                HumanBytes(header->total_bytes).c_str());
   }
   return 0;
 }
@@ -167,9 +164,7 @@ int RunList(const client::TensorClient& tensors, const GlobalOptions& options, c
   auto list = tensors.List(absl::GetFlag(FLAGS_name_prefix), absl::GetFlag(FLAGS_mesh));
   if (!list.ok()) return ReportError(list.status());
   if (options.json) {
-    pb::ListTensorsResponse response;
-    for (const auto& t : *list) *response.add_tensors() = t;
-    std::printf("%s\n", ToJson(response).c_str());
+    std::printf("%s\n", ToJson(*list).c_str());
   } else {
     PrintTensorTable(*list);
   }
@@ -185,25 +180,22 @@ int RunDescribe(const client::TensorClient& tensors, const GlobalOptions& option
     std::printf("%s\n", ToJson(*info).c_str());
     return 0;
   }
-  client::Spec spec;
-  for (const auto& d : info->sharding().spec().dims())
-    spec.emplace_back(d.axes().begin(), d.axes().end());
+  const client::Spec& spec = info->sharding.spec;
   std::printf(
       "id:        %s\nname:      %s\narray:     %s\nplacement: %s\nsharding:  %s %s\nbytes:     "
       "%s (on devices: %s)\n",
-      info->id().c_str(), info->name().c_str(),
-      client::DescribeArray(info->dtype(), Dims(info->shape())).c_str(),
-      PlacementText(*info).c_str(),
-      info->sharding().mesh_id().empty() ? "(implicit mesh)" : info->sharding().mesh_id().c_str(),
-      client::SpecToString(spec).c_str(), HumanBytes(info->size_bytes()).c_str(),
-      HumanBytes(info->device_bytes()).c_str());
+      info->id.c_str(), info->name.c_str(),
+      client::DescribeArray(info->dtype, Dims(info->shape)).c_str(), PlacementText(*info).c_str(),
+      info->sharding.mesh_id.empty() ? "(implicit mesh)" : info->sharding.mesh_id.c_str(),
+      client::SpecToString(spec).c_str(), HumanBytes(info->size_bytes).c_str(),
+      HumanBytes(info->device_bytes).c_str());
   std::vector<std::vector<std::string>> rows = {{"DEVICE", "INDEX", "SHAPE", "REPLICA", "BYTES"}};
-  for (const auto& s : info->shards()) {
+  for (const auto& s : info->shards) {
     std::vector<std::string> ranges;
-    for (const auto& r : s.ranges()) ranges.push_back(absl::StrCat(r.begin(), ":", r.end()));
-    rows.push_back({absl::StrCat(s.device_id()),
-                    absl::StrCat("[", absl::StrJoin(ranges, ", "), "]"), ShapeText(s.shape()),
-                    absl::StrCat(s.replica_id()), HumanBytes(s.size_bytes())});
+    for (const auto& r : s.ranges) ranges.push_back(absl::StrCat(r.begin, ":", r.end));
+    rows.push_back({absl::StrCat(s.device_id),
+                    absl::StrCat("[", absl::StrJoin(ranges, ", "), "]"), ShapeText(s.shape),
+                    absl::StrCat(s.replica_id), HumanBytes(s.size_bytes)});
   }
   std::printf("%s", FormatTable(rows).c_str());
   return 0;
@@ -214,9 +206,7 @@ int RunRemove(const client::TensorClient& tensors, const GlobalOptions& options,
   auto freed = tensors.Delete(Args(args.begin() + 1, args.end()));
   if (!freed.ok()) return ReportError(freed.status());
   if (options.json) {
-    pb::DeleteTensorsResponse response;
-    response.set_freed_bytes(*freed);
-    std::printf("%s\n", ToJson(response).c_str());
+    std::printf("{\"freed_bytes\":\"%lld\"}\n", static_cast<long long>(*freed));
   } else {
     std::printf("deleted %zu tensors, freed %s\n", args.size() - 1, HumanBytes(*freed).c_str());
   }
