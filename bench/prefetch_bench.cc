@@ -147,8 +147,7 @@ absl::StatusOr<PrefetchResult> Prefetch(const client::Client& client, const Pool
   result.total = absl::Now() - start;
   const auto& stats = (*it)->stats();
   if (stats.daemon.has_value()) {
-    result.daemon_stall = absl::Seconds(stats.daemon->consumer_stall().seconds()) +
-                          absl::Nanoseconds(stats.daemon->consumer_stall().nanos());
+    result.daemon_stall = stats.daemon->consumer_stall;
   }
   return result;
 }

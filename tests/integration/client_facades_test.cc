@@ -222,5 +222,93 @@ TEST_F(ClientFacadesTest, DataParallelShardingStateAndParams) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(ClientFacadesTest, SeedConvenienceFunctions) {
+  std::vector<float> images(8 * 4, 0.5f);
+  std::vector<int32_t> labels(8, 3);
+  HostTree batch = {{"images", HostArray::Of(images, {8, 4})},
+                    {"labels", HostArray::Of(labels, {8})}};
+  // place_on_device(data): the daemon's first device when none is given.
+  auto placed = place_on_device(*client_, batch);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_THAT(Devices(placed->at("images").info()), ElementsAre(0));
+  auto on_five = place_on_device(*client_, *placed, 5);
+  ASSERT_TRUE(on_five.ok()) << on_five.status();
+  EXPECT_THAT(Devices(on_five->at("labels").info()), ElementsAre(5));
+  EXPECT_TRUE(tensors_->Describe(placed->at("labels").id()).ok());  // kept, like device_put
+  EXPECT_EQ(place_on_device(*client_, batch, 99).status().code(), absl::StatusCode::kNotFound);
+
+  // distribute_batch(data, sharding), host and daemon trees alike.
+  auto mesh = DataMesh(8);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  auto spread = distribute_batch(*client_, batch, Placement::Sharded(*mesh, {{"data"}, {}}));
+  ASSERT_TRUE(spread.ok()) << spread.status();
+  EXPECT_THAT(Devices(spread->at("labels").info()), ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
+  auto replicated = distribute_batch(*client_, *spread, Placement::Replicated(*mesh));
+  ASSERT_TRUE(replicated.ok()) << replicated.status();
+  EXPECT_TRUE(FullyReplicated(replicated->at("images").info()));
+
+  // get_batch_size_recommendation: the library's table equals the daemon's.
+  for (HardwareType type : {HardwareType::kTpuV5e, HardwareType::kTpuV5p, HardwareType::kTpuV4,
+                            HardwareType::kH100, HardwareType::kA100, HardwareType::kV100,
+                            HardwareType::kCpu, HardwareType::kUnknown, HardwareType::kH200,
+                            HardwareType::kB200}) {
+    auto remote = get_batch_size_recommendation(*client_, type);
+    ASSERT_TRUE(remote.ok()) << HardwareTypeName(type) << ": " << remote.status();
+    EXPECT_EQ(get_batch_size_recommendation(type), *remote) << HardwareTypeName(type);
+  }
+  EXPECT_EQ(get_batch_size_recommendation(HardwareType::kH100).critical_batch_size, 298);
+  auto detected = get_batch_size_recommendation(*client_);
+  ASSERT_TRUE(detected.ok()) << detected.status();
+  EXPECT_EQ(detected->hardware_type, HardwareType::kCpu);
+}
+
+TEST_F(ClientFacadesTest, DevicePlacementHardwareCallsUseSeedNames) {
+  EXPECT_EQ(placement_->hardware_type(), HardwareType::kCpu);
+  EXPECT_EQ(HardwareTypeName(placement_->hardware_type()), "cpu");
+  EXPECT_EQ(placement_->num_devices(), 8);
+  EXPECT_EQ(&placement_->client(), client_.get());
+  auto rec = placement_->get_batch_size_recommendation();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ(rec->optimal_batch_size, 32);
+  auto h100 = placement_->get_batch_size_recommendation(HardwareType::kH100);
+  ASSERT_TRUE(h100.ok()) << h100.status();
+  EXPECT_EQ(h100->critical_batch_size, 298);
+  ASSERT_TRUE(h100->roofline.has_value());
+  auto validated = placement_->validate_batch_size(8);
+  ASSERT_TRUE(validated.ok()) << validated.status();
+  EXPECT_TRUE(validated->first);
+  EXPECT_EQ(validated->second,
+            "Batch size 8 is below critical size 16 for cpu. Consider increasing for optimal "
+            "throughput.");
+  auto info = placement_->get_device_info();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->num_devices, 8);
+  EXPECT_EQ(info->hardware_type, HardwareType::kCpu);
+  ASSERT_EQ(info->devices.size(), 8u);
+  EXPECT_EQ(info->devices[7].id, 7);
+}
+
+TEST_F(ClientFacadesTest, JsonTextUsesTheWireFieldNames) {
+  auto mesh = DataMesh(4);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  std::vector<float> x(8, 1.0f);
+  auto t = tensors_->Upload(HostArray::Of(x, {8}), Placement::Sharded(*mesh, {{"data"}}));
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::string json = ToJson(*t);
+  EXPECT_THAT(json, HasSubstr("\"id\":\"" + t->id + "\""));
+  EXPECT_THAT(json, HasSubstr("\"dtype\":\"DTYPE_F32\""));
+  EXPECT_THAT(json, HasSubstr("\"size_bytes\":\"32\""));
+  EXPECT_THAT(json, HasSubstr("\"replica_id\":\"0\""));
+  auto info = meshes_->GetMesh(mesh->id);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_THAT(ToJson(*info), HasSubstr("\"total_devices\":\"4\""));
+  auto rec = client_->GetBatchSizeRecommendation();
+  ASSERT_TRUE(rec.ok());
+  EXPECT_THAT(ToJson(*rec), HasSubstr("\"hardware_type_name\":\"cpu\""));
+  auto devices = client_->ListDevices();
+  ASSERT_TRUE(devices.ok());
+  EXPECT_THAT(ToJson(*devices), HasSubstr("\"devices\":[{\"id\":\"0\""));
+}
+
 }  // namespace
 }  // namespace placement::client

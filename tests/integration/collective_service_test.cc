@@ -111,8 +111,8 @@ TEST_F(CollectiveServiceTest, AllReduceShardedBlocksAndAllGather) {
   // Gather the minor-most axis, then the rest.
   auto half = collectives_->AllGather(sharded->id, 0, {.axes = {"model"}});
   ASSERT_TRUE(half.ok()) << half.status();
-  ASSERT_EQ(half->sharding.spec.dims[0].axes.size(), 1u);
-  EXPECT_EQ(half->sharding.spec.dims[0].axes[0], "data");
+  ASSERT_EQ(half->sharding.spec[0].size(), 1u);
+  EXPECT_EQ(half->sharding.spec[0][0], "data");
   auto full = collectives_->AllGather(half->id, 0, {.source = SourceHandling::kDonate});
   ASSERT_TRUE(full.ok()) << full.status();
   EXPECT_EQ(Floats(full->id, 48), x);
@@ -136,7 +136,7 @@ TEST_F(CollectiveServiceTest, ReduceScatterAndBroadcast) {
   auto scattered = collectives_->ReduceScatter(partial->id, ReduceOp::kSum, 0);
   ASSERT_TRUE(scattered.ok()) << scattered.status();
   EXPECT_EQ(scattered->sharding.partial_axes.size(), 0u);
-  EXPECT_EQ(scattered->sharding.spec.dims[0].axes[0], "model");
+  EXPECT_EQ(scattered->sharding.spec[0][0], "model");
   std::vector<float> got = Floats(scattered->id, 16);
   for (int64_t i = 0; i < 16; ++i) EXPECT_FLOAT_EQ(got[i], 600.0f + 4 * i);
 
