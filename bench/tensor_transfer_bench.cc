@@ -57,7 +57,6 @@ ABSL_FLAG(bool, reshard_replicated, true,
 namespace placement::bench {
 namespace {
 
-
 struct Series {
   std::string label;
   int64_t bytes_per_rep = 0;

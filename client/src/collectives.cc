@@ -51,21 +51,20 @@ absl::StatusOr<TensorInfo> CallOne(
 
 }  // namespace
 
-absl::StatusOr<TensorInfo> CollectiveClient::AllReduce(const std::string& tensor_id,
-                                                           ReduceOp op,
-                                                           const CollectiveOptions& options) const {
+absl::StatusOr<TensorInfo> CollectiveClient::AllReduce(const std::string& tensor_id, ReduceOp op,
+                                                       const CollectiveOptions& options) const {
   return AllReduceImpl(tensor_id, op, "", options);
 }
 
 absl::StatusOr<TensorInfo> CollectiveClient::AllReduce(const std::string& tensor_id,
-                                                           const std::string& op_name,
-                                                           const CollectiveOptions& options) const {
+                                                       const std::string& op_name,
+                                                       const CollectiveOptions& options) const {
   return AllReduceImpl(tensor_id, ReduceOp::kUnspecified, op_name, options);
 }
 
-absl::StatusOr<TensorInfo> CollectiveClient::AllReduceImpl(
-    const std::string& tensor_id, ReduceOp op, const std::string& op_name,
-    const CollectiveOptions& options) const {
+absl::StatusOr<TensorInfo> CollectiveClient::AllReduceImpl(const std::string& tensor_id,
+                                                           ReduceOp op, const std::string& op_name,
+                                                           const CollectiveOptions& options) const {
   pb::AllReduceRequest request;
   request.set_tensor_id(tensor_id);
   request.set_op(ToProto(op));
@@ -107,18 +106,17 @@ absl::StatusOr<std::vector<TensorInfo>> CollectiveClient::AllReduceBatchImpl(
   return FromProtos(response.tensors());
 }
 
-absl::StatusOr<TensorInfo> CollectiveClient::AllGather(const std::string& tensor_id,
-                                                           int64_t dim,
-                                                           const CollectiveOptions& options) const {
+absl::StatusOr<TensorInfo> CollectiveClient::AllGather(const std::string& tensor_id, int64_t dim,
+                                                       const CollectiveOptions& options) const {
   pb::AllGatherRequest request;
   request.set_tensor_id(tensor_id);
   request.set_dim(dim);
   return CallOne(client_, options, &pb::CollectiveService::Stub::AllGather, std::move(request));
 }
 
-absl::StatusOr<TensorInfo> CollectiveClient::ReduceScatter(
-    const std::string& tensor_id, ReduceOp op, int64_t scatter_dim,
-    const CollectiveOptions& options) const {
+absl::StatusOr<TensorInfo> CollectiveClient::ReduceScatter(const std::string& tensor_id,
+                                                           ReduceOp op, int64_t scatter_dim,
+                                                           const CollectiveOptions& options) const {
   pb::ReduceScatterRequest request;
   request.set_tensor_id(tensor_id);
   request.set_op(ToProto(op));
@@ -127,8 +125,8 @@ absl::StatusOr<TensorInfo> CollectiveClient::ReduceScatter(
 }
 
 absl::StatusOr<TensorInfo> CollectiveClient::Broadcast(const std::string& tensor_id,
-                                                           int64_t root_device_id,
-                                                           const CollectiveOptions& options) const {
+                                                       int64_t root_device_id,
+                                                       const CollectiveOptions& options) const {
   pb::BroadcastRequest request;
   request.set_tensor_id(tensor_id);
   request.set_root_device_id(root_device_id);

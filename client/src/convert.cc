@@ -94,8 +94,8 @@ Sharding FromProto(const pb::Sharding& sharding) {
   for (const auto& d : sharding.spec().dims()) out.spec.push_back(ToVector(d.axes()));
   out.partial_axes = ToVector(sharding.partial_axes());
   out.partial_op = FromProto(sharding.partial_op());
-  out.mode = sharding.mode() == pb::SHARDING_MODE_PADDED ? ShardingMode::kPadded
-                                                         : ShardingMode::kEven;
+  out.mode =
+      sharding.mode() == pb::SHARDING_MODE_PADDED ? ShardingMode::kPadded : ShardingMode::kEven;
   return out;
 }
 

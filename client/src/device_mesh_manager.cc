@@ -112,9 +112,10 @@ absl::StatusOr<Mesh> DeviceMeshManager::create_model_parallel_mesh(
   return meshes_.CreateModelParallelMesh(num_devices, axis_name, *options);
 }
 
-absl::StatusOr<Mesh> DeviceMeshManager::create_hybrid_mesh(
-    int64_t data_parallel_size, int64_t model_parallel_size, const std::string& data_axis,
-    const std::string& model_axis) const {
+absl::StatusOr<Mesh> DeviceMeshManager::create_hybrid_mesh(int64_t data_parallel_size,
+                                                           int64_t model_parallel_size,
+                                                           const std::string& data_axis,
+                                                           const std::string& model_axis) const {
   CreateMeshOptions options;
   std::optional<int64_t> total = Product({data_parallel_size, model_parallel_size});
   if (explicit_devices_ && total.has_value()) {

@@ -42,9 +42,9 @@ BatchSizeRecommendation get_batch_size_recommendation(HardwareType hardware_type
   out.max_memory_batch_size = row.max_memory_batch_size;
   out.notes = row.notes;
   if (row.roofline.has_value()) {
-    out.roofline = Roofline{row.roofline->peak_flops_per_second,
-                            row.roofline->memory_bytes_per_second,
-                            row.roofline->critical_batch_size, row.roofline->source};
+    out.roofline =
+        Roofline{row.roofline->peak_flops_per_second, row.roofline->memory_bytes_per_second,
+                 row.roofline->critical_batch_size, row.roofline->source};
   }
   return out;
 }

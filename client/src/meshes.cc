@@ -30,7 +30,7 @@ absl::StatusOr<Mesh> Create(const Client& client, const pb::CreateMeshRequest& r
 }  // namespace
 
 absl::StatusOr<Mesh> MeshClient::CreateMesh(const MeshAxes& axes,
-                                                const CreateMeshOptions& options) const {
+                                            const CreateMeshOptions& options) const {
   pb::CreateMeshRequest request;
   ApplyOptions(options, &request);
   auto* spec = request.mutable_axes();
@@ -42,9 +42,9 @@ absl::StatusOr<Mesh> MeshClient::CreateMesh(const MeshAxes& axes,
   return Create(client_, request);
 }
 
-absl::StatusOr<Mesh> MeshClient::CreateDataParallelMesh(
-    std::optional<int64_t> num_devices, const std::string& axis_name,
-    const CreateMeshOptions& options) const {
+absl::StatusOr<Mesh> MeshClient::CreateDataParallelMesh(std::optional<int64_t> num_devices,
+                                                        const std::string& axis_name,
+                                                        const CreateMeshOptions& options) const {
   pb::CreateMeshRequest request;
   ApplyOptions(options, &request);
   auto* preset = request.mutable_data_parallel();
@@ -53,9 +53,9 @@ absl::StatusOr<Mesh> MeshClient::CreateDataParallelMesh(
   return Create(client_, request);
 }
 
-absl::StatusOr<Mesh> MeshClient::CreateModelParallelMesh(
-    std::optional<int64_t> num_devices, const std::string& axis_name,
-    const CreateMeshOptions& options) const {
+absl::StatusOr<Mesh> MeshClient::CreateModelParallelMesh(std::optional<int64_t> num_devices,
+                                                         const std::string& axis_name,
+                                                         const CreateMeshOptions& options) const {
   pb::CreateMeshRequest request;
   ApplyOptions(options, &request);
   auto* preset = request.mutable_model_parallel();
@@ -65,10 +65,10 @@ absl::StatusOr<Mesh> MeshClient::CreateModelParallelMesh(
 }
 
 absl::StatusOr<Mesh> MeshClient::CreateHybridMesh(int64_t data_parallel_size,
-                                                      int64_t model_parallel_size,
-                                                      const std::string& data_axis,
-                                                      const std::string& model_axis,
-                                                      const CreateMeshOptions& options) const {
+                                                  int64_t model_parallel_size,
+                                                  const std::string& data_axis,
+                                                  const std::string& model_axis,
+                                                  const CreateMeshOptions& options) const {
   pb::CreateMeshRequest request;
   ApplyOptions(options, &request);
   auto* preset = request.mutable_hybrid();
@@ -85,7 +85,8 @@ absl::StatusOr<MeshInfo> MeshClient::GetMesh(const std::string& mesh_id) const {
   pb::GetMeshRequest request;
   request.set_mesh_id(mesh_id);
   pb::GetMeshResponse response;
-  auto status = pb::MeshService::NewStub(client_.impl().channel)->GetMesh(&context, request, &response);
+  auto status =
+      pb::MeshService::NewStub(client_.impl().channel)->GetMesh(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   MeshInfo info;
   info.total_devices = response.total_devices();
@@ -103,7 +104,8 @@ absl::StatusOr<std::vector<Mesh>> MeshClient::ListMeshes() const {
   grpc::ClientContext context;
   client_.impl().PrepareContext(&context);
   pb::ListMeshesResponse response;
-  auto status = pb::MeshService::NewStub(client_.impl().channel)->ListMeshes(&context, {}, &response);
+  auto status =
+      pb::MeshService::NewStub(client_.impl().channel)->ListMeshes(&context, {}, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   std::vector<Mesh> meshes;
   for (const pb::Mesh& m : response.meshes()) meshes.push_back(FromProto(m));

@@ -26,7 +26,6 @@ namespace placement::client {
 namespace pb = placement::v1;
 namespace {
 
-
 absl::Status CheckArrays(const std::vector<BatchArray>& arrays) {
   absl::flat_hash_set<std::string> keys;
   for (size_t i = 0; i < arrays.size(); ++i) {
@@ -41,9 +40,9 @@ absl::Status CheckArrays(const std::vector<BatchArray>& arrays) {
           absl::StrCat("array '", a.key, "': ", expected.status().message()));
     }
     if (static_cast<int64_t>(a.array.data.size()) != *expected) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "array '", a.key, "': expected ", *expected, " bytes for ",
-          DescribeArray(a.array.dtype, a.array.shape), ", got ", a.array.data.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("array '", a.key, "': expected ", *expected, " bytes for ",
+                       DescribeArray(a.array.dtype, a.array.shape), ", got ", a.array.data.size()));
     }
   }
   return absl::OkStatus();
@@ -184,7 +183,8 @@ struct PrefetchStream::Impl {
     absl::MutexLock rlock(&read_mu);
     DrainAndFinishLocked();
     absl::MutexLock lock(&mu);
-    if (cancelled && final_status.ok()) return absl::CancelledError("the prefetch stream was cancelled");
+    if (cancelled && final_status.ok())
+      return absl::CancelledError("the prefetch stream was cancelled");
     return final_status.ok() ? absl::FailedPreconditionError("the prefetch stream has ended")
                              : final_status;
   }
@@ -209,9 +209,9 @@ PrefetchStream::~PrefetchStream() {
 absl::StatusOr<std::unique_ptr<PrefetchStream>> PrefetchStream::Open(
     const Client& client, const PrefetchOptions& options) {
   if (options.buffer_size < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "buffer_size is ", options.buffer_size, "; must be >= 1 (0 selects the default ",
-        kDefaultPrefetchBufferSize, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("buffer_size is ", options.buffer_size,
+                                                   "; must be >= 1 (0 selects the default ",
+                                                   kDefaultPrefetchBufferSize, ")"));
   }
   if (absl::Status chunk_ok = ValidateChunkBytes(options.chunk_bytes); !chunk_ok.ok()) {
     return chunk_ok;
@@ -248,8 +248,7 @@ absl::StatusOr<int64_t> PrefetchStream::SendBatch(const std::vector<BatchArray>&
   {
     absl::MutexLock lock(&m.mu);
     auto can_send = [&m]() ABSL_SHARED_LOCKS_REQUIRED(m.mu) {
-      return m.Stopped() || m.send_closed ||
-             static_cast<int>(m.unreleased.size()) < m.buffer_size;
+      return m.Stopped() || m.send_closed || static_cast<int>(m.unreleased.size()) < m.buffer_size;
     };
     absl::Time start = absl::Now();
     m.mu.Await(absl::Condition(&can_send));
@@ -305,8 +304,8 @@ absl::Status PrefetchStream::Release(int64_t sequence) {
   {
     absl::MutexLock lock(&m.mu);
     if (sequence < 0 || sequence >= m.sent) {
-      return absl::InvalidArgumentError(absl::StrCat("release of batch ", sequence,
-                                                     ": no such batch (", m.sent, " sent)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("release of batch ", sequence, ": no such batch (", m.sent, " sent)"));
     }
     if (sequence >= m.reads) {
       return absl::FailedPreconditionError(
@@ -332,8 +331,8 @@ absl::Status PrefetchStream::Next() {
     if (absl::Status s = m.CanSendControlLocked(); !s.ok()) return s;
     int64_t n = m.nexts;
     if (n > m.reads) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "Next() asks for batch ", n, " before batch ", n - 1, " was read"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("Next() asks for batch ", n, " before batch ", n - 1, " was read"));
     }
     if (m.options.auto_release && n >= 1) m.unreleased.erase(n - 1);
     ++m.nexts;
@@ -386,9 +385,9 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchStream::Read() {
     if (response.ready().sequence() != m.reads) {
       m.context.TryCancel();
       m.broken = true;
-      m.final_status = absl::InternalError(absl::StrCat("the daemon sent batch ",
-                                                        response.ready().sequence(),
-                                                        " where batch ", m.reads, " was due"));
+      m.final_status =
+          absl::InternalError(absl::StrCat("the daemon sent batch ", response.ready().sequence(),
+                                           " where batch ", m.reads, " was due"));
       break;
     }
     ++m.reads;

@@ -67,14 +67,15 @@ absl::StatusOr<TensorInfo> TensorClient::Describe(const std::string& tensor_id) 
 }
 
 absl::StatusOr<std::vector<TensorInfo>> TensorClient::List(const std::string& name_prefix,
-                                                               const std::string& mesh_id) const {
+                                                           const std::string& mesh_id) const {
   grpc::ClientContext context;
   client_.impl().PrepareContext(&context);
   pb::ListTensorsRequest request;
   request.set_name_prefix(name_prefix);
   request.set_mesh_id(mesh_id);
   pb::ListTensorsResponse response;
-  auto status = pb::TensorService::NewStub(client_.impl().channel)->List(&context, request, &response);
+  auto status =
+      pb::TensorService::NewStub(client_.impl().channel)->List(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return FromProtos(response.tensors());
 }
@@ -85,7 +86,8 @@ absl::StatusOr<int64_t> TensorClient::Delete(const std::vector<std::string>& ten
   pb::DeleteTensorsRequest request;
   for (const auto& id : tensor_ids) request.add_tensor_ids(id);
   pb::DeleteTensorsResponse response;
-  auto status = pb::TensorService::NewStub(client_.impl().channel)->Delete(&context, request, &response);
+  auto status =
+      pb::TensorService::NewStub(client_.impl().channel)->Delete(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response.freed_bytes();
 }
@@ -101,7 +103,8 @@ absl::StatusOr<std::vector<TensorInfo>> TensorClient::Place(
   request.set_source(ToProto(source));
   request.set_name(name);
   pb::PlaceResponse response;
-  auto status = pb::TensorService::NewStub(client_.impl().channel)->Place(&context, request, &response);
+  auto status =
+      pb::TensorService::NewStub(client_.impl().channel)->Place(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   if (response.tensors_size() != static_cast<int>(tensor_ids.size())) {
     return absl::InternalError(absl::StrCat("Place of ", tensor_ids.size(), " tensors returned ",
@@ -111,18 +114,18 @@ absl::StatusOr<std::vector<TensorInfo>> TensorClient::Place(
 }
 
 absl::StatusOr<TensorInfo> TensorClient::Place(const std::string& tensor_id, const Rule& rule,
-                                                   SourceHandling source,
-                                                   const std::string& name) const {
+                                               SourceHandling source,
+                                               const std::string& name) const {
   auto placed = Place(std::vector<std::string>{tensor_id}, rule, source, name);
   if (!placed.ok()) return placed.status();
   return std::move(placed->front());
 }
 
 absl::StatusOr<TensorInfo> TensorClient::Assemble(const std::vector<int64_t>& shape,
-                                                      const Placement& placement,
-                                                      const std::vector<std::string>& tensor_ids,
-                                                      SourceHandling source,
-                                                      const std::string& name) const {
+                                                  const Placement& placement,
+                                                  const std::vector<std::string>& tensor_ids,
+                                                  SourceHandling source,
+                                                  const std::string& name) const {
   grpc::ClientContext context;
   client_.impl().PrepareContext(&context);
   pb::AssembleRequest request;
@@ -139,7 +142,7 @@ absl::StatusOr<TensorInfo> TensorClient::Assemble(const std::vector<int64_t>& sh
 }
 
 absl::StatusOr<std::vector<TensorInfo>> TensorClient::Disassemble(const std::string& tensor_id,
-                                                                      SourceHandling source) const {
+                                                                  SourceHandling source) const {
   grpc::ClientContext context;
   client_.impl().PrepareContext(&context);
   pb::DisassembleRequest request;

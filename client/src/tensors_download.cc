@@ -39,10 +39,10 @@ void ApplySelection(const DownloadSelection& selection, pb::DownloadRequest* req
 }  // namespace
 
 absl::StatusOr<DownloadHeader> TensorClient::Download(const std::string& tensor_id,
-                                                          const HeaderSink& on_header,
-                                                          const ChunkSink& on_chunk,
-                                                          const DownloadSelection& selection,
-                                                          const DownloadOptions& options) const {
+                                                      const HeaderSink& on_header,
+                                                      const ChunkSink& on_chunk,
+                                                      const DownloadSelection& selection,
+                                                      const DownloadOptions& options) const {
   pb::DownloadRequest request;
   request.set_tensor_id(tensor_id);
   ApplySelection(selection, &request);
@@ -108,15 +108,15 @@ absl::StatusOr<DownloadHeader> TensorClient::Download(const std::string& tensor_
 }
 
 absl::StatusOr<DownloadHeader> TensorClient::Download(const std::string& tensor_id,
-                                                          absl::Span<uint8_t> out,
-                                                          const DownloadSelection& selection,
-                                                          const DownloadOptions& options) const {
+                                                      absl::Span<uint8_t> out,
+                                                      const DownloadSelection& selection,
+                                                      const DownloadOptions& options) const {
   int64_t offset = 0;
   auto on_header = [&](const DownloadHeader& header) -> absl::Status {
     if (header.total_bytes > static_cast<int64_t>(out.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "output buffer holds ", out.size(), " bytes; tensor ", tensor_id, " needs ",
-          header.total_bytes, " for ", DescribeArray(header.dtype, header.shape)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("output buffer holds ", out.size(), " bytes; tensor ", tensor_id, " needs ",
+                       header.total_bytes, " for ", DescribeArray(header.dtype, header.shape)));
     }
     return absl::OkStatus();
   };

@@ -146,8 +146,7 @@ void Uploader::Cancel() {
 }
 
 absl::StatusOr<std::unique_ptr<Uploader>> TensorClient::StartUpload(
-    DType dtype, std::vector<int64_t> shape, const Rule& rule,
-    const UploadOptions& options) const {
+    DType dtype, std::vector<int64_t> shape, const Rule& rule, const UploadOptions& options) const {
   auto total = ExpectedBytes(dtype, shape);
   if (!total.ok()) return total.status();
   absl::Status chunk_ok = ValidateChunkBytes(options.chunk_bytes);
@@ -177,7 +176,7 @@ absl::StatusOr<std::unique_ptr<Uploader>> TensorClient::StartUpload(
 }
 
 absl::StatusOr<TensorInfo> TensorClient::Upload(const HostArray& array, const Rule& rule,
-                                                    const UploadOptions& options) const {
+                                                const UploadOptions& options) const {
   auto total = ExpectedBytes(array.dtype, array.shape);
   if (!total.ok()) return total.status();
   if (static_cast<int64_t>(array.data.size()) != *total) {
@@ -193,8 +192,8 @@ absl::StatusOr<TensorInfo> TensorClient::Upload(const HostArray& array, const Ru
 }
 
 absl::StatusOr<TensorInfo> TensorClient::UploadFrom(DType dtype, std::vector<int64_t> shape,
-                                                        const ByteReader& reader, const Rule& rule,
-                                                        const UploadOptions& options) const {
+                                                    const ByteReader& reader, const Rule& rule,
+                                                    const UploadOptions& options) const {
   auto uploader = StartUpload(dtype, std::move(shape), rule, options);
   if (!uploader.ok()) return uploader.status();
   absl::Status written = (*uploader)->WriteFrom(reader);

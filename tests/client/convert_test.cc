@@ -29,7 +29,8 @@ TEST(ConvertTest, PlacementsBecomeWirePlacements) {
   EXPECT_THAT(partial.partial_axes(), ElementsAre("y"));
   EXPECT_EQ(partial.partial_op(), pb::REDUCE_OP_MEAN);
   // And back: the same value.
-  EXPECT_EQ(FromProto(ToProto(sharded.Padded().WithPartial({"y"}))), sharded.Padded().WithPartial({"y"}));
+  EXPECT_EQ(FromProto(ToProto(sharded.Padded().WithPartial({"y"}))),
+            sharded.Padded().WithPartial({"y"}));
   EXPECT_EQ(FromProto(ToProto(Placement::Device(5))), Placement::Device(5));
 }
 
@@ -44,8 +45,9 @@ TEST(ConvertTest, RulesBecomeWireRules) {
   EXPECT_THAT(ToProto(Rule::Replicate({0, 1})).replicate().device_ids(), ElementsAre(0, 1));
   EXPECT_EQ(ToProto(Rule::ReplicateOn("m")).replicate().mesh_id(), "m");
   EXPECT_EQ(ToProto(Rule::ModelState("m", "shard")).model_state().param_sharding(), "shard");
-  EXPECT_EQ(ToProto(Rule::DataPartition("m", DataPartition::kReplicated)).data_partition().partition(),
-            pb::DATA_PARTITION_REPLICATED);
+  EXPECT_EQ(
+      ToProto(Rule::DataPartition("m", DataPartition::kReplicated)).data_partition().partition(),
+      pb::DATA_PARTITION_REPLICATED);
   EXPECT_EQ(ToProto(Rule::DataPartition("m")).data_partition().partition(),
             pb::DATA_PARTITION_FULL);
 }

@@ -11,7 +11,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-PartitionSpec P(std::vector<std::vector<std::string>> dims) { return PartitionSpec{std::move(dims)}; }
+PartitionSpec P(std::vector<std::vector<std::string>> dims) {
+  return PartitionSpec{std::move(dims)};
+}
 
 TEST(ParsePartitionSpecTest, AcceptsCliAndPythonForms) {
   EXPECT_EQ(*ParsePartitionSpec("data,None"), P({{"data"}, {}}));

@@ -11,7 +11,6 @@
 namespace placement::client {
 namespace {
 
-
 class TensorGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -50,8 +49,8 @@ class TensorGpuTest : public ::testing::Test {
 
 TEST_F(TensorGpuTest, EveryDtypeRoundTripsOnOneGpu) {
   const int64_t baseline = InUse();
-  for (DType dtype : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8,
-                          DType::kI16, DType::kI32, DType::kI64, DType::kU8}) {
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8, DType::kI16,
+                      DType::kI32, DType::kI64, DType::kU8}) {
     const std::vector<int64_t> shape = {257, 129};
     auto bytes = RandomBytes(*ExpectedBytes(dtype, shape), static_cast<uint32_t>(dtype));
     auto info = tensors_->Upload(HostArray{dtype, shape, bytes}, Placement::Device(0));

@@ -32,8 +32,7 @@ class ClientFacadesTest : public ClientDaemonTest {
   // Per shard, the [begin, end) of dimension `dim`.
   static std::vector<std::pair<int64_t, int64_t>> Ranges(const TensorInfo& info, int dim) {
     std::vector<std::pair<int64_t, int64_t>> out;
-    for (const auto& s : info.shards)
-      out.emplace_back(s.ranges[dim].begin, s.ranges[dim].end);
+    for (const auto& s : info.shards) out.emplace_back(s.ranges[dim].begin, s.ranges[dim].end);
     return out;
   }
   static bool FullyReplicated(const TensorInfo& info) {
@@ -248,10 +247,10 @@ TEST_F(ClientFacadesTest, SeedConvenienceFunctions) {
   EXPECT_TRUE(FullyReplicated(replicated->at("images").info()));
 
   // get_batch_size_recommendation: the library's table equals the daemon's.
-  for (HardwareType type : {HardwareType::kTpuV5e, HardwareType::kTpuV5p, HardwareType::kTpuV4,
-                            HardwareType::kH100, HardwareType::kA100, HardwareType::kV100,
-                            HardwareType::kCpu, HardwareType::kUnknown, HardwareType::kH200,
-                            HardwareType::kB200}) {
+  for (HardwareType type :
+       {HardwareType::kTpuV5e, HardwareType::kTpuV5p, HardwareType::kTpuV4, HardwareType::kH100,
+        HardwareType::kA100, HardwareType::kV100, HardwareType::kCpu, HardwareType::kUnknown,
+        HardwareType::kH200, HardwareType::kB200}) {
     auto remote = get_batch_size_recommendation(*client_, type);
     ASSERT_TRUE(remote.ok()) << HardwareTypeName(type) << ": " << remote.status();
     EXPECT_EQ(get_batch_size_recommendation(type), *remote) << HardwareTypeName(type);

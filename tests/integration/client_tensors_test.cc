@@ -37,9 +37,8 @@ class ClientTensorsTest : public ClientDaemonTest {
 TEST_F(ClientTensorsTest, EveryDTypeRoundTripsOnEveryKindOfPlacement) {
   auto mesh = meshes_->CreateHybridMesh(2, 4);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
-  const DType dtypes[] = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16,
-                              DType::kI8,  DType::kI16, DType::kI32, DType::kI64,
-                              DType::kU8,  DType::kBool};
+  const DType dtypes[] = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8,
+                          DType::kI16, DType::kI32, DType::kI64, DType::kU8,   DType::kBool};
   const std::vector<int64_t> shape = {8, 16};
   for (DType dtype : dtypes) {
     auto data = RandomBytes(static_cast<size_t>(*ExpectedBytes(dtype, shape)),
@@ -200,8 +199,7 @@ TEST_F(ClientTensorsTest, CancelMidUploadLeavesNothing) {
   const int64_t n = int64_t{4} << 20;
   auto data = RandomBytes(static_cast<size_t>(n * 4), 9);
   {
-    auto uploader =
-        tensors_->StartUpload(DType::kF32, {n}, Placement::Sharded(*mesh, {{"data"}}));
+    auto uploader = tensors_->StartUpload(DType::kF32, {n}, Placement::Sharded(*mesh, {{"data"}}));
     ASSERT_TRUE(uploader.ok()) << uploader.status();
     ASSERT_TRUE((*uploader)->Write(absl::MakeConstSpan(data.data(), data.size() / 2)).ok());
     (*uploader)->Cancel();
@@ -299,8 +297,8 @@ TEST_F(ClientTensorsTest, DisassembleAndAssemble) {
   ASSERT_TRUE(mesh.ok());
   std::vector<int64_t> shape = {8, 3};
   auto data = RandomBytes(8 * 3 * 2, 5);
-  auto t = tensors_->Upload(HostArray{DType::kBF16, shape, data},
-                            Placement::Sharded(*mesh, {{"data"}}));
+  auto t =
+      tensors_->Upload(HostArray{DType::kBF16, shape, data}, Placement::Sharded(*mesh, {{"data"}}));
   ASSERT_TRUE(t.ok()) << t.status();
   auto parts = tensors_->Disassemble(t->id);
   ASSERT_TRUE(parts.ok()) << parts.status();

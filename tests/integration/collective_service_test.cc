@@ -35,10 +35,10 @@ class CollectiveServiceTest : public ClientDaemonTest {
   // contributes value(p, i) for element i. Built from single-device uploads
   // assembled with donation, as a trainer does with per-device gradients.
   absl::StatusOr<TensorInfo> Partial(const TensorClient& tensors, const Mesh& mesh,
-                                         const std::vector<int64_t>& shape,
-                                         const std::vector<std::string>& axes,
-                                         const std::function<float(int, int64_t)>& value,
-                                         ReduceOp op = ReduceOp::kSum) {
+                                     const std::vector<int64_t>& shape,
+                                     const std::vector<std::string>& axes,
+                                     const std::function<float(int, int64_t)>& value,
+                                     ReduceOp op = ReduceOp::kSum) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     std::vector<std::string> ids;
@@ -206,8 +206,8 @@ TEST_F(CollectiveServiceTest, BadInputsHavePreciseCodes) {
   EXPECT_EQ(collectives_->AllGather(id, 3).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(collectives_->AllGather(id, 0).status().code(), absl::StatusCode::kFailedPrecondition);
   auto indivisible = collectives_->ReduceScatter(
-      Partial(*tensors_, *mesh, {6}, {"model"}, [](int, int64_t) { return 1; })->id,
-      ReduceOp::kSum, 0);
+      Partial(*tensors_, *mesh, {6}, {"model"}, [](int, int64_t) { return 1; })->id, ReduceOp::kSum,
+      0);
   EXPECT_EQ(indivisible.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(indivisible.status().message()), HasSubstr("not divisible by the 4"));
   EXPECT_EQ(collectives_->Broadcast(id, 4242).status().code(), absl::StatusCode::kNotFound);

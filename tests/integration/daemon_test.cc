@@ -8,8 +8,8 @@
 
 #include <thread>
 
-#include "gmock/gmock.h"
 #include "common/grpc_status.h"
+#include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "placement/client/client.h"
@@ -27,8 +27,8 @@ using testing::DaemonProcess;
 // The daemon's own checks of hardware names, through the wire (the client
 // library takes a HardwareType and cannot send an unknown name).
 absl::Status BatchSizeByName(const std::string& address, const std::string& name) {
-  auto stub = v1::DeviceService::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto stub =
+      v1::DeviceService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   v1::GetBatchSizeRecommendationRequest request;
   request.set_hardware_name(name);
@@ -38,8 +38,8 @@ absl::Status BatchSizeByName(const std::string& address, const std::string& name
 
 absl::Status ValidateByName(const std::string& address, int64_t batch_size,
                             const std::string& name) {
-  auto stub = v1::DeviceService::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto stub =
+      v1::DeviceService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   v1::ValidateBatchSizeRequest request;
   request.set_batch_size(batch_size);

@@ -109,8 +109,8 @@ class PrefetchTest : public ::testing::Test {
     std::vector<int32_t> labels = Labels(batch.tensor("labels"));
     for (int r = 0; r < kRows; ++r) ASSERT_EQ(labels[r], k * 100 + r) << "batch " << k;
     std::vector<float> images(kRows * 16);
-    ASSERT_TRUE(tensors_->Download(batch.tensor("images").id,
-                                   client::AsWritableBytes(images)).ok());
+    ASSERT_TRUE(
+        tensors_->Download(batch.tensor("images").id, client::AsWritableBytes(images)).ok());
     EXPECT_EQ(images.front(), static_cast<float>(k));
     EXPECT_EQ(images.back(), static_cast<float>(k));
   }

@@ -70,8 +70,8 @@ int RunStatus(const client::Client& client, const GlobalOptions& options, const 
       status->instance_id.c_str(), status->listen_address.c_str(),
       static_cast<long long>(absl::ToInt64Seconds(status->uptime)),
       static_cast<long long>(status->num_devices), static_cast<long long>(status->num_meshes),
-      static_cast<long long>(status->num_tensors),
-      HumanBytes(status->device_bytes_in_use).c_str(), status->serving ? "yes" : "draining");
+      static_cast<long long>(status->num_tensors), HumanBytes(status->device_bytes_in_use).c_str(),
+      status->serving ? "yes" : "draining");
   return 0;
 }
 

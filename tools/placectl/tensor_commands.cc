@@ -92,8 +92,8 @@ void PrintTensorTable(const std::vector<client::TensorInfo>& tensors) {
   std::vector<std::vector<std::string>> rows = {
       {"ID", "NAME", "ARRAY", "PLACEMENT", "SHARDS", "BYTES", "DEVICE BYTES"}};
   for (const auto& t : tensors) {
-    rows.push_back({t.id, t.name, client::DescribeArray(t.dtype, Dims(t.shape)),
-                    PlacementText(t), absl::StrCat(t.shards.size()), HumanBytes(t.size_bytes),
+    rows.push_back({t.id, t.name, client::DescribeArray(t.dtype, Dims(t.shape)), PlacementText(t),
+                    absl::StrCat(t.shards.size()), HumanBytes(t.size_bytes),
                     HumanBytes(t.device_bytes)});
   }
   std::printf("%s", FormatTable(rows).c_str());
@@ -193,9 +193,8 @@ int RunDescribe(const client::TensorClient& tensors, const GlobalOptions& option
   for (const auto& s : info->shards) {
     std::vector<std::string> ranges;
     for (const auto& r : s.ranges) ranges.push_back(absl::StrCat(r.begin, ":", r.end));
-    rows.push_back({absl::StrCat(s.device_id),
-                    absl::StrCat("[", absl::StrJoin(ranges, ", "), "]"), ShapeText(s.shape),
-                    absl::StrCat(s.replica_id), HumanBytes(s.size_bytes)});
+    rows.push_back({absl::StrCat(s.device_id), absl::StrCat("[", absl::StrJoin(ranges, ", "), "]"),
+                    ShapeText(s.shape), absl::StrCat(s.replica_id), HumanBytes(s.size_bytes)});
   }
   std::printf("%s", FormatTable(rows).c_str());
   return 0;

@@ -18,9 +18,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr client::DType kAllDTypes[] = {client::DType::kF32, client::DType::kF64, client::DType::kF16, client::DType::kBF16,
-                                    client::DType::kI8,  client::DType::kI16, client::DType::kI32, client::DType::kI64,
-                                    client::DType::kU8,  client::DType::kBool};
+constexpr client::DType kAllDTypes[] = {
+    client::DType::kF32, client::DType::kF64, client::DType::kF16, client::DType::kBF16,
+    client::DType::kI8,  client::DType::kI16, client::DType::kI32, client::DType::kI64,
+    client::DType::kU8,  client::DType::kBool};
 
 std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed, bool boolean) {
   std::mt19937 rng(seed);
@@ -201,9 +202,10 @@ TEST(NpyFileTest, WriterChecksCountsAndRemovesUnfinishedFiles) {
     EXPECT_EQ((*writer)->Finish().code(), absl::StatusCode::kInvalidArgument);
   }
   EXPECT_EQ(std::fopen(path.c_str(), "rb"), nullptr);  // removed by the destructor
-  EXPECT_EQ(
-      NpyWriter::Create(dir.path() + "/no/such/dir/x.npy", client::DType::kI32, {2}).status().code(),
-      absl::StatusCode::kNotFound);
+  EXPECT_EQ(NpyWriter::Create(dir.path() + "/no/such/dir/x.npy", client::DType::kI32, {2})
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

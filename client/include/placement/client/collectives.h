@@ -59,12 +59,10 @@ class CollectiveClient {
  public:
   explicit CollectiveClient(const Client& client) : client_(client) {}
 
-  absl::StatusOr<TensorInfo> AllReduce(const std::string& tensor_id,
-                                                      ReduceOp op,
-                                                      const CollectiveOptions& options = {}) const;
-  absl::StatusOr<TensorInfo> AllReduce(const std::string& tensor_id,
-                                                      const std::string& op_name,
-                                                      const CollectiveOptions& options = {}) const;
+  absl::StatusOr<TensorInfo> AllReduce(const std::string& tensor_id, ReduceOp op,
+                                       const CollectiveOptions& options = {}) const;
+  absl::StatusOr<TensorInfo> AllReduce(const std::string& tensor_id, const std::string& op_name,
+                                       const CollectiveOptions& options = {}) const;
 
   // Every tensor reduced in one fused daemon call (a gradient pytree): same
   // mesh and dtype for all; shapes may differ. Results in request order;
@@ -79,27 +77,25 @@ class CollectiveClient {
 
   // Shard -> replicate along `dim` (negative counts from the end), tiled.
   absl::StatusOr<TensorInfo> AllGather(const std::string& tensor_id, int64_t dim,
-                                                      const CollectiveOptions& options = {}) const;
+                                       const CollectiveOptions& options = {}) const;
 
   // Partial -> shard along `scatter_dim`.
-  absl::StatusOr<TensorInfo> ReduceScatter(
-      const std::string& tensor_id, ReduceOp op, int64_t scatter_dim,
-      const CollectiveOptions& options = {}) const;
+  absl::StatusOr<TensorInfo> ReduceScatter(const std::string& tensor_id, ReduceOp op,
+                                           int64_t scatter_dim,
+                                           const CollectiveOptions& options = {}) const;
 
   // The root device's shard to every device of its group (the root must be
   // a device of the tensor's mesh).
-  absl::StatusOr<TensorInfo> Broadcast(const std::string& tensor_id,
-                                                      int64_t root_device_id,
-                                                      const CollectiveOptions& options = {}) const;
+  absl::StatusOr<TensorInfo> Broadcast(const std::string& tensor_id, int64_t root_device_id,
+                                       const CollectiveOptions& options = {}) const;
 
  private:
-  absl::StatusOr<TensorInfo> AllReduceImpl(const std::string& tensor_id,
-                                                          ReduceOp op,
-                                                          const std::string& op_name,
-                                                          const CollectiveOptions& options) const;
+  absl::StatusOr<TensorInfo> AllReduceImpl(const std::string& tensor_id, ReduceOp op,
+                                           const std::string& op_name,
+                                           const CollectiveOptions& options) const;
   absl::StatusOr<std::vector<TensorInfo>> AllReduceBatchImpl(
-      const std::vector<std::string>& tensor_ids, ReduceOp op,
-      const std::string& op_name, const CollectiveOptions& options) const;
+      const std::vector<std::string>& tensor_ids, ReduceOp op, const std::string& op_name,
+      const CollectiveOptions& options) const;
 
   const Client& client_;
 };

@@ -45,8 +45,8 @@ class DevicePlacement {
   // (hardware_type(), num_devices() are cached). `default_device` nullopt =
   // the daemon's first device. FAILED_PRECONDITION when the daemon has no
   // devices; NOT_FOUND for an unknown default_device.
-  static absl::StatusOr<DevicePlacement> Create(const Client& client,
-                                                std::optional<int64_t> default_device = std::nullopt);
+  static absl::StatusOr<DevicePlacement> Create(
+      const Client& client, std::optional<int64_t> default_device = std::nullopt);
 
   // The `hardware_type` property: the detected hardware (of the first
   // device). HardwareTypeName() gives the seed's string ("cpu", "h100").
@@ -91,7 +91,8 @@ class DevicePlacement {
       const TensorTree& data, const std::optional<std::vector<int64_t>>& devices = std::nullopt,
       SourceHandling source = SourceHandling::kKeep) const;
   absl::StatusOr<TensorTree> replicate_across_devices(
-      const HostTree& data, const std::optional<std::vector<int64_t>>& devices = std::nullopt) const;
+      const HostTree& data,
+      const std::optional<std::vector<int64_t>>& devices = std::nullopt) const;
   // shard_batch_dim(data, mesh, batch_axis=0, mesh_axis="data"), per leaf:
   // rank 0 or batch_axis >= rank -> replicated; negative batch_axis counts
   // from the end; an indivisible dimension is INVALID_ARGUMENT naming the

@@ -52,22 +52,22 @@ class MeshClient {
   // < 1, duplicate or malformed names, unknown or repeated device ids;
   // FAILED_PRECONDITION when the product exceeds the devices available.
   absl::StatusOr<Mesh> CreateMesh(const MeshAxes& axes,
-                                                 const CreateMeshOptions& options = {}) const;
+                                  const CreateMeshOptions& options = {}) const;
   // create_data_parallel_mesh(num_devices=None, axis_name="data").
-  absl::StatusOr<Mesh> CreateDataParallelMesh(
-      std::optional<int64_t> num_devices = std::nullopt, const std::string& axis_name = "data",
-      const CreateMeshOptions& options = {}) const;
+  absl::StatusOr<Mesh> CreateDataParallelMesh(std::optional<int64_t> num_devices = std::nullopt,
+                                              const std::string& axis_name = "data",
+                                              const CreateMeshOptions& options = {}) const;
   // create_model_parallel_mesh(num_devices=None, axis_name="model").
-  absl::StatusOr<Mesh> CreateModelParallelMesh(
-      std::optional<int64_t> num_devices = std::nullopt, const std::string& axis_name = "model",
-      const CreateMeshOptions& options = {}) const;
+  absl::StatusOr<Mesh> CreateModelParallelMesh(std::optional<int64_t> num_devices = std::nullopt,
+                                               const std::string& axis_name = "model",
+                                               const CreateMeshOptions& options = {}) const;
   // create_hybrid_mesh(data_parallel_size=1, model_parallel_size=1,
   // data_axis="data", model_axis="model"): shape (dp, mp).
   absl::StatusOr<Mesh> CreateHybridMesh(int64_t data_parallel_size = 1,
-                                                       int64_t model_parallel_size = 1,
-                                                       const std::string& data_axis = "data",
-                                                       const std::string& model_axis = "model",
-                                                       const CreateMeshOptions& options = {}) const;
+                                        int64_t model_parallel_size = 1,
+                                        const std::string& data_axis = "data",
+                                        const std::string& model_axis = "model",
+                                        const CreateMeshOptions& options = {}) const;
 
   // NOT_FOUND for unknown ids.
   absl::StatusOr<MeshInfo> GetMesh(const std::string& mesh_id) const;

@@ -193,8 +193,8 @@ using BatchSource = std::function<absl::StatusOr<std::optional<HostBatch>>()>;
 
 // What the iterator measured on the client side, plus the daemon's stats.
 struct PrefetchIteratorStats {
-  int64_t batches = 0;          // yielded by Next()
-  int64_t bytes = 0;            // host bytes sent
+  int64_t batches = 0;              // yielded by Next()
+  int64_t bytes = 0;                // host bytes sent
   absl::Duration consumer_stall;    // inside the Next() calls that returned a batch
   absl::Duration producer_blocked;  // producer waiting for a free slot
   absl::Duration source_time;       // inside source()

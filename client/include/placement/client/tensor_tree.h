@@ -28,9 +28,9 @@ namespace placement::client {
 // A daemon tensor: its id, plus its TensorInfo when known.
 class TensorHandle {
  public:
-  TensorHandle(std::string tensor_id);           // NOLINT(google-explicit-constructor)
-  TensorHandle(const char* tensor_id);           // NOLINT(google-explicit-constructor)
-  TensorHandle(TensorInfo info);      // NOLINT(google-explicit-constructor)
+  TensorHandle(std::string tensor_id);  // NOLINT(google-explicit-constructor)
+  TensorHandle(const char* tensor_id);  // NOLINT(google-explicit-constructor)
+  TensorHandle(TensorInfo info);        // NOLINT(google-explicit-constructor)
 
   const std::string& id() const { return info_.id; }
   // Full description when built from a TensorInfo; else only its id is set.

@@ -135,9 +135,9 @@ class DownloadSelection {
 
   enum class Kind { kWhole, kDevice, kDevices, kProcess };
   Kind kind() const { return kind_; }
-  int64_t device_id() const { return device_id_; }                      // kDevice
+  int64_t device_id() const { return device_id_; }                        // kDevice
   const std::vector<int64_t>& device_ids() const { return device_ids_; }  // kDevices
-  int32_t process_index() const { return process_index_; }              // kProcess
+  int32_t process_index() const { return process_index_; }                // kProcess
 
  private:
   Kind kind_ = Kind::kWhole;
@@ -196,21 +196,18 @@ class TensorClient {
   // otherwise the daemon's codes (NOT_FOUND unknown mesh/device,
   // RESOURCE_EXHAUSTED device budget, INVALID_ARGUMENT bad spec).
   absl::StatusOr<TensorInfo> Upload(const HostArray& array, const Rule& rule = {},
-                                                   const UploadOptions& options = {}) const;
-  absl::StatusOr<std::unique_ptr<Uploader>> StartUpload(DType dtype,
-                                                        std::vector<int64_t> shape,
+                                    const UploadOptions& options = {}) const;
+  absl::StatusOr<std::unique_ptr<Uploader>> StartUpload(DType dtype, std::vector<int64_t> shape,
                                                         const Rule& rule = {},
                                                         const UploadOptions& options = {}) const;
   // Streams exactly the array's byte size from `reader`.
-  absl::StatusOr<TensorInfo> UploadFrom(DType dtype,
-                                                       std::vector<int64_t> shape,
-                                                       const ByteReader& reader,
+  absl::StatusOr<TensorInfo> UploadFrom(DType dtype, std::vector<int64_t> shape,
+                                        const ByteReader& reader, const Rule& rule = {},
+                                        const UploadOptions& options = {}) const;
+  // A named group under one rule, all or nothing. Results in `arrays` order.
+  absl::StatusOr<std::vector<NamedTensor>> UploadBatch(const std::vector<BatchArray>& arrays,
                                                        const Rule& rule = {},
                                                        const UploadOptions& options = {}) const;
-  // A named group under one rule, all or nothing. Results in `arrays` order.
-  absl::StatusOr<std::vector<NamedTensor>> UploadBatch(
-      const std::vector<BatchArray>& arrays, const Rule& rule = {},
-      const UploadOptions& options = {}) const;
 
   // --- Download ----------------------------------------------------------------
   // Writes header.total_bytes bytes at the start of `out`. INVALID_ARGUMENT
@@ -231,8 +228,8 @@ class TensorClient {
 
   // --- Metadata and lifetime ---------------------------------------------------
   absl::StatusOr<TensorInfo> Describe(const std::string& tensor_id) const;
-  absl::StatusOr<std::vector<TensorInfo>> List(
-      const std::string& name_prefix = "", const std::string& mesh_id = "") const;
+  absl::StatusOr<std::vector<TensorInfo>> List(const std::string& name_prefix = "",
+                                               const std::string& mesh_id = "") const;
   // Frees device memory at once; all or nothing (NOT_FOUND names the first
   // unknown id). Returns the device bytes freed.
   absl::StatusOr<int64_t> Delete(const std::vector<std::string>& tensor_ids) const;
@@ -240,19 +237,19 @@ class TensorClient {
   // --- Placement -----------------------------------------------------------------
   // device_put of existing tensors under `rule`; results in request order.
   // On failure the sources are intact and nothing new is kept.
-  absl::StatusOr<std::vector<TensorInfo>> Place(
-      const std::vector<std::string>& tensor_ids, const Rule& rule,
-      SourceHandling source = SourceHandling::kKeep, const std::string& name = "") const;
+  absl::StatusOr<std::vector<TensorInfo>> Place(const std::vector<std::string>& tensor_ids,
+                                                const Rule& rule,
+                                                SourceHandling source = SourceHandling::kKeep,
+                                                const std::string& name = "") const;
   absl::StatusOr<TensorInfo> Place(const std::string& tensor_id, const Rule& rule,
-                                                  SourceHandling source = SourceHandling::kKeep,
-                                                  const std::string& name = "") const;
+                                   SourceHandling source = SourceHandling::kKeep,
+                                   const std::string& name = "") const;
   // make_array_from_single_device_arrays(shape, sharding, arrays): one
   // single-device tensor per device of `placement`, shaped like its shard.
-  absl::StatusOr<TensorInfo> Assemble(const std::vector<int64_t>& shape,
-                                                     const Placement& placement,
-                                                     const std::vector<std::string>& tensor_ids,
-                                                     SourceHandling source = SourceHandling::kKeep,
-                                                     const std::string& name = "") const;
+  absl::StatusOr<TensorInfo> Assemble(const std::vector<int64_t>& shape, const Placement& placement,
+                                      const std::vector<std::string>& tensor_ids,
+                                      SourceHandling source = SourceHandling::kKeep,
+                                      const std::string& name = "") const;
   // One single-device tensor per shard, in mesh device order.
   absl::StatusOr<std::vector<TensorInfo>> Disassemble(
       const std::string& tensor_id, SourceHandling source = SourceHandling::kKeep) const;

@@ -104,11 +104,11 @@ enum class SourceHandling {
 
 // One device of the daemon (ListDevices).
 struct Device {
-  int64_t id = 0;              // global id
-  int32_t process_index = 0;   // node
-  int32_t local_index = 0;     // index on its node
-  std::string platform;        // "cpu" or "gpu"
-  std::string device_kind;     // "NVIDIA H100 80GB HBM3", "cpu"
+  int64_t id = 0;             // global id
+  int32_t process_index = 0;  // node
+  int32_t local_index = 0;    // index on its node
+  std::string platform;       // "cpu" or "gpu"
+  std::string device_kind;    // "NVIDIA H100 80GB HBM3", "cpu"
   HardwareType hardware_type = HardwareType::kUnknown;
   int64_t memory_total_bytes = 0;
   int64_t memory_in_use_bytes = 0;  // bytes the daemon holds on it
@@ -131,9 +131,9 @@ struct DeviceInfo {
   };
   int64_t num_devices = 0;
   HardwareType hardware_type = HardwareType::kUnknown;  // of the first device
-  std::vector<std::string> platforms;     // unique, first-seen order
-  std::vector<std::string> device_kinds;  // unique, non-empty, first-seen order
-  std::vector<Summary> devices;           // device order
+  std::vector<std::string> platforms;                   // unique, first-seen order
+  std::vector<std::string> device_kinds;                // unique, non-empty, first-seen order
+  std::vector<Summary> devices;                         // device order
 
   bool operator==(const DeviceInfo&) const = default;
 };
@@ -165,8 +165,8 @@ struct BatchSizeRecommendation {
 // validate_batch_size: the seed's (valid, message), and extra advice.
 struct BatchSizeValidation {
   bool valid = false;
-  std::string message;                // exactly the seed's text
-  std::vector<std::string> warnings;  // e.g. not divisible by the device count
+  std::string message;                                  // exactly the seed's text
+  std::vector<std::string> warnings;                    // e.g. not divisible by the device count
   HardwareType hardware_type = HardwareType::kUnknown;  // the row used
 
   bool operator==(const BatchSizeValidation&) const = default;
@@ -175,7 +175,7 @@ struct BatchSizeValidation {
 // The daemon's own state (DaemonService.GetStatus).
 struct DaemonStatus {
   std::string version;
-  std::string backend;      // "cpu" or "cuda"
+  std::string backend;       // "cpu" or "cuda"
   std::string backend_note;  // e.g. why "auto" fell back to cpu
   std::string instance_id;   // random per process start
   absl::Duration uptime;
