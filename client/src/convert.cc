@@ -238,6 +238,7 @@ DaemonStatus FromProto(const pb::GetStatusResponse& status) {
   out.num_meshes = status.num_meshes();
   out.num_tensors = status.num_tensors();
   out.device_bytes_in_use = status.device_bytes_in_use();
+  out.num_prefetch_streams = status.num_prefetch_streams();
   out.serving = status.serving();
   out.process_index = status.process_index();
   return out;
@@ -379,6 +380,7 @@ pb::GetStatusResponse ToProto(const DaemonStatus& status) {
   out.set_num_meshes(status.num_meshes);
   out.set_num_tensors(status.num_tensors);
   out.set_device_bytes_in_use(status.device_bytes_in_use);
+  out.set_num_prefetch_streams(status.num_prefetch_streams);
   out.set_serving(status.serving);
   out.set_process_index(status.process_index);
   return out;
@@ -433,6 +435,23 @@ pb::DownloadHeader ToProto(const DownloadHeader& header) {
   for (int64_t d : header.shape) out.add_shape(d);
   out.set_total_bytes(header.total_bytes);
   for (const ShardInfo& s : header.pieces) *out.add_pieces() = ToProto(s);
+  return out;
+}
+
+pb::NamedTensor ToProto(const NamedTensor& named) {
+  pb::NamedTensor out;
+  out.set_key(named.key);
+  *out.mutable_tensor() = ToProto(named.tensor);
+  return out;
+}
+
+pb::PrefetchStats ToProto(const PrefetchStats& stats) {
+  pb::PrefetchStats out;
+  out.set_batches_staged(stats.batches_staged);
+  out.set_bytes_staged(stats.bytes_staged);
+  *out.mutable_consumer_stall() = ToProto(stats.consumer_stall);
+  *out.mutable_producer_blocked() = ToProto(stats.producer_blocked);
+  out.set_max_batches_held(stats.max_batches_held);
   return out;
 }
 

@@ -60,6 +60,8 @@ placement::v1::Mesh ToProto(const Mesh& mesh);
 placement::v1::ShardInfo ToProto(const ShardInfo& shard);
 placement::v1::TensorInfo ToProto(const TensorInfo& info);
 placement::v1::DownloadHeader ToProto(const DownloadHeader& header);
+placement::v1::NamedTensor ToProto(const NamedTensor& named);
+placement::v1::PrefetchStats ToProto(const PrefetchStats& stats);
 
 // FromProto of every element, in order.
 template <typename Message>

@@ -5,6 +5,8 @@
 #include "client/src/convert.h"
 #include "google/protobuf/util/json_util.h"
 #include "placement/v1/mesh_service.pb.h"
+#include "placement/v1/prefetch_service.pb.h"
+#include "placement/v1/tensor_service.pb.h"
 
 namespace placement::client {
 namespace pb = placement::v1;
@@ -60,5 +62,20 @@ std::string ToJson(const std::vector<TensorInfo>& tensors) {
 }
 
 std::string ToJson(const DownloadHeader& header) { return Print(ToProto(header)); }
+
+std::string ToJson(const std::vector<NamedTensor>& group) {
+  pb::UploadBatchResponse response;
+  for (const NamedTensor& t : group) *response.add_tensors() = ToProto(t);
+  return Print(response);
+}
+
+std::string ToJson(const DeviceBatch& batch) {
+  pb::PrefetchReady ready;
+  ready.set_sequence(batch.sequence);
+  for (const NamedTensor& t : batch.tensors) *ready.add_tensors() = ToProto(t);
+  return Print(ready);
+}
+
+std::string ToJson(const PrefetchStats& stats) { return Print(ToProto(stats)); }
 
 }  // namespace placement::client

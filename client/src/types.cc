@@ -2,6 +2,10 @@
 // whose enums carry the same wire values.
 #include "placement/client/types.h"
 
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "common/dtype.h"
 #include "common/hardware.h"
 
@@ -47,6 +51,16 @@ absl::string_view ReduceOpName(ReduceOp op) {
       break;
   }
   return "unspecified";
+}
+
+absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProd}) {
+    if (lower == ReduceOpName(op)) return op;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("Unsupported reduce_type: ", name,
+                                                 ". Use 'sum', 'mean', 'max', 'min' or 'prod'."));
 }
 
 absl::string_view DataPartitionName(DataPartition partition) {

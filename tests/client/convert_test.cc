@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "placement/client/json.h"
 
 namespace placement::client {
 namespace {
@@ -104,6 +105,46 @@ TEST(ConvertTest, DaemonStatusDurations) {
   EXPECT_EQ(status.start_time, absl::FromUnixSeconds(1700000000));
   EXPECT_TRUE(status.serving);
   EXPECT_EQ(ToProto(status).uptime().nanos(), 500000000);
+}
+
+TEST(ConvertTest, StatusCarriesPrefetchStreams) {
+  pb::GetStatusResponse wire;
+  wire.set_num_prefetch_streams(3);
+  EXPECT_EQ(FromProto(wire).num_prefetch_streams, 3);
+  EXPECT_EQ(ToProto(FromProto(wire)).num_prefetch_streams(), 3);
+}
+
+TEST(NamesTest, ReduceOpsParseCaseInsensitively) {
+  EXPECT_EQ(*ParseReduceOp("MEAN"), ReduceOp::kMean);
+  EXPECT_EQ(*ParseReduceOp("prod"), ReduceOp::kProd);
+  auto avg = ParseReduceOp("avg");
+  EXPECT_EQ(avg.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(avg.status().message(),
+            "Unsupported reduce_type: avg. Use 'sum', 'mean', 'max', 'min' or 'prod'.");
+  EXPECT_EQ(ReduceOpName(ReduceOp::kMax), "max");
+  EXPECT_EQ(*ParseHardwareType("HARDWARE_TYPE_H100"), HardwareType::kH100);
+  EXPECT_EQ(HardwareTypeName(HardwareType::kTpuV5e), "tpu_v5e");
+  EXPECT_EQ(*ParseDType("float32"), DType::kF32);
+  EXPECT_EQ(DTypeName(DType::kBF16), "bf16");
+  EXPECT_EQ(DTypeName(DType::kUnspecified), "unspecified");
+}
+
+TEST(JsonTest, GroupsBatchesAndStatsUseTheWireNames) {
+  NamedTensor images{"images", {}};
+  images.tensor.id = "t-9";
+  images.tensor.dtype = DType::kU8;
+  EXPECT_EQ(ToJson(std::vector<NamedTensor>{images}).rfind("{\"tensors\":[{\"key\":\"images\"", 0),
+            0u);
+  DeviceBatch batch;
+  batch.sequence = 4;
+  batch.tensors = {images};
+  EXPECT_THAT(ToJson(batch), ::testing::HasSubstr("\"sequence\":\"4\""));
+  EXPECT_THAT(ToJson(batch), ::testing::HasSubstr("\"dtype\":\"DTYPE_U8\""));
+  PrefetchStats stats;
+  stats.batches_staged = 7;
+  stats.consumer_stall = absl::Milliseconds(1500);
+  EXPECT_THAT(ToJson(stats), ::testing::HasSubstr("\"batches_staged\":\"7\""));
+  EXPECT_THAT(ToJson(stats), ::testing::HasSubstr("\"consumer_stall\":\"1.500s\""));
 }
 
 }  // namespace

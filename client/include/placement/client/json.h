@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "placement/client/meshes.h"
+#include "placement/client/prefetch.h"
 #include "placement/client/tensor_info.h"
 #include "placement/client/types.h"
 
@@ -34,6 +35,11 @@ std::string ToJson(const TensorInfo& info);
 // {"tensors": [...]}, as List answers.
 std::string ToJson(const std::vector<TensorInfo>& tensors);
 std::string ToJson(const DownloadHeader& header);
+// {"tensors": [{"key": ..., "tensor": ...}, ...]}, as UploadBatch answers.
+std::string ToJson(const std::vector<NamedTensor>& group);
+// {"sequence": "k", "tensors": [...]}: a prefetch stream's ready message.
+std::string ToJson(const DeviceBatch& batch);
+std::string ToJson(const PrefetchStats& stats);
 
 }  // namespace placement::client
 

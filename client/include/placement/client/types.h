@@ -79,6 +79,10 @@ enum class ReduceOp : int {
 // "sum", "mean", "max", "min", "prod"; "unspecified" otherwise. (The
 // collectives also take these names as strings; the daemon parses them.)
 absl::string_view ReduceOpName(ReduceOp op);
+// Inverse of ReduceOpName, case-insensitive. INVALID_ARGUMENT in the daemon's
+// words otherwise: "Unsupported reduce_type: avg. Use 'sum', 'mean', 'max',
+// 'min' or 'prod'."
+absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
 
 // How a dimension that does not divide by its shard count is handled.
 enum class ShardingMode : int {
@@ -185,7 +189,8 @@ struct DaemonStatus {
   int64_t num_meshes = 0;
   int64_t num_tensors = 0;
   int64_t device_bytes_in_use = 0;
-  bool serving = false;  // false while draining
+  int64_t num_prefetch_streams = 0;  // prefetch streams open now
+  bool serving = false;              // false while draining
   int32_t process_index = 0;
 };
 
