@@ -5,7 +5,7 @@
 //   MeshClient meshes(*client);
 //   auto mesh = meshes.CreateMesh({{"data", 4}, {"model", 2}});
 //   auto dp = meshes.CreateDataParallelMesh();          // all devices, axis "data"
-//   auto info = meshes.GetMesh(mesh->id());             // total_devices, axes
+//   auto info = meshes.GetMesh(mesh->id);               // total_devices, axes
 //
 // Every call keeps the daemon's gRPC code and message (FAILED_PRECONDITION
 // "Not enough devices: mesh requires 16 devices but only 8 available.",

@@ -7,9 +7,9 @@
 //   std::vector<float> x(32 * 128);
 //   auto info = tensors.Upload(HostArray::Of<float>(x, {32, 128}),
 //                              Placement::Sharded(mesh, {{"data"}}));
-//   auto moved = tensors.Place(info->id(), Placement::Replicated(mesh));
+//   auto moved = tensors.Place(info->id, Placement::Replicated(mesh));
 //   std::vector<float> back(x.size());
-//   tensors.Download(info->id(), AsWritableBytes(back));
+//   tensors.Download(info->id, AsWritableBytes(back));
 //
 // Bytes are row-major, little-endian, unpadded. Uploads and downloads stream
 // in chunks (default 1 MiB) straight from / into the caller's memory: host
