@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "tools/placectl/commands.h"
+#include "tools/placectl/names.h"
 #include "tools/placectl/output.h"
 
 ABSL_FLAG(std::string, hardware, "",
@@ -18,10 +19,12 @@ ABSL_FLAG(bool, warn_suboptimal, true,
 namespace placement::placectl {
 namespace pb = placement::v1;
 
-int RunDevices(const client::Client& client, const GlobalOptions& options, const Args&) {
-  auto devices = client.ListDevices();
+int RunDevices(Session& session, const Args&) {
+  const client::Client* client = session.client();
+  if (client == nullptr) return 1;
+  auto devices = client->ListDevices();
   if (!devices.ok()) return ReportError(devices.status());
-  if (options.json) {
+  if (session.json()) {
     pb::ListDevicesResponse response;
     for (const auto& d : *devices) *response.add_devices() = d;
     std::printf("%s\n", ToJson(response).c_str());
@@ -31,17 +34,19 @@ int RunDevices(const client::Client& client, const GlobalOptions& options, const
       {"ID", "PLATFORM", "KIND", "HARDWARE", "IN USE", "LIMIT", "NODE"}};
   for (const auto& d : *devices) {
     rows.push_back({absl::StrCat(d.id()), d.platform(), d.device_kind(),
-                    pb::HardwareType_Name(d.hardware_type()), HumanBytes(d.memory_in_use_bytes()),
+                    HardwareName(d.hardware_type()), HumanBytes(d.memory_in_use_bytes()),
                     HumanBytes(d.memory_limit_bytes()), absl::StrCat(d.process_index())});
   }
   std::printf("%s", FormatTable(rows).c_str());
   return 0;
 }
 
-int RunInfo(const client::Client& client, const GlobalOptions& options, const Args&) {
-  auto info = client.GetDeviceInfo();
+int RunInfo(Session& session, const Args&) {
+  const client::Client* client = session.client();
+  if (client == nullptr) return 1;
+  auto info = client->GetDeviceInfo();
   if (!info.ok()) return ReportError(info.status());
-  if (options.json) {
+  if (session.json()) {
     std::printf("%s\n", ToJson(*info).c_str());
     return 0;
   }
@@ -56,30 +61,35 @@ int RunInfo(const client::Client& client, const GlobalOptions& options, const Ar
   return 0;
 }
 
-int RunStatus(const client::Client& client, const GlobalOptions& options, const Args&) {
-  auto status = client.GetStatus();
+int RunStatus(Session& session, const Args&) {
+  const client::Client* client = session.client();
+  if (client == nullptr) return 1;
+  auto status = client->GetStatus();
   if (!status.ok()) return ReportError(status.status());
-  if (options.json) {
+  if (session.json()) {
     std::printf("%s\n", ToJson(*status).c_str());
     return 0;
   }
   std::printf(
       "version:      %s\nbackend:      %s (%s)\ninstance:     %s\naddress:      %s\nuptime:       "
-      "%llds\ndevices:      %lld\nmeshes:       %lld\ntensors:      %lld\nbytes in use: %s\n"
-      "serving:      %s\n",
+      "%llds\ndevices:      %lld\nmeshes:       %lld\ntensors:      %lld\nstreams:      %lld "
+      "prefetch\nbytes in use: %s\nserving:      %s\n",
       status->version().c_str(), status->backend().c_str(), status->backend_note().c_str(),
       status->instance_id().c_str(), status->listen_address().c_str(),
       static_cast<long long>(status->uptime().seconds()),
       static_cast<long long>(status->num_devices()), static_cast<long long>(status->num_meshes()),
       static_cast<long long>(status->num_tensors()),
+      static_cast<long long>(status->num_prefetch_streams()),
       HumanBytes(status->device_bytes_in_use()).c_str(), status->serving() ? "yes" : "draining");
   return 0;
 }
 
-int RunBatchSize(const client::Client& client, const GlobalOptions& options, const Args&) {
-  auto rec = client.GetBatchSizeRecommendation(absl::GetFlag(FLAGS_hardware));
+int RunBatchSize(Session& session, const Args&) {
+  const client::Client* client = session.client();
+  if (client == nullptr) return 1;
+  auto rec = client->GetBatchSizeRecommendation(absl::GetFlag(FLAGS_hardware));
   if (!rec.ok()) return ReportError(rec.status());
-  if (options.json) {
+  if (session.json()) {
     std::printf("%s\n", ToJson(*rec).c_str());
     return 0;
   }
@@ -95,17 +105,17 @@ int RunBatchSize(const client::Client& client, const GlobalOptions& options, con
   return 0;
 }
 
-int RunValidateBatchSize(const client::Client& client, const GlobalOptions& options,
-                         const Args& args) {
+int RunValidateBatchSize(Session& session, const Args& operands) {
   int64_t batch_size = 0;
-  if (args.size() != 1 || !absl::SimpleAtoi(args[0], &batch_size)) {
-    std::fprintf(stderr, "placectl: usage: placectl validate-batch-size N\n");
-    return 2;
+  if (!absl::SimpleAtoi(operands[0], &batch_size)) {
+    return session.UsageError(absl::StrCat("N must be an integer, got '", operands[0], "'"));
   }
-  auto v = client.ValidateBatchSize(batch_size, absl::GetFlag(FLAGS_warn_suboptimal),
+  const client::Client* client = session.client();
+  if (client == nullptr) return 1;
+  auto v = client->ValidateBatchSize(batch_size, absl::GetFlag(FLAGS_warn_suboptimal),
                                     absl::GetFlag(FLAGS_hardware));
   if (!v.ok()) return ReportError(v.status());
-  if (options.json) {
+  if (session.json()) {
     std::printf("%s\n", ToJson(*v).c_str());
     return 0;
   }

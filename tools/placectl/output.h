@@ -6,12 +6,16 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
 
 namespace placement::placectl {
 
 // One JSON object per message, with proto field names, defaults included.
 std::string ToJson(const google::protobuf::Message& message);
+
+// `text` as a JSON string literal, quotes included.
+std::string JsonQuote(absl::string_view text);
 
 // Left-aligned columns separated by two spaces; the first row is the header.
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows);
