@@ -169,7 +169,7 @@ TEST_F(PlacectlCliTest, NegativeNumbersAndDoubleDash) {
 TEST_F(PlacectlCliTest, EnumsPrintTheSameEverywhere) {
   auto devices = Run({"devices"});
   EXPECT_EQ(devices.exit_code, 0) << devices.err;
-  EXPECT_THAT(devices.out, HasSubstr("cpu       cpu       "));
+  EXPECT_THAT(devices.out, HasSubstr("0   cpu       cpu   cpu       0 B"));  // KIND, HARDWARE
   EXPECT_THAT(devices.out, Not(HasSubstr("HARDWARE_TYPE")));
   auto info = Run({"info"});
   EXPECT_THAT(info.out, HasSubstr("hardware_type: cpu"));

@@ -85,7 +85,7 @@ TEST_F(PlacectlCollectiveTest, AllGatherReduceScatterBroadcast) {
   std::string sharded = RunForId({"tensor", "put", Path("x.npy"), "--mesh=m", "--spec=data"});
   std::string gathered = RunForId({"collective", "all-gather", sharded, "--dim=0"});
   auto described = Run({"tensor", "ls"});
-  EXPECT_THAT(described.out, HasSubstr("m P()"));
+  EXPECT_THAT(described.out, HasSubstr("replicated on m"));
   EXPECT_THAT(Values(gathered, 2), ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
   std::string negative = RunForId({"collective", "all-gather", sharded, "--dim", "-1"});
   EXPECT_THAT(Values(negative, 1), ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
@@ -120,7 +120,8 @@ TEST_F(PlacectlCollectiveTest, AllGatherReduceScatterBroadcast) {
   auto bad_root = Run({"collective", "broadcast", broadcast, "--root=7"});
   EXPECT_EQ(bad_root.exit_code, 1);
   EXPECT_THAT(bad_root.err, HasSubstr("7"));
-  EXPECT_EQ(Run({"tensor", "rm", sharded, gathered, negative, scattered, broadcast}).exit_code, 0);
+  EXPECT_EQ(Run({"tensor", "rm", sharded, gathered, negative, partial, scattered, broadcast}).exit_code,
+            0);
 }
 
 }  // namespace

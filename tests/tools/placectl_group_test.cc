@@ -93,17 +93,18 @@ TEST_F(PlacectlGroupTest, EveryPlacementRule) {
   };
   const Case cases[] = {
       {{"--device=5"}, "device 5", 1},
-      {{"--mesh=grid", "--spec=data,model"}, "grid P('data', 'model')", 8},
-      {{"--mesh=grid"}, "grid P()", 8},
+      {{"--mesh=grid", "--spec=model,data"}, "grid P('model', 'data')", 8},
+      {{"--mesh=grid"}, "replicated on grid", 8},
       {{"--replicated=m"}, "replicated on m", 4},
       {{"--rule=shard_batch_dim", "--mesh=grid", "--mesh_axis=model"}, "grid P('model')", 8},
-      {{"--rule=shard_batch_dim", "--mesh=m", "--batch_axis=-1"}, "m P(None, 'data')", 4},
-      {{"--rule=replicate", "--devices=2,6"}, "P()", 2},
-      {{"--rule=replicate", "--mesh=m"}, "m P()", 4},
+      {{"--rule=shard_batch_dim", "--mesh=grid", "--batch_axis=-1"}, "grid P(None, 'data')", 8},
+      {{"--rule=replicate", "--devices=2,6"}, " P() ", 2},
+      {{"--rule=replicate", "--mesh=m"}, "replicated on m", 4},
       {{"--rule=model_state", "--mesh=grid", "--param_sharding=shard"}, "grid P('data')", 8},
-      {{"--rule=model_state", "--mesh=grid"}, "grid P()", 8},
+      {{"--rule=model_state", "--mesh=grid"}, "replicated on grid", 8},
       {{"--rule=data_partition", "--mesh=grid"}, "grid P(('data', 'model'))", 8},
-      {{"--rule=data_partition", "--mesh=grid", "--partition=replicated"}, "grid P()", 8},
+      {{"--rule=data_partition", "--mesh=grid", "--partition=replicated"}, "replicated on grid",
+       8},
   };
   for (const Case& c : cases) {
     std::vector<std::string> put = {"--json", "tensor", "put", x};
@@ -114,7 +115,7 @@ TEST_F(PlacectlGroupTest, EveryPlacementRule) {
     std::string id = JsonString(r.out, "id");
     auto table = Run({"tensor", "ls"});
     EXPECT_THAT(table.out, HasSubstr(c.placement)) << what << "\n" << table.out;
-    EXPECT_EQ(JsonStrings(Run({"--json", "tensor", "describe", id}).out, "device_id").size(),
+    EXPECT_EQ(JsonStrings(Run({"--json", "tensor", "describe", id}).out, "replica_id").size(),
               static_cast<size_t>(c.shards))
         << what;
     // The same rule through place, from a tensor on device 0.
@@ -172,7 +173,8 @@ TEST_F(PlacectlGroupTest, GetShardsWritesOneFilePerDistinctShard) {
 
   auto some = Run({"--json", "tensor", "get-shards", id, Path("some"), "--devices=5"});
   ASSERT_EQ(some.exit_code, 0) << some.err;
-  EXPECT_THAT(JsonStrings(some.out, "device_id"), ElementsAre("5", "5"));
+  EXPECT_THAT(JsonStrings(some.out, "device_id"), ElementsAre("5"));
+  EXPECT_THAT(some.out, HasSubstr("\"path\":\"" + Path("some/device_5.npy") + "\""));
   EXPECT_EQ(NpyFloats(ReadFile(Path("some/device_5.npy"))),
             std::vector<float>(all.begin() + 24, all.end()));
   auto absent = Run({"tensor", "get-shards", id, Path("none"), "--devices=9"});

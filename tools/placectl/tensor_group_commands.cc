@@ -144,10 +144,8 @@ int RunTensorGetShards(Session& session, const Args& args) {
     if (!finished.ok()) return ReportError(finished);
     rows.push_back({absl::StrCat(shard->device_id()), IndexText(*shard), ShapeText(shard->shape()),
                     absl::StrCat(shard->replica_id()), path});
-    json.push_back(absl::StrCat("{\"device_id\":\"", shard->device_id(),
-                                "\",\"replica_id\":", shard->replica_id(),
-                                ",\"path\":", JsonQuote(path), ",\"shard\":", ToJson(*shard),
-                                "}"));
+    json.push_back(
+        absl::StrCat("{\"path\":", JsonQuote(path), ",\"shard\":", ToJson(*shard), "}"));
   }
   if (session.json()) {
     std::printf("{\"shards\":[%s]}\n", absl::StrJoin(json, ",").c_str());
