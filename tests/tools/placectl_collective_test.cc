@@ -20,13 +20,14 @@ class PlacectlCollectiveTest : public PlacectlFixture {
   }
   // Device d of mesh m holds f32[3] {d+1, 10(d+1), 100(d+1)}; assembled as
   // a tensor partial over "data" (or with `flags` instead).
-  std::string PerDevice(std::vector<std::string> flags = {"--mesh=m", "--spec=",
-                                                          "--partial=data"}) {
+  std::string PerDevice(std::vector<std::string> flags = {"--mesh=m",
+                                                          "--spec=", "--partial=data"}) {
     std::vector<std::string> assemble = {"tensor", "assemble", "3"};
     for (int d = 0; d < 4; ++d) {
       float v = static_cast<float>(d + 1);
       WriteFile(Path("p.npy"), Npy("<f4", "(3,)", Bytes(std::vector<float>{v, 10 * v, 100 * v})));
-      assemble.push_back(RunForId({"tensor", "put", Path("p.npy"), "--device=" + std::to_string(d)}));
+      assemble.push_back(
+          RunForId({"tensor", "put", Path("p.npy"), "--device=" + std::to_string(d)}));
     }
     assemble.insert(assemble.end(), flags.begin(), flags.end());
     assemble.push_back("--donate");
@@ -49,8 +50,8 @@ TEST_F(PlacectlCollectiveTest, AllReduceSumAndMean) {
   std::string sum_id = RunForId({"collective", "all-reduce", partial});  // the partial op: sum
   EXPECT_THAT(Values(sum_id), ElementsAre(10, 100, 1000));
   EXPECT_THAT(Values(sum_id, 3), ElementsAre(10, 100, 1000));
-  std::string mean = RunForId({"collective", "all-reduce", partial, "--op=MEAN", "--axes=data",
-                               "--donate"});
+  std::string mean =
+      RunForId({"collective", "all-reduce", partial, "--op=MEAN", "--axes=data", "--donate"});
   EXPECT_THAT(Values(mean), ElementsAre(2.5, 25, 250));
   EXPECT_EQ(Run({"tensor", "describe", partial}).exit_code, 1);  // donated
   auto bad_axis = Run({"collective", "all-reduce", mean, "--axes=model"});
@@ -120,8 +121,9 @@ TEST_F(PlacectlCollectiveTest, AllGatherReduceScatterBroadcast) {
   auto bad_root = Run({"collective", "broadcast", broadcast, "--root=7"});
   EXPECT_EQ(bad_root.exit_code, 1);
   EXPECT_THAT(bad_root.err, HasSubstr("7"));
-  EXPECT_EQ(Run({"tensor", "rm", sharded, gathered, negative, partial, scattered, broadcast}).exit_code,
-            0);
+  EXPECT_EQ(
+      Run({"tensor", "rm", sharded, gathered, negative, partial, scattered, broadcast}).exit_code,
+      0);
 }
 
 }  // namespace

@@ -103,8 +103,7 @@ TEST_F(PlacectlGroupTest, EveryPlacementRule) {
       {{"--rule=model_state", "--mesh=grid", "--param_sharding=shard"}, "grid P('data')", 8},
       {{"--rule=model_state", "--mesh=grid"}, "replicated on grid", 8},
       {{"--rule=data_partition", "--mesh=grid"}, "grid P(('data', 'model'))", 8},
-      {{"--rule=data_partition", "--mesh=grid", "--partition=replicated"}, "replicated on grid",
-       8},
+      {{"--rule=data_partition", "--mesh=grid", "--partition=replicated"}, "replicated on grid", 8},
   };
   for (const Case& c : cases) {
     std::vector<std::string> put = {"--json", "tensor", "put", x};
@@ -132,8 +131,8 @@ TEST_F(PlacectlGroupTest, EveryPlacementRule) {
   auto unknown_mesh = Run({"tensor", "put", x, "--rule=shard_batch_dim", "--mesh=nope"});
   EXPECT_EQ(unknown_mesh.exit_code, 1);
   EXPECT_THAT(unknown_mesh.err, HasSubstr("NOT_FOUND"));
-  auto bad_axis = Run({"tensor", "put", x, "--rule=shard_batch_dim", "--mesh=m",
-                       "--mesh_axis=batch"});
+  auto bad_axis =
+      Run({"tensor", "put", x, "--rule=shard_batch_dim", "--mesh=m", "--mesh_axis=batch"});
   EXPECT_EQ(bad_axis.exit_code, 1);
   EXPECT_THAT(bad_axis.err, HasSubstr("INVALID_ARGUMENT"));
   EXPECT_THAT(bad_axis.err, HasSubstr("batch"));
@@ -191,7 +190,8 @@ TEST_F(PlacectlGroupTest, AssembleAndDisassemble) {
     std::vector<float> block = Iota(6, static_cast<float>(6 * d));
     whole.insert(whole.end(), block.begin(), block.end());
     WriteFile(Path("block.npy"), Npy("<f4", "(2, 3)", Bytes(block)));
-    parts.push_back(RunForId({"tensor", "put", Path("block.npy"), "--device=" + std::to_string(d)}));
+    parts.push_back(
+        RunForId({"tensor", "put", Path("block.npy"), "--device=" + std::to_string(d)}));
   }
   std::vector<std::string> assemble = {"--json", "tensor", "assemble", "8,3"};
   assemble.insert(assemble.end(), parts.rbegin(), parts.rend());  // any order

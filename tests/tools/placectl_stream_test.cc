@@ -76,7 +76,8 @@ TEST_F(PlacectlStreamTest, TopShowsDevicesMemoryTensorsAndStreams) {
   EXPECT_THAT(once.out, HasSubstr("DEV  NODE  KIND"));
   EXPECT_THAT(once.out, HasSubstr("IN USE / LIMIT"));
   EXPECT_THAT(once.out, HasSubstr("4.0 KiB / "));  // devices 0 and 1 hold a copy each
-  EXPECT_THAT(once.out, HasSubstr("meshes: 1   tensors: 1 (8.0 KiB on devices)   prefetch streams: 0"));
+  EXPECT_THAT(once.out,
+              HasSubstr("meshes: 1   tensors: 1 (8.0 KiB on devices)   prefetch streams: 0"));
   EXPECT_THAT(once.out, HasSubstr("TENSOR"));
   EXPECT_THAT(once.out, HasSubstr(big));
   EXPECT_THAT(once.out, Not(HasSubstr("\x1b[")));  // not a terminal: no redraw codes

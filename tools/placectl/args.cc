@@ -26,15 +26,13 @@ std::string Plural(size_t n, absl::string_view word) {
   return absl::StrCat(n, " ", word, n == 1 ? "" : "s");
 }
 
-std::string Words(const CommandSpec& spec) {
-  return absl::StrCat("'", spec.path, "'");
-}
+std::string Words(const CommandSpec& spec) { return absl::StrCat("'", spec.path, "'"); }
 
 }  // namespace
 
 const std::vector<std::string>& GlobalFlags() {
-  static const auto* flags = new std::vector<std::string>{
-      "target", "json", "timeout_seconds", "connect_timeout"};
+  static const auto* flags =
+      new std::vector<std::string>{"target", "json", "timeout_seconds", "connect_timeout"};
   return *flags;
 }
 
@@ -134,10 +132,10 @@ absl::Status CheckInvocation(const CommandSpec& spec, const SplitCommandLine& li
   }
   const int n = static_cast<int>(num_operands);
   if (n < spec.min_operands) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Words(spec), " needs ", spec.operands, ": got ", Plural(num_operands, "argument"),
-        ", expected ", spec.max_operands == spec.min_operands ? "" : "at least ",
-        spec.min_operands));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Words(spec), " needs ", spec.operands, ": got ",
+                     Plural(num_operands, "argument"), ", expected ",
+                     spec.max_operands == spec.min_operands ? "" : "at least ", spec.min_operands));
   }
   if (spec.max_operands >= 0 && n > spec.max_operands) {
     Args extra(operands.begin() + spec.max_operands, operands.end());
@@ -145,10 +143,9 @@ absl::Status CheckInvocation(const CommandSpec& spec, const SplitCommandLine& li
       return absl::InvalidArgumentError(absl::StrCat(Words(spec), " takes no arguments, got '",
                                                      absl::StrJoin(extra, "' '"), "'"));
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat(Words(spec), " takes ", spec.operands, " (", Plural(spec.max_operands,
-                                                                          "argument"),
-                     "); unexpected extra '", absl::StrJoin(extra, "' '"), "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        Words(spec), " takes ", spec.operands, " (", Plural(spec.max_operands, "argument"),
+        "); unexpected extra '", absl::StrJoin(extra, "' '"), "'"));
   }
   return absl::OkStatus();
 }
@@ -184,9 +181,9 @@ std::string CommandHelp(const CommandSpec& spec) {
       absl::StrAppend(&out, "  --", name, "\n");
       return;
     }
-    absl::StrAppend(&out, "  --", name, " (default: ",
-                    flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue(), ")\n      ",
-                    flag->Help(), "\n");
+    absl::StrAppend(&out, "  --", name,
+                    " (default: ", flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue(),
+                    ")\n      ", flag->Help(), "\n");
   };
   if (!spec.flags.empty()) {
     absl::StrAppend(&out, "\nflags:\n");
@@ -201,10 +198,12 @@ std::string CommandList(const std::vector<CommandSpec>& table, absl::string_view
   std::vector<std::pair<std::string, std::string>> rows;
   size_t width = 0;
   for (const CommandSpec& spec : table) {
-    if (!prefix.empty() && spec.path != prefix && !absl::StartsWith(spec.path, absl::StrCat(prefix, " "))) {
+    if (!prefix.empty() && spec.path != prefix &&
+        !absl::StartsWith(spec.path, absl::StrCat(prefix, " "))) {
       continue;
     }
-    std::string left = spec.operands.empty() ? spec.path : absl::StrCat(spec.path, " ", spec.operands);
+    std::string left =
+        spec.operands.empty() ? spec.path : absl::StrCat(spec.path, " ", spec.operands);
     width = std::max(width, left.size());
     rows.emplace_back(std::move(left), spec.summary);
   }

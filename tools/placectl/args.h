@@ -40,10 +40,10 @@ using Runner = int (*)(Session& session, const Args& operands);
 
 // One placectl command.
 struct CommandSpec {
-  std::string path;      // "tensor put"
-  std::string operands;  // "FILE.npy" (for usage lines)
-  std::string summary;   // one line for `placectl help`
-  std::string details;   // more lines for `placectl help COMMAND`; may be empty
+  std::string path;                // "tensor put"
+  std::string operands;            // "FILE.npy" (for usage lines)
+  std::string summary;             // one line for `placectl help`
+  std::string details;             // more lines for `placectl help COMMAND`; may be empty
   std::vector<std::string> flags;  // flags beyond the global ones
   int min_operands = 0;
   int max_operands = 0;  // -1: no limit

@@ -32,8 +32,8 @@ namespace {
 client::CollectiveOptions OptionsFromFlags() {
   client::CollectiveOptions options;
   options.axes = absl::StrSplit(absl::GetFlag(FLAGS_axes), ',', absl::SkipWhitespace());
-  options.source = absl::GetFlag(FLAGS_donate) ? client::SourceHandling::kDonate
-                                               : client::SourceHandling::kKeep;
+  options.source =
+      absl::GetFlag(FLAGS_donate) ? client::SourceHandling::kDonate : client::SourceHandling::kKeep;
   options.name = absl::GetFlag(FLAGS_name);
   return options;
 }
@@ -66,8 +66,7 @@ int RunAllReduceBatch(Session& session, const Args& args) {
   if (!op.ok()) return session.UsageError(op.status().message());
   const client::Client* client = session.client();
   if (client == nullptr) return 1;
-  auto results =
-      client::CollectiveClient(*client).AllReduceBatch(args, *op, OptionsFromFlags());
+  auto results = client::CollectiveClient(*client).AllReduceBatch(args, *op, OptionsFromFlags());
   if (!results.ok()) return ReportError(results.status());
   PrintTensors(*results, session.json());
   return 0;

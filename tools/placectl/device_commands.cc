@@ -113,7 +113,7 @@ int RunValidateBatchSize(Session& session, const Args& operands) {
   const client::Client* client = session.client();
   if (client == nullptr) return 1;
   auto v = client->ValidateBatchSize(batch_size, absl::GetFlag(FLAGS_warn_suboptimal),
-                                    absl::GetFlag(FLAGS_hardware));
+                                     absl::GetFlag(FLAGS_hardware));
   if (!v.ok()) return ReportError(v.status());
   if (session.json()) {
     std::printf("%s\n", ToJson(*v).c_str());

@@ -16,8 +16,7 @@
 #include "tools/placectl/commands.h"
 #include "tools/placectl/session.h"
 
-ABSL_FLAG(std::string, target, "127.0.0.1:50051",
-          "placementd address: host:port or unix:/path.");
+ABSL_FLAG(std::string, target, "127.0.0.1:50051", "placementd address: host:port or unix:/path.");
 ABSL_FLAG(bool, json, false, "Print JSON (proto field names) instead of tables.");
 ABSL_FLAG(int32_t, timeout_seconds, 30, "Deadline of each unary call, in seconds.");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(2),
@@ -95,7 +94,8 @@ int Main(const std::vector<std::string>& argv) {
                  UsageLine(spec).c_str());
     return 2;
   }
-  if (absl::GetFlag(FLAGS_timeout_seconds) < 1) return UsageFailure("--timeout_seconds must be >= 1");
+  if (absl::GetFlag(FLAGS_timeout_seconds) < 1)
+    return UsageFailure("--timeout_seconds must be >= 1");
   if (absl::GetFlag(FLAGS_connect_timeout) <= absl::ZeroDuration()) {
     return UsageFailure("--connect_timeout must be positive");
   }

@@ -85,8 +85,8 @@ int RunMeshCreate(Session& session, const Args& args) {
     return session.UsageError(error);
   }
   std::string preset = absl::GetFlag(FLAGS_preset);
-  for (const char* flag : {"num_devices", "axis_name", "data_parallel", "model_parallel",
-                           "data_axis", "model_axis"}) {
+  for (const char* flag :
+       {"num_devices", "axis_name", "data_parallel", "model_parallel", "data_axis", "model_axis"}) {
     if (session.Given(flag) && preset.empty()) {
       return session.UsageError(absl::StrCat("--", flag, " applies only with --preset"));
     }

@@ -2,8 +2,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace placement::placectl {
 namespace pb = placement::v1;
@@ -29,8 +29,8 @@ absl::StatusOr<pb::ReduceOp> ParseReduceOp(absl::string_view text, absl::string_
                           pb::REDUCE_OP_MIN, pb::REDUCE_OP_PROD}) {
     if (absl::EqualsIgnoreCase(text, ReduceOpName(op))) return op;
   }
-  return absl::InvalidArgumentError(absl::StrCat(field, " must be sum, mean, max, min or prod, got '",
-                                                 text, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " must be sum, mean, max, min or prod, got '", text, "'"));
 }
 
 }  // namespace placement::placectl

@@ -60,8 +60,8 @@ absl::StatusOr<std::vector<BatchFiles>> FindBatches(const std::string& dir,
       batch.emplace_back(file.stem().string(), file.string());
     }
     if (batch.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("batch directory ", sub.string(),
-                                                     " holds no .npy file"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch directory ", sub.string(), " holds no .npy file"));
     }
     batches.push_back(std::move(batch));
   }
@@ -87,8 +87,7 @@ absl::StatusOr<client::HostBatch> ReadBatch(const BatchFiles& files) {
     std::vector<uint8_t> bytes(static_cast<size_t>(h.data_bytes));
     size_t filled = 0;
     while (filled < bytes.size()) {
-      absl::StatusOr<size_t> n =
-          (*reader)->Read(absl::MakeSpan(bytes).subspan(filled));
+      absl::StatusOr<size_t> n = (*reader)->Read(absl::MakeSpan(bytes).subspan(filled));
       if (!n.ok()) return n.status();
       if (*n == 0) return absl::DataLossError(absl::StrCat(path, ": file ended early"));
       filled += *n;
@@ -120,8 +119,8 @@ int RunPrefetch(Session& session, const Args& args) {
 
   size_t next = 0;
   std::vector<BatchFiles> files = *std::move(batches);
-  client::BatchSource source = [&files, next]() mutable
-      -> absl::StatusOr<std::optional<client::HostBatch>> {
+  client::BatchSource source =
+      [&files, next]() mutable -> absl::StatusOr<std::optional<client::HostBatch>> {
     if (next == files.size()) return std::optional<client::HostBatch>();
     absl::StatusOr<client::HostBatch> batch = ReadBatch(files[next++]);
     if (!batch.ok()) return batch.status();

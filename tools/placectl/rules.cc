@@ -35,8 +35,9 @@ ABSL_FLAG(std::string, partition, "full",
 ABSL_FLAG(std::string, partial, "",
           "tensor assemble with --mesh: comma-separated mesh axes over which the shards are "
           "partial summands (DTensor Partial), e.g. for collective all-reduce.");
-ABSL_FLAG(std::string, partial_op, "sum", "With --partial: how the summands combine (sum, mean, "
-                                          "max, min, prod).");
+ABSL_FLAG(std::string, partial_op, "sum",
+          "With --partial: how the summands combine (sum, mean, "
+          "max, min, prod).");
 ABSL_DECLARE_FLAG(std::string, devices);
 
 namespace placement::placectl {
@@ -45,8 +46,10 @@ namespace {
 
 // The rule each rule-specific flag belongs to.
 constexpr std::pair<const char*, const char*> kRuleOwnedFlags[] = {
-    {"batch_axis", "shard_batch_dim"}, {"mesh_axis", "shard_batch_dim"},
-    {"param_sharding", "model_state"}, {"partition", "data_partition"},
+    {"batch_axis", "shard_batch_dim"},
+    {"mesh_axis", "shard_batch_dim"},
+    {"param_sharding", "model_state"},
+    {"partition", "data_partition"},
     {"devices", "replicate"}};
 
 absl::Status Invalid(absl::string_view a, absl::string_view b = "", absl::string_view c = "",
@@ -70,7 +73,8 @@ absl::StatusOr<std::optional<client::Placement>> PlainPlacement(const Session& s
   }
   if (device) {
     if (absl::GetFlag(FLAGS_device) < 0) {
-      return Invalid("--device must be a device id >= 0, got ", absl::StrCat(absl::GetFlag(FLAGS_device)));
+      return Invalid("--device must be a device id >= 0, got ",
+                     absl::StrCat(absl::GetFlag(FLAGS_device)));
     }
     return client::Placement::Device(absl::GetFlag(FLAGS_device));
   }
@@ -82,7 +86,8 @@ absl::StatusOr<std::optional<client::Placement>> PlainPlacement(const Session& s
   if (absl::GetFlag(FLAGS_mesh).empty()) return Invalid("--mesh needs a mesh id");
   absl::StatusOr<client::Spec> spec = client::ParseSpec(absl::GetFlag(FLAGS_spec));
   if (!spec.ok()) return Invalid("--spec: ", spec.status().message());
-  client::Placement placement = client::Placement::Sharded(absl::GetFlag(FLAGS_mesh), *std::move(spec));
+  client::Placement placement =
+      client::Placement::Sharded(absl::GetFlag(FLAGS_mesh), *std::move(spec));
   if (absl::GetFlag(FLAGS_padded)) placement = placement.Padded();
   return placement;
 }
@@ -91,9 +96,8 @@ absl::StatusOr<std::optional<client::Placement>> PlainPlacement(const Session& s
 
 const std::vector<std::string>& RuleFlagNames() {
   static const auto* names = new std::vector<std::string>{
-      "device",     "mesh",           "spec",      "padded",  "replicated",
-      "rule",       "batch_axis",     "mesh_axis", "devices", "param_sharding",
-      "partition"};
+      "device",     "mesh",      "spec",    "padded",         "replicated", "rule",
+      "batch_axis", "mesh_axis", "devices", "param_sharding", "partition"};
   return *names;
 }
 

@@ -22,8 +22,9 @@ ABSL_FLAG(bool, donate, false,
 ABSL_FLAG(std::string, name_prefix, "", "tensor ls: only tensors whose name starts with this.");
 ABSL_FLAG(std::string, prefix, "",
           "tensor rm: delete every tensor whose name starts with this (instead of ids).");
-ABSL_FLAG(int64_t, chunk_bytes, int64_t{1} << 20, "Bytes per stream message of uploads and "
-                                                  "downloads (downloads: at most 4 MiB).");
+ABSL_FLAG(int64_t, chunk_bytes, int64_t{1} << 20,
+          "Bytes per stream message of uploads and "
+          "downloads (downloads: at most 4 MiB).");
 ABSL_DECLARE_FLAG(int64_t, device);
 ABSL_DECLARE_FLAG(std::string, mesh);
 
@@ -44,8 +45,8 @@ int RunTensorPut(Session& session, const Args& args) {
   NpyReader* r = reader->get();
   auto info = client::TensorClient(*client).UploadFrom(
       r->header().dtype, r->header().shape,
-      [r](absl::Span<uint8_t> buffer) { return r->Read(buffer); },
-      rule->value_or(client::Rule()), upload);
+      [r](absl::Span<uint8_t> buffer) { return r->Read(buffer); }, rule->value_or(client::Rule()),
+      upload);
   if (!info.ok()) return ReportError(info.status());
   PrintTensors({*info}, session.json(), /*single=*/true);
   return 0;
@@ -91,8 +92,8 @@ int RunTensorGet(Session& session, const Args& args) {
 int RunTensorList(Session& session, const Args&) {
   const client::Client* client = session.client();
   if (client == nullptr) return 1;
-  auto list =
-      client::TensorClient(*client).List(absl::GetFlag(FLAGS_name_prefix), absl::GetFlag(FLAGS_mesh));
+  auto list = client::TensorClient(*client).List(absl::GetFlag(FLAGS_name_prefix),
+                                                 absl::GetFlag(FLAGS_mesh));
   if (!list.ok()) return ReportError(list.status());
   PrintTensors(*list, session.json());
   return 0;

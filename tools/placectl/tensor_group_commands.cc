@@ -118,8 +118,8 @@ int RunTensorGetShards(Session& session, const Args& args) {
     bool held = std::any_of(shards.begin(), shards.end(),
                             [d](const pb::ShardInfo* s) { return s->device_id() == d; });
     if (!held) {
-      return ReportError(absl::NotFoundError(
-          absl::StrCat("tensor ", args[0], " has no shard on device ", d)));
+      return ReportError(
+          absl::NotFoundError(absl::StrCat("tensor ", args[0], " has no shard on device ", d)));
     }
   }
   client::DownloadOptions download;
@@ -144,8 +144,7 @@ int RunTensorGetShards(Session& session, const Args& args) {
     if (!finished.ok()) return ReportError(finished);
     rows.push_back({absl::StrCat(shard->device_id()), IndexText(*shard), ShapeText(shard->shape()),
                     absl::StrCat(shard->replica_id()), path});
-    json.push_back(
-        absl::StrCat("{\"path\":", JsonQuote(path), ",\"shard\":", ToJson(*shard), "}"));
+    json.push_back(absl::StrCat("{\"path\":", JsonQuote(path), ",\"shard\":", ToJson(*shard), "}"));
   }
   if (session.json()) {
     std::printf("{\"shards\":[%s]}\n", absl::StrJoin(json, ",").c_str());
@@ -161,7 +160,8 @@ int RunTensorAssemble(Session& session, const Args& args) {
   absl::StatusOr<std::optional<client::Placement>> placement = PlacementFromFlags(session);
   if (!placement.ok()) return session.UsageError(placement.status().message());
   if (!placement->has_value()) {
-    return session.UsageError("tensor assemble needs --mesh (with --spec), --replicated or --device");
+    return session.UsageError(
+        "tensor assemble needs --mesh (with --spec), --replicated or --device");
   }
   const client::Client* client = session.client();
   if (client == nullptr) return 1;

@@ -87,10 +87,10 @@ std::string Render(const Frame& frame, int64_t top_tensors) {
                     absl::StrCat(shards[d.id()].first)});
   }
   absl::StrAppend(&out, FormatTable(rows));
-  absl::StrAppend(&out, absl::StrFormat(
-                            "\nmeshes: %d   tensors: %d (%s on devices)   prefetch streams: %d\n",
-                            st.num_meshes(), st.num_tensors(),
-                            HumanBytes(st.device_bytes_in_use()), st.num_prefetch_streams()));
+  absl::StrAppend(
+      &out, absl::StrFormat("\nmeshes: %d   tensors: %d (%s on devices)   prefetch streams: %d\n",
+                            st.num_meshes(), st.num_tensors(), HumanBytes(st.device_bytes_in_use()),
+                            st.num_prefetch_streams()));
   std::vector<const pb::TensorInfo*> largest;
   for (const auto& t : frame.tensors) largest.push_back(&t);
   std::sort(largest.begin(), largest.end(), [](const pb::TensorInfo* a, const pb::TensorInfo* b) {
@@ -115,8 +115,8 @@ std::string RenderJson(const Frame& frame) {
   for (const auto& d : frame.devices) *devices.add_devices() = d;
   pb::ListTensorsResponse tensors;
   for (const auto& t : frame.tensors) *tensors.add_tensors() = t;
-  return absl::StrCat("{\"status\":", ToJson(frame.status), ",\"devices\":",
-                      ToJson(devices), ",\"tensors\":", ToJson(tensors), "}\n");
+  return absl::StrCat("{\"status\":", ToJson(frame.status), ",\"devices\":", ToJson(devices),
+                      ",\"tensors\":", ToJson(tensors), "}\n");
 }
 
 }  // namespace
