@@ -45,7 +45,7 @@ TEST(PlacectlHelpTest, CommandHelpShowsItsFlags) {
   EXPECT_THAT(r.out, HasSubstr("--rule (default: \"\")"));
   EXPECT_THAT(r.out, HasSubstr("--chunk_bytes (default: 1048576)"));
   EXPECT_THAT(r.out, HasSubstr("--connect_timeout (default: 2s)"));
-  auto same = RunCommand({PlacectlBinary(), "tensor", "put", "--help"});
+  auto same = RunCommand({PlacectlBinary(), "tensor", "put", "x.npy", "--help"});
   EXPECT_EQ(same.exit_code, 0) << same.err;
   EXPECT_EQ(same.out, r.out);
   auto group = RunCommand({PlacectlBinary(), "help", "collective"});

@@ -49,7 +49,7 @@ int RunHelp(const Args& words) {
     return 0;
   }
   auto found = FindCommand(CommandTable(), words);
-  if (found.ok() && found->second == words.size()) {
+  if (found.ok()) {  // operands after the command words are ignored here
     std::printf("%s", CommandHelp(*found->first).c_str());
     return 0;
   }

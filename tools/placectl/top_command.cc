@@ -75,8 +75,12 @@ std::string Render(const Frame& frame, int64_t top_tensors) {
       shards[s.device_id()].second += s.size_bytes();
     }
   }
+  // GPUs also show their PCI bus id, as nvidia-smi does; CPU devices have none.
+  const bool bus = std::any_of(frame.devices.begin(), frame.devices.end(),
+                               [](const pb::Device& d) { return !d.pci_bus_id().empty(); });
   std::vector<std::vector<std::string>> rows = {
       {"DEV", "NODE", "KIND", "HARDWARE", "MEMORY", "IN USE / LIMIT", "USE", "SHARDS"}};
+  if (bus) rows[0].push_back("BUS");
   for (const auto& d : frame.devices) {
     int64_t limit = d.memory_limit_bytes();
     int64_t used = d.memory_in_use_bytes();
@@ -85,6 +89,7 @@ std::string Render(const Frame& frame, int64_t top_tensors) {
                     absl::StrCat(HumanBytes(used), " / ", HumanBytes(limit)),
                     limit > 0 ? absl::StrFormat("%.0f%%", 100.0 * used / limit) : "-",
                     absl::StrCat(shards[d.id()].first)});
+    if (bus) rows.back().push_back(d.pci_bus_id());
   }
   absl::StrAppend(&out, FormatTable(rows));
   absl::StrAppend(
