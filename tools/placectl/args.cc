@@ -122,7 +122,7 @@ absl::StatusOr<std::pair<const CommandSpec*, size_t>> FindCommand(
 }
 
 absl::Status CheckInvocation(const CommandSpec& spec, const SplitCommandLine& line,
-                             size_t num_operands, const Args& operands) {
+                             const Args& operands) {
   for (const auto& [name, value] : line.flags) {
     const auto& global = GlobalFlags();
     if (std::find(global.begin(), global.end(), name) != global.end()) continue;
@@ -130,11 +130,11 @@ absl::Status CheckInvocation(const CommandSpec& spec, const SplitCommandLine& li
     return absl::InvalidArgumentError(absl::StrCat("--", name, " does not apply to ", Words(spec),
                                                    " (see 'placectl help ", spec.path, "')"));
   }
-  const int n = static_cast<int>(num_operands);
+  const int n = static_cast<int>(operands.size());
   if (n < spec.min_operands) {
     return absl::InvalidArgumentError(
         absl::StrCat(Words(spec), " needs ", spec.operands, ": got ",
-                     Plural(num_operands, "argument"), ", expected ",
+                     Plural(operands.size(), "argument"), ", expected ",
                      spec.max_operands == spec.min_operands ? "" : "at least ", spec.min_operands));
   }
   if (spec.max_operands >= 0 && n > spec.max_operands) {

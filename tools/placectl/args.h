@@ -75,7 +75,7 @@ absl::StatusOr<std::pair<const CommandSpec*, size_t>> FindCommand(
 // Every flag in `line` is global or one of `spec`'s, and the operand count
 // fits. INVALID_ARGUMENT naming the flag or the extra operands.
 absl::Status CheckInvocation(const CommandSpec& spec, const SplitCommandLine& line,
-                             size_t num_operands, const Args& operands);
+                             const Args& operands);
 
 // Parses every flag value into its absl flag. INVALID_ARGUMENT "invalid
 // value 'x' for --device: ...".

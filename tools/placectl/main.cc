@@ -87,7 +87,7 @@ int Main(const std::vector<std::string>& argv) {
   if (!found.ok()) return UsageFailure(found.status().message());
   const CommandSpec& spec = *found->first;
   Args operands(line->words.begin() + static_cast<long>(found->second), line->words.end());
-  absl::Status checked = CheckInvocation(spec, *line, operands.size(), operands);
+  absl::Status checked = CheckInvocation(spec, *line, operands);
   if (checked.ok()) checked = ApplyFlags(*line);
   if (!checked.ok()) {
     std::fprintf(stderr, "placectl: %s\n%s\n", std::string(checked.message()).c_str(),
