@@ -116,6 +116,8 @@ TEST(PlacectlUsageTest, ArgumentsAreCheckedBeforeConnecting) {
       {{"mesh", "create", "--preset=pipeline"}, "--preset must be data, model or hybrid"},
       {{"top", "--once", "--iterations=2"}, "give --once or --iterations, not both"},
       {{"prefetch", "dir", "--buffer_size=0"}, "--buffer_size must be >= 1, got 0"},
+      {{"devices", "--timeout_seconds=0"}, "--timeout_seconds must be >= 1"},
+      {{"devices", "--connect_timeout=0s"}, "--connect_timeout must be positive"},
   };
   for (const UsageCase& c : cases) {
     auto r = RunOffline(c.args);
@@ -143,6 +145,9 @@ TEST(PlacectlConnectTest, RefusedConnectionFailsAfterTheConnectTimeout) {
       RunCommand({PlacectlBinary(), "--target=127.0.0.1:1", "--connect_timeout=100ms", "info"});
   EXPECT_EQ(shorter.exit_code, 1);
   EXPECT_THAT(shorter.err, HasSubstr("within 100ms"));
+  auto empty = RunCommand({PlacectlBinary(), "--target=", "info"});
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_THAT(empty.err, HasSubstr("--target must not be empty"));
   auto bad = RunCommand({PlacectlBinary(), "--connect_timeout=soon", "info"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("invalid value 'soon' for --connect_timeout"));

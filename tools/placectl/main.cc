@@ -94,6 +94,7 @@ int Main(const std::vector<std::string>& argv) {
                  UsageLine(spec).c_str());
     return 2;
   }
+  if (absl::GetFlag(FLAGS_target).empty()) return UsageFailure("--target must not be empty");
   if (absl::GetFlag(FLAGS_timeout_seconds) < 1)
     return UsageFailure("--timeout_seconds must be >= 1");
   if (absl::GetFlag(FLAGS_connect_timeout) <= absl::ZeroDuration()) {
