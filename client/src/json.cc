@@ -54,6 +54,7 @@ std::string ToJson(const MeshInfo& info) {
 }
 
 std::string ToJson(const TensorInfo& info) { return Print(ToProto(info)); }
+std::string ToJson(const ShardInfo& shard) { return Print(ToProto(shard)); }
 
 std::string ToJson(const std::vector<TensorInfo>& tensors) {
   pb::ListTensorsResponse response;

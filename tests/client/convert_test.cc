@@ -147,5 +147,17 @@ TEST(JsonTest, GroupsBatchesAndStatsUseTheWireNames) {
   EXPECT_THAT(ToJson(stats), ::testing::HasSubstr("\"consumer_stall\":\"1.500s\""));
 }
 
+TEST(JsonTest, ShardIsTheWireShardInfo) {
+  ShardInfo shard;
+  shard.device_id = 2;
+  shard.ranges = {{0, 2}, {3, 6}};
+  shard.shape = {2, 3};
+  shard.size_bytes = 24;
+  EXPECT_EQ(ToJson(shard),
+            "{\"device_id\":\"2\",\"ranges\":[{\"begin\":\"0\",\"end\":\"2\"},"
+            "{\"begin\":\"3\",\"end\":\"6\"}],\"shape\":[\"2\",\"3\"],\"replica_id\":\"0\","
+            "\"size_bytes\":\"24\"}");
+}
+
 }  // namespace
 }  // namespace placement::client

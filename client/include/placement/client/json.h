@@ -32,6 +32,8 @@ std::string ToJson(const std::vector<Mesh>& meshes);
 // {"mesh": ..., "total_devices": "n", "axes": {name: size}}, as GetMesh answers.
 std::string ToJson(const MeshInfo& info);
 std::string ToJson(const TensorInfo& info);
+// One shard of a TensorInfo (ShardInfo).
+std::string ToJson(const ShardInfo& shard);
 // {"tensors": [...]}, as List answers.
 std::string ToJson(const std::vector<TensorInfo>& tensors);
 std::string ToJson(const DownloadHeader& header);
