@@ -5,6 +5,9 @@
 //     transport with the same chunk size -- the client copies chunks from
 //     and into the same host buffers as ours does;
 //   * host memcpy of the same bytes (the physical limit).
+// Region rows: the same transfers through a same-host shared-memory region
+// (the bytes already in the region; and kAuto, which copies caller memory
+// into a pooled region first), against the same baselines.
 // Reshard (Place P('data', None) -> P(None, 'data'), and -> replicated)
 // is compared with memcpy of the bytes it moves. A memcpy into freshly
 // allocated pages is printed too: the CPU backend allocates new buffers for
@@ -56,8 +59,6 @@ ABSL_FLAG(bool, reshard_replicated, true,
 
 namespace placement::bench {
 namespace {
-
-namespace pb = placement::v1;
 
 struct Series {
   std::string label;
@@ -151,11 +152,26 @@ int Run() {
   std::vector<uint8_t> src(bytes), dst(bytes);
   for (int64_t i = 0; i < bytes; i += 4096) src[i] = static_cast<uint8_t>(i >> 12);
   std::memset(dst.data(), 1, dst.size());  // touch every page once
-  client::HostArray array{pb::DTYPE_F32, {elements}, src};
+  client::HostArray array{client::DType::kF32, {elements}, src};
   client::UploadOptions upload;
   upload.chunk_bytes = chunk;
+  upload.path = client::TransferPath::kStream;  // the "ours" rows are the gRPC stream
   client::DownloadOptions download;
   download.chunk_bytes = chunk;
+  download.path = client::TransferPath::kStream;
+  // Same-host regions (docs/api/regions.md): the caller's bytes already sit
+  // in a region (UploadFromRegion / DownloadToRegion), and the automatic path
+  // that stages caller memory through a pooled region.
+  client::UploadOptions auto_upload;
+  auto_upload.path = client::TransferPath::kAuto;
+  client::DownloadOptions auto_download;
+  auto_download.path = client::TransferPath::kAuto;
+  auto region_in = client::SharedRegion::Create(**client, bytes, "bench-in");
+  if (!Check(region_in.status(), "region")) return 1;
+  auto region_out = client::SharedRegion::Create(**client, bytes, "bench-out");
+  if (!Check(region_out.status(), "region")) return 1;
+  std::memcpy((*region_in)->data(), src.data(), bytes);
+  std::memset((*region_out)->data(), 1, bytes);  // touched, like dst
 
   Series copy{"memcpy (host, same bytes)", bytes};
   // What the CPU backend's buffers start as: fresh pages, faulted in on
@@ -167,6 +183,14 @@ int Run() {
   Series bare_down{"download bare gRPC byte stream", bytes};
   Series down_one{"download ours, 1 device", bytes};
   Series down_eight{absl::StrCat("download ours, P('data') over ", devices, " devices"), bytes};
+  Series up_region_one{"upload   region, 1 device", bytes};
+  Series up_region_eight{absl::StrCat("upload   region, P('data') over ", devices, " devices"),
+                         bytes};
+  Series up_auto{absl::StrCat("upload   auto (staged region), P('data') x", devices), bytes};
+  Series down_region_one{"download region, 1 device", bytes};
+  Series down_region_eight{
+      absl::StrCat("download region, P('data') over ", devices, " devices"), bytes};
+  Series down_auto{absl::StrCat("download auto (staged region), P('data') x", devices), bytes};
   Series reshard{"reshard  P('data',None) -> P(None,'data')", bytes};
   Series replicate{absl::StrCat("reshard  P('data') -> replicated (", devices, "x bytes)"),
                    bytes * devices};
@@ -202,8 +226,17 @@ int Run() {
   auto upload_to = [&](const client::Rule& rule, std::string* id) {
     auto info = tensors.Upload(array, rule, upload);
     if (!Check(info.status(), "upload")) return false;
-    *id = info->id();
+    *id = info->id;
     return true;
+  };
+  auto upload_region = [&](const client::Rule& rule, std::string* id) {
+    auto info = tensors.UploadFromRegion(**region_in, 0, client::DType::kF32, {elements}, rule);
+    if (!Check(info.status(), "region upload")) return false;
+    *id = info->id;
+    return true;
+  };
+  auto download_region = [&](const std::string& id) {
+    return Check(tensors.DownloadToRegion(id, **region_out, 0).status(), "region download");
   };
   auto remove = [&](const std::string& id) {
     return Check(tensors.Delete({id}).status(), "delete");
@@ -261,6 +294,27 @@ int Run() {
     ok = ok && Measure(&down_one, [&] { return download_from(a); });
     ok = ok && Measure(&down_eight, [&] { return download_from(b); });
     ok = ok && std::memcmp(dst.data(), src.data(), bytes) == 0 && remove(a) && remove(b);
+    std::string c, d, e;
+    ok = ok && Measure(&up_region_one, [&] { return upload_region(one, &c); });
+    ok = ok && Measure(&up_region_eight, [&] { return upload_region(eight, &d); });
+    ok = ok && Measure(&up_auto, [&] {
+           auto info = tensors.Upload(array, eight, auto_upload);
+           if (!Check(info.status(), "auto upload")) return false;
+           e = info->id;
+           return true;
+         });
+    ok = ok && Measure(&down_region_one, [&] { return download_region(c); });
+    ok = ok && Measure(&down_region_eight, [&] { return download_region(d); });
+    ok = ok && std::memcmp((*region_out)->data(), src.data(), bytes) == 0;
+    ok = ok && Measure(&down_auto, [&] {
+           return Check(tensors
+                            .Download(e, absl::MakeSpan(dst), client::DownloadSelection::Whole(),
+                                      auto_download)
+                            .status(),
+                        "auto download");
+         });
+    ok = ok && std::memcmp(dst.data(), src.data(), bytes) == 0 && remove(c) && remove(d) &&
+         remove(e);
     if (!ok) {
       std::fprintf(stderr, "rep %d failed\n", rep);
       return 1;
@@ -269,30 +323,30 @@ int Run() {
 
   // Reshard needs a 2-D tensor: [devices * 16, rest].
   const int64_t rows = int64_t{16} * devices;
-  client::HostArray matrix{pb::DTYPE_F32, {rows, elements / rows}, src};
+  client::HostArray matrix{client::DType::kF32, {rows, elements / rows}, src};
   auto source = tensors.Upload(matrix, client::Placement::Sharded(*mesh, {{"data"}, {}}), upload);
   if (!Check(source.status(), "upload matrix")) return 1;
   for (int rep = 0; rep < reps; ++rep) {
     std::string id;
     bool ok = Measure(&reshard, [&] {
-      auto placed = tensors.Place(source->id(), client::Placement::Sharded(*mesh, {{}, {"data"}}));
+      auto placed = tensors.Place(source->id, client::Placement::Sharded(*mesh, {{}, {"data"}}));
       if (!Check(placed.status(), "reshard")) return false;
-      id = placed->id();
+      id = placed->id;
       return true;
     });
     ok = ok && remove(id);
     if (ok && absl::GetFlag(FLAGS_reshard_replicated)) {
       ok = Measure(&replicate, [&] {
-        auto placed = tensors.Place(source->id(), client::Placement::Replicated(*mesh));
+        auto placed = tensors.Place(source->id, client::Placement::Replicated(*mesh));
         if (!Check(placed.status(), "replicate")) return false;
-        id = placed->id();
+        id = placed->id;
         return true;
       });
       ok = ok && remove(id);
     }
     if (!ok) return 1;
   }
-  remove(source->id());
+  remove(source->id);
 
   std::printf("tensor transfer: %lld MiB f32, chunk %lld bytes, %d reps, %d %s devices, %s\n",
               static_cast<long long>(bytes >> 20), static_cast<long long>(chunk), reps, devices,
@@ -307,6 +361,12 @@ int Run() {
   Print(bare_down, nullptr, copy);
   Print(down_one, &bare_down, copy);
   Print(down_eight, &bare_down, copy);
+  Print(up_region_one, &bare_up, copy);
+  Print(up_region_eight, &bare_up, copy);
+  Print(up_auto, &bare_up, copy);
+  Print(down_region_one, &bare_down, copy);
+  Print(down_region_eight, &bare_down, copy);
+  Print(down_auto, &bare_down, copy);
   Print(reshard, nullptr, copy);
   if (!replicate.samples.empty()) Print(replicate, nullptr, copy);
   if (!h2d_pinned.samples.empty()) {
@@ -319,6 +379,8 @@ int Run() {
                 down_one.Median() / d2h_pinned.Median(), down_one.Median() / d2h_pageable.Median());
   }
 
+  region_in->reset();
+  region_out->reset();
   echo_server->Shutdown();
   (*daemon)->Drain();
   std::filesystem::remove_all(dir);

@@ -121,7 +121,10 @@ int Run() {
 
   const int64_t bytes = absl::GetFlag(FLAGS_size_mib) << 20;
   std::vector<uint8_t> src(bytes, 1);
-  client::HostArray array{placement::v1::DTYPE_U8, {bytes}, src};
+  client::HostArray array{client::DType::kU8, {bytes}, src};
+  // The gRPC stream on every target (a loopback daemon would take a region).
+  client::UploadOptions stream;
+  stream.path = client::TransferPath::kStream;
   const int rounds = 4;
   int errors = 0;
   for (int round = 0; round < rounds; ++round) {
@@ -129,9 +132,9 @@ int Run() {
       client::TensorClient tensors(*t.client);
       for (int i = 0; i < absl::GetFlag(FLAGS_uploads) / rounds; ++i) {
         absl::Time start = absl::Now();
-        auto info = tensors.Upload(array);
+        auto info = tensors.Upload(array, {}, stream);
         absl::Duration took = absl::Now() - start;
-        if (!info.ok() || !tensors.Delete({info->id()}).ok()) {
+        if (!info.ok() || !tensors.Delete({info->id}).ok()) {
           ++errors;
           continue;
         }

@@ -190,6 +190,8 @@ DaemonCounts ServiceSet::counts() const {
   counts.session_tensors = [sessions] { return sessions->tensor_count(); };
   RegionRegistry* regions = impl_->region_registry.get();
   counts.regions = [regions] { return regions->size(); };
+  PrefetchManager* prefetch = impl_->prefetch_manager.get();
+  counts.prefetch_streams = [prefetch] { return prefetch->open_streams(); };
   return counts;
 }
 

@@ -5,7 +5,9 @@
 // whoever holds the write lock), so a release never waits behind a batch.
 // The credit rule (at most buffer_size sent batches unreleased) is kept here.
 #include <algorithm>
+#include <cstring>
 #include <deque>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -15,6 +17,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/src/call_context.h"
+#include "client/src/client_impl.h"
+#include "client/src/convert.h"
+#include "client/src/region_pool.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/client/prefetch.h"
@@ -23,7 +28,6 @@
 namespace placement::client {
 namespace pb = placement::v1;
 namespace {
-
 
 absl::Status CheckArrays(const std::vector<BatchArray>& arrays) {
   absl::flat_hash_set<std::string> keys;
@@ -39,9 +43,9 @@ absl::Status CheckArrays(const std::vector<BatchArray>& arrays) {
           absl::StrCat("array '", a.key, "': ", expected.status().message()));
     }
     if (static_cast<int64_t>(a.array.data.size()) != *expected) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "array '", a.key, "': expected ", *expected, " bytes for ",
-          DescribeArray(a.array.dtype, a.array.shape), ", got ", a.array.data.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("array '", a.key, "': expected ", *expected, " bytes for ",
+                       DescribeArray(a.array.dtype, a.array.shape), ", got ", a.array.data.size()));
     }
   }
   return absl::OkStatus();
@@ -49,17 +53,17 @@ absl::Status CheckArrays(const std::vector<BatchArray>& arrays) {
 
 }  // namespace
 
-const pb::TensorInfo* DeviceBatch::Find(absl::string_view key) const {
-  for (const pb::NamedTensor& t : tensors) {
-    if (t.key() == key) return &t.tensor();
+const TensorInfo* DeviceBatch::Find(absl::string_view key) const {
+  for (const NamedTensor& t : tensors) {
+    if (t.key == key) return &t.tensor;
   }
   return nullptr;
 }
 
-const pb::TensorInfo& DeviceBatch::tensor(absl::string_view key) const {
-  const pb::TensorInfo* found = Find(key);
+const TensorInfo& DeviceBatch::tensor(absl::string_view key) const {
+  const TensorInfo* found = Find(key);
   if (found == nullptr) {
-    static const pb::TensorInfo* const kMissing = new pb::TensorInfo();
+    static const TensorInfo* const kMissing = new TensorInfo();
     return *kMissing;
   }
   return *found;
@@ -67,7 +71,7 @@ const pb::TensorInfo& DeviceBatch::tensor(absl::string_view key) const {
 
 TensorTree DeviceBatch::tree() const {
   TensorTree tree;
-  for (const pb::NamedTensor& t : tensors) tree.emplace(t.key(), TensorHandle(t.tensor()));
+  for (const NamedTensor& t : tensors) tree.emplace(t.key, TensorHandle(t.tensor));
   return tree;
 }
 
@@ -105,7 +109,12 @@ struct PrefetchStream::Impl {
   bool broken ABSL_GUARDED_BY(mu) = false;    // a write failed or the read side ended
   bool finished ABSL_GUARDED_BY(mu) = false;  // stream->Finish ran
   absl::Status final_status ABSL_GUARDED_BY(mu);
-  std::optional<pb::PrefetchStats> stats;  // written once, before `finished`
+  std::optional<PrefetchStats> stats;  // written once, before `finished`
+  // The region ring (TransferPath): a batch sent through a region holds it
+  // until the daemon reports the batch ready (it has read every byte then)
+  // or the stream ends; the pool hands it to the next batch.
+  std::shared_ptr<RegionPool> pool;  // null under kStream
+  std::map<int64_t, RegionPool::Lease> staged ABSL_GUARDED_BY(mu);
   absl::Duration send_blocked ABSL_GUARDED_BY(mu);
 
   bool Stopped() const ABSL_SHARED_LOCKS_REQUIRED(mu) { return cancelled || broken || finished; }
@@ -164,13 +173,14 @@ struct PrefetchStream::Impl {
     }
     pb::PrefetchResponse response;
     while (stream->Read(&response)) {
-      if (response.has_stats()) stats = response.stats();
+      if (response.has_stats()) stats = FromProto(response.stats());
     }
     absl::MutexLock wlock(&write_mu);
     grpc::Status status = stream->Finish();
     absl::MutexLock lock(&mu);
     finished = true;
     broken = true;
+    staged.clear();  // the daemon reads no more
     final_status = FromGrpcStatus(status);
     if (final_status.ok() && !stats.has_value()) {
       final_status = absl::UnavailableError("the daemon ended the prefetch stream without stats");
@@ -182,7 +192,8 @@ struct PrefetchStream::Impl {
     absl::MutexLock rlock(&read_mu);
     DrainAndFinishLocked();
     absl::MutexLock lock(&mu);
-    if (cancelled && final_status.ok()) return absl::CancelledError("the prefetch stream was cancelled");
+    if (cancelled && final_status.ok())
+      return absl::CancelledError("the prefetch stream was cancelled");
     return final_status.ok() ? absl::FailedPreconditionError("the prefetch stream has ended")
                              : final_status;
   }
@@ -207,9 +218,9 @@ PrefetchStream::~PrefetchStream() {
 absl::StatusOr<std::unique_ptr<PrefetchStream>> PrefetchStream::Open(
     const Client& client, const PrefetchOptions& options) {
   if (options.buffer_size < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "buffer_size is ", options.buffer_size, "; must be >= 1 (0 selects the default ",
-        kDefaultPrefetchBufferSize, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("buffer_size is ", options.buffer_size,
+                                                   "; must be >= 1 (0 selects the default ",
+                                                   kDefaultPrefetchBufferSize, ")"));
   }
   if (absl::Status chunk_ok = ValidateChunkBytes(options.chunk_bytes); !chunk_ok.ok()) {
     return chunk_ok;
@@ -218,12 +229,13 @@ absl::StatusOr<std::unique_ptr<PrefetchStream>> PrefetchStream::Open(
   impl->options = options;
   impl->buffer_size = options.buffer_size == 0 ? kDefaultPrefetchBufferSize : options.buffer_size;
   SetTimeout(options.timeout, &impl->context);
-  impl->stub = pb::PrefetchService::NewStub(client.channel());
+  if (options.path != TransferPath::kStream) impl->pool = RegionPool::For(client);
+  impl->stub = pb::PrefetchService::NewStub(client.impl().channel);
   impl->stream = impl->stub->Prefetch(&impl->context);
   pb::PrefetchRequest open;
   pb::PrefetchOpen* o = open.mutable_open();
   o->set_buffer_size(options.buffer_size);
-  if (!options.rule.is_default()) *o->mutable_rule() = options.rule.proto();
+  if (!options.rule.is_default()) *o->mutable_rule() = ToProto(options.rule);
   o->set_name(options.name);
   o->set_auto_release(options.auto_release);
   std::unique_ptr<PrefetchStream> stream(new PrefetchStream(std::move(impl)));
@@ -242,12 +254,28 @@ absl::StatusOr<int64_t> PrefetchStream::SendBatch(const std::vector<BatchArray>&
                                                   const std::optional<Rule>& rule) {
   if (absl::Status s = CheckArrays(arrays); !s.ok()) return s;
   Impl& m = *impl_;
+  // Through a region of the ring when the path allows (decided before
+  // waiting: a forced region on a remote daemon fails here).
+  std::optional<RegionPool::Lease> lease;
+  if (m.pool != nullptr) {
+    int64_t total = 0;
+    for (const BatchArray& a : arrays) total += static_cast<int64_t>(a.array.data.size());
+    absl::StatusOr<bool> use = m.pool->UseRegion(m.options.path, total);
+    if (!use.ok()) return use.status();
+    if (*use) {
+      absl::StatusOr<RegionPool::Lease> borrowed = m.pool->Borrow(total);
+      if (borrowed.ok()) {
+        lease = *std::move(borrowed);
+      } else if (m.options.path == TransferPath::kRegion) {
+        return borrowed.status();
+      }
+    }
+  }
   int64_t sequence = -1;
   {
     absl::MutexLock lock(&m.mu);
     auto can_send = [&m]() ABSL_SHARED_LOCKS_REQUIRED(m.mu) {
-      return m.Stopped() || m.send_closed ||
-             static_cast<int>(m.unreleased.size()) < m.buffer_size;
+      return m.Stopped() || m.send_closed || static_cast<int>(m.unreleased.size()) < m.buffer_size;
     };
     absl::Time start = absl::Now();
     m.mu.Await(absl::Condition(&can_send));
@@ -268,16 +296,43 @@ absl::StatusOr<int64_t> PrefetchStream::SendBatch(const std::vector<BatchArray>&
   for (const BatchArray& a : arrays) {
     pb::ArrayHeader* h = header->add_arrays();
     h->set_key(a.key);
-    h->set_dtype(a.array.dtype);
+    h->set_dtype(ToProto(a.array.dtype));
     for (int64_t d : a.array.shape) h->add_shape(d);
   }
   const Rule& effective = rule.has_value() ? *rule : m.options.rule;
-  if (rule.has_value() && !effective.is_default()) *header->mutable_rule() = effective.proto();
+  if (rule.has_value() && !effective.is_default()) *header->mutable_rule() = ToProto(effective);
   header->set_owner(m.options.owner);
   bool ok;
   {
     absl::MutexLock lock(&m.write_mu);
     ok = m.WriteLocked(&message);
+  }
+  if (lease.has_value()) {
+    // One region slice per array, all in the batch's region.
+    const SharedRegion& region = lease->region();
+    std::vector<pb::PrefetchRequest> slices;
+    int64_t offset = 0;
+    for (size_t i = 0; i < arrays.size(); ++i) {
+      absl::Span<const uint8_t> bytes = arrays[i].array.data;
+      if (bytes.empty()) continue;
+      std::memcpy(region.data() + offset, bytes.data(), bytes.size());
+      pb::BatchChunk* slice = slices.emplace_back().mutable_chunk();
+      slice->set_array_index(static_cast<int32_t>(i));
+      slice->mutable_region()->set_region_id(region.id());
+      slice->mutable_region()->set_offset(offset);
+      slice->mutable_region()->set_size(static_cast<int64_t>(bytes.size()));
+      offset += static_cast<int64_t>(bytes.size());
+    }
+    {
+      absl::MutexLock lock(&m.mu);
+      m.staged.emplace(sequence, *std::move(lease));
+    }
+    for (size_t i = 0; ok && i < slices.size(); ++i) {
+      absl::MutexLock lock(&m.write_mu);
+      ok = m.WriteLocked(&slices[i]);
+    }
+    if (!ok) return m.FinalStatus();
+    return sequence;
   }
   // Chunks, each under its own write lock so releases can slip in between.
   pb::BatchChunk* chunk = message.mutable_chunk();
@@ -303,8 +358,8 @@ absl::Status PrefetchStream::Release(int64_t sequence) {
   {
     absl::MutexLock lock(&m.mu);
     if (sequence < 0 || sequence >= m.sent) {
-      return absl::InvalidArgumentError(absl::StrCat("release of batch ", sequence,
-                                                     ": no such batch (", m.sent, " sent)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("release of batch ", sequence, ": no such batch (", m.sent, " sent)"));
     }
     if (sequence >= m.reads) {
       return absl::FailedPreconditionError(
@@ -330,8 +385,8 @@ absl::Status PrefetchStream::Next() {
     if (absl::Status s = m.CanSendControlLocked(); !s.ok()) return s;
     int64_t n = m.nexts;
     if (n > m.reads) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "Next() asks for batch ", n, " before batch ", n - 1, " was read"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("Next() asks for batch ", n, " before batch ", n - 1, " was read"));
     }
     if (m.options.auto_release && n >= 1) m.unreleased.erase(n - 1);
     ++m.nexts;
@@ -376,7 +431,7 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchStream::Read() {
   pb::PrefetchResponse response;
   while (m.stream->Read(&response)) {
     if (response.has_stats()) {
-      m.stats = response.stats();
+      m.stats = FromProto(response.stats());
       continue;
     }
     if (!response.has_ready()) continue;
@@ -384,15 +439,17 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchStream::Read() {
     if (response.ready().sequence() != m.reads) {
       m.context.TryCancel();
       m.broken = true;
-      m.final_status = absl::InternalError(absl::StrCat("the daemon sent batch ",
-                                                        response.ready().sequence(),
-                                                        " where batch ", m.reads, " was due"));
+      m.final_status =
+          absl::InternalError(absl::StrCat("the daemon sent batch ", response.ready().sequence(),
+                                           " where batch ", m.reads, " was due"));
       break;
     }
     ++m.reads;
+    // The daemon read every byte of the batch: its region goes back to the ring.
+    m.staged.erase(response.ready().sequence());
     DeviceBatch batch;
     batch.sequence = response.ready().sequence();
-    batch.tensors.assign(response.ready().tensors().begin(), response.ready().tensors().end());
+    batch.tensors = FromProtos(response.ready().tensors());
     return std::optional<DeviceBatch>(std::move(batch));
   }
   absl::Status internal;
@@ -410,7 +467,7 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchStream::Read() {
   return m.final_status;
 }
 
-const std::optional<pb::PrefetchStats>& PrefetchStream::stats() const { return impl_->stats; }
+const std::optional<PrefetchStats>& PrefetchStream::stats() const { return impl_->stats; }
 
 absl::Duration PrefetchStream::send_blocked() const {
   absl::MutexLock lock(&impl_->mu);

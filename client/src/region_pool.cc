@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "client/src/client_impl.h"
 #include "grpcpp/grpcpp.h"
 
 namespace placement::client {
@@ -23,7 +24,7 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 
 std::shared_ptr<RegionPool> RegionPool::For(const Client& client) {
   absl::MutexLock lock(&registry_mu);
-  std::shared_ptr<RegionPool>& pool = Pools()[client.channel().get()];
+  std::shared_ptr<RegionPool>& pool = Pools()[client.impl().channel.get()];
   if (pool == nullptr) pool = std::make_shared<RegionPool>(client);
   return pool;
 }

@@ -31,7 +31,7 @@ namespace placement::client {
 
 class RegionPool {
  public:
-  static constexpr size_t kMaxFreeRegions = 4;
+  static constexpr size_t kMaxFreeRegions = 8;
   // Transfers smaller than this use the stream under kAuto: a region saves
   // nothing there.
   static constexpr int64_t kAutoMinBytes = int64_t{256} << 10;

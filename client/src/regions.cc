@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "client/src/client_impl.h"
 #include "client/src/region_fd.h"
 #include "common/grpc_status.h"
 #include "common/host_identity.h"
@@ -32,36 +33,47 @@ bool LocalTarget(absl::string_view target) {
          absl::StartsWith(target, "[::1]:") || target == "localhost";
 }
 
-absl::StatusOr<pb::RegionInfo> Register(const Client& client,
-                                        const pb::RegisterRegionRequest& request) {
+RegionInfo FromProto(const pb::RegionInfo& region) {
+  RegionInfo out;
+  out.id = region.region_id();
+  out.name = region.name();
+  out.size_bytes = region.size_bytes();
+  out.session_id = region.session_id();
+  out.tenant = region.tenant();
+  out.pinned = region.pinned();
+  return out;
+}
+
+absl::StatusOr<RegionInfo> Register(const Client& client,
+                                    const pb::RegisterRegionRequest& request) {
   grpc::ClientContext context;
-  client.PrepareContext(&context);
+  client.impl().PrepareContext(&context);
   pb::RegisterRegionResponse response;
-  grpc::Status status =
-      pb::RegionService::NewStub(client.channel())->RegisterRegion(&context, request, &response);
+  grpc::Status status = pb::RegionService::NewStub(client.impl().channel)
+                            ->RegisterRegion(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return response.region();
+  return FromProto(response.region());
 }
 
 }  // namespace
 
 absl::StatusOr<bool> RegionClient::SameHost() const {
   if (!LocalTarget(client_.target())) return false;
-  absl::StatusOr<pb::GetStatusResponse> status = client_.GetStatus();
+  absl::StatusOr<DaemonStatus> status = client_.GetStatus();
   if (!status.ok()) return status.status();
-  return !status->region_socket().empty() && !status->host_id().empty() &&
-         status->host_id() == HostId() && status->boot_id() == BootId();
+  return !status->region_socket.empty() && !status->host_id.empty() &&
+         status->host_id == HostId() && status->boot_id == BootId();
 }
 
-absl::StatusOr<pb::RegionInfo> RegionClient::RegisterFd(int fd, int64_t size_bytes,
-                                                        const std::string& name) const {
-  absl::StatusOr<pb::GetStatusResponse> status = client_.GetStatus();
+absl::StatusOr<RegionInfo> RegionClient::RegisterFd(int fd, int64_t size_bytes,
+                                                    const std::string& name) const {
+  absl::StatusOr<DaemonStatus> status = client_.GetStatus();
   if (!status.ok()) return status.status();
-  if (status->region_socket().empty()) {
+  if (status->region_socket.empty()) {
     return absl::FailedPreconditionError(
         "the daemon has no region socket (--region_socket is off); use the gRPC stream");
   }
-  absl::StatusOr<std::string> token = PassFd(status->region_socket(), fd);
+  absl::StatusOr<std::string> token = PassFd(status->region_socket, fd);
   if (!token.ok()) return token.status();
   pb::RegisterRegionRequest request;
   request.set_name(name);
@@ -70,9 +82,9 @@ absl::StatusOr<pb::RegionInfo> RegionClient::RegisterFd(int fd, int64_t size_byt
   return Register(client_, request);
 }
 
-absl::StatusOr<pb::RegionInfo> RegionClient::RegisterShmName(const std::string& shm_name,
-                                                             int64_t size_bytes,
-                                                             const std::string& name) const {
+absl::StatusOr<RegionInfo> RegionClient::RegisterShmName(const std::string& shm_name,
+                                                         int64_t size_bytes,
+                                                         const std::string& name) const {
   pb::RegisterRegionRequest request;
   request.set_name(name);
   request.set_size_bytes(size_bytes);
@@ -82,22 +94,24 @@ absl::StatusOr<pb::RegionInfo> RegionClient::RegisterShmName(const std::string& 
 
 absl::Status RegionClient::Unregister(const std::string& region_id) const {
   grpc::ClientContext context;
-  client_.PrepareContext(&context);
+  client_.impl().PrepareContext(&context);
   pb::UnregisterRegionRequest request;
   request.set_region_id(region_id);
   pb::UnregisterRegionResponse response;
-  return FromGrpcStatus(pb::RegionService::NewStub(client_.channel())
+  return FromGrpcStatus(pb::RegionService::NewStub(client_.impl().channel)
                             ->UnregisterRegion(&context, request, &response));
 }
 
-absl::StatusOr<std::vector<pb::RegionInfo>> RegionClient::List() const {
+absl::StatusOr<std::vector<RegionInfo>> RegionClient::List() const {
   grpc::ClientContext context;
-  client_.PrepareContext(&context);
+  client_.impl().PrepareContext(&context);
   pb::ListRegionsResponse response;
   grpc::Status status =
-      pb::RegionService::NewStub(client_.channel())->ListRegions(&context, {}, &response);
+      pb::RegionService::NewStub(client_.impl().channel)->ListRegions(&context, {}, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return std::vector<pb::RegionInfo>(response.regions().begin(), response.regions().end());
+  std::vector<RegionInfo> out;
+  for (const pb::RegionInfo& region : response.regions()) out.push_back(FromProto(region));
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<SharedRegion>> SharedRegion::Create(const Client& client,
@@ -125,7 +139,7 @@ absl::StatusOr<std::unique_ptr<SharedRegion>> SharedRegion::Create(const Client&
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot map a ", size_bytes, "-byte region: ", std::strerror(error)));
   }
-  absl::StatusOr<pb::RegionInfo> info = regions.RegisterFd(*fd, size_bytes, name);
+  absl::StatusOr<RegionInfo> info = regions.RegisterFd(*fd, size_bytes, name);
   close(*fd);  // both mappings keep the memory
   if (!info.ok()) {
     munmap(data, static_cast<size_t>(size_bytes));

@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/call_context.h"
+#include "client/src/client_impl.h"
+#include "client/src/convert.h"
 #include "client/src/region_pool.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
@@ -24,24 +26,24 @@ void SetSlice(const SharedRegion& region, int64_t offset, int64_t size, pb::Regi
   slice->set_size(size);
 }
 
-absl::StatusOr<pb::TensorInfo> UploadSlice(const Client& client, const SharedRegion& region,
-                                           int64_t offset, pb::DType dtype,
-                                           const std::vector<int64_t>& shape, const Rule& rule,
-                                           const UploadOptions& options) {
+absl::StatusOr<TensorInfo> UploadSlice(const Client& client, const SharedRegion& region,
+                                       int64_t offset, DType dtype,
+                                       const std::vector<int64_t>& shape, const Rule& rule,
+                                       const UploadOptions& options) {
   absl::StatusOr<int64_t> total = ExpectedBytes(dtype, shape);
   if (!total.ok()) return total.status();
-  auto stub = pb::TensorService::NewStub(client.channel());
+  auto stub = pb::TensorService::NewStub(client.impl().channel);
   grpc::ClientContext context;
   SetTimeout(options.timeout, &context);
   pb::UploadResponse response;
   auto writer = stub->Upload(&context, &response);
   pb::UploadRequest message;
   pb::UploadHeader* header = message.mutable_header();
-  header->set_dtype(dtype);
+  header->set_dtype(ToProto(dtype));
   for (int64_t d : shape) header->add_shape(d);
   header->set_name(options.name);
   header->set_owner(options.owner);
-  if (!rule.is_default()) *header->mutable_rule() = rule.proto();
+  if (!rule.is_default()) *header->mutable_rule() = ToProto(rule);
   bool ok = writer->Write(message);
   if (ok && *total > 0) {
     SetSlice(region, offset, *total, message.mutable_region());
@@ -54,28 +56,28 @@ absl::StatusOr<pb::TensorInfo> UploadSlice(const Client& client, const SharedReg
     return absl::UnavailableError(absl::StrCat("upload of ", DescribeArray(dtype, shape),
                                                ": the daemon closed the stream early"));
   }
-  return std::move(*response.mutable_tensor());
+  return FromProto(response.tensor());
 }
 
 }  // namespace
 
-absl::StatusOr<pb::TensorInfo> TensorClient::UploadFromRegion(const SharedRegion& region,
-                                                              int64_t offset, pb::DType dtype,
-                                                              std::vector<int64_t> shape,
-                                                              const Rule& rule,
-                                                              const UploadOptions& options) const {
+absl::StatusOr<TensorInfo> TensorClient::UploadFromRegion(const SharedRegion& region,
+                                                          int64_t offset, DType dtype,
+                                                          std::vector<int64_t> shape,
+                                                          const Rule& rule,
+                                                          const UploadOptions& options) const {
   return UploadSlice(client_, region, offset, dtype, shape, rule, options);
 }
 
-absl::StatusOr<pb::DownloadHeader> TensorClient::DownloadToRegion(
+absl::StatusOr<DownloadHeader> TensorClient::DownloadToRegion(
     const std::string& tensor_id, const SharedRegion& region, int64_t offset,
     const DownloadSelection& selection, const DownloadOptions& options) const {
   pb::DownloadRequest request;
   request.set_tensor_id(tensor_id);
-  selection.ApplyTo(&request);
+  ApplySelection(selection, &request);
   SetSlice(region, offset, region.size() - offset, request.mutable_destination());
   if (offset < 0 || offset > region.size()) request.mutable_destination()->set_size(0);
-  auto stub = pb::TensorService::NewStub(client_.channel());
+  auto stub = pb::TensorService::NewStub(client_.impl().channel);
   grpc::ClientContext context;
   SetTimeout(options.timeout, &context);
   auto reader = stub->Download(&context, request);
@@ -86,13 +88,13 @@ absl::StatusOr<pb::DownloadHeader> TensorClient::DownloadToRegion(
   }
   grpc::Status status = reader->Finish();
   if (!status.ok()) return FromGrpcStatus(status);
-  return header;
+  return FromProto(header);
 }
 
-std::optional<absl::StatusOr<pb::TensorInfo>> UploadThroughStaging(const Client& client,
-                                                                   const HostArray& array,
-                                                                   const Rule& rule,
-                                                                   const UploadOptions& options) {
+std::optional<absl::StatusOr<TensorInfo>> UploadThroughStaging(const Client& client,
+                                                               const HostArray& array,
+                                                               const Rule& rule,
+                                                               const UploadOptions& options) {
   std::shared_ptr<RegionPool> pool = RegionPool::For(client);
   const int64_t bytes = static_cast<int64_t>(array.data.size());
   absl::StatusOr<bool> use = pool->UseRegion(options.path, bytes);
@@ -107,7 +109,7 @@ std::optional<absl::StatusOr<pb::TensorInfo>> UploadThroughStaging(const Client&
   return UploadSlice(client, lease->region(), 0, array.dtype, array.shape, rule, options);
 }
 
-std::optional<absl::StatusOr<pb::DownloadHeader>> DownloadThroughStaging(
+std::optional<absl::StatusOr<DownloadHeader>> DownloadThroughStaging(
     const Client& client, const std::string& tensor_id, absl::Span<uint8_t> out,
     const DownloadSelection& selection, const DownloadOptions& options) {
   std::shared_ptr<RegionPool> pool = RegionPool::For(client);
@@ -122,11 +124,11 @@ std::optional<absl::StatusOr<pb::DownloadHeader>> DownloadThroughStaging(
   }
   pb::DownloadRequest request;
   request.set_tensor_id(tensor_id);
-  selection.ApplyTo(&request);
+  ApplySelection(selection, &request);
   // Offer exactly the caller's buffer: a larger tensor is OUT_OF_RANGE.
   SetSlice(lease->region(), 0, bytes, request.mutable_destination());
   if (bytes == 0) return std::nullopt;  // size 0 means "any"; let the stream check
-  auto stub = pb::TensorService::NewStub(client.channel());
+  auto stub = pb::TensorService::NewStub(client.impl().channel);
   grpc::ClientContext context;
   SetTimeout(options.timeout, &context);
   auto reader = stub->Download(&context, request);
@@ -145,7 +147,7 @@ std::optional<absl::StatusOr<pb::DownloadHeader>> DownloadThroughStaging(
     return FromGrpcStatus(status);
   }
   std::memcpy(out.data(), lease->region().data(), static_cast<size_t>(header.total_bytes()));
-  return header;
+  return FromProto(header);
 }
 
 }  // namespace placement::client

@@ -10,19 +10,25 @@
 
 #include "absl/status/statusor.h"
 #include "placement/client/tensors.h"
+#include "placement/v1/tensor_service.pb.h"
 
 namespace placement::client {
 
 // Copies the array into a staging region and uploads it from there.
 // REQUIRES: array.data holds exactly ExpectedBytes(array.dtype, array.shape).
-std::optional<absl::StatusOr<placement::v1::TensorInfo>> UploadThroughStaging(
-    const Client& client, const HostArray& array, const Rule& rule, const UploadOptions& options);
+std::optional<absl::StatusOr<TensorInfo>> UploadThroughStaging(const Client& client,
+                                                               const HostArray& array,
+                                                               const Rule& rule,
+                                                               const UploadOptions& options);
 
 // Has the daemon write into a staging region of out.size() bytes, then
 // copies into `out`.
-std::optional<absl::StatusOr<placement::v1::DownloadHeader>> DownloadThroughStaging(
+std::optional<absl::StatusOr<DownloadHeader>> DownloadThroughStaging(
     const Client& client, const std::string& tensor_id, absl::Span<uint8_t> out,
     const DownloadSelection& selection, const DownloadOptions& options);
+
+// The selection fields of a DownloadRequest (defined in tensors_download.cc).
+void ApplySelection(const DownloadSelection& selection, placement::v1::DownloadRequest* request);
 
 }  // namespace placement::client
 

@@ -32,6 +32,7 @@ grpc::ServerUnaryReactor* DaemonHandler::GetStatus(grpc::CallbackServerContext* 
     response->set_host_id(identity_->host_id);
     response->set_boot_id(identity_->boot_id);
     response->set_region_socket(identity_->region_socket);
+    response->set_num_prefetch_streams(counts_.prefetch_streams ? counts_.prefetch_streams() : 0);
     response->set_device_bytes_in_use(inventory_->TotalMemoryInUse());
     response->set_serving(!gate_->draining());
     return absl::OkStatus();

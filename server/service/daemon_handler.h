@@ -19,6 +19,7 @@ struct DaemonCounts {
   std::function<int64_t()> session_tensors;
   std::function<int64_t()> open_streams;
   std::function<int64_t()> regions;
+  std::function<int64_t()> prefetch_streams;
 };
 
 class DaemonHandler final : public placement::v1::DaemonService::CallbackService {

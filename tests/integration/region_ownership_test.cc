@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/src/client_impl.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -68,12 +69,12 @@ std::unique_ptr<Client> ConnectAs(const std::string& address, const std::string&
 
 absl::StatusOr<std::string> OpenSession(const Client& client, int ttl_seconds) {
   grpc::ClientContext context;
-  client.PrepareContext(&context);
+  client.impl().PrepareContext(&context);
   pb::OpenSessionRequest request;
   request.mutable_ttl()->set_seconds(ttl_seconds);
   pb::OpenSessionResponse response;
   grpc::Status status =
-      pb::SessionService::NewStub(client.channel())->OpenSession(&context, request, &response);
+      pb::SessionService::NewStub(client.impl().channel)->OpenSession(&context, request, &response);
   if (!status.ok()) {
     return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
   }
@@ -84,7 +85,7 @@ absl::StatusOr<std::string> OpenSession(const Client& client, int ttl_seconds) {
 grpc::Status UploadFrom(const Client& client, const std::string& region_id, int64_t size) {
   grpc::ClientContext context;
   pb::UploadResponse response;
-  auto writer = pb::TensorService::NewStub(client.channel())->Upload(&context, &response);
+  auto writer = pb::TensorService::NewStub(client.impl().channel)->Upload(&context, &response);
   pb::UploadRequest message;
   message.mutable_header()->set_dtype(pb::DTYPE_U8);
   message.mutable_header()->add_shape(size);
@@ -121,7 +122,7 @@ TEST_F(RegionOwnershipTest, AnotherTenantsRegionIsNotFoundEverywhere) {
   ASSERT_TRUE(alice && bob && root);
   auto region = SharedRegion::Create(*alice, 1 << 16, "alice-region");
   ASSERT_TRUE(region.ok()) << region.status();
-  EXPECT_EQ((*region)->info().tenant(), "team-a");
+  EXPECT_EQ((*region)->info().tenant, "team-a");
   const std::string id = (*region)->id();
 
   EXPECT_TRUE(UploadFrom(*alice, id, 4096).ok());
@@ -132,13 +133,13 @@ TEST_F(RegionOwnershipTest, AnotherTenantsRegionIsNotFoundEverywhere) {
   EXPECT_EQ(RegionClient(*bob).Unregister(id).code(), absl::StatusCode::kNotFound);
   // Bob's download cannot write into Alice's memory either.
   std::vector<uint8_t> bytes(4096, 5);
-  auto bobs = TensorClient(*bob).Upload(HostArray{pb::DTYPE_U8, {4096}, bytes});
+  auto bobs = TensorClient(*bob).Upload(HostArray{DType::kU8, {4096}, bytes});
   ASSERT_TRUE(bobs.ok());
   pb::DownloadRequest request;
-  request.set_tensor_id(bobs->id());
+  request.set_tensor_id(bobs->id);
   request.mutable_destination()->set_region_id(id);
   grpc::ClientContext context;
-  auto reader = pb::TensorService::NewStub(bob->channel())->Download(&context, request);
+  auto reader = pb::TensorService::NewStub(bob->impl().channel)->Download(&context, request);
   pb::DownloadResponse ignored;
   while (reader->Read(&ignored)) {
   }
@@ -148,7 +149,7 @@ TEST_F(RegionOwnershipTest, AnotherTenantsRegionIsNotFoundEverywhere) {
   auto everything = RegionClient(*root).List();
   ASSERT_TRUE(everything.ok());
   ASSERT_EQ(everything->size(), 1u);
-  EXPECT_EQ((*everything)[0].tenant(), "team-a");
+  EXPECT_EQ((*everything)[0].tenant, "team-a");
   EXPECT_TRUE(Maps(daemon_->pid(), "alice-region"));
   region->reset();  // unregisters
   EXPECT_FALSE(Maps(daemon_->pid(), "alice-region"));
@@ -166,7 +167,7 @@ TEST_F(RegionOwnershipTest, ASessionsRegionIsItsOwnAndGoesWithIt) {
   ASSERT_TRUE(in_session && in_other);
   auto region = SharedRegion::Create(*in_session, 1 << 16, "session-region");
   ASSERT_TRUE(region.ok()) << region.status();
-  EXPECT_EQ((*region)->info().session_id(), *session);
+  EXPECT_EQ((*region)->info().session_id, *session);
   const std::string id = (*region)->id();
 
   EXPECT_TRUE(UploadFrom(*in_session, id, 1024).ok());
@@ -175,15 +176,16 @@ TEST_F(RegionOwnershipTest, ASessionsRegionIsItsOwnAndGoesWithIt) {
   EXPECT_TRUE(Maps(daemon_->pid(), "session-region"));
 
   grpc::ClientContext context;
-  alice->PrepareContext(&context);
+  alice->impl().PrepareContext(&context);
   pb::CloseSessionRequest close;
   close.set_session_id(*session);
   pb::CloseSessionResponse closed;
-  ASSERT_TRUE(
-      pb::SessionService::NewStub(alice->channel())->CloseSession(&context, close, &closed).ok());
+  ASSERT_TRUE(pb::SessionService::NewStub(alice->impl().channel)
+                  ->CloseSession(&context, close, &closed)
+                  .ok());
   // Closing ended the region with the session's tensors.
   EXPECT_FALSE(Maps(daemon_->pid(), "session-region"));
-  EXPECT_EQ(alice->GetStatus()->num_regions(), 0);
+  EXPECT_EQ(alice->GetStatus()->num_regions, 0);
   EXPECT_EQ(UploadFrom(*in_other, id, 1024).error_code(), grpc::StatusCode::NOT_FOUND);
   // Its owner's later Unregister finds nothing to do.
   EXPECT_EQ((*region)->Unregister().code(), absl::StatusCode::kNotFound);
@@ -221,11 +223,12 @@ TEST(RegionChild, HoldsARegionUntilKilled) {
   std::rename((ready + ".tmp").c_str(), ready.c_str());
   for (;;) {
     grpc::ClientContext context;
-    plain->PrepareContext(&context);
+    plain->impl().PrepareContext(&context);
     pb::RenewSessionRequest request;
     request.set_session_id(*session);
     pb::RenewSessionResponse response;
-    (void)pb::SessionService::NewStub(plain->channel())->RenewSession(&context, request, &response);
+    (void)pb::SessionService::NewStub(plain->impl().channel)
+        ->RenewSession(&context, request, &response);
     absl::SleepFor(absl::Milliseconds(200));
   }
 }
@@ -252,7 +255,7 @@ TEST_F(RegionOwnershipTest, KilledClientsRegionIsUnmappedAfterItsLease) {
   const std::string region_id = testing::WaitForFileLine(ready, absl::Seconds(60));
   ASSERT_FALSE(region_id.empty()) << "the child never registered its region";
   EXPECT_TRUE(Maps(daemon_->pid(), "killed-client"));
-  EXPECT_EQ(root->GetStatus()->num_regions(), 1);
+  EXPECT_EQ(root->GetStatus()->num_regions, 1);
 
   ASSERT_EQ(kill(child, SIGKILL), 0);
   int wstatus = 0;
@@ -264,7 +267,7 @@ TEST_F(RegionOwnershipTest, KilledClientsRegionIsUnmappedAfterItsLease) {
     absl::SleepFor(absl::Milliseconds(50));
   }
   EXPECT_FALSE(Maps(daemon_->pid(), "killed-client"));
-  EXPECT_EQ(root->GetStatus()->num_regions(), 0);
+  EXPECT_EQ(root->GetStatus()->num_regions, 0);
   EXPECT_THAT(*RegionClient(*root).List(), ::testing::IsEmpty());
 }
 

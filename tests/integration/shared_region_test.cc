@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/client_impl.h"
 #include "common/host_identity.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -30,16 +31,15 @@ namespace pb = placement::v1;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-constexpr pb::DType kDTypes[] = {pb::DTYPE_F32, pb::DTYPE_F64, pb::DTYPE_F16, pb::DTYPE_BF16,
-                                 pb::DTYPE_I8,  pb::DTYPE_I16, pb::DTYPE_I32, pb::DTYPE_I64,
-                                 pb::DTYPE_U8,  pb::DTYPE_BOOL};
+constexpr DType kDTypes[] = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8,
+                             DType::kI16, DType::kI32, DType::kI64, DType::kU8,   DType::kBool};
 
 class RegionTest : public ClientDaemonTest {
  protected:
   void SetUp() override {
     ClientDaemonTest::SetUp();
     regions_ = std::make_unique<RegionClient>(*client_);
-    stub_ = pb::TensorService::NewStub(client_->channel());
+    stub_ = pb::TensorService::NewStub(client_->impl().channel);
   }
 
   void TearDown() override {
@@ -97,10 +97,10 @@ class RegionTest : public ClientDaemonTest {
 TEST_F(RegionTest, TheDaemonReportsThisHostAndARegionSocket) {
   auto status = client_->GetStatus();
   ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(status->host_id(), HostId());
-  EXPECT_EQ(status->boot_id(), BootId());
-  EXPECT_FALSE(status->boot_id().empty());
-  EXPECT_THAT(status->region_socket(), StartsWith("@placementd-regions-"));
+  EXPECT_EQ(status->host_id, HostId());
+  EXPECT_EQ(status->boot_id, BootId());
+  EXPECT_FALSE(status->boot_id.empty());
+  EXPECT_THAT(status->region_socket, StartsWith("@placementd-regions-"));
   auto same = regions_->SameHost();
   ASSERT_TRUE(same.ok()) << same.status();
   EXPECT_TRUE(*same);
@@ -108,15 +108,15 @@ TEST_F(RegionTest, TheDaemonReportsThisHostAndARegionSocket) {
   auto region = NewRegion(1 << 20, "listed");
   ASSERT_NE(region, nullptr);
   EXPECT_THAT(region->id(), StartsWith("r-"));
-  EXPECT_EQ(region->info().size_bytes(), 1 << 20);
+  EXPECT_EQ(region->info().size_bytes, 1 << 20);
   auto list = regions_->List();
   ASSERT_TRUE(list.ok()) << list.status();
   ASSERT_EQ(list->size(), 1u);
-  EXPECT_EQ((*list)[0].region_id(), region->id());
-  EXPECT_EQ((*list)[0].name(), "listed");
-  EXPECT_EQ(client_->GetStatus()->num_regions(), 1);
+  EXPECT_EQ((*list)[0].id, region->id());
+  EXPECT_EQ((*list)[0].name, "listed");
+  EXPECT_EQ(client_->GetStatus()->num_regions, 1);
   ASSERT_TRUE(region->Unregister().ok());
-  EXPECT_EQ(client_->GetStatus()->num_regions(), 0);
+  EXPECT_EQ(client_->GetStatus()->num_regions, 0);
 }
 
 TEST_F(RegionTest, EveryDTypeRoundTripsThroughRegionsAsThroughTheStream) {
@@ -130,9 +130,10 @@ TEST_F(RegionTest, EveryDTypeRoundTripsThroughRegionsAsThroughTheStream) {
   stream_up.path = TransferPath::kStream;
   DownloadOptions stream_down;
   stream_down.path = TransferPath::kStream;
-  for (pb::DType dtype : kDTypes) {
+  for (DType dtype : kDTypes) {
     const int64_t bytes = *ExpectedBytes(dtype, shape);
-    auto data = RandomBytes(static_cast<size_t>(bytes), 100 + dtype, dtype == pb::DTYPE_BOOL);
+    auto data = RandomBytes(static_cast<size_t>(bytes), 100 + static_cast<int>(dtype),
+                            dtype == DType::kBool);
     std::memcpy(region->data() + in_offset, data.data(), data.size());
     for (const Placement& placement :
          {Placement::Sharded(*mesh, {{"data"}, {"model"}}), Placement::Replicated(*mesh)}) {
@@ -142,36 +143,31 @@ TEST_F(RegionTest, EveryDTypeRoundTripsThroughRegionsAsThroughTheStream) {
       auto through_stream = tensors_->Upload(HostArray{dtype, shape, data}, placement, stream_up);
       ASSERT_TRUE(through_stream.ok()) << what << ": " << through_stream.status();
       // Same shards, ranges and replicas either way.
-      ASSERT_EQ(through_region->shards_size(), through_stream->shards_size()) << what;
-      for (int i = 0; i < through_region->shards_size(); ++i) {
-        EXPECT_EQ(through_region->shards(i).SerializeAsString(),
-                  through_stream->shards(i).SerializeAsString())
-            << what;
-      }
+      EXPECT_EQ(through_region->shards, through_stream->shards) << what;
       // Region upload, stream download == the bytes.
       auto streamed =
-          tensors_->DownloadBytes(through_region->id(), DownloadSelection::Whole(), stream_down);
+          tensors_->DownloadBytes(through_region->id, DownloadSelection::Whole(), stream_down);
       ASSERT_TRUE(streamed.ok()) << streamed.status();
       EXPECT_TRUE(streamed->bytes == data) << what;
       // Stream upload, region download == the bytes.
       std::memset(region->data() + out_offset, 0xEE, static_cast<size_t>(bytes));
-      auto header = tensors_->DownloadToRegion(through_stream->id(), *region, out_offset);
+      auto header = tensors_->DownloadToRegion(through_stream->id, *region, out_offset);
       ASSERT_TRUE(header.ok()) << what << ": " << header.status();
-      EXPECT_EQ(header->total_bytes(), bytes);
+      EXPECT_EQ(header->total_bytes, bytes);
       EXPECT_EQ(std::memcmp(region->data() + out_offset, data.data(), data.size()), 0) << what;
       // One device's shard through a region == through the stream.
       auto shard_stream =
-          tensors_->DownloadBytes(through_region->id(), DownloadSelection::Device(3), stream_down);
+          tensors_->DownloadBytes(through_region->id, DownloadSelection::Device(3), stream_down);
       ASSERT_TRUE(shard_stream.ok());
-      auto shard_region = tensors_->DownloadToRegion(through_region->id(), *region, out_offset,
+      auto shard_region = tensors_->DownloadToRegion(through_region->id, *region, out_offset,
                                                      DownloadSelection::Device(3));
       ASSERT_TRUE(shard_region.ok()) << shard_region.status();
-      EXPECT_EQ(shard_region->SerializeAsString(), shard_stream->header.SerializeAsString());
+      EXPECT_EQ(*shard_region, shard_stream->header);
       EXPECT_EQ(std::memcmp(region->data() + out_offset, shard_stream->bytes.data(),
                             shard_stream->bytes.size()),
                 0)
           << what;
-      ASSERT_TRUE(tensors_->Delete({through_region->id(), through_stream->id()}).ok());
+      ASSERT_TRUE(tensors_->Delete({through_region->id, through_stream->id}).ok());
     }
   }
 }
@@ -184,11 +180,11 @@ TEST_F(RegionTest, LargeTensorRoundTripsSpreadOverThreads) {
   auto region = NewRegion(n * 4);
   ASSERT_NE(region, nullptr);
   std::memcpy(region->data(), data.data(), data.size());
-  auto info = tensors_->UploadFromRegion(*region, 0, pb::DTYPE_F32, {n},
+  auto info = tensors_->UploadFromRegion(*region, 0, DType::kF32, {n},
                                          Placement::Sharded(*mesh, {{"data"}}));
   ASSERT_TRUE(info.ok()) << info.status();
   std::memset(region->data(), 0, data.size());
-  ASSERT_TRUE(tensors_->DownloadToRegion(info->id(), *region, 0).ok());
+  ASSERT_TRUE(tensors_->DownloadToRegion(info->id, *region, 0).ok());
   EXPECT_EQ(std::memcmp(region->data(), data.data(), data.size()), 0);
 }
 
@@ -272,14 +268,14 @@ TEST_F(RegionTest, SlicesOutsideTheRegionFailWithTheirNumbersAndKeepNothing) {
 
   // A download that does not fit its destination.
   std::vector<uint8_t> data(4096, 1);
-  auto info = tensors_->Upload(HostArray{pb::DTYPE_U8, {4096}, data});
+  auto info = tensors_->Upload(HostArray{DType::kU8, {4096}, data});
   ASSERT_TRUE(info.ok());
-  auto small = tensors_->DownloadToRegion(info->id(), *region, (1 << 20) - 100);
+  auto small = tensors_->DownloadToRegion(info->id, *region, (1 << 20) - 100);
   EXPECT_EQ(small.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ(small.status().message(),
             "destination.size 100 is less than the 4096 bytes of the download");
   pb::DownloadRequest request;
-  request.set_tensor_id(info->id());
+  request.set_tensor_id(info->id);
   *request.mutable_destination() = Slice(id, kMax - 10, 0);
   grpc::ClientContext context;
   auto reader = stub_->Download(&context, request);
@@ -354,16 +350,16 @@ TEST_F(RegionTest, UnregisterRacingManyTransfersNeverCorruptsOrCrashes) {
     for (int t = 0; t < 3; ++t) {
       threads.emplace_back([&] {
         for (int i = 0; i < 4; ++i) {
-          auto info = tensors_->UploadFromRegion(*region, 0, pb::DTYPE_U8, {kBytes},
+          auto info = tensors_->UploadFromRegion(*region, 0, DType::kU8, {kBytes},
                                                  Placement::Sharded(*mesh, {{"data"}}));
           if (info.ok()) {
-            auto back = tensors_->DownloadBytes(info->id());
+            auto back = tensors_->DownloadBytes(info->id);
             if (back.ok() && back->bytes == data) {
               ++ok;
             } else {
               ++other;
             }
-            (void)tensors_->Delete({info->id()});
+            (void)tensors_->Delete({info->id});
           } else if (info.status().code() == absl::StatusCode::kNotFound) {
             ++not_found;
           } else {
@@ -386,16 +382,16 @@ TEST_F(RegionTest, TensorClientTakesAStagingRegionForLargeArraysByItself) {
   auto mesh = DataMesh(8);
   ASSERT_TRUE(mesh.ok());
   auto data = RandomBytes(int64_t{3} << 20, 11);
-  auto info = tensors_->Upload(HostArray{pb::DTYPE_F32, {int64_t{3} << 18}, data},
+  auto info = tensors_->Upload(HostArray{DType::kF32, {int64_t{3} << 18}, data},
                                Placement::Sharded(*mesh, {{"data"}}));
   ASSERT_TRUE(info.ok()) << info.status();
   // The staging region the upload used is registered and waits for reuse.
   auto list = regions_->List();
   ASSERT_TRUE(list.ok());
   ASSERT_EQ(list->size(), 1u);
-  EXPECT_EQ((*list)[0].name(), "placement-staging");
+  EXPECT_EQ((*list)[0].name, "placement-staging");
   std::vector<uint8_t> back(data.size());
-  ASSERT_TRUE(tensors_->Download(info->id(), absl::MakeSpan(back)).ok());
+  ASSERT_TRUE(tensors_->Download(info->id, absl::MakeSpan(back)).ok());
   EXPECT_TRUE(back == data);
   EXPECT_EQ(regions_->List()->size(), 1u);  // reused, not a second one
   // Forced stream: same bytes, no region involved.
@@ -403,12 +399,12 @@ TEST_F(RegionTest, TensorClientTakesAStagingRegionForLargeArraysByItself) {
   stream.path = TransferPath::kStream;
   std::vector<uint8_t> streamed(data.size());
   ASSERT_TRUE(
-      tensors_->Download(info->id(), absl::MakeSpan(streamed), DownloadSelection::Whole(), stream)
+      tensors_->Download(info->id, absl::MakeSpan(streamed), DownloadSelection::Whole(), stream)
           .ok());
   EXPECT_TRUE(streamed == data);
   // A too-small buffer is the same error on both paths.
   std::vector<uint8_t> small(100);
-  auto refused = tensors_->Download(info->id(), absl::MakeSpan(small));
+  auto refused = tensors_->Download(info->id, absl::MakeSpan(small));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), HasSubstr("output buffer holds 100 bytes"));
 }
@@ -422,15 +418,15 @@ TEST(RegionlessDaemonTest, AutoFallsBackToTheStreamAndForcedRegionIsRefused) {
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto client = (*daemon)->Connect();
   ASSERT_TRUE(client.ok());
-  EXPECT_EQ((*client)->GetStatus()->region_socket(), "");
+  EXPECT_EQ((*client)->GetStatus()->region_socket, "");
   EXPECT_FALSE(*RegionClient(**client).SameHost());
   TensorClient tensors(**client);
   std::vector<uint8_t> data(1 << 20, 3);
-  auto info = tensors.Upload(HostArray{pb::DTYPE_U8, {1 << 20}, data});
+  auto info = tensors.Upload(HostArray{DType::kU8, {1 << 20}, data});
   ASSERT_TRUE(info.ok()) << info.status();
   UploadOptions forced;
   forced.path = TransferPath::kRegion;
-  auto refused = tensors.Upload(HostArray{pb::DTYPE_U8, {1 << 20}, data}, {}, forced);
+  auto refused = tensors.Upload(HostArray{DType::kU8, {1 << 20}, data}, {}, forced);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(refused.status().message(), HasSubstr("is not on this host"));
   auto region = SharedRegion::Create(**client, 4096);

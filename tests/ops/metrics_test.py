@@ -115,6 +115,10 @@ class MetricsTest(unittest.TestCase):
         batched = self.grpcurl("placement.v1.TensorService/UploadBatch",
                                stdin="\n".join(json.dumps(m) for m in batch))
         self.assertEqual(batched.returncode, 0, batched.stderr)
+        # A region id that does not exist: a refused region op.
+        unknown = self.grpcurl("placement.v1.RegionService/UnregisterRegion",
+                               {"region_id": "r-00000000000000000000000000000000"})
+        self.assertEqual(unknown.returncode, 64 + 5, unknown.stderr)  # NOT_FOUND
         devices = json.loads(self.grpcurl("placement.v1.DeviceService/ListDevices").stdout)
 
         families = scrape(self.daemon.metrics_url)
@@ -189,11 +193,16 @@ class MetricsTest(unittest.TestCase):
                     for name, kind in exported.items()}
         self.assertEqual(exported, {k: v for k, v in documented.items() if k in exported})
         # The stall and backpressure counters move only when a stream waited.
+        # Registrations and region bytes need a same-host client passing an fd
+        # (tests/integration/shared_region_test.cc), which grpcurl cannot.
         waiting = {"placementd_prefetch_consumer_stall_seconds_total",
-                   "placementd_prefetch_producer_blocked_seconds_total"}
+                   "placementd_prefetch_producer_blocked_seconds_total",
+                   "placementd_region_registrations_total", "placementd_region_bytes_total"}
         self.assertEqual(set(documented) - set(exported) - waiting, set())
         self.assertEqual(value(families["placementd_collectives"], "_total",
                                collective="all_reduce"), 1)
+        self.assertEqual(value(families["placementd_region_failures"], "_total", op="unregister"),
+                         1)
         self.assertEqual(value(families["placementd_collective_bytes"], "_total",
                                collective="all_reduce"), 1200000)
         self.assertEqual(value(families["placementd_prefetch_streams"], "_total", result="ok"), 1)

@@ -4,7 +4,7 @@
 //
 //   auto region = SharedRegion::Create(*client, 64 << 20);
 //   std::memcpy(region->data(), x.data(), bytes);        // or fill in place
-//   TensorClient(*client).UploadFromRegion(**region, 0, DTYPE_F32, {1024, 16384});
+//   TensorClient(*client).UploadFromRegion(**region, 0, DType::kF32, {1024, 16384});
 //
 // TensorClient and the prefetch iterator use regions by themselves when the
 // daemon is on this host (TransferPath::kAuto); these types are for callers
@@ -25,9 +25,18 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "placement/client/client.h"
-#include "placement/v1/region_service.pb.h"
 
 namespace placement::client {
+
+// A registered region as the daemon describes it (ListRegions).
+struct RegionInfo {
+  std::string id;  // "r-" and 32 hex digits
+  std::string name;
+  int64_t size_bytes = 0;
+  std::string session_id;  // empty = lives until unregistered or the daemon stops
+  std::string tenant;
+  bool pinned = false;  // registered with the GPU for DMA (CUDA backend)
+};
 
 // Which way tensor bytes travel between this process and the daemon.
 enum class TransferPath {
@@ -49,15 +58,14 @@ class RegionClient {
   // socket and registers `size_bytes` of it (0 = all). The fd stays the
   // caller's. UNAVAILABLE when the region socket cannot be reached; the
   // daemon's codes otherwise (region_service.proto).
-  absl::StatusOr<placement::v1::RegionInfo> RegisterFd(int fd, int64_t size_bytes,
-                                                       const std::string& name = "") const;
+  absl::StatusOr<RegionInfo> RegisterFd(int fd, int64_t size_bytes,
+                                        const std::string& name = "") const;
   // Registers a POSIX shared memory object by name (the daemon must run with
   // --allow_shm_regions).
-  absl::StatusOr<placement::v1::RegionInfo> RegisterShmName(const std::string& shm_name,
-                                                            int64_t size_bytes,
-                                                            const std::string& name = "") const;
+  absl::StatusOr<RegionInfo> RegisterShmName(const std::string& shm_name, int64_t size_bytes,
+                                             const std::string& name = "") const;
   absl::Status Unregister(const std::string& region_id) const;
-  absl::StatusOr<std::vector<placement::v1::RegionInfo>> List() const;
+  absl::StatusOr<std::vector<RegionInfo>> List() const;
 
  private:
   const Client& client_;
@@ -79,8 +87,8 @@ class SharedRegion {
   SharedRegion(const SharedRegion&) = delete;
   SharedRegion& operator=(const SharedRegion&) = delete;
 
-  const std::string& id() const { return info_.region_id(); }
-  const placement::v1::RegionInfo& info() const { return info_; }
+  const std::string& id() const { return info_.id; }
+  const RegionInfo& info() const { return info_; }
   uint8_t* data() const { return data_; }
   int64_t size() const { return size_; }
   absl::Span<uint8_t> bytes() const { return {data_, static_cast<size_t>(size_)}; }
@@ -90,13 +98,13 @@ class SharedRegion {
   absl::Status Unregister();
 
  private:
-  SharedRegion(const Client& client, uint8_t* data, int64_t size, placement::v1::RegionInfo info)
+  SharedRegion(const Client& client, uint8_t* data, int64_t size, RegionInfo info)
       : client_(client), data_(data), size_(size), info_(std::move(info)) {}
 
   const Client& client_;
   uint8_t* data_;
   int64_t size_;
-  placement::v1::RegionInfo info_;
+  RegionInfo info_;
   bool registered_ = true;
 };
 
