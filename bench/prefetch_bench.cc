@@ -20,6 +20,7 @@
 //   build/bin/prefetch_bench [--batch_mib=8] [--steps=40] [--buffer_size=2] [--rounds=3]
 //                            [--step_factors=0.5,1,1.5,2] [--compute=sleep|spin]
 //                            [--backend=cpu|cuda] [--devices=8]
+//                            [--path=stream|region|auto] [--calibrate=serial|pipeline]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -46,6 +47,13 @@ ABSL_FLAG(std::string, step_factors, "0.5,1,1.5,2",
 ABSL_FLAG(std::string, compute, "sleep", "How a step computes: sleep or spin.");
 ABSL_FLAG(int, devices, 8, "Devices of the in-process daemon (CPU virtual, or logical of GPU 0).");
 ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda (batches land on GPU 0).");
+ABSL_FLAG(std::string, path, "stream",
+          "How prefetch batches travel: stream (gRPC chunks), region (the same-host region "
+          "ring), auto (a region when the daemon is local and the batch large).");
+ABSL_FLAG(std::string, calibrate, "serial",
+          "What a step factor multiplies: serial (one UploadBatch over the stream) or pipeline "
+          "(the prefetch pipeline's own per-batch time without compute, so factor 1 is compute "
+          "= transfer on the path measured).");
 ABSL_FLAG(int, rounds, 3, "Alternating serial/prefetch rounds per factor; medians are printed.");
 
 namespace placement::bench {
@@ -132,7 +140,12 @@ absl::StatusOr<PrefetchResult> Prefetch(const client::Client& client, const Pool
   };
   PrefetchResult result;
   absl::Time start = absl::Now();
-  auto it = client::PrefetchToDevice(client, source, client::Rule(), buffer_size);
+  client::PrefetchOptions options;
+  const std::string path = absl::GetFlag(FLAGS_path);
+  options.path = path == "region" ? client::TransferPath::kRegion
+                 : path == "auto" ? client::TransferPath::kAuto
+                                  : client::TransferPath::kStream;
+  auto it = client::PrefetchToDevice(client, source, client::Rule(), buffer_size, options);
   if (!it.ok()) return it.status();
   for (int s = 0;; ++s) {
     absl::Time asked = absl::Now();
@@ -223,13 +236,17 @@ int Run() {
       pool.bytes_per_batch / double(1 << 20) / absl::ToDoubleSeconds(streamed),
       absl::ToDoubleSeconds(serial_step) / absl::ToDoubleSeconds(streamed));
   const int rounds = std::max(1, absl::GetFlag(FLAGS_rounds));
+  std::printf("prefetch path: %s; step = factor x %s\n", absl::GetFlag(FLAGS_path).c_str(),
+              absl::GetFlag(FLAGS_calibrate) == "pipeline" ? "the pipeline's per-batch time"
+                                                          : "one serial UploadBatch");
   std::printf("medians of %d rounds (serial and prefetch alternate):\n", rounds);
   std::printf("%-7s %-9s %-11s %-11s %-8s %-11s %-13s %-12s\n", "factor", "step", "serial",
               "prefetch", "speedup", "stall/step", "stall(excl1)", "daemon stall");
   for (absl::string_view f : absl::StrSplit(absl::GetFlag(FLAGS_step_factors), ',')) {
     double factor = 0;
     if (!absl::SimpleAtod(f, &factor) || factor <= 0) continue;
-    const absl::Duration step = transfer * factor;
+    const absl::Duration step =
+        (absl::GetFlag(FLAGS_calibrate) == "pipeline" ? streamed : transfer) * factor;
     const double compute_total = absl::ToDoubleSeconds(step * steps);
     std::vector<double> serial_ms, prefetch_ms, speedups, stalls, stalls_excl, daemon_ms;
     for (int r = 0; r < rounds; ++r) {
