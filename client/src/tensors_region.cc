@@ -3,6 +3,7 @@
 // Download (a staging region from the Client's RegionPool).
 #include "client/src/tensors_region.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -148,6 +149,88 @@ std::optional<absl::StatusOr<DownloadHeader>> DownloadThroughStaging(
   }
   std::memcpy(out.data(), lease->region().data(), static_cast<size_t>(header.total_bytes()));
   return FromProto(header);
+}
+
+std::optional<absl::StatusOr<TensorInfo>> UploadFromThroughStaging(
+    const Client& client, DType dtype, const std::vector<int64_t>& shape, const ByteReader& reader,
+    const Rule& rule, const UploadOptions& options) {
+  absl::StatusOr<int64_t> total = ExpectedBytes(dtype, shape);
+  if (!total.ok()) return std::nullopt;  // the stream path reports it
+  std::shared_ptr<RegionPool> pool = RegionPool::For(client);
+  absl::StatusOr<bool> use = pool->UseRegion(options.path, *total);
+  if (!use.ok()) return use.status();
+  if (!*use || *total == 0) return std::nullopt;
+  absl::StatusOr<RegionPool::Lease> lease = pool->Borrow(*total);
+  if (!lease.ok()) {
+    if (options.path == TransferPath::kRegion) return lease.status();
+    return std::nullopt;
+  }
+  uint8_t* data = lease->region().data();
+  int64_t filled = 0;
+  while (filled < *total) {
+    absl::StatusOr<size_t> n = reader(absl::MakeSpan(data + filled, *total - filled));
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;
+    if (static_cast<int64_t>(*n) > *total - filled) {
+      return absl::InternalError(absl::StrCat("ByteReader returned ", *n, " bytes for a ",
+                                              *total - filled, "-byte buffer"));
+    }
+    filled += static_cast<int64_t>(*n);
+  }
+  if (filled != *total) {
+    return absl::InvalidArgumentError(absl::StrCat("expected ", *total, " bytes for ",
+                                                   DescribeArray(dtype, shape), ", got ", filled));
+  }
+  return UploadSlice(client, lease->region(), 0, dtype, shape, rule, options);
+}
+
+std::optional<absl::StatusOr<DownloadHeader>> DownloadToSinksThroughStaging(
+    const Client& client, const std::string& tensor_id, const HeaderSink& on_header,
+    const ChunkSink& on_chunk, const DownloadSelection& selection, const DownloadOptions& options) {
+  if (options.path == TransferPath::kStream) return std::nullopt;
+  std::shared_ptr<RegionPool> pool = RegionPool::For(client);
+  // Room for the selection: the array for a whole download, every shard's
+  // bytes (an upper bound of any device selection) otherwise.
+  absl::StatusOr<TensorInfo> info = TensorClient(client).Describe(tensor_id);
+  if (!info.ok()) return std::nullopt;  // the stream path reports it
+  const int64_t room = selection.kind() == DownloadSelection::Kind::kWhole
+                           ? info->size_bytes
+                           : std::max(info->size_bytes, info->device_bytes);
+  absl::StatusOr<bool> use = pool->UseRegion(options.path, room);
+  if (!use.ok()) return use.status();
+  if (!*use || room == 0) return std::nullopt;
+  absl::StatusOr<RegionPool::Lease> lease = pool->Borrow(room);
+  if (!lease.ok()) {
+    if (options.path == TransferPath::kRegion) return lease.status();
+    return std::nullopt;
+  }
+  pb::DownloadRequest request;
+  request.set_tensor_id(tensor_id);
+  ApplySelection(selection, &request);
+  SetSlice(lease->region(), 0, lease->region().size(), request.mutable_destination());
+  auto stub = pb::TensorService::NewStub(client.impl().channel);
+  grpc::ClientContext context;
+  SetTimeout(options.timeout, &context);
+  auto reader = stub->Download(&context, request);
+  pb::DownloadResponse message;
+  pb::DownloadHeader header;
+  while (reader->Read(&message)) {
+    if (message.has_header()) header = std::move(*message.mutable_header());
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  DownloadHeader result = FromProto(header);
+  if (on_header) {
+    absl::Status accepted = on_header(result);
+    if (!accepted.ok()) return accepted;
+  }
+  const int64_t piece = options.chunk_bytes > 0 ? options.chunk_bytes : int64_t{1} << 20;
+  for (int64_t offset = 0; offset < result.total_bytes; offset += piece) {
+    const int64_t n = std::min(piece, result.total_bytes - offset);
+    absl::Status taken = on_chunk(absl::MakeConstSpan(lease->region().data() + offset, n));
+    if (!taken.ok()) return taken;
+  }
+  return result;
 }
 
 }  // namespace placement::client

@@ -27,6 +27,19 @@ std::optional<absl::StatusOr<DownloadHeader>> DownloadThroughStaging(
     const Client& client, const std::string& tensor_id, absl::Span<uint8_t> out,
     const DownloadSelection& selection, const DownloadOptions& options);
 
+// Reads the whole array from `reader` into a staging region, then uploads
+// it from there. A short reader is INVALID_ARGUMENT as on the stream.
+std::optional<absl::StatusOr<TensorInfo>> UploadFromThroughStaging(
+    const Client& client, DType dtype, const std::vector<int64_t>& shape, const ByteReader& reader,
+    const Rule& rule, const UploadOptions& options);
+
+// Has the daemon write the selection into a staging region sized from
+// Describe, then feeds `on_header` and `on_chunk` (pieces of at most
+// options.chunk_bytes, 1 MiB when 0) from it.
+std::optional<absl::StatusOr<DownloadHeader>> DownloadToSinksThroughStaging(
+    const Client& client, const std::string& tensor_id, const HeaderSink& on_header,
+    const ChunkSink& on_chunk, const DownloadSelection& selection, const DownloadOptions& options);
+
 // The selection fields of a DownloadRequest (defined in tensors_download.cc).
 void ApplySelection(const DownloadSelection& selection, placement::v1::DownloadRequest* request);
 

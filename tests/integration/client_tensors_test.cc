@@ -140,6 +140,7 @@ TEST_F(ClientTensorsTest, SixtyFourMebibytesThroughTheChunkedPath) {
   bool same = true;
   DownloadOptions options;
   options.chunk_bytes = 3 << 20;
+  options.path = TransferPath::kStream;
   auto streamed = tensors_->Download(
       single->id, nullptr,
       [&](absl::Span<const uint8_t> chunk) {

@@ -409,6 +409,54 @@ TEST_F(RegionTest, TensorClientTakesAStagingRegionForLargeArraysByItself) {
   EXPECT_THAT(refused.status().message(), HasSubstr("output buffer holds 100 bytes"));
 }
 
+// What placectl tensor put / get use: a ByteReader upload and a callback
+// download, both through a staging region against a local daemon.
+TEST_F(RegionTest, ReaderUploadsAndCallbackDownloadsTakeStagingRegions) {
+  auto data = RandomBytes(int64_t{2} << 20, 12);
+  size_t read = 0;
+  ByteReader reader = [&](absl::Span<uint8_t> buffer) -> absl::StatusOr<size_t> {
+    size_t n = std::min(buffer.size(), std::min<size_t>(100000, data.size() - read));
+    std::memcpy(buffer.data(), data.data() + read, n);
+    read += n;
+    return n;
+  };
+  auto info = tensors_->UploadFrom(DType::kU8, {int64_t{2} << 20}, reader);
+  ASSERT_TRUE(info.ok()) << info.status();
+  auto list = regions_->List();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].name, "placement-staging");
+  std::vector<uint8_t> back;
+  bool header_seen = false;
+  auto header = tensors_->Download(
+      info->id,
+      [&](const DownloadHeader& h) {
+        header_seen = true;
+        EXPECT_EQ(h.total_bytes, static_cast<int64_t>(data.size()));
+        return absl::OkStatus();
+      },
+      [&](absl::Span<const uint8_t> chunk) {
+        EXPECT_LE(chunk.size(), size_t{1} << 20);
+        back.insert(back.end(), chunk.begin(), chunk.end());
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(header.ok()) << header.status();
+  EXPECT_TRUE(header_seen);
+  EXPECT_TRUE(back == data);
+  EXPECT_EQ(regions_->List()->size(), 1u);
+  // A reader that ends early: the stream path's error, nothing kept.
+  size_t short_read = 0;
+  ByteReader short_reader = [&](absl::Span<uint8_t> buffer) -> absl::StatusOr<size_t> {
+    if (short_read >= 1000) return size_t{0};
+    size_t n = std::min<size_t>(buffer.size(), 1000);
+    short_read += n;
+    return n;
+  };
+  auto refused = tensors_->UploadFrom(DType::kU8, {int64_t{1} << 20}, short_reader);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(), "expected 1048576 bytes for u8[1048576], got 1000");
+}
+
 // A daemon without fd passing: kAuto falls back to the stream, kRegion says
 // why it cannot.
 TEST(RegionlessDaemonTest, AutoFallsBackToTheStreamAndForcedRegionIsRefused) {
