@@ -5,6 +5,7 @@
 
 #include "common/status_macros.h"
 #include "server/service/tensor_download_reactor.h"
+#include "server/service/rule_meshes.h"
 #include "server/service/tensor_upload_reactor.h"
 #include "server/service/unary.h"
 #include "server/tensor/label_limits.h"
@@ -82,6 +83,7 @@ grpc::ServerUnaryReactor* TensorHandler::Place(grpc::CallbackServerContext* cont
     RETURN_IF_ERROR(
         CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
     RETURN_IF_ERROR(CheckLength("name", request->name(), kMaxTensorNameLength));
+    RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller, request->rule()));
     ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
     ASSIGN_OR_RETURN(auto tensors, ops_->Place(Ids(request->tensor_ids()), request->rule(), source,
                                                request->name()));
@@ -101,6 +103,7 @@ grpc::ServerUnaryReactor* TensorHandler::Assemble(grpc::CallbackServerContext* c
     RETURN_IF_ERROR(
         CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
     RETURN_IF_ERROR(CheckLength("name", request->name(), kMaxTensorNameLength));
+    RETURN_IF_ERROR(CheckPlacementMeshVisible(*ops_->meshes(), caller, request->placement()));
     ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
     ASSIGN_OR_RETURN(Shape shape, ShapeFromProto(request->shape(), "shape"));
     ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor,

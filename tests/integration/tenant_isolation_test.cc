@@ -185,6 +185,44 @@ class As {
     }
     return codes;
   }
+  grpc::Status CreateMesh(const std::string& id) const {
+    auto context = Context();
+    pb::CreateMeshRequest request;
+    request.set_mesh_id(id);
+    request.mutable_data_parallel();
+    pb::CreateMeshResponse response;
+    return meshes_->CreateMesh(context.get(), request, &response);
+  }
+  grpc::Status GetMesh(const std::string& id) const {
+    auto context = Context();
+    pb::GetMeshRequest request;
+    request.set_mesh_id(id);
+    pb::GetMeshResponse response;
+    return meshes_->GetMesh(context.get(), request, &response);
+  }
+  int CountMeshes() const {
+    auto context = Context();
+    pb::ListMeshesResponse response;
+    EXPECT_TRUE(meshes_->ListMeshes(context.get(), {}, &response).ok());
+    return response.meshes_size();
+  }
+  grpc::Status DeleteMesh(const std::string& id) const {
+    auto context = Context();
+    pb::DeleteMeshRequest request;
+    request.set_mesh_id(id);
+    request.set_force(true);
+    pb::DeleteMeshResponse response;
+    return meshes_->DeleteMesh(context.get(), request, &response);
+  }
+  // Places `id` replicated on mesh `mesh_id`.
+  grpc::Status PlaceOnMesh(const std::string& id, const std::string& mesh_id) const {
+    auto context = Context();
+    pb::PlaceRequest request;
+    request.add_tensor_ids(id);
+    request.mutable_rule()->mutable_placement()->set_replicated_mesh_id(mesh_id);
+    pb::PlaceResponse response;
+    return tensors_->Place(context.get(), request, &response);
+  }
   grpc::Status ListDevices() const {
     auto context = Context();
     pb::ListDevicesResponse response;
@@ -282,6 +320,30 @@ TEST_F(TenantIsolationTest, OtherTenantsTensorsAreNotFoundOnEveryRpc) {
   EXPECT_EQ(admin_bytes, bytes);
   EXPECT_TRUE(admin_->Delete(id).ok());
   EXPECT_EQ(a_->Describe(id).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+TEST_F(TenantIsolationTest, OtherTenantsMeshesAreNotFound) {
+  Start();
+  ASSERT_TRUE(a_->CreateMesh("a-mesh").ok());
+  auto mine = b_->Upload(8, "w");
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  const std::string missing = "mesh 'a-mesh' does not exist";
+  EXPECT_EQ(b_->GetMesh("a-mesh").error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(b_->GetMesh("a-mesh").error_message(), missing);
+  EXPECT_EQ(b_->CountMeshes(), 0);
+  EXPECT_EQ(b_->DeleteMesh("a-mesh").error_code(), grpc::StatusCode::NOT_FOUND);
+  grpc::Status placed = b_->PlaceOnMesh(mine->id(), "a-mesh");
+  EXPECT_EQ(placed.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(placed.error_message(), missing);
+  // Its owner and an admin see and use it.
+  EXPECT_TRUE(a_->GetMesh("a-mesh").ok());
+  EXPECT_EQ(a_->CountMeshes(), 1);
+  EXPECT_EQ(admin_->CountMeshes(), 1);
+  auto theirs = a_->Upload(8, "w");
+  ASSERT_TRUE(theirs.ok());
+  EXPECT_TRUE(a_->PlaceOnMesh(theirs->id(), "a-mesh").ok());
+  EXPECT_TRUE(a_->DeleteMesh("a-mesh").ok());
   EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
 }
 
