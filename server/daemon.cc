@@ -27,6 +27,7 @@
 #include "server/service/call_gate.h"
 #include "server/service/daemon_handler.h"
 #include "server/service/device_handler.h"
+#include "server/service/malformed_request_interceptor.h"
 #include "server/service/rpc_metrics_interceptor.h"
 #include "server/service_set.h"
 #include "server/systemd_notifier.h"
@@ -202,6 +203,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.RegisterService(state->daemon_handler.get());
   state->services->Register(&builder);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MakeMalformedRequestInterceptorFactory());
   interceptors.push_back(MakeRpcMetricsInterceptorFactory(&state->metrics));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   state->server = builder.BuildAndStart();
