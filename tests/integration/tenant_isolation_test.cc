@@ -3,11 +3,14 @@
 // tenant A's tensors as ids that do not exist (NOT_FOUND, never the bytes) on
 // List, Describe, Download, Place, Assemble, Disassemble, Delete and every
 // collective; an admin sees and manages them; per-tenant quotas.
+#include <signal.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -320,6 +323,37 @@ TEST_F(TenantIsolationTest, OtherTenantsTensorsAreNotFoundOnEveryRpc) {
   EXPECT_EQ(admin_bytes, bytes);
   EXPECT_TRUE(admin_->Delete(id).ok());
   EXPECT_EQ(a_->Describe(id).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+TEST_F(TenantIsolationTest, CredentialsAreReloadedOnSighupAndKeptWhenBroken) {
+  Start();
+  auto channel = grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials());
+  As charlie(channel, "charlie-token");
+  EXPECT_EQ(charlie.ListDevices().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  // A broken file is refused and the old credentials stay.
+  const std::string creds = dir_.path() + "/creds";
+  std::ofstream(creds, std::ios::app) << "token nonsense team-c user\n";
+  ASSERT_EQ(kill(daemon_->pid(), SIGHUP), 0);
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (daemon_->Stderr().find("--auth_file not reloaded") == std::string::npos &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_THAT(daemon_->Stderr(), HasSubstr("--auth_file not reloaded, keeping the previous 3 "
+                                           "credential(s): "));
+  EXPECT_TRUE(a_->ListDevices().ok());
+
+  // A good one takes effect: charlie gets in, alpha's token is gone.
+  std::ofstream(creds, std::ios::trunc)
+      << "token sha256:" << Sha256Hex("charlie-token") << " team-c user\n";
+  ASSERT_EQ(kill(daemon_->pid(), SIGHUP), 0);
+  while (!charlie.ListDevices().ok() && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(charlie.ListDevices().ok());
+  EXPECT_EQ(a_->ListDevices().error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
 }
 
