@@ -17,6 +17,7 @@
 #include "placement/v1/collective_service.grpc.pb.h"
 #include "placement/v1/device_service.grpc.pb.h"
 #include "placement/v1/mesh_service.grpc.pb.h"
+#include "placement/v1/prefetch_service.grpc.pb.h"
 #include "placement/v1/tensor_service.grpc.pb.h"
 #include "server/auth/credentials_file.h"
 #include "tests/testing/daemon_process.h"
@@ -48,6 +49,7 @@ class As {
         collectives_(pb::CollectiveService::NewStub(channel)),
         meshes_(pb::MeshService::NewStub(channel)),
         devices_(pb::DeviceService::NewStub(channel)),
+        prefetch_(pb::PrefetchService::NewStub(channel)),
         token_(std::move(token)) {}
 
   std::unique_ptr<grpc::ClientContext> Context() const {
@@ -226,6 +228,19 @@ class As {
     pb::PlaceResponse response;
     return tensors_->Place(context.get(), request, &response);
   }
+  // Opens a prefetch stream whose rule replicates over `mesh_id`, and ends it.
+  grpc::Status PrefetchOnMesh(const std::string& mesh_id) const {
+    auto context = Context();
+    auto stream = prefetch_->Prefetch(context.get());
+    pb::PrefetchRequest open;
+    open.mutable_open()->mutable_rule()->mutable_placement()->set_replicated_mesh_id(mesh_id);
+    stream->Write(open);
+    stream->WritesDone();
+    pb::PrefetchResponse response;
+    while (stream->Read(&response)) {
+    }
+    return stream->Finish();
+  }
   grpc::Status ListDevices() const {
     auto context = Context();
     pb::ListDevicesResponse response;
@@ -237,6 +252,7 @@ class As {
   std::unique_ptr<pb::CollectiveService::Stub> collectives_;
   std::unique_ptr<pb::MeshService::Stub> meshes_;
   std::unique_ptr<pb::DeviceService::Stub> devices_;
+  std::unique_ptr<pb::PrefetchService::Stub> prefetch_;
   std::string token_;
 };
 
@@ -370,6 +386,9 @@ TEST_F(TenantIsolationTest, OtherTenantsMeshesAreNotFound) {
   grpc::Status placed = b_->PlaceOnMesh(mine->id(), "a-mesh");
   EXPECT_EQ(placed.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(placed.error_message(), missing);
+  grpc::Status prefetched = b_->PrefetchOnMesh("a-mesh");
+  EXPECT_EQ(prefetched.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(prefetched.error_message(), missing);
   // Its owner and an admin see and use it.
   EXPECT_TRUE(a_->GetMesh("a-mesh").ok());
   EXPECT_EQ(a_->CountMeshes(), 1);
