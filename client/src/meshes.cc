@@ -98,12 +98,19 @@ absl::StatusOr<MeshInfo> MeshClient::GetMesh(const std::string& mesh_id) const {
 }
 
 absl::StatusOr<std::vector<pb::Mesh>> MeshClient::ListMeshes() const {
-  grpc::ClientContext context;
-  client_.PrepareContext(&context);
-  pb::ListMeshesResponse response;
-  auto status = pb::MeshService::NewStub(client_.channel())->ListMeshes(&context, {}, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return std::vector<pb::Mesh>(response.meshes().begin(), response.meshes().end());
+  std::vector<pb::Mesh> out;
+  pb::ListMeshesRequest request;
+  do {  // every page
+    grpc::ClientContext context;
+    client_.PrepareContext(&context);
+    pb::ListMeshesResponse response;
+    auto status =
+        pb::MeshService::NewStub(client_.channel())->ListMeshes(&context, request, &response);
+    if (!status.ok()) return FromGrpcStatus(status);
+    for (auto& mesh : *response.mutable_meshes()) out.push_back(std::move(mesh));
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return out;
 }
 
 absl::StatusOr<int64_t> MeshClient::DeleteMesh(const std::string& mesh_id, bool force) const {

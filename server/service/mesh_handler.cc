@@ -9,6 +9,7 @@
 #include "server/service/unary.h"
 #include "server/service/rule_meshes.h"
 #include "server/tensor/label_limits.h"
+#include "server/tensor/list_page.h"
 
 namespace placement::server {
 namespace {
@@ -106,13 +107,23 @@ grpc::ServerUnaryReactor* MeshHandler::GetMesh(grpc::CallbackServerContext* cont
 }
 
 grpc::ServerUnaryReactor* MeshHandler::ListMeshes(grpc::CallbackServerContext* context,
-                                                  const pb::ListMeshesRequest* /*request*/,
+                                                  const pb::ListMeshesRequest* request,
                                                   pb::ListMeshesResponse* response) {
   return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
-    for (const RegisteredMesh& mesh : meshes_->List()) {
+    std::vector<RegisteredMesh> visible;
+    std::vector<std::string> ids;
+    for (RegisteredMesh& mesh : meshes_->List()) {  // sorted by id
       if (!caller.Sees(mesh.tenant)) continue;
-      MeshToProto(mesh, ops_->store()->CountUsingMesh(mesh.id), response->add_meshes());
+      ids.push_back(mesh.id);
+      visible.push_back(std::move(mesh));
     }
+    ASSIGN_OR_RETURN(KeyPage page,
+                     PageOfKeys(ids, request->page_size(), request->page_token()));
+    for (size_t i = page.begin; i < page.end; ++i) {
+      MeshToProto(visible[i], ops_->store()->CountUsingMesh(visible[i].id),
+                  response->add_meshes());
+    }
+    response->set_next_page_token(page.next_page_token);
     return absl::OkStatus();
   });
 }

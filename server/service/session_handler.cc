@@ -5,6 +5,7 @@
 
 #include "common/status_macros.h"
 #include "server/service/unary.h"
+#include "server/tensor/list_page.h"
 
 namespace placement::server {
 namespace {
@@ -68,12 +69,17 @@ grpc::ServerUnaryReactor* SessionHandler::PersistTensors(grpc::CallbackServerCon
 }
 
 grpc::ServerUnaryReactor* SessionHandler::ListSessions(grpc::CallbackServerContext* context,
-                                                       const pb::ListSessionsRequest* /*request*/,
+                                                       const pb::ListSessionsRequest* request,
                                                        pb::ListSessionsResponse* response) {
   return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
-    for (const SessionSnapshot& session : sessions_->List(caller)) {
-      SessionToProto(session, response->add_sessions());
+    const std::vector<SessionSnapshot> sessions = sessions_->List(caller);  // sorted by id
+    std::vector<std::string> ids;
+    for (const SessionSnapshot& session : sessions) ids.push_back(session.id);
+    ASSIGN_OR_RETURN(KeyPage page, PageOfKeys(ids, request->page_size(), request->page_token()));
+    for (size_t i = page.begin; i < page.end; ++i) {
+      SessionToProto(sessions[i], response->add_sessions());
     }
+    response->set_next_page_token(page.next_page_token);
     return absl::OkStatus();
   });
 }

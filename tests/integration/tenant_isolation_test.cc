@@ -117,6 +117,24 @@ class As {
     for (const auto& t : response.tensors()) ids.push_back(t.id());
     return ids;
   }
+  // Every page of List at `page_size`; the number of pages in *pages.
+  std::vector<std::string> ListPaged(int page_size, int* pages) const {
+    std::vector<std::string> ids;
+    pb::ListTensorsRequest request;
+    request.set_page_size(page_size);
+    *pages = 0;
+    do {
+      auto context = Context();
+      pb::ListTensorsResponse response;
+      grpc::Status status = tensors_->List(context.get(), request, &response);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      if (!status.ok()) break;
+      for (const auto& t : response.tensors()) ids.push_back(t.id());
+      request.set_page_token(response.next_page_token());
+      ++*pages;
+    } while (!request.page_token().empty());
+    return ids;
+  }
   grpc::Status Delete(const std::string& id) const {
     auto context = Context();
     pb::DeleteTensorsRequest request;
@@ -370,6 +388,23 @@ TEST_F(TenantIsolationTest, CredentialsAreReloadedOnSighupAndKeptWhenBroken) {
   }
   EXPECT_TRUE(charlie.ListDevices().ok());
   EXPECT_EQ(a_->ListDevices().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+TEST_F(TenantIsolationTest, ListPagesThroughTheCallersTensorsOnly) {
+  Start();
+  std::vector<std::string> mine;
+  for (int i = 0; i < 5; ++i) {
+    auto t = a_->Upload(1, absl::StrCat("a", i));
+    ASSERT_TRUE(t.ok());
+    mine.push_back(t->id());
+  }
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(b_->Upload(1, absl::StrCat("b", i)).ok());
+  int pages = 0;
+  EXPECT_EQ(a_->ListPaged(2, &pages), mine);  // sorted by name: a0..a4
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(admin_->ListPaged(3, &pages).size(), 8u);
+  EXPECT_EQ(pages, 3);
   EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
 }
 
