@@ -142,8 +142,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
         absl::StrCat("--stream_idle_timeout must be at least 1s, got ",
                      absl::FormatDuration(config.stream_idle_timeout)));
   }
-  state->streams = std::make_unique<StreamRegistry>(StreamLimits{
-      config.max_streams, config.tenant_max_streams, config.stream_idle_timeout});
+  state->streams = std::make_unique<StreamRegistry>(
+      StreamLimits{config.max_streams, config.tenant_max_streams, config.stream_idle_timeout});
   state->gate.set_streams(state->streams.get());
   if (!config.transport.tls() && !IsLoopback(listen)) {
     LogWarning("serving plaintext gRPC on non-loopback ", config.listen,
@@ -232,8 +232,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       out->push_back({"placementd_up", {}, raw->gate.draining() ? 0.0 : 1.0});
       out->push_back(
           {"placementd_open_streams", {}, static_cast<double>(raw->streams->open_streams())});
-      out->push_back({"placementd_streams_reaped", {},
-                      static_cast<double>(raw->streams->reaped_total())});
+      out->push_back(
+          {"placementd_streams_reaped", {}, static_cast<double>(raw->streams->reaped_total())});
     });
     state->metrics.Describe("placementd_open_streams", "gauge",
                             "Upload, download and prefetch streams open now (--max_streams).");

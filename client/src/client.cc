@@ -2,11 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/src/channel_security.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/daemon_service.grpc.pb.h"
 #include "placement/v1/device_service.grpc.pb.h"
-#include "client/src/channel_security.h"
 
 namespace placement::client {
 namespace pb = placement::v1;

@@ -98,8 +98,7 @@ absl::StatusOr<std::vector<pb::TensorInfo>> TensorClient::List(const std::string
     grpc::ClientContext context;
     client_.PrepareContext(&context);
     pb::ListTensorsResponse response;
-    auto status =
-        pb::TensorService::NewStub(client_.channel())->List(&context, request, &response);
+    auto status = pb::TensorService::NewStub(client_.channel())->List(&context, request, &response);
     if (!status.ok()) return FromGrpcStatus(status);
     for (auto& tensor : *response.mutable_tensors()) out.push_back(std::move(tensor));
     request.set_page_token(response.next_page_token());

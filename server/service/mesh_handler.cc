@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "server/service/unary.h"
 #include "server/service/rule_meshes.h"
+#include "server/service/unary.h"
 #include "server/tensor/label_limits.h"
 #include "server/tensor/list_page.h"
 
@@ -78,9 +78,9 @@ grpc::ServerUnaryReactor* MeshHandler::CreateMesh(grpc::CallbackServerContext* c
             std::move(device_ids), caller.tenant);
         break;
       case pb::CreateMeshRequest::kHybrid:
-        mesh = meshes_->CreateFromPreset(
-            request->mesh_id(), HybridPresetFromProto(request->hybrid()), std::move(device_ids),
-            caller.tenant);
+        mesh =
+            meshes_->CreateFromPreset(request->mesh_id(), HybridPresetFromProto(request->hybrid()),
+                                      std::move(device_ids), caller.tenant);
         break;
       case pb::CreateMeshRequest::SHAPE_NOT_SET:
         // An empty axes list: Mesh::Create's "mesh axes are empty" error.
@@ -117,11 +117,9 @@ grpc::ServerUnaryReactor* MeshHandler::ListMeshes(grpc::CallbackServerContext* c
       ids.push_back(mesh.id);
       visible.push_back(std::move(mesh));
     }
-    ASSIGN_OR_RETURN(KeyPage page,
-                     PageOfKeys(ids, request->page_size(), request->page_token()));
+    ASSIGN_OR_RETURN(KeyPage page, PageOfKeys(ids, request->page_size(), request->page_token()));
     for (size_t i = page.begin; i < page.end; ++i) {
-      MeshToProto(visible[i], ops_->store()->CountUsingMesh(visible[i].id),
-                  response->add_meshes());
+      MeshToProto(visible[i], ops_->store()->CountUsingMesh(visible[i].id), response->add_meshes());
     }
     response->set_next_page_token(page.next_page_token);
     return absl::OkStatus();

@@ -140,8 +140,8 @@ class PrefetchReactor final
       if (pipeline_ != nullptr) {
         return absl::InvalidArgumentError("a second open message arrived; a stream opens once");
       }
-      if (absl::Status s = CheckRuleMeshesVisible(*manager_->ops()->meshes(), caller_,
-                                                  request.open().rule());
+      if (absl::Status s =
+              CheckRuleMeshesVisible(*manager_->ops()->meshes(), caller_, request.open().rule());
           !s.ok()) {
         return s;
       }
@@ -157,8 +157,8 @@ class PrefetchReactor final
     }
     switch (request.payload_case()) {
       case pb::PrefetchRequest::kBatch:
-        if (absl::Status s = CheckRuleMeshesVisible(*manager_->ops()->meshes(), caller_,
-                                                    request.batch().rule());
+        if (absl::Status s =
+                CheckRuleMeshesVisible(*manager_->ops()->meshes(), caller_, request.batch().rule());
             !s.ok()) {
           return s;
         }

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "placement/v1/types.pb.h"
 #include "placement/v1/tensor_service.pb.h"
+#include "placement/v1/types.pb.h"
 #include "server/auth/caller.h"
 #include "server/mesh/mesh_registry.h"
 

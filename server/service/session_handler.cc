@@ -31,8 +31,8 @@ grpc::ServerUnaryReactor* SessionHandler::OpenSession(grpc::CallbackServerContex
                                                       const pb::OpenSessionRequest* request,
                                                       pb::OpenSessionResponse* response) {
   return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
-    const absl::Duration ttl = absl::Seconds(request->ttl().seconds()) +
-                               absl::Nanoseconds(request->ttl().nanos());
+    const absl::Duration ttl =
+        absl::Seconds(request->ttl().seconds()) + absl::Nanoseconds(request->ttl().nanos());
     ASSIGN_OR_RETURN(SessionSnapshot session, sessions_->Open(caller, ttl, request->name()));
     SessionToProto(session, response->mutable_session());
     return absl::OkStatus();
@@ -63,8 +63,8 @@ grpc::ServerUnaryReactor* SessionHandler::PersistTensors(grpc::CallbackServerCon
                                                          const pb::PersistTensorsRequest* request,
                                                          pb::PersistTensorsResponse* /*response*/) {
   return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
-    return sessions_->Persist(
-        caller, std::vector<std::string>(request->tensor_ids().begin(), request->tensor_ids().end()));
+    return sessions_->Persist(caller, std::vector<std::string>(request->tensor_ids().begin(),
+                                                               request->tensor_ids().end()));
   });
 }
 

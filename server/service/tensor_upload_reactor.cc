@@ -91,9 +91,9 @@ absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) 
                                                               absl::StrCat("arrays[", i, "]")));
         arrays.push_back(BatchArraySpec{array.key(), spec.dtype, std::move(spec.shape)});
       }
-      ASSIGN_OR_RETURN(
-          session_, ops_->StartBatchUpload(arrays, header.rule(), header.name(),
-                                            TensorOwner(caller().tenant, header.owner())));
+      ASSIGN_OR_RETURN(session_,
+                       ops_->StartBatchUpload(arrays, header.rule(), header.name(),
+                                              TensorOwner(caller().tenant, header.owner())));
       return absl::OkStatus();
     }
     case pb::UploadBatchRequest::kChunk:

@@ -12,8 +12,8 @@ namespace {
 constexpr char kTokenPrefix[] = "v1:";
 
 std::string EncodeToken(const Tensor& last) {
-  return absl::WebSafeBase64Escape(absl::StrCat(kTokenPrefix, last.name, std::string(1, '\0'),
-                                                last.id));
+  return absl::WebSafeBase64Escape(
+      absl::StrCat(kTokenPrefix, last.name, std::string(1, '\0'), last.id));
 }
 
 absl::Status Malformed() {
@@ -23,9 +23,8 @@ absl::Status Malformed() {
 
 absl::StatusOr<size_t> PageSize(int page_size) {
   if (page_size < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("page_size is ", page_size, "; must be >= 0 (0 selects ",
-                     kDefaultListPageSize, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_size is ", page_size, "; must be >= 0 (0 selects ", kDefaultListPageSize, ")"));
   }
   return page_size == 0 ? kDefaultListPageSize
                         : static_cast<size_t>(std::min(page_size, kMaxListPageSize));
@@ -45,8 +44,8 @@ absl::StatusOr<KeyPage> PageOfKeys(const std::vector<std::string>& sorted_keys, 
       return Malformed();
     }
     const std::string after = decoded.substr(sizeof(kTokenPrefix) - 1);
-    page.begin = std::upper_bound(sorted_keys.begin(), sorted_keys.end(), after) -
-                 sorted_keys.begin();
+    page.begin =
+        std::upper_bound(sorted_keys.begin(), sorted_keys.end(), after) - sorted_keys.begin();
   }
   page.end = std::min(sorted_keys.size(), page.begin + *size);
   if (page.end < sorted_keys.size()) {
@@ -56,12 +55,11 @@ absl::StatusOr<KeyPage> PageOfKeys(const std::vector<std::string>& sorted_keys, 
   return page;
 }
 
-absl::StatusOr<TensorPage> PageOf(std::vector<std::shared_ptr<const Tensor>> sorted,
-                                  int page_size, const std::string& page_token) {
+absl::StatusOr<TensorPage> PageOf(std::vector<std::shared_ptr<const Tensor>> sorted, int page_size,
+                                  const std::string& page_token) {
   if (page_size < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("page_size is ", page_size, "; must be >= 0 (0 selects ",
-                     kDefaultListPageSize, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_size is ", page_size, "; must be >= 0 (0 selects ", kDefaultListPageSize, ")"));
   }
   const size_t size = page_size == 0 ? kDefaultListPageSize
                                      : static_cast<size_t>(std::min(page_size, kMaxListPageSize));

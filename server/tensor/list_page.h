@@ -36,8 +36,8 @@ absl::StatusOr<KeyPage> PageOfKeys(const std::vector<std::string>& sorted_keys, 
 // `sorted` must be sorted by (name, id) (TensorStore::List order).
 // INVALID_ARGUMENT: "page_size is -1; must be >= 0", or a page_token this
 // daemon did not issue ("page_token is malformed").
-absl::StatusOr<TensorPage> PageOf(std::vector<std::shared_ptr<const Tensor>> sorted,
-                                  int page_size, const std::string& page_token);
+absl::StatusOr<TensorPage> PageOf(std::vector<std::shared_ptr<const Tensor>> sorted, int page_size,
+                                  const std::string& page_token);
 
 }  // namespace placement::server
 

@@ -37,7 +37,8 @@ TEST(ClientSessionTest, RenewalsKeepTheLeaseAndCloseFreesItsTensors) {
   // Four renewals at ttl / 3 span more than the ttl: without them the
   // sweeper (50 ms) would have ended the session.
   const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while ((*session)->renewals() < 4 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
+  while ((*session)->renewals() < 4 && absl::Now() < give_up)
+    absl::SleepFor(absl::Milliseconds(20));
   ASSERT_GE((*session)->renewals(), 4);
   EXPECT_FALSE((*session)->lost());
   client::TensorClient tensors(**client);

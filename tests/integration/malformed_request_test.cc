@@ -16,8 +16,8 @@
 namespace placement {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::DaemonProcess;
+using ::testing::HasSubstr;
 
 // One unary call of `method` with `bytes` as the serialized request.
 grpc::Status CallWithBytes(grpc::GenericStub& stub, const std::string& method,
@@ -49,10 +49,9 @@ TEST(MalformedRequestTest, UnparsableBytesAreInvalidArgument) {
       grpc::CreateChannel((*daemon)->address(), grpc::InsecureChannelCredentials()));
   // 0xff 0xff ...: a field tag with an unterminated varint.
   const std::string garbage(8, '\xff');
-  for (const char* method : {"/placement.v1.TensorService/Describe",
-                             "/placement.v1.DeviceService/ListDevices",
-                             "/placement.v1.MeshService/CreateMesh",
-                             "/placement.v1.TensorService/Download"}) {
+  for (const char* method :
+       {"/placement.v1.TensorService/Describe", "/placement.v1.DeviceService/ListDevices",
+        "/placement.v1.MeshService/CreateMesh", "/placement.v1.TensorService/Download"}) {
     grpc::Status status = CallWithBytes(stub, method, garbage);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method;
     EXPECT_THAT(status.error_message(), HasSubstr("malformed request: the request bytes do not "

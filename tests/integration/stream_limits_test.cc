@@ -23,8 +23,8 @@ namespace placement {
 namespace {
 
 namespace pb = placement::v1;
-using ::testing::HasSubstr;
 using testing::DaemonProcess;
+using ::testing::HasSubstr;
 
 struct OpenUpload {
   std::unique_ptr<grpc::ClientContext> context = std::make_unique<grpc::ClientContext>();
@@ -72,9 +72,9 @@ bool Eventually(Fn done) {
 }
 
 TEST(StreamLimitsTest, StalledUploadIsReapedAndFreesItsReservation) {
-  auto daemon = DaemonProcess::Start({.extra_flags = {"--backend=cpu", "--cpu_devices=1",
-                                                      "--cpu_device_memory=1048576",
-                                                      "--stream_idle_timeout=1s"}});
+  auto daemon = DaemonProcess::Start(
+      {.extra_flags = {"--backend=cpu", "--cpu_devices=1", "--cpu_device_memory=1048576",
+                       "--stream_idle_timeout=1s"}});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto channel = grpc::CreateChannel((*daemon)->address(), grpc::InsecureChannelCredentials());
   auto tensors = pb::TensorService::NewStub(channel);
@@ -94,9 +94,9 @@ TEST(StreamLimitsTest, StalledUploadIsReapedAndFreesItsReservation) {
 
 TEST(StreamLimitsTest, ThreeThousandIdleStreamsThenRefused) {
   constexpr int kLimit = 3000;
-  auto daemon = DaemonProcess::Start(
-      {.extra_flags = {"--backend=cpu", "--cpu_devices=1", "--max_streams=3000",
-                       "--stream_idle_timeout=1h"}});
+  auto daemon =
+      DaemonProcess::Start({.extra_flags = {"--backend=cpu", "--cpu_devices=1",
+                                            "--max_streams=3000", "--stream_idle_timeout=1h"}});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto channel = grpc::CreateChannel((*daemon)->address(), grpc::InsecureChannelCredentials());
   auto tensors = pb::TensorService::NewStub(channel);
@@ -132,9 +132,9 @@ TEST(StreamLimitsTest, PerTenantStreamLimit) {
   const std::string creds = dir.path() + "/creds";
   std::ofstream(creds) << "token sha256:" << Sha256Hex("a-token") << " team-a user\n"
                        << "token sha256:" << Sha256Hex("b-token") << " team-b user\n";
-  auto daemon = DaemonProcess::Start(
-      {.extra_flags = {"--backend=cpu", "--cpu_devices=1", "--tenant_max_streams=2",
-                       "--auth_file=" + creds}});
+  auto daemon =
+      DaemonProcess::Start({.extra_flags = {"--backend=cpu", "--cpu_devices=1",
+                                            "--tenant_max_streams=2", "--auth_file=" + creds}});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto channel = grpc::CreateChannel((*daemon)->address(), grpc::InsecureChannelCredentials());
   auto tensors = pb::TensorService::NewStub(channel);

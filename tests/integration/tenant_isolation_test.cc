@@ -26,8 +26,8 @@ namespace placement {
 namespace {
 
 namespace pb = placement::v1;
-using ::testing::HasSubstr;
 using testing::DaemonProcess;
+using ::testing::HasSubstr;
 using testing::TempDir;
 
 std::string Sha256Hex(const std::string& token) {

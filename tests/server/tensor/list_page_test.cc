@@ -62,8 +62,8 @@ TEST(ListPageTest, BadSizesAndTokens) {
   auto negative = PageOfKeys(keys, -1, "");
   EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(negative.status().message(), "page_size is -1; must be >= 0 (0 selects 1000)");
-  for (const std::string& token : {std::string("%%%"), std::string("aGVsbG8"),
-                                   std::string(5000, 'A')}) {
+  for (const std::string& token :
+       {std::string("%%%"), std::string("aGVsbG8"), std::string(5000, 'A')}) {
     auto bad = PageOfKeys(keys, 1, token);
     EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << token;
     EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("page_token is malformed"));
