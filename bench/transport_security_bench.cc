@@ -121,7 +121,7 @@ int Run() {
 
   const int64_t bytes = absl::GetFlag(FLAGS_size_mib) << 20;
   std::vector<uint8_t> src(bytes, 1);
-  client::HostArray array{placement::v1::DTYPE_U8, {bytes}, src};
+  client::HostArray array{client::DType::kU8, {bytes}, src};
   const int rounds = 4;
   int errors = 0;
   for (int round = 0; round < rounds; ++round) {
@@ -131,7 +131,7 @@ int Run() {
         absl::Time start = absl::Now();
         auto info = tensors.Upload(array);
         absl::Duration took = absl::Now() - start;
-        if (!info.ok() || !tensors.Delete({info->id()}).ok()) {
+        if (!info.ok() || !tensors.Delete({info->id}).ok()) {
           ++errors;
           continue;
         }

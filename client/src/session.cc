@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "client/src/client_impl.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/session_service.grpc.pb.h"
@@ -12,7 +13,7 @@ namespace pb = placement::v1;
 absl::StatusOr<std::unique_ptr<Session>> Session::Open(const Client& client, absl::Duration ttl,
                                                        const std::string& name) {
   grpc::ClientContext context;
-  client.PrepareContext(&context);
+  client.impl().PrepareContext(&context);
   pb::OpenSessionRequest request;
   const int64_t nanos = absl::ToInt64Nanoseconds(ttl);
   request.mutable_ttl()->set_seconds(nanos / 1000000000);
@@ -20,7 +21,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(const Client& client, abs
   request.set_name(name);
   pb::OpenSessionResponse response;
   grpc::Status status =
-      pb::SessionService::NewStub(client.channel())->OpenSession(&context, request, &response);
+      pb::SessionService::NewStub(client.impl().channel)->OpenSession(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   const absl::Duration granted = absl::Seconds(response.session().ttl().seconds()) +
                                  absl::Nanoseconds(response.session().ttl().nanos());
@@ -41,12 +42,12 @@ void Session::RenewLoop() {
     if (stopping_) return;
     mu_.Unlock();
     grpc::ClientContext context;
-    client_.PrepareContext(&context);
+    client_.impl().PrepareContext(&context);
     pb::RenewSessionRequest request;
     request.set_session_id(id_);
     pb::RenewSessionResponse response;
     grpc::Status status =
-        pb::SessionService::NewStub(client_.channel())->RenewSession(&context, request, &response);
+        pb::SessionService::NewStub(client_.impl().channel)->RenewSession(&context, request, &response);
     mu_.Lock();
     if (status.ok()) {
       renewals_.fetch_add(1);
@@ -67,12 +68,12 @@ absl::StatusOr<int64_t> Session::Close() {
   }
   if (renewer_.joinable()) renewer_.join();
   grpc::ClientContext context;
-  client_.PrepareContext(&context);
+  client_.impl().PrepareContext(&context);
   pb::CloseSessionRequest request;
   request.set_session_id(id_);
   pb::CloseSessionResponse response;
   grpc::Status status =
-      pb::SessionService::NewStub(client_.channel())->CloseSession(&context, request, &response);
+      pb::SessionService::NewStub(client_.impl().channel)->CloseSession(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response.deleted_tensors();
 }

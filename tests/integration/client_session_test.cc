@@ -42,12 +42,12 @@ TEST(ClientSessionTest, RenewalsKeepTheLeaseAndCloseFreesItsTensors) {
   ASSERT_GE((*session)->renewals(), 4);
   EXPECT_FALSE((*session)->lost());
   client::TensorClient tensors(**client);
-  EXPECT_TRUE(tensors.Describe(info->id()).ok());
+  EXPECT_TRUE(tensors.Describe(info->id).ok());
 
   auto deleted = (*session)->Close();
   ASSERT_TRUE(deleted.ok()) << deleted.status();
   EXPECT_EQ(*deleted, 1);
-  EXPECT_EQ(tensors.Describe(info->id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(tensors.Describe(info->id).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(*(*session)->Close(), 0);  // idempotent
 
   // A call naming a closed session is refused before it does anything.

@@ -165,15 +165,15 @@ TEST_F(TransportSecurityTest, ClientLibraryUsesTlsCertificatesAndTokens) {
   std::vector<float> x = {1, 2, 3, 4};
   auto a = client::TensorClient(**by_cert).Upload(client::HostArray::Of<float>(x, {4}));
   ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->tenant(), "team-a");
+  EXPECT_EQ(a->tenant, "team-a");
 
   options.token = "bravo-token";  // a token wins over the certificate
   auto by_token = client::Client::Connect(daemon->address(), options);
   ASSERT_TRUE(by_token.ok()) << by_token.status();
   auto b = client::TensorClient(**by_token).Upload(client::HostArray::Of<float>(x, {4}));
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(b->tenant(), "team-b");
-  EXPECT_EQ(client::TensorClient(**by_token).Describe(a->id()).status().code(),
+  EXPECT_EQ(b->tenant, "team-b");
+  EXPECT_EQ(client::TensorClient(**by_token).Describe(a->id).status().code(),
             absl::StatusCode::kNotFound);
 
   options.token = "wrong";
