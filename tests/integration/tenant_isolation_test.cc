@@ -18,6 +18,7 @@
 #include "placement/v1/device_service.grpc.pb.h"
 #include "placement/v1/mesh_service.grpc.pb.h"
 #include "placement/v1/prefetch_service.grpc.pb.h"
+#include "placement/v1/session_service.grpc.pb.h"
 #include "placement/v1/tensor_service.grpc.pb.h"
 #include "server/auth/credentials_file.h"
 #include "tests/testing/daemon_process.h"
@@ -50,6 +51,7 @@ class As {
         meshes_(pb::MeshService::NewStub(channel)),
         devices_(pb::DeviceService::NewStub(channel)),
         prefetch_(pb::PrefetchService::NewStub(channel)),
+        sessions_(pb::SessionService::NewStub(channel)),
         token_(std::move(token)) {}
 
   std::unique_ptr<grpc::ClientContext> Context() const {
@@ -271,6 +273,44 @@ class As {
   std::unique_ptr<pb::MeshService::Stub> meshes_;
   std::unique_ptr<pb::DeviceService::Stub> devices_;
   std::unique_ptr<pb::PrefetchService::Stub> prefetch_;
+  std::unique_ptr<pb::SessionService::Stub> sessions_;
+
+ public:
+  // Empty on failure.
+  std::string OpenSession() const {
+    auto context = Context();
+    pb::OpenSessionResponse response;
+    return sessions_->OpenSession(context.get(), {}, &response).ok() ? response.session().id() : "";
+  }
+  grpc::Status RenewSession(const std::string& id) const {
+    auto context = Context();
+    pb::RenewSessionRequest request;
+    request.set_session_id(id);
+    pb::RenewSessionResponse response;
+    return sessions_->RenewSession(context.get(), request, &response);
+  }
+  grpc::Status CloseSession(const std::string& id) const {
+    auto context = Context();
+    pb::CloseSessionRequest request;
+    request.set_session_id(id);
+    pb::CloseSessionResponse response;
+    return sessions_->CloseSession(context.get(), request, &response);
+  }
+  int CountSessions() const {
+    auto context = Context();
+    pb::ListSessionsResponse response;
+    EXPECT_TRUE(sessions_->ListSessions(context.get(), {}, &response).ok());
+    return response.sessions_size();
+  }
+  // ListDevices joined to session `id`.
+  grpc::Status ListDevicesIn(const std::string& id) const {
+    auto context = Context();
+    context->AddMetadata("placement-session", id);
+    pb::ListDevicesResponse response;
+    return devices_->ListDevices(context.get(), {}, &response);
+  }
+
+ private:
   std::string token_;
 };
 
@@ -405,6 +445,25 @@ TEST_F(TenantIsolationTest, ListPagesThroughTheCallersTensorsOnly) {
   EXPECT_EQ(pages, 3);
   EXPECT_EQ(admin_->ListPaged(3, &pages).size(), 8u);
   EXPECT_EQ(pages, 3);
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+TEST_F(TenantIsolationTest, OtherTenantsSessionsAreNotFound) {
+  Start();
+  const std::string id = a_->OpenSession();
+  ASSERT_FALSE(id.empty());
+  EXPECT_TRUE(a_->ListDevicesIn(id).ok());
+  EXPECT_EQ(b_->RenewSession(id).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(b_->CloseSession(id).error_code(), grpc::StatusCode::NOT_FOUND);
+  grpc::Status joined = b_->ListDevicesIn(id);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(joined.error_message(),
+            absl::StrCat("placement-session metadata: session '", id,
+                         "' does not exist (closed, expired or never opened)"));
+  EXPECT_EQ(b_->CountSessions(), 0);
+  EXPECT_EQ(a_->CountSessions(), 1);
+  EXPECT_EQ(admin_->CountSessions(), 1);
+  EXPECT_TRUE(a_->CloseSession(id).ok());
   EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
 }
 
