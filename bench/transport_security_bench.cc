@@ -159,12 +159,14 @@ int Run() {
     std::printf("  %-9s upload median %8.1f MB/s   ListDevices p50 %s  p99 %s\n", t.label.c_str(),
                 mbps.back(), Micros(lat.back().p50).c_str(), Micros(lat.back().p99).c_str());
   }
-  std::printf("  ratio TLS / plaintext:   upload throughput %.2f   ListDevices p50 %.2f  p99 %.2f\n",
-              mbps[1] / mbps[0], absl::FDivDuration(lat[1].p50, lat[0].p50),
-              absl::FDivDuration(lat[1].p99, lat[0].p99));
-  std::printf("  ratio token / plaintext: upload throughput %.2f   ListDevices p50 %.2f  p99 %.2f\n",
-              mbps[2] / mbps[0], absl::FDivDuration(lat[2].p50, lat[0].p50),
-              absl::FDivDuration(lat[2].p99, lat[0].p99));
+  std::printf(
+      "  ratio TLS / plaintext:   upload throughput %.2f   ListDevices p50 %.2f  p99 %.2f\n",
+      mbps[1] / mbps[0], absl::FDivDuration(lat[1].p50, lat[0].p50),
+      absl::FDivDuration(lat[1].p99, lat[0].p99));
+  std::printf(
+      "  ratio token / plaintext: upload throughput %.2f   ListDevices p50 %.2f  p99 %.2f\n",
+      mbps[2] / mbps[0], absl::FDivDuration(lat[2].p50, lat[0].p50),
+      absl::FDivDuration(lat[2].p99, lat[0].p99));
   for (Target& t : targets) {
     t.client.reset();
     t.daemon->Drain();

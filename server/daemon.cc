@@ -28,6 +28,7 @@
 #include "server/service/call_gate.h"
 #include "server/service/daemon_handler.h"
 #include "server/service/device_handler.h"
+#include "server/service/malformed_request_interceptor.h"
 #include "server/service/rpc_metrics_interceptor.h"
 #include "server/service_set.h"
 #include "server/systemd_notifier.h"
@@ -142,8 +143,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
         absl::StrCat("--stream_idle_timeout must be at least 1s, got ",
                      absl::FormatDuration(config.stream_idle_timeout)));
   }
-  state->streams = std::make_unique<StreamRegistry>(StreamLimits{
-      config.max_streams, config.tenant_max_streams, config.stream_idle_timeout});
+  state->streams = std::make_unique<StreamRegistry>(
+      StreamLimits{config.max_streams, config.tenant_max_streams, config.stream_idle_timeout});
   state->gate.set_streams(state->streams.get());
   if (!config.transport.tls() && !IsLoopback(listen)) {
     LogWarning("serving plaintext gRPC on non-loopback ", config.listen,
@@ -213,6 +214,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.RegisterService(state->daemon_handler.get());
   state->services->Register(&builder);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MakeMalformedRequestInterceptorFactory());
   interceptors.push_back(MakeRpcMetricsInterceptorFactory(&state->metrics));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   state->server = builder.BuildAndStart();
@@ -241,8 +243,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       out->push_back({"placementd_up", {}, raw->gate.draining() ? 0.0 : 1.0});
       out->push_back(
           {"placementd_open_streams", {}, static_cast<double>(raw->streams->open_streams())});
-      out->push_back({"placementd_streams_reaped", {},
-                      static_cast<double>(raw->streams->reaped_total())});
+      out->push_back(
+          {"placementd_streams_reaped", {}, static_cast<double>(raw->streams->reaped_total())});
     });
     state->metrics.Describe("placementd_open_streams", "gauge",
                             "Upload, download and prefetch streams open now (--max_streams).");

@@ -185,13 +185,13 @@ DaemonCounts ServiceSet::counts() const {
   TensorStore* tensors = impl_->tensors();
   counts.meshes = [meshes] { return meshes->size(); };
   counts.tensors = [tensors] { return tensors->size(); };
+  PrefetchManager* prefetch = impl_->prefetch_manager.get();
+  counts.prefetch_streams = [prefetch] { return prefetch->open_streams(); };
   SessionManager* sessions = impl_->session_manager.get();
   counts.sessions = [sessions] { return sessions->size(); };
   counts.session_tensors = [sessions] { return sessions->tensor_count(); };
   RegionRegistry* regions = impl_->region_registry.get();
   counts.regions = [regions] { return regions->size(); };
-  PrefetchManager* prefetch = impl_->prefetch_manager.get();
-  counts.prefetch_streams = [prefetch] { return prefetch->open_streams(); };
   return counts;
 }
 

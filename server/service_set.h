@@ -21,7 +21,7 @@
 namespace placement::server {
 
 struct ServiceSetOptions {
-  int64_t max_tensor_bytes_per_owner = 0;  // 0 = unlimited
+  int64_t max_tensor_bytes_per_owner = 0;   // 0 = unlimited
   int64_t max_device_bytes_per_tenant = 0;  // page-rounded; 0 = unlimited
   int64_t max_tensors_per_tenant = 0;       // 0 = unlimited
   SessionOptions sessions;

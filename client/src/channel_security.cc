@@ -16,8 +16,8 @@ using grpc::experimental::InterceptionHookPoints;
 absl::StatusOr<std::string> ReadPem(const char* option, const std::string& path) {
   std::ifstream in(path);
   if (!in.good()) {
-    return absl::InvalidArgumentError(absl::StrCat("ClientOptions::", option, " '", path,
-                                                   "' cannot be read"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions::", option, " '", path, "' cannot be read"));
   }
   std::stringstream text;
   text << in.rdbuf();

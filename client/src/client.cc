@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/src/channel_security.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
 #include "client/src/region_pool.h"
@@ -9,7 +10,6 @@
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/daemon_service.grpc.pb.h"
 #include "placement/v1/device_service.grpc.pb.h"
-#include "client/src/channel_security.h"
 
 namespace placement::client {
 namespace pb = placement::v1;

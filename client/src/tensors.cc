@@ -79,7 +79,7 @@ absl::StatusOr<std::vector<TensorInfo>> TensorClient::List(const std::string& na
     auto status =
         pb::TensorService::NewStub(client_.impl().channel)->List(&context, request, &response);
     if (!status.ok()) return FromGrpcStatus(status);
-    for (const pb::TensorInfo& tensor : response.tensors()) out.push_back(FromProto(tensor));
+    for (TensorInfo& tensor : FromProtos(response.tensors())) out.push_back(std::move(tensor));
     request.set_page_token(response.next_page_token());
   } while (!request.page_token().empty());
   return out;

@@ -88,11 +88,9 @@ absl::StatusOr<Caller> Authenticator::Authenticate(const grpc::ServerContextBase
   if (auto it = metadata.find("authorization"); it != metadata.end()) {
     absl::string_view value(it->second.data(), it->second.size());
     if (value.size() < 7 || !absl::EqualsIgnoreCase(value.substr(0, 7), "bearer ")) {
-      return absl::UnauthenticatedError(
-          "the authorization metadata must be 'Bearer TOKEN'");
+      return absl::UnauthenticatedError("the authorization metadata must be 'Bearer TOKEN'");
     }
-    std::optional<Caller> caller =
-        table->FindToken(absl::StripAsciiWhitespace(value.substr(7)));
+    std::optional<Caller> caller = table->FindToken(absl::StripAsciiWhitespace(value.substr(7)));
     if (!caller) return absl::UnauthenticatedError("the bearer token is not recognised");
     return *caller;
   }

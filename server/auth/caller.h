@@ -29,9 +29,7 @@ struct Caller {
   bool admin() const { return role == Role::kAdmin; }
   // Whether an object of `object_tenant` exists for this caller. Objects of
   // other tenants must look exactly like ids that do not exist (NOT_FOUND).
-  bool Sees(const std::string& object_tenant) const {
-    return admin() || object_tenant == tenant;
-  }
+  bool Sees(const std::string& object_tenant) const { return admin() || object_tenant == tenant; }
 };
 
 }  // namespace placement::server

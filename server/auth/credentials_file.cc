@@ -46,8 +46,8 @@ absl::StatusOr<CredentialsFile> CredentialsFile::Parse(absl::string_view text,
       return absl::InvalidArgumentError(absl::StrCat(path, ":", line_number, ": ", why));
     };
     if (fields.size() < 4 || fields.size() > 5) {
-      return bad(absl::StrCat("expected 'KIND CREDENTIAL TENANT ROLE [NAME]', got ",
-                              fields.size(), " field(s)"));
+      return bad(absl::StrCat("expected 'KIND CREDENTIAL TENANT ROLE [NAME]', got ", fields.size(),
+                              " field(s)"));
     }
     Caller caller;
     caller.tenant = std::string(fields[2]);
@@ -59,15 +59,16 @@ absl::StatusOr<CredentialsFile> CredentialsFile::Parse(absl::string_view text,
     } else if (fields[3] == "admin") {
       caller.role = Role::kAdmin;
     } else {
-      return bad(absl::StrCat("role must be 'user' or 'admin', got '",
-                              fields[3].substr(0, 32), "'"));
+      return bad(
+          absl::StrCat("role must be 'user' or 'admin', got '", fields[3].substr(0, 32), "'"));
     }
     const absl::string_view name = fields.size() == 5 ? fields[4] : fields[2];
     if (fields[0] == "token") {
       absl::string_view hex = fields[1];
       if (!absl::ConsumePrefix(&hex, "sha256:") || hex.size() != 64 ||
           hex.find_first_not_of("0123456789abcdefABCDEF") != absl::string_view::npos) {
-        return bad("a token credential is 'sha256:' and 64 hex digits (printf %s TOKEN | sha256sum)");
+        return bad(
+            "a token credential is 'sha256:' and 64 hex digits (printf %s TOKEN | sha256sum)");
       }
       if (!seen.insert(absl::StrCat("token:", absl::AsciiStrToLower(hex))).second) {
         return bad("this token digest is listed twice");
@@ -80,13 +81,14 @@ absl::StatusOr<CredentialsFile> CredentialsFile::Parse(absl::string_view text,
       out.tokens_.push_back(std::move(entry));
     } else if (fields[0] == "cert") {
       if (!seen.insert(absl::StrCat("cert:", fields[1])).second) {
-        return bad(absl::StrCat("certificate name '", fields[1].substr(0, 64), "' is listed twice"));
+        return bad(
+            absl::StrCat("certificate name '", fields[1].substr(0, 64), "' is listed twice"));
       }
       caller.identity = absl::StrCat("cert:", fields.size() == 5 ? fields[4] : fields[1]);
       out.certs_.push_back({std::string(fields[1]), std::move(caller)});
     } else {
-      return bad(absl::StrCat("kind must be 'token' or 'cert', got '", fields[0].substr(0, 32),
-                              "'"));
+      return bad(
+          absl::StrCat("kind must be 'token' or 'cert', got '", fields[0].substr(0, 32), "'"));
     }
   }
   return out;
@@ -94,7 +96,8 @@ absl::StatusOr<CredentialsFile> CredentialsFile::Parse(absl::string_view text,
 
 absl::StatusOr<CredentialsFile> CredentialsFile::Load(const std::string& path) {
   std::ifstream in(path);
-  if (!in.good()) return absl::NotFoundError(absl::StrCat("--auth_file '", path, "' cannot be read"));
+  if (!in.good())
+    return absl::NotFoundError(absl::StrCat("--auth_file '", path, "' cannot be read"));
   std::stringstream text;
   text << in.rdbuf();
   return Parse(text.str(), path);

@@ -68,10 +68,10 @@ absl::Status ValidateTransportSecurity(const TransportSecurityConfig& config,
     return absl::OkStatus();
   }
   if (!IsLoopback(address) && !config.allow_insecure) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--listen=", address.ToGrpcUri(address.port),
-        " is not a loopback address: serve it with --tls_cert and --tls_key, or pass "
-        "--allow_insecure to accept plaintext from the network"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen=", address.ToGrpcUri(address.port),
+                     " is not a loopback address: serve it with --tls_cert and --tls_key, or pass "
+                     "--allow_insecure to accept plaintext from the network"));
   }
   return absl::OkStatus();
 }
@@ -79,8 +79,7 @@ absl::Status ValidateTransportSecurity(const TransportSecurityConfig& config,
 std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(
     const TransportSecurityConfig& config) {
   if (!config.tls()) return grpc::InsecureServerCredentials();
-  const auto refresh =
-      static_cast<unsigned int>(absl::ToInt64Seconds(config.refresh_interval));
+  const auto refresh = static_cast<unsigned int>(absl::ToInt64Seconds(config.refresh_interval));
   auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
       config.tls_key, config.tls_cert, config.tls_client_ca, refresh);
   grpc::experimental::TlsServerCredentialsOptions options(provider);

@@ -49,8 +49,8 @@ absl::Status CallGate::AdoptCreated(const Caller& caller,
 }
 
 absl::StatusOr<StreamRegistry::Lease> CallGate::OpenStream(const Caller& caller,
-                                                          grpc::CallbackServerContext* context,
-                                                          bool reapable) {
+                                                           grpc::CallbackServerContext* context,
+                                                           bool reapable) {
   if (streams_ == nullptr) return StreamRegistry::Lease();
   std::function<void()> cancel;
   if (reapable) cancel = [context] { context->TryCancel(); };

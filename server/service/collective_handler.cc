@@ -97,38 +97,41 @@ absl::StatusOr<CollectiveTarget> TargetOf(const Request& request) {
 grpc::ServerUnaryReactor* CollectiveHandler::AllReduce(grpc::CallbackServerContext* context,
                                                        const pb::AllReduceRequest* request,
                                                        pb::CollectiveResponse* response) {
-  return RunAdmitted(
-      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response, [=, this]() -> absl::Status {
-        ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
-        ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
-                         RequestedReduceOp(request->op(), request->op_name()));
-        ASSIGN_OR_RETURN(auto tensor, core_->AllReduce(target, op, ContextOf(context)));
-        TensorToProto(*tensor, response->mutable_tensor());
-        return absl::OkStatus();
-      });
+  return RunAdmitted(context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
+                     [=, this]() -> absl::Status {
+                       ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
+                       ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
+                                        RequestedReduceOp(request->op(), request->op_name()));
+                       ASSIGN_OR_RETURN(auto tensor,
+                                        core_->AllReduce(target, op, ContextOf(context)));
+                       TensorToProto(*tensor, response->mutable_tensor());
+                       return absl::OkStatus();
+                     });
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::AllReduceBatch(
     grpc::CallbackServerContext* context, const pb::AllReduceBatchRequest* request,
     pb::AllReduceBatchResponse* response) {
   std::vector<std::string> ids(request->tensor_ids().begin(), request->tensor_ids().end());
-  return RunAdmitted(context, *gate_, *core_, *dispatch_, ids, response, [=, this]() -> absl::Status {
-    std::vector<std::string> axes(request->axes().begin(), request->axes().end());
-    ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
-                     RequestedReduceOp(request->op(), request->op_name()));
-    ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
-    ASSIGN_OR_RETURN(auto tensors,
-                     core_->AllReduceBatch(ids, axes, op, source, ContextOf(context)));
-    for (const auto& tensor : tensors) TensorToProto(*tensor, response->add_tensors());
-    return absl::OkStatus();
-  });
+  return RunAdmitted(
+      context, *gate_, *core_, *dispatch_, ids, response, [=, this]() -> absl::Status {
+        std::vector<std::string> axes(request->axes().begin(), request->axes().end());
+        ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
+                         RequestedReduceOp(request->op(), request->op_name()));
+        ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
+        ASSIGN_OR_RETURN(auto tensors,
+                         core_->AllReduceBatch(ids, axes, op, source, ContextOf(context)));
+        for (const auto& tensor : tensors) TensorToProto(*tensor, response->add_tensors());
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::AllGather(grpc::CallbackServerContext* context,
                                                        const pb::AllGatherRequest* request,
                                                        pb::CollectiveResponse* response) {
   return RunAdmitted(
-      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response, [=, this]() -> absl::Status {
+      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
+      [=, this]() -> absl::Status {
         ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
         ASSIGN_OR_RETURN(auto tensor, core_->AllGather(target, request->dim(), ContextOf(context)));
         TensorToProto(*tensor, response->mutable_tensor());
@@ -139,29 +142,31 @@ grpc::ServerUnaryReactor* CollectiveHandler::AllGather(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* CollectiveHandler::ReduceScatter(grpc::CallbackServerContext* context,
                                                            const pb::ReduceScatterRequest* request,
                                                            pb::CollectiveResponse* response) {
-  return RunAdmitted(
-      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response, [=, this]() -> absl::Status {
-        ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
-        ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
-                         RequestedReduceOp(request->op(), request->op_name()));
-        ASSIGN_OR_RETURN(auto tensor, core_->ReduceScatter(target, op, request->scatter_dim(),
-                                                           ContextOf(context)));
-        TensorToProto(*tensor, response->mutable_tensor());
-        return absl::OkStatus();
-      });
+  return RunAdmitted(context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
+                     [=, this]() -> absl::Status {
+                       ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
+                       ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
+                                        RequestedReduceOp(request->op(), request->op_name()));
+                       ASSIGN_OR_RETURN(auto tensor,
+                                        core_->ReduceScatter(target, op, request->scatter_dim(),
+                                                             ContextOf(context)));
+                       TensorToProto(*tensor, response->mutable_tensor());
+                       return absl::OkStatus();
+                     });
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::Broadcast(grpc::CallbackServerContext* context,
                                                        const pb::BroadcastRequest* request,
                                                        pb::CollectiveResponse* response) {
-  return RunAdmitted(
-      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response, [=, this]() -> absl::Status {
-        ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
-        ASSIGN_OR_RETURN(auto tensor,
-                         core_->Broadcast(target, request->root_device_id(), ContextOf(context)));
-        TensorToProto(*tensor, response->mutable_tensor());
-        return absl::OkStatus();
-      });
+  return RunAdmitted(context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
+                     [=, this]() -> absl::Status {
+                       ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
+                       ASSIGN_OR_RETURN(
+                           auto tensor,
+                           core_->Broadcast(target, request->root_device_id(), ContextOf(context)));
+                       TensorToProto(*tensor, response->mutable_tensor());
+                       return absl::OkStatus();
+                     });
 }
 
 }  // namespace placement::server

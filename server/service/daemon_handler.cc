@@ -25,6 +25,7 @@ grpc::ServerUnaryReactor* DaemonHandler::GetStatus(grpc::CallbackServerContext* 
     response->set_num_devices(inventory_->num_devices());
     response->set_num_meshes(counts_.meshes ? counts_.meshes() : 0);
     response->set_num_tensors(counts_.tensors ? counts_.tensors() : 0);
+    response->set_num_prefetch_streams(counts_.prefetch_streams ? counts_.prefetch_streams() : 0);
     response->set_num_sessions(counts_.sessions ? counts_.sessions() : 0);
     response->set_num_session_tensors(counts_.session_tensors ? counts_.session_tensors() : 0);
     response->set_num_open_streams(counts_.open_streams ? counts_.open_streams() : 0);
@@ -32,7 +33,6 @@ grpc::ServerUnaryReactor* DaemonHandler::GetStatus(grpc::CallbackServerContext* 
     response->set_host_id(identity_->host_id);
     response->set_boot_id(identity_->boot_id);
     response->set_region_socket(identity_->region_socket);
-    response->set_num_prefetch_streams(counts_.prefetch_streams ? counts_.prefetch_streams() : 0);
     response->set_device_bytes_in_use(inventory_->TotalMemoryInUse());
     response->set_serving(!gate_->draining());
     return absl::OkStatus();

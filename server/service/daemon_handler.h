@@ -15,11 +15,11 @@ namespace placement::server {
 struct DaemonCounts {
   std::function<int64_t()> meshes;
   std::function<int64_t()> tensors;
+  std::function<int64_t()> prefetch_streams;
   std::function<int64_t()> sessions;
   std::function<int64_t()> session_tensors;
   std::function<int64_t()> open_streams;
   std::function<int64_t()> regions;
-  std::function<int64_t()> prefetch_streams;
 };
 
 class DaemonHandler final : public placement::v1::DaemonService::CallbackService {

@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "server/service/region_slices.h"
+#include "server/service/rule_meshes.h"
 #include "server/tensor/tensor_proto.h"
 
 namespace placement::server {
@@ -54,7 +55,6 @@ class PrefetchReactor final
     absl::StatusOr<Caller> caller = gate->Admit(*context, &ticket_);
     absl::Status status = caller.status();
     if (status.ok()) {
-      tenant_ = caller->tenant;
       caller_ = *caller;
       // Counted against the stream limits; never reaped (it waits on its
       // consumer by design).
@@ -142,9 +142,14 @@ class PrefetchReactor final
       if (pipeline_ != nullptr) {
         return absl::InvalidArgumentError("a second open message arrived; a stream opens once");
       }
+      if (absl::Status s =
+              CheckRuleMeshesVisible(*manager_->ops()->meshes(), caller_, request.open().rule());
+          !s.ok()) {
+        return s;
+      }
       absl::StatusOr<PrefetchConfig> config = PrefetchConfigFromProto(request.open());
       if (!config.ok()) return config.status();
-      config->tenant = tenant_;
+      config->tenant = caller_.tenant;
       pipeline_ = manager_->NewPipeline(std::move(*config));
       return absl::OkStatus();
     }
@@ -154,6 +159,11 @@ class PrefetchReactor final
     }
     switch (request.payload_case()) {
       case pb::PrefetchRequest::kBatch:
+        if (absl::Status s =
+                CheckRuleMeshesVisible(*manager_->ops()->meshes(), caller_, request.batch().rule());
+            !s.ok()) {
+          return s;
+        }
         return pipeline_->OnBatchHeader(request.batch());
       case pb::PrefetchRequest::kChunk: {
         const pb::BatchChunk& chunk = request.chunk();
@@ -213,8 +223,7 @@ class PrefetchReactor final
   PrefetchManager* manager_;
   CallGate::Ticket ticket_;
   RegionRegistry* regions_;  // null: region chunks are refused
-  std::string tenant_;       // the caller's, set once in the constructor
-  Caller caller_;            // set once in the constructor
+  Caller caller_;  // set once in the constructor
   StreamRegistry::Lease lease_;
   std::optional<int64_t> stream_id_;
   bool opened_ = false;

@@ -5,6 +5,7 @@
 
 #include "common/status_macros.h"
 #include "server/service/unary.h"
+#include "server/tensor/list_page.h"
 
 namespace placement::server {
 namespace {
@@ -30,8 +31,8 @@ grpc::ServerUnaryReactor* SessionHandler::OpenSession(grpc::CallbackServerContex
                                                       const pb::OpenSessionRequest* request,
                                                       pb::OpenSessionResponse* response) {
   return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
-    const absl::Duration ttl = absl::Seconds(request->ttl().seconds()) +
-                               absl::Nanoseconds(request->ttl().nanos());
+    const absl::Duration ttl =
+        absl::Seconds(request->ttl().seconds()) + absl::Nanoseconds(request->ttl().nanos());
     ASSIGN_OR_RETURN(SessionSnapshot session, sessions_->Open(caller, ttl, request->name()));
     SessionToProto(session, response->mutable_session());
     return absl::OkStatus();
@@ -62,18 +63,23 @@ grpc::ServerUnaryReactor* SessionHandler::PersistTensors(grpc::CallbackServerCon
                                                          const pb::PersistTensorsRequest* request,
                                                          pb::PersistTensorsResponse* /*response*/) {
   return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
-    return sessions_->Persist(
-        caller, std::vector<std::string>(request->tensor_ids().begin(), request->tensor_ids().end()));
+    return sessions_->Persist(caller, std::vector<std::string>(request->tensor_ids().begin(),
+                                                               request->tensor_ids().end()));
   });
 }
 
 grpc::ServerUnaryReactor* SessionHandler::ListSessions(grpc::CallbackServerContext* context,
-                                                       const pb::ListSessionsRequest* /*request*/,
+                                                       const pb::ListSessionsRequest* request,
                                                        pb::ListSessionsResponse* response) {
   return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
-    for (const SessionSnapshot& session : sessions_->List(caller)) {
-      SessionToProto(session, response->add_sessions());
+    const std::vector<SessionSnapshot> sessions = sessions_->List(caller);  // sorted by id
+    std::vector<std::string> ids;
+    for (const SessionSnapshot& session : sessions) ids.push_back(session.id);
+    ASSIGN_OR_RETURN(KeyPage page, PageOfKeys(ids, request->page_size(), request->page_token()));
+    for (size_t i = page.begin; i < page.end; ++i) {
+      SessionToProto(sessions[i], response->add_sessions());
     }
+    response->set_next_page_token(page.next_page_token);
     return absl::OkStatus();
   });
 }

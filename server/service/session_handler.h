@@ -23,9 +23,9 @@ class SessionHandler final : public placement::v1::SessionService::CallbackServi
   grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* context,
                                          const placement::v1::CloseSessionRequest* request,
                                          placement::v1::CloseSessionResponse* response) override;
-  grpc::ServerUnaryReactor* PersistTensors(grpc::CallbackServerContext* context,
-                                           const placement::v1::PersistTensorsRequest* request,
-                                           placement::v1::PersistTensorsResponse* response) override;
+  grpc::ServerUnaryReactor* PersistTensors(
+      grpc::CallbackServerContext* context, const placement::v1::PersistTensorsRequest* request,
+      placement::v1::PersistTensorsResponse* response) override;
   grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* context,
                                          const placement::v1::ListSessionsRequest* request,
                                          placement::v1::ListSessionsResponse* response) override;

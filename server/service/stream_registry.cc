@@ -17,8 +17,7 @@ int64_t NowNs() { return absl::ToUnixNanos(absl::Now()); }
 
 StreamRegistry::Lease::~Lease() { Reset(); }
 
-StreamRegistry::Lease::Lease(Lease&& other) noexcept
-    : registry_(other.registry_), id_(other.id_) {
+StreamRegistry::Lease::Lease(Lease&& other) noexcept : registry_(other.registry_), id_(other.id_) {
   other.registry_ = nullptr;
 }
 

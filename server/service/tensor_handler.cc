@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/status_macros.h"
+#include "server/service/rule_meshes.h"
 #include "server/service/tensor_download_reactor.h"
 #include "server/service/tensor_upload_reactor.h"
 #include "server/service/unary.h"
@@ -77,56 +78,61 @@ grpc::ServerUnaryReactor* TensorHandler::Delete(grpc::CallbackServerContext* con
 grpc::ServerUnaryReactor* TensorHandler::Place(grpc::CallbackServerContext* context,
                                                const pb::PlaceRequest* request,
                                                pb::PlaceResponse* response) {
-  return RunCreating(context, *gate_, ops_->store(),
-                     [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
-    RETURN_IF_ERROR(
-        CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
-    RETURN_IF_ERROR(CheckLength("name", request->name(), kMaxTensorNameLength));
-    ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
-    ASSIGN_OR_RETURN(auto tensors, ops_->Place(Ids(request->tensor_ids()), request->rule(), source,
-                                               request->name()));
-    for (const auto& tensor : tensors) {
-      created->push_back(tensor->id);
-      TensorToProto(*tensor, response->add_tensors());
-    }
-    return absl::OkStatus();
-  });
+  return RunCreating(
+      context, *gate_, ops_->store(),
+      [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
+        RETURN_IF_ERROR(
+            CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
+        RETURN_IF_ERROR(CheckLength("name", request->name(), kMaxTensorNameLength));
+        RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller, request->rule()));
+        ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
+        ASSIGN_OR_RETURN(auto tensors, ops_->Place(Ids(request->tensor_ids()), request->rule(),
+                                                   source, request->name()));
+        for (const auto& tensor : tensors) {
+          created->push_back(tensor->id);
+          TensorToProto(*tensor, response->add_tensors());
+        }
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* TensorHandler::Assemble(grpc::CallbackServerContext* context,
                                                   const pb::AssembleRequest* request,
                                                   pb::AssembleResponse* response) {
-  return RunCreating(context, *gate_, ops_->store(),
-                     [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
-    RETURN_IF_ERROR(
-        CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
-    RETURN_IF_ERROR(CheckLength("name", request->name(), kMaxTensorNameLength));
-    ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
-    ASSIGN_OR_RETURN(Shape shape, ShapeFromProto(request->shape(), "shape"));
-    ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor,
-                     ops_->Assemble(std::move(shape), request->placement(),
-                                    Ids(request->tensor_ids()), source, request->name()));
-    created->push_back(tensor->id);
-    TensorToProto(*tensor, response->mutable_tensor());
-    return absl::OkStatus();
-  });
+  return RunCreating(
+      context, *gate_, ops_->store(),
+      [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
+        RETURN_IF_ERROR(
+            CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
+        RETURN_IF_ERROR(CheckLength("name", request->name(), kMaxTensorNameLength));
+        RETURN_IF_ERROR(CheckPlacementMeshVisible(*ops_->meshes(), caller, request->placement()));
+        ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
+        ASSIGN_OR_RETURN(Shape shape, ShapeFromProto(request->shape(), "shape"));
+        ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor,
+                         ops_->Assemble(std::move(shape), request->placement(),
+                                        Ids(request->tensor_ids()), source, request->name()));
+        created->push_back(tensor->id);
+        TensorToProto(*tensor, response->mutable_tensor());
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* TensorHandler::Disassemble(grpc::CallbackServerContext* context,
                                                      const pb::DisassembleRequest* request,
                                                      pb::DisassembleResponse* response) {
-  return RunCreating(context, *gate_, ops_->store(),
-                     [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
-    RETURN_IF_ERROR(GetVisibleTensor(*ops_->store(), caller, request->tensor_id(), "tensor_id")
-                        .status());
-    ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
-    ASSIGN_OR_RETURN(auto tensors, ops_->Disassemble(request->tensor_id(), source));
-    for (const auto& tensor : tensors) {
-      created->push_back(tensor->id);
-      TensorToProto(*tensor, response->add_tensors());
-    }
-    return absl::OkStatus();
-  });
+  return RunCreating(
+      context, *gate_, ops_->store(),
+      [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
+        RETURN_IF_ERROR(
+            GetVisibleTensor(*ops_->store(), caller, request->tensor_id(), "tensor_id").status());
+        ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
+        ASSIGN_OR_RETURN(auto tensors, ops_->Disassemble(request->tensor_id(), source));
+        for (const auto& tensor : tensors) {
+          created->push_back(tensor->id);
+          TensorToProto(*tensor, response->add_tensors());
+        }
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace placement::server

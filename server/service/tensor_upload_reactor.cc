@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/service/region_slices.h"
+#include "server/service/rule_meshes.h"
 #include "server/tensor/label_limits.h"
 #include "server/tensor/tensor_proto.h"
 
@@ -40,6 +41,7 @@ absl::Status UploadReactor::Consume(const pb::UploadRequest& request) {
                        TensorSpecFromProto(header.dtype(), header.shape(), header.name(),
                                            header.owner(), "header"));
       spec.owner.tenant = caller().tenant;
+      RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller(), header.rule()));
       ASSIGN_OR_RETURN(session_, ops_->StartUpload(std::move(spec), header.rule()));
       return absl::OkStatus();
     }
@@ -90,6 +92,7 @@ absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) 
       const pb::BatchHeader& header = request.header();
       RETURN_IF_ERROR(CheckLength("header.name", header.name(), kMaxTensorNameLength));
       RETURN_IF_ERROR(CheckLength("header.owner", header.owner(), kMaxOwnerLength));
+      RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller(), header.rule()));
       std::vector<BatchArraySpec> arrays;
       for (int i = 0; i < header.arrays_size(); ++i) {
         const pb::ArrayHeader& array = header.arrays(i);
@@ -97,9 +100,9 @@ absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) 
                                                               absl::StrCat("arrays[", i, "]")));
         arrays.push_back(BatchArraySpec{array.key(), spec.dtype, std::move(spec.shape)});
       }
-      ASSIGN_OR_RETURN(
-          session_, ops_->StartBatchUpload(arrays, header.rule(), header.name(),
-                                            TensorOwner(caller().tenant, header.owner())));
+      ASSIGN_OR_RETURN(session_,
+                       ops_->StartBatchUpload(arrays, header.rule(), header.name(),
+                                              TensorOwner(caller().tenant, header.owner())));
       return absl::OkStatus();
     }
     case pb::UploadBatchRequest::kChunk: {

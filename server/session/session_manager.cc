@@ -71,8 +71,8 @@ absl::StatusOr<SessionSnapshot> SessionManager::Open(const Caller& caller, absl:
         " (0 selects ", absl::FormatDuration(options_.default_ttl), ")"));
   }
   if (name.size() > kMaxSessionNameLength) {
-    return absl::InvalidArgumentError(absl::StrCat("name is ", name.size(),
-                                                   " bytes long; at most ", kMaxSessionNameLength));
+    return absl::InvalidArgumentError(
+        absl::StrCat("name is ", name.size(), " bytes long; at most ", kMaxSessionNameLength));
   }
   absl::MutexLock lock(&mu_);
   std::string id;
@@ -141,8 +141,8 @@ absl::Status SessionManager::Adopt(const std::string& id,
     }
   }
   DeleteTensors(absl::flat_hash_set<std::string>(tensor_ids.begin(), tensor_ids.end()));
-  return absl::FailedPreconditionError(absl::StrCat(
-      "session '", id, "' ended while the call ran; its results were deleted"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("session '", id, "' ended while the call ran; its results were deleted"));
 }
 
 absl::Status SessionManager::Persist(const Caller& caller,

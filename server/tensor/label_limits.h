@@ -15,7 +15,7 @@ namespace placement::server {
 
 inline constexpr size_t kMaxTensorNameLength = 256;
 inline constexpr size_t kMaxOwnerLength = 128;
-inline constexpr size_t kMaxMeshIdLength = 128;
+inline constexpr size_t kMaxMeshIdLength = 64;  // as MeshRegistry validates
 
 // "header.name is 1048576 bytes long; at most 256".
 inline absl::Status CheckLength(absl::string_view field, absl::string_view value, size_t max) {

@@ -22,11 +22,22 @@ struct TensorPage {
   std::string next_page_token;  // empty on the last page
 };
 
+// One page of any listing sorted by a unique string key (mesh ids, session
+// ids): [begin, end) of the sorted keys and the token of the next page.
+struct KeyPage {
+  size_t begin = 0;
+  size_t end = 0;
+  std::string next_page_token;  // empty on the last page
+};
+// The same errors as PageOf.
+absl::StatusOr<KeyPage> PageOfKeys(const std::vector<std::string>& sorted_keys, int page_size,
+                                   const std::string& page_token);
+
 // `sorted` must be sorted by (name, id) (TensorStore::List order).
 // INVALID_ARGUMENT: "page_size is -1; must be >= 0", or a page_token this
 // daemon did not issue ("page_token is malformed").
-absl::StatusOr<TensorPage> PageOf(std::vector<std::shared_ptr<const Tensor>> sorted,
-                                  int page_size, const std::string& page_token);
+absl::StatusOr<TensorPage> PageOf(std::vector<std::shared_ptr<const Tensor>> sorted, int page_size,
+                                  const std::string& page_token);
 
 }  // namespace placement::server
 

@@ -9,9 +9,8 @@ absl::StatusOr<std::shared_ptr<const Tensor>> GetVisibleTensor(const TensorStore
                                                                const std::string& id,
                                                                absl::string_view field) {
   if (id.size() > kMaxTensorIdLength) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " is ", id.size(),
-                                                   " bytes long; tensor ids are at most ",
-                                                   kMaxTensorIdLength));
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " is ", id.size(), " bytes long; tensor ids are at most ", kMaxTensorIdLength));
   }
   absl::StatusOr<std::shared_ptr<const Tensor>> tensor = store.Get(id);
   if (!tensor.ok()) return tensor.status();

@@ -28,17 +28,17 @@ absl::StatusOr<std::shared_ptr<void>> TenantQuota::Charge(const std::string& ten
     if (max_tensors_ > 0 && usage.tensors + 1 > max_tensors_) {
       const int64_t held = usage.tensors;
       if (usage.tensors == 0 && usage.device_bytes == 0) usage_.erase(tenant);
-      return absl::ResourceExhaustedError(
-          absl::StrCat("tenant ", TenantName(tenant), " holds ", held, " of at most ",
-                       max_tensors_, " tensors (--tenant_max_tensors)"));
+      return absl::ResourceExhaustedError(absl::StrCat("tenant ", TenantName(tenant), " holds ",
+                                                       held, " of at most ", max_tensors_,
+                                                       " tensors (--tenant_max_tensors)"));
     }
     if (max_device_bytes_ > 0 && usage.device_bytes + page_rounded_bytes > max_device_bytes_) {
       const int64_t held = usage.device_bytes;
       if (usage.tensors == 0 && usage.device_bytes == 0) usage_.erase(tenant);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "tenant ", TenantName(tenant), ": cannot hold ", page_rounded_bytes,
-          " more device bytes (page-rounded); ", held, " of ", max_device_bytes_,
-          " bytes in use (--tenant_max_device_bytes)"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("tenant ", TenantName(tenant), ": cannot hold ", page_rounded_bytes,
+                       " more device bytes (page-rounded); ", held, " of ", max_device_bytes_,
+                       " bytes in use (--tenant_max_device_bytes)"));
     }
     usage.device_bytes += page_rounded_bytes;
     usage.tensors += 1;

@@ -27,8 +27,8 @@ namespace placement {
 namespace {
 
 namespace pb = placement::v1;
-using ::testing::HasSubstr;
 using testing::DaemonProcess;
+using ::testing::HasSubstr;
 using testing::TempDir;
 
 constexpr char kChildEnv[] = "PLACEMENT_SESSION_TEST_CHILD";
@@ -54,7 +54,8 @@ class Calls {
     request.mutable_ttl()->set_seconds(ttl_seconds);
     pb::OpenSessionResponse response;
     grpc::Status s = sessions_->OpenSession(&context, request, &response);
-    if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    if (!s.ok())
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
     return response.session();
   }
   grpc::Status Renew(const std::string& id) const {
@@ -72,7 +73,8 @@ class Calls {
     request.set_session_id(id);
     pb::CloseSessionResponse response;
     grpc::Status s = sessions_->CloseSession(&context, request, &response);
-    if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    if (!s.ok())
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
     return response.deleted_tensors();
   }
   grpc::Status Persist(const std::string& tensor_id) const {
@@ -84,7 +86,8 @@ class Calls {
     return sessions_->PersistTensors(&context, request, &response);
   }
   // Uploads u8[bytes] on device 0, in `session` when set; the id or "".
-  std::string Upload(int64_t bytes, const std::string& session, grpc::Status* status = nullptr) const {
+  std::string Upload(int64_t bytes, const std::string& session,
+                     grpc::Status* status = nullptr) const {
     grpc::ClientContext context;
     Prepare(&context, session);
     pb::UploadResponse response;

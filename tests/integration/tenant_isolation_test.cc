@@ -3,17 +3,22 @@
 // tenant A's tensors as ids that do not exist (NOT_FOUND, never the bytes) on
 // List, Describe, Download, Place, Assemble, Disassemble, Delete and every
 // collective; an admin sees and manages them; per-tenant quotas.
+#include <signal.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "placement/v1/collective_service.grpc.pb.h"
 #include "placement/v1/device_service.grpc.pb.h"
 #include "placement/v1/mesh_service.grpc.pb.h"
+#include "placement/v1/prefetch_service.grpc.pb.h"
+#include "placement/v1/session_service.grpc.pb.h"
 #include "placement/v1/tensor_service.grpc.pb.h"
 #include "server/auth/credentials_file.h"
 #include "tests/testing/daemon_process.h"
@@ -22,8 +27,8 @@ namespace placement {
 namespace {
 
 namespace pb = placement::v1;
-using ::testing::HasSubstr;
 using testing::DaemonProcess;
+using ::testing::HasSubstr;
 using testing::TempDir;
 
 std::string Sha256Hex(const std::string& token) {
@@ -45,6 +50,8 @@ class As {
         collectives_(pb::CollectiveService::NewStub(channel)),
         meshes_(pb::MeshService::NewStub(channel)),
         devices_(pb::DeviceService::NewStub(channel)),
+        prefetch_(pb::PrefetchService::NewStub(channel)),
+        sessions_(pb::SessionService::NewStub(channel)),
         token_(std::move(token)) {}
 
   std::unique_ptr<grpc::ClientContext> Context() const {
@@ -110,6 +117,24 @@ class As {
     EXPECT_TRUE(status.ok()) << status.error_message();
     std::vector<std::string> ids;
     for (const auto& t : response.tensors()) ids.push_back(t.id());
+    return ids;
+  }
+  // Every page of List at `page_size`; the number of pages in *pages.
+  std::vector<std::string> ListPaged(int page_size, int* pages) const {
+    std::vector<std::string> ids;
+    pb::ListTensorsRequest request;
+    request.set_page_size(page_size);
+    *pages = 0;
+    do {
+      auto context = Context();
+      pb::ListTensorsResponse response;
+      grpc::Status status = tensors_->List(context.get(), request, &response);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      if (!status.ok()) break;
+      for (const auto& t : response.tensors()) ids.push_back(t.id());
+      request.set_page_token(response.next_page_token());
+      ++*pages;
+    } while (!request.page_token().empty());
     return ids;
   }
   grpc::Status Delete(const std::string& id) const {
@@ -185,6 +210,57 @@ class As {
     }
     return codes;
   }
+  grpc::Status CreateMesh(const std::string& id) const {
+    auto context = Context();
+    pb::CreateMeshRequest request;
+    request.set_mesh_id(id);
+    request.mutable_data_parallel();
+    pb::CreateMeshResponse response;
+    return meshes_->CreateMesh(context.get(), request, &response);
+  }
+  grpc::Status GetMesh(const std::string& id) const {
+    auto context = Context();
+    pb::GetMeshRequest request;
+    request.set_mesh_id(id);
+    pb::GetMeshResponse response;
+    return meshes_->GetMesh(context.get(), request, &response);
+  }
+  int CountMeshes() const {
+    auto context = Context();
+    pb::ListMeshesResponse response;
+    EXPECT_TRUE(meshes_->ListMeshes(context.get(), {}, &response).ok());
+    return response.meshes_size();
+  }
+  grpc::Status DeleteMesh(const std::string& id) const {
+    auto context = Context();
+    pb::DeleteMeshRequest request;
+    request.set_mesh_id(id);
+    request.set_force(true);
+    pb::DeleteMeshResponse response;
+    return meshes_->DeleteMesh(context.get(), request, &response);
+  }
+  // Places `id` replicated on mesh `mesh_id`.
+  grpc::Status PlaceOnMesh(const std::string& id, const std::string& mesh_id) const {
+    auto context = Context();
+    pb::PlaceRequest request;
+    request.add_tensor_ids(id);
+    request.mutable_rule()->mutable_placement()->set_replicated_mesh_id(mesh_id);
+    pb::PlaceResponse response;
+    return tensors_->Place(context.get(), request, &response);
+  }
+  // Opens a prefetch stream whose rule replicates over `mesh_id`, and ends it.
+  grpc::Status PrefetchOnMesh(const std::string& mesh_id) const {
+    auto context = Context();
+    auto stream = prefetch_->Prefetch(context.get());
+    pb::PrefetchRequest open;
+    open.mutable_open()->mutable_rule()->mutable_placement()->set_replicated_mesh_id(mesh_id);
+    stream->Write(open);
+    stream->WritesDone();
+    pb::PrefetchResponse response;
+    while (stream->Read(&response)) {
+    }
+    return stream->Finish();
+  }
   grpc::Status ListDevices() const {
     auto context = Context();
     pb::ListDevicesResponse response;
@@ -196,6 +272,45 @@ class As {
   std::unique_ptr<pb::CollectiveService::Stub> collectives_;
   std::unique_ptr<pb::MeshService::Stub> meshes_;
   std::unique_ptr<pb::DeviceService::Stub> devices_;
+  std::unique_ptr<pb::PrefetchService::Stub> prefetch_;
+  std::unique_ptr<pb::SessionService::Stub> sessions_;
+
+ public:
+  // Empty on failure.
+  std::string OpenSession() const {
+    auto context = Context();
+    pb::OpenSessionResponse response;
+    return sessions_->OpenSession(context.get(), {}, &response).ok() ? response.session().id() : "";
+  }
+  grpc::Status RenewSession(const std::string& id) const {
+    auto context = Context();
+    pb::RenewSessionRequest request;
+    request.set_session_id(id);
+    pb::RenewSessionResponse response;
+    return sessions_->RenewSession(context.get(), request, &response);
+  }
+  grpc::Status CloseSession(const std::string& id) const {
+    auto context = Context();
+    pb::CloseSessionRequest request;
+    request.set_session_id(id);
+    pb::CloseSessionResponse response;
+    return sessions_->CloseSession(context.get(), request, &response);
+  }
+  int CountSessions() const {
+    auto context = Context();
+    pb::ListSessionsResponse response;
+    EXPECT_TRUE(sessions_->ListSessions(context.get(), {}, &response).ok());
+    return response.sessions_size();
+  }
+  // ListDevices joined to session `id`.
+  grpc::Status ListDevicesIn(const std::string& id) const {
+    auto context = Context();
+    context->AddMetadata("placement-session", id);
+    pb::ListDevicesResponse response;
+    return devices_->ListDevices(context.get(), {}, &response);
+  }
+
+ private:
   std::string token_;
 };
 
@@ -282,6 +397,100 @@ TEST_F(TenantIsolationTest, OtherTenantsTensorsAreNotFoundOnEveryRpc) {
   EXPECT_EQ(admin_bytes, bytes);
   EXPECT_TRUE(admin_->Delete(id).ok());
   EXPECT_EQ(a_->Describe(id).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+TEST_F(TenantIsolationTest, CredentialsAreReloadedOnSighupAndKeptWhenBroken) {
+  Start();
+  auto channel = grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials());
+  As charlie(channel, "charlie-token");
+  EXPECT_EQ(charlie.ListDevices().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  // A broken file is refused and the old credentials stay.
+  const std::string creds = dir_.path() + "/creds";
+  std::ofstream(creds, std::ios::app) << "token nonsense team-c user\n";
+  ASSERT_EQ(kill(daemon_->pid(), SIGHUP), 0);
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (daemon_->Stderr().find("--auth_file not reloaded") == std::string::npos &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_THAT(daemon_->Stderr(), HasSubstr("--auth_file not reloaded, keeping the previous 3 "
+                                           "credential(s): "));
+  EXPECT_TRUE(a_->ListDevices().ok());
+
+  // A good one takes effect: charlie gets in, alpha's token is gone.
+  std::ofstream(creds, std::ios::trunc)
+      << "token sha256:" << Sha256Hex("charlie-token") << " team-c user\n";
+  ASSERT_EQ(kill(daemon_->pid(), SIGHUP), 0);
+  while (!charlie.ListDevices().ok() && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(charlie.ListDevices().ok());
+  EXPECT_EQ(a_->ListDevices().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+TEST_F(TenantIsolationTest, ListPagesThroughTheCallersTensorsOnly) {
+  Start();
+  std::vector<std::string> mine;
+  for (int i = 0; i < 5; ++i) {
+    auto t = a_->Upload(1, absl::StrCat("a", i));
+    ASSERT_TRUE(t.ok());
+    mine.push_back(t->id());
+  }
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(b_->Upload(1, absl::StrCat("b", i)).ok());
+  int pages = 0;
+  EXPECT_EQ(a_->ListPaged(2, &pages), mine);  // sorted by name: a0..a4
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(admin_->ListPaged(3, &pages).size(), 8u);
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+TEST_F(TenantIsolationTest, OtherTenantsSessionsAreNotFound) {
+  Start();
+  const std::string id = a_->OpenSession();
+  ASSERT_FALSE(id.empty());
+  EXPECT_TRUE(a_->ListDevicesIn(id).ok());
+  EXPECT_EQ(b_->RenewSession(id).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(b_->CloseSession(id).error_code(), grpc::StatusCode::NOT_FOUND);
+  grpc::Status joined = b_->ListDevicesIn(id);
+  EXPECT_EQ(joined.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(joined.error_message(),
+            absl::StrCat("placement-session metadata: session '", id,
+                         "' does not exist (closed, expired or never opened)"));
+  EXPECT_EQ(b_->CountSessions(), 0);
+  EXPECT_EQ(a_->CountSessions(), 1);
+  EXPECT_EQ(admin_->CountSessions(), 1);
+  EXPECT_TRUE(a_->CloseSession(id).ok());
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+TEST_F(TenantIsolationTest, OtherTenantsMeshesAreNotFound) {
+  Start();
+  ASSERT_TRUE(a_->CreateMesh("a-mesh").ok());
+  auto mine = b_->Upload(8, "w");
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  const std::string missing = "mesh 'a-mesh' does not exist";
+  EXPECT_EQ(b_->GetMesh("a-mesh").error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(b_->GetMesh("a-mesh").error_message(), missing);
+  EXPECT_EQ(b_->CountMeshes(), 0);
+  EXPECT_EQ(b_->DeleteMesh("a-mesh").error_code(), grpc::StatusCode::NOT_FOUND);
+  grpc::Status placed = b_->PlaceOnMesh(mine->id(), "a-mesh");
+  EXPECT_EQ(placed.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(placed.error_message(), missing);
+  grpc::Status prefetched = b_->PrefetchOnMesh("a-mesh");
+  EXPECT_EQ(prefetched.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(prefetched.error_message(), missing);
+  // Its owner and an admin see and use it.
+  EXPECT_TRUE(a_->GetMesh("a-mesh").ok());
+  EXPECT_EQ(a_->CountMeshes(), 1);
+  EXPECT_EQ(admin_->CountMeshes(), 1);
+  auto theirs = a_->Upload(8, "w");
+  ASSERT_TRUE(theirs.ok());
+  EXPECT_TRUE(a_->PlaceOnMesh(theirs->id(), "a-mesh").ok());
+  EXPECT_TRUE(a_->DeleteMesh("a-mesh").ok());
   EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
 }
 

@@ -20,9 +20,9 @@
 namespace placement {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::DaemonOptions;
 using testing::DaemonProcess;
+using ::testing::HasSubstr;
 using testing::TestCertificates;
 
 std::unique_ptr<DaemonProcess> StartDaemon(std::vector<std::string> flags) {
@@ -199,15 +199,17 @@ TEST_F(TransportSecurityTest, NonLoopbackPlaintextNeedsAllowInsecure) {
   EXPECT_THAT(allowed->Stderr(), HasSubstr("serving plaintext gRPC on non-loopback"));
   EXPECT_EQ(allowed->Stop(SIGTERM), 0);
 
-  auto metrics = DaemonProcess::Start(
-      {.extra_flags = {"--backend=cpu", "--metrics_listen=0.0.0.0:0"}});
+  auto metrics =
+      DaemonProcess::Start({.extra_flags = {"--backend=cpu", "--metrics_listen=0.0.0.0:0"}});
   ASSERT_FALSE(metrics.ok());
-  EXPECT_THAT(metrics.status().message(), HasSubstr("--metrics_listen=0.0.0.0:0 is not a loopback"));
+  EXPECT_THAT(metrics.status().message(),
+              HasSubstr("--metrics_listen=0.0.0.0:0 is not a loopback"));
 
   auto bad_tls = DaemonProcess::Start(
       {.extra_flags = {"--backend=cpu", "--tls_cert=" + certs_->Cert("server")}});
   ASSERT_FALSE(bad_tls.ok());
-  EXPECT_THAT(bad_tls.status().message(), HasSubstr("--tls_cert and --tls_key must be given together"));
+  EXPECT_THAT(bad_tls.status().message(),
+              HasSubstr("--tls_cert and --tls_key must be given together"));
 }
 
 }  // namespace

@@ -110,7 +110,8 @@ TEST_F(UncommittedResultsTest, PlaceWhoseCallerGaveUpLeavesNothing) {
       pb::DeleteTensorsResponse r;
       ASSERT_TRUE(tensors_->Delete(&del, d, &r).ok());
     }
-    EXPECT_TRUE(SettlesAt(1, with_source)) << "attempt " << attempt << ": " << status.error_message();
+    EXPECT_TRUE(SettlesAt(1, with_source))
+        << "attempt " << attempt << ": " << status.error_message();
   }
   EXPECT_EQ(MemoryInUse(), with_source);
   EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
@@ -134,7 +135,8 @@ TEST_F(UncommittedResultsTest, CollectiveWhoseCallerGaveUpLeavesNothing) {
       pb::DeleteTensorsResponse r;
       ASSERT_TRUE(tensors_->Delete(&del, d, &r).ok());
     }
-    EXPECT_TRUE(SettlesAt(1, with_source)) << "attempt " << attempt << ": " << status.error_message();
+    EXPECT_TRUE(SettlesAt(1, with_source))
+        << "attempt " << attempt << ": " << status.error_message();
   }
   EXPECT_EQ(MemoryInUse(), with_source);
   EXPECT_GT(with_source, baseline_);

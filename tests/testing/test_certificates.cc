@@ -53,10 +53,25 @@ absl::StatusOr<std::unique_ptr<TestCertificates>> TestCertificates::Create() {
   auto certs = std::unique_ptr<TestCertificates>(new TestCertificates());
   const std::string d = certs->dir();
   auto self_signed_ca = [&](const std::string& name) {
-    return Run({"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", certs->Key(name), "-out",
-                certs->Cert(name), "-days", "30", "-subj", absl::StrCat("/CN=", name),
-                "-addext", "basicConstraints=critical,CA:TRUE", "-addext",
+    return Run({"openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                certs->Key(name),
+                "-out",
+                certs->Cert(name),
+                "-days",
+                "30",
+                "-subj",
+                absl::StrCat("/CN=", name),
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
                 "keyUsage=critical,keyCertSign,cRLSign"});
   };
   auto request = [&](const std::string& name, const std::string& cn) {
@@ -98,11 +113,26 @@ absl::StatusOr<std::unique_ptr<TestCertificates>> TestCertificates::Create() {
       "[any]\ncommonName=supplied\n[client]\nbasicConstraints=CA:FALSE\n",
       "extendedKeyUsage=clientAuth\nsubjectAltName=DNS:trainer-1.team-a.example\n");
   if (absl::Status s = WriteFile(d + "/ca.cnf", config); !s.ok()) return s;
-  if (absl::Status s = Run({"openssl", "ca", "-batch", "-config", d + "/ca.cnf", "-cert",
-                            certs->Cert("ca"), "-keyfile", certs->Key("ca"), "-in",
-                            d + "/expired.csr", "-out", certs->Cert("expired"), "-startdate",
-                            "20200101000000Z", "-enddate", "20200201000000Z", "-extensions",
-                            "client", "-notext"});
+  if (absl::Status s = Run({"openssl",
+                            "ca",
+                            "-batch",
+                            "-config",
+                            d + "/ca.cnf",
+                            "-cert",
+                            certs->Cert("ca"),
+                            "-keyfile",
+                            certs->Key("ca"),
+                            "-in",
+                            d + "/expired.csr",
+                            "-out",
+                            certs->Cert("expired"),
+                            "-startdate",
+                            "20200101000000Z",
+                            "-enddate",
+                            "20200201000000Z",
+                            "-extensions",
+                            "client",
+                            "-notext"});
       !s.ok()) {
     return s;
   }

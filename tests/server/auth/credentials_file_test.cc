@@ -16,7 +16,8 @@ using ::testing::HasSubstr;
 
 std::string Sha256Hex(absl::string_view token) {
   TokenDigest d = DigestToken(token);
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
 }
 
 TEST(CredentialsFileTest, DigestIsSha256) {
@@ -27,7 +28,8 @@ TEST(CredentialsFileTest, DigestIsSha256) {
 TEST(CredentialsFileTest, MapsTokensAndCertificatesToTenantsAndRoles) {
   const std::string text = absl::StrCat(
       "# comment line\n"
-      "token sha256:", Sha256Hex("alpha-secret"), " team-a user ci-bot\n",
+      "token sha256:",
+      Sha256Hex("alpha-secret"), " team-a user ci-bot\n",
       "token  sha256:", Sha256Hex("root-secret"), "\tops admin   # trailing comment\n",
       "\n"
       "cert trainer-1.team-b.example team-b user\n");
@@ -62,10 +64,12 @@ TEST(CredentialsFileTest, MalformedLinesNameFileLineAndField) {
   const std::string digest = absl::StrCat("sha256:", Sha256Hex("x"));
   const Case cases[] = {
       {"token abc team user\n", "creds:1: a token credential is 'sha256:' and 64 hex digits"},
-      {"\nbearer " + digest + " team user\n", "creds:2: kind must be 'token' or 'cert', got 'bearer'"},
+      {"\nbearer " + digest + " team user\n",
+       "creds:2: kind must be 'token' or 'cert', got 'bearer'"},
       {"token " + digest + " team root\n", "creds:1: role must be 'user' or 'admin', got 'root'"},
       {"token " + digest + " te/am user\n", "creds:1: tenant must be 1-63 characters"},
-      {"token " + digest + " team\n", "creds:1: expected 'KIND CREDENTIAL TENANT ROLE [NAME]', got 3"},
+      {"token " + digest + " team\n",
+       "creds:1: expected 'KIND CREDENTIAL TENANT ROLE [NAME]', got 3"},
       {"token " + digest + " a user\ntoken " + digest + " b user\n",
        "creds:2: this token digest is listed twice"},
       {"cert n a user\ncert n b user\n", "creds:2: certificate name 'n' is listed twice"},
