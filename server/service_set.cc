@@ -100,6 +100,14 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(DeviceInventory* 
   }
   impl->region_registry =
       std::make_unique<RegionRegistry>(impl->fd_listener.get(), metrics, options.regions);
+  {
+    // Regions are pinned for DMA where the backend can (CUDA); elsewhere
+    // RegisterHostMemory is UNIMPLEMENTED and regions stay unpinned.
+    DeviceBackend* backend = inventory->backend();
+    impl->region_registry->set_pinning(
+        [backend](void* data, int64_t size) { return backend->RegisterHostMemory(data, size); },
+        [backend](void* data) { backend->UnregisterHostMemory(data); });
+  }
   impl->region_handler = std::make_unique<RegionHandler>(impl->region_registry.get(), gate);
 
   impl->mesh_registry = std::make_unique<MeshRegistry>(inventory);

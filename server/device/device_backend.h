@@ -105,6 +105,15 @@ class DeviceBackend {
   virtual absl::Status Copy(const DeviceBuffer& src, DeviceBuffer& dst,
                             absl::Span<const ByteRun> runs) = 0;
 
+  // Registers host memory (a same-host region) for DMA, so that Write from
+  // and Read into it skip staging. UNIMPLEMENTED where there is nothing to
+  // pin (CPU virtual devices); the copy paths work either way.
+  virtual absl::Status RegisterHostMemory(void* /*data*/, int64_t /*size*/) {
+    return absl::UnimplementedError("this backend does not pin host memory");
+  }
+  // Undoes RegisterHostMemory. REQUIRES: no copy uses the memory.
+  virtual void UnregisterHostMemory(void* /*data*/) {}
+
   // Convenience single-run forms.
   absl::Status WriteBytes(const void* src, DeviceBuffer& dst, int64_t dst_offset, int64_t length) {
     ByteRun run{0, dst_offset, length};

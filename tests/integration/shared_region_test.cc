@@ -109,6 +109,7 @@ TEST_F(RegionTest, TheDaemonReportsThisHostAndARegionSocket) {
   ASSERT_NE(region, nullptr);
   EXPECT_THAT(region->id(), StartsWith("r-"));
   EXPECT_EQ(region->info().size_bytes, 1 << 20);
+  EXPECT_FALSE(region->info().pinned);  // CPU virtual devices: nothing to pin
   auto list = regions_->List();
   ASSERT_TRUE(list.ok()) << list.status();
   ASSERT_EQ(list->size(), 1u);

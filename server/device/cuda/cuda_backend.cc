@@ -266,6 +266,20 @@ absl::Status CudaBackend::Write(const void* src, DeviceBuffer& dst,
   cudaSetDevice(ordinal);
   const auto* in = static_cast<const char*>(src);
   auto* out = static_cast<char*>(dst.data());
+  if (pinned_.Contains(src, runs, PinnedHostRanges::HostSide::kSource)) {
+    // A registered region: one DMA per run straight from it.
+    for (const ByteRun& r : runs) {
+      if (cudaError_t err = cudaMemcpyAsync(out + r.dst_offset, in + r.src_offset, r.length,
+                                            cudaMemcpyHostToDevice, s->stream);
+          err != cudaSuccess) {
+        return CudaError(err, "host-to-device copy (registered region)");
+      }
+    }
+    if (cudaError_t err = cudaStreamSynchronize(s->stream); err != cudaSuccess) {
+      return CudaError(err, "host-to-device copy (registered region)");
+    }
+    return absl::OkStatus();
+  }
   // Pieces alternate between the two pinned buffers: before refilling one,
   // wait for the DMA that last read it.
   int slot = 0;
@@ -302,6 +316,20 @@ absl::Status CudaBackend::Read(const DeviceBuffer& src, void* dst, absl::Span<co
   cudaSetDevice(ordinal);
   const auto* in = static_cast<const char*>(src.data());
   auto* out = static_cast<char*>(dst);
+  if (pinned_.Contains(dst, runs, PinnedHostRanges::HostSide::kDestination)) {
+    // A registered region: one DMA per run straight into it.
+    for (const ByteRun& r : runs) {
+      if (cudaError_t err = cudaMemcpyAsync(out + r.dst_offset, in + r.src_offset, r.length,
+                                            cudaMemcpyDeviceToHost, s->stream);
+          err != cudaSuccess) {
+        return CudaError(err, "device-to-host copy (registered region)");
+      }
+    }
+    if (cudaError_t err = cudaStreamSynchronize(s->stream); err != cudaSuccess) {
+      return CudaError(err, "device-to-host copy (registered region)");
+    }
+    return absl::OkStatus();
+  }
   // The DMA of piece k+1 runs while piece k is copied out of pinned memory.
   struct Pending {
     char* host = nullptr;
@@ -333,6 +361,21 @@ absl::Status CudaBackend::Read(const DeviceBuffer& src, void* dst, absl::Span<co
   RETURN_IF_ERROR(drain(slot));
   RETURN_IF_ERROR(drain(slot ^ 1));
   return absl::OkStatus();
+}
+
+absl::Status CudaBackend::RegisterHostMemory(void* data, int64_t size) {
+  if (size <= 0) return absl::InvalidArgumentError("cannot register an empty host range");
+  if (cudaError_t err = cudaHostRegister(data, static_cast<size_t>(size), cudaHostRegisterPortable);
+      err != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later calls are unaffected
+    return CudaError(err, "cudaHostRegister (region)");
+  }
+  pinned_.Add(data, size);
+  return absl::OkStatus();
+}
+
+void CudaBackend::UnregisterHostMemory(void* data) {
+  if (pinned_.Remove(data) > 0) cudaHostUnregister(data);
 }
 
 absl::Status CudaBackend::Copy(const DeviceBuffer& src, DeviceBuffer& dst,

@@ -22,6 +22,7 @@
 
 #include "server/device/block_cache.h"
 #include "server/device/device_backend.h"
+#include "server/device/pinned_host_ranges.h"
 
 namespace placement::server {
 
@@ -60,6 +61,10 @@ class CudaBackend final : public DeviceBackend {
   absl::Status Read(const DeviceBuffer& src, void* dst, absl::Span<const ByteRun> runs) override;
   absl::Status Copy(const DeviceBuffer& src, DeviceBuffer& dst,
                     absl::Span<const ByteRun> runs) override;
+  // cudaHostRegister (portable): copies from / into the memory are one DMA
+  // each on the device's copy stream, without the staging buffers.
+  absl::Status RegisterHostMemory(void* data, int64_t size) override;
+  void UnregisterHostMemory(void* data) override;
 
   // CUDA ordinal (the physical GPU) of a global device id, or -1.
   int Ordinal(int64_t device_id) const;
@@ -84,6 +89,7 @@ class CudaBackend final : public DeviceBackend {
   std::vector<std::unique_ptr<BlockCache>> caches_;  // per device, freed blocks
   const int64_t staging_bytes_;
   std::vector<std::unique_ptr<Staging>> staging_;  // per GPU
+  PinnedHostRanges pinned_;                        // RegisterHostMemory'd
 };
 
 // True when the CUDA runtime reports at least one device (no side effects
