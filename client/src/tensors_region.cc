@@ -151,6 +151,28 @@ std::optional<absl::StatusOr<DownloadHeader>> DownloadThroughStaging(
   return FromProto(header);
 }
 
+absl::StatusOr<std::optional<RegionPool::Lease>> StageBatchArrays(
+    const Client& client, const std::vector<BatchArray>& arrays, TransferPath path) {
+  if (path == TransferPath::kStream) return std::nullopt;
+  int64_t total = 0;
+  for (const BatchArray& a : arrays) total += static_cast<int64_t>(a.array.data.size());
+  std::shared_ptr<RegionPool> pool = RegionPool::For(client);
+  absl::StatusOr<bool> use = pool->UseRegion(path, total);
+  if (!use.ok()) return use.status();
+  if (!*use || total == 0) return std::nullopt;
+  absl::StatusOr<RegionPool::Lease> lease = pool->Borrow(total);
+  if (!lease.ok()) {
+    if (path == TransferPath::kRegion) return lease.status();
+    return std::nullopt;
+  }
+  int64_t offset = 0;
+  for (const BatchArray& a : arrays) {
+    std::memcpy(lease->region().data() + offset, a.array.data.data(), a.array.data.size());
+    offset += static_cast<int64_t>(a.array.data.size());
+  }
+  return std::optional<RegionPool::Lease>(*std::move(lease));
+}
+
 std::optional<absl::StatusOr<TensorInfo>> UploadFromThroughStaging(
     const Client& client, DType dtype, const std::vector<int64_t>& shape, const ByteReader& reader,
     const Rule& rule, const UploadOptions& options) {

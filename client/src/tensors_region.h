@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "client/src/region_pool.h"
 #include "placement/client/tensors.h"
 #include "placement/v1/tensor_service.pb.h"
 
@@ -39,6 +40,12 @@ std::optional<absl::StatusOr<TensorInfo>> UploadFromThroughStaging(
 std::optional<absl::StatusOr<DownloadHeader>> DownloadToSinksThroughStaging(
     const Client& client, const std::string& tensor_id, const HeaderSink& on_header,
     const ChunkSink& on_chunk, const DownloadSelection& selection, const DownloadOptions& options);
+
+// Under the path's rule, a staging region holding `arrays` back to back (in
+// order, no padding), for an UploadBatch sent as one region slice per
+// array; nullopt for the stream.
+absl::StatusOr<std::optional<RegionPool::Lease>> StageBatchArrays(
+    const Client& client, const std::vector<BatchArray>& arrays, TransferPath path);
 
 // The selection fields of a DownloadRequest (defined in tensors_download.cc).
 void ApplySelection(const DownloadSelection& selection, placement::v1::DownloadRequest* request);

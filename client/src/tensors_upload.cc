@@ -235,13 +235,30 @@ absl::StatusOr<std::vector<NamedTensor>> TensorClient::UploadBatch(
   header->set_name(options.name);
   header->set_owner(options.owner);
 
+  // A local daemon reads the arrays from one staging region (TransferPath).
+  absl::StatusOr<std::optional<RegionPool::Lease>> staged =
+      StageBatchArrays(client_, arrays, options.path);
+  if (!staged.ok()) return staged.status();
+
   auto stub = pb::TensorService::NewStub(client_.impl().channel);
   grpc::ClientContext context;
   SetTimeout(options.timeout, &context);
   pb::UploadBatchResponse response;
   auto writer = stub->UploadBatch(&context, &response);
   bool ok = writer->Write(message);
-  for (size_t i = 0; ok && i < arrays.size(); ++i) {
+  int64_t region_offset = 0;
+  for (size_t i = 0; ok && staged->has_value() && i < arrays.size(); ++i) {
+    const int64_t size = static_cast<int64_t>(arrays[i].array.data.size());
+    if (size == 0) continue;
+    pb::BatchChunk* chunk = message.mutable_chunk();
+    chunk->set_array_index(static_cast<int32_t>(i));
+    chunk->mutable_region()->set_region_id((*staged)->region().id());
+    chunk->mutable_region()->set_offset(region_offset);
+    chunk->mutable_region()->set_size(size);
+    region_offset += size;
+    ok = writer->Write(message);
+  }
+  for (size_t i = 0; ok && !staged->has_value() && i < arrays.size(); ++i) {
     absl::Span<const uint8_t> data = arrays[i].array.data;
     while (ok && !data.empty()) {
       size_t take = std::min<size_t>(data.size(), static_cast<size_t>(options.chunk_bytes));

@@ -410,6 +410,34 @@ TEST_F(RegionTest, TensorClientTakesAStagingRegionForLargeArraysByItself) {
   EXPECT_THAT(refused.status().message(), HasSubstr("output buffer holds 100 bytes"));
 }
 
+TEST_F(RegionTest, UploadBatchOfLargeArraysTakesAStagingRegion) {
+  auto mesh = DataMesh(8);
+  ASSERT_TRUE(mesh.ok());
+  auto images = RandomBytes(64 * 32 * 32 * 4, 21);
+  auto labels = RandomBytes(64 * 4, 22);
+  std::vector<BatchArray> arrays = {{"images", HostArray{DType::kF32, {64, 32, 32}, images}},
+                                    {"labels", HostArray{DType::kI32, {64}, labels}}};
+  auto named = tensors_->UploadBatch(arrays, Rule::ShardBatchDim(*mesh));
+  ASSERT_TRUE(named.ok()) << named.status();
+  ASSERT_EQ(named->size(), 2u);
+  auto list = regions_->List();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].name, "placement-staging");
+  UploadOptions stream;
+  stream.path = TransferPath::kStream;
+  auto streamed = tensors_->UploadBatch(arrays, Rule::ShardBatchDim(*mesh), stream);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ((*named)[i].tensor.shards, (*streamed)[i].tensor.shards);
+    auto a = tensors_->DownloadBytes((*named)[i].tensor.id);
+    auto b = tensors_->DownloadBytes((*streamed)[i].tensor.id);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_TRUE(a->bytes == (i == 0 ? images : labels));
+    EXPECT_TRUE(b->bytes == a->bytes);
+  }
+}
+
 // What placectl tensor put / get use: a ByteReader upload and a callback
 // download, both through a staging region against a local daemon.
 TEST_F(RegionTest, ReaderUploadsAndCallbackDownloadsTakeStagingRegions) {
