@@ -21,6 +21,7 @@
 #include "placement/client/meshes.h"               // IWYU pragma: export
 #include "placement/client/placements.h"           // IWYU pragma: export
 #include "placement/client/prefetch.h"             // IWYU pragma: export
+#include "placement/client/regions.h"              // IWYU pragma: export
 #include "placement/client/tensor_info.h"          // IWYU pragma: export
 #include "placement/client/tensor_tree.h"          // IWYU pragma: export
 #include "placement/client/tensors.h"              // IWYU pragma: export
