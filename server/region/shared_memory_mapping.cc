@@ -76,8 +76,19 @@ absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> SharedMemoryMapping::Map(in
   const int64_t size = size_bytes == 0 ? available : size_bytes;
   void* data = mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) {
+    const int error = errno;
+    if (error == EPERM || error == EACCES) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the region's memory cannot be mapped writable (", std::strerror(error),
+          "): it is sealed against writing (F_SEAL_WRITE) or opened read-only; the daemon writes "
+          "downloads into regions"));
+    }
+    if (error == ENOMEM) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot map ", size, " bytes of the region: ", std::strerror(error)));
+    }
     return absl::InternalError(
-        absl::StrCat("cannot map ", size, " bytes of the region: ", std::strerror(errno)));
+        absl::StrCat("cannot map ", size, " bytes of the region: ", std::strerror(error)));
   }
   return std::unique_ptr<SharedMemoryMapping>(
       new SharedMemoryMapping(static_cast<char*>(data), size));

@@ -146,6 +146,20 @@ TEST_F(RegionRegistryTest, RefusesUnsealedMemfdsAndNonMemoryFds) {
   EXPECT_EQ(registry_->size(), 0);
 }
 
+TEST_F(RegionRegistryTest, MemfdSealedAgainstWritingIsInvalidArgument) {
+  int fd = memfd_create("reg-readonly", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_WRITE), 0);
+  auto token = client::PassFd(listener_->address(), fd);
+  close(fd);
+  ASSERT_TRUE(token.ok());
+  auto region = registry_->Register(Tenant("a"), "", 0, {RegionHandle::Kind::kFdToken, *token});
+  EXPECT_EQ(region.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(region.status().message(), HasSubstr("F_SEAL_WRITE"));
+  EXPECT_EQ(registry_->size(), 0);
+}
+
 TEST_F(RegionRegistryTest, SizeLargerThanTheMemoryIsOutOfRange) {
   auto region = registry_->Register(Tenant("a"), "", 8192,
                                     {RegionHandle::Kind::kFdToken, Pass("reg-small", 4096)});
