@@ -19,6 +19,7 @@
 #include "client/src/call_context.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
+#include "client/src/parallel_copy.h"
 #include "client/src/region_pool.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
@@ -315,7 +316,7 @@ absl::StatusOr<int64_t> PrefetchStream::SendBatch(const std::vector<BatchArray>&
     for (size_t i = 0; i < arrays.size(); ++i) {
       absl::Span<const uint8_t> bytes = arrays[i].array.data;
       if (bytes.empty()) continue;
-      std::memcpy(region.data() + offset, bytes.data(), bytes.size());
+      ParallelCopy(region.data() + offset, bytes.data(), bytes.size());
       pb::BatchChunk* slice = slices.emplace_back().mutable_chunk();
       slice->set_array_index(static_cast<int32_t>(i));
       slice->mutable_region()->set_region_id(region.id());

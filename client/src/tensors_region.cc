@@ -11,6 +11,7 @@
 #include "client/src/call_context.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
+#include "client/src/parallel_copy.h"
 #include "client/src/region_pool.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
@@ -106,7 +107,7 @@ std::optional<absl::StatusOr<TensorInfo>> UploadThroughStaging(const Client& cli
     if (options.path == TransferPath::kRegion) return lease.status();
     return std::nullopt;  // kAuto: fall back to the stream
   }
-  std::memcpy(lease->region().data(), array.data.data(), array.data.size());
+  ParallelCopy(lease->region().data(), array.data.data(), array.data.size());
   return UploadSlice(client, lease->region(), 0, array.dtype, array.shape, rule, options);
 }
 
@@ -147,7 +148,7 @@ std::optional<absl::StatusOr<DownloadHeader>> DownloadThroughStaging(
     }
     return FromGrpcStatus(status);
   }
-  std::memcpy(out.data(), lease->region().data(), static_cast<size_t>(header.total_bytes()));
+  ParallelCopy(out.data(), lease->region().data(), static_cast<size_t>(header.total_bytes()));
   return FromProto(header);
 }
 
@@ -167,7 +168,7 @@ absl::StatusOr<std::optional<RegionPool::Lease>> StageBatchArrays(
   }
   int64_t offset = 0;
   for (const BatchArray& a : arrays) {
-    std::memcpy(lease->region().data() + offset, a.array.data.data(), a.array.data.size());
+    ParallelCopy(lease->region().data() + offset, a.array.data.data(), a.array.data.size());
     offset += static_cast<int64_t>(a.array.data.size());
   }
   return std::optional<RegionPool::Lease>(*std::move(lease));
