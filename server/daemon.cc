@@ -184,6 +184,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                                       : absl::StrCat("@placementd-regions-", id.instance_id);
   service_options.regions.allow_shm_names = config.allow_shm_regions;
   service_options.regions.max_regions = config.max_regions;
+  if (config.tenant_max_regions < 0) {
+    return absl::InvalidArgumentError("--tenant_max_regions must be >= 0");
+  }
+  service_options.regions.max_regions_per_tenant = config.tenant_max_regions;
   id.host_id = HostId();
   id.boot_id = BootId();
   ASSIGN_OR_RETURN(state->services, ServiceSet::Create(state->inventory.get(), &state->gate,

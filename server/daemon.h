@@ -52,6 +52,7 @@ struct DaemonConfig {
   std::string region_socket = "auto";
   bool allow_shm_regions = false;
   int64_t max_regions = 1024;
+  int64_t tenant_max_regions = 0;  // 0 = unlimited
   // Serve grpc.reflection (always unauthenticated, like health).
   bool reflection = true;
 };

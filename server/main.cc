@@ -78,6 +78,8 @@ ABSL_FLAG(bool, allow_shm_regions, false,
           "Also accept POSIX shm names for regions (they cannot be sealed: a client that shrinks "
           "one can crash the daemon; only for trusted clients).");
 ABSL_FLAG(int64_t, max_regions, 1024, "Shared-memory regions registered at once; 0 = unlimited.");
+ABSL_FLAG(int64_t, tenant_max_regions, 0,
+          "Shared-memory regions one tenant may have registered at once; 0 = unlimited.");
 ABSL_FLAG(bool, reflection, true, "Serve gRPC server reflection (unauthenticated, like health).");
 
 int main(int argc, char** argv) {
@@ -125,6 +127,7 @@ int main(int argc, char** argv) {
   config.region_socket = absl::GetFlag(FLAGS_region_socket);
   config.allow_shm_regions = absl::GetFlag(FLAGS_allow_shm_regions);
   config.max_regions = absl::GetFlag(FLAGS_max_regions);
+  config.tenant_max_regions = absl::GetFlag(FLAGS_tenant_max_regions);
 
   // Signals are taken synchronously by this thread; every thread the daemon
   // starts inherits the blocked mask.

@@ -95,12 +95,7 @@ absl::StatusOr<RegionSnapshot> RegionRegistry::Register(const Caller& caller, st
     }
     {
       absl::MutexLock lock(&mu_);
-      if (options_.max_regions > 0 &&
-          static_cast<int64_t>(regions_.size()) >= options_.max_regions) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "cannot register a region: ", regions_.size(),
-            " of --max_regions=", options_.max_regions, " are registered; unregister some first"));
-      }
+      RETURN_IF_ERROR(CheckLimitsLocked(caller.tenant));
     }
     std::unique_ptr<SharedMemoryMapping> mapping;
     switch (handle.kind) {
@@ -141,23 +136,20 @@ absl::StatusOr<RegionSnapshot> RegionRegistry::Register(const Caller& caller, st
       region->info.pinned = pin_(mapping->data(), mapping->size()).ok();
     }
     region->mapping = std::move(mapping);
-    bool full = false;
+    absl::Status limits;
     {
       absl::MutexLock lock(&mu_);
-      full =
-          options_.max_regions > 0 && static_cast<int64_t>(regions_.size()) >= options_.max_regions;
-      if (!full) {
+      limits = CheckLimitsLocked(caller.tenant);
+      if (limits.ok()) {
         region->info.id = absl::StrFormat("r-%016x%016x", absl::Uniform<uint64_t>(bitgen_),
                                           absl::Uniform<uint64_t>(bitgen_));
         regions_[region->info.id] = region;
         mapped_bytes_ += region->info.size;
       }
     }
-    if (full) {
+    if (!limits.ok()) {
       Retire(region);
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cannot register a region: --max_regions=", options_.max_regions,
-                       " are registered; unregister some first"));
+      return limits;
     }
     if (!caller.session_id.empty() && session_open_ && !session_open_(caller.session_id)) {
       EndSession(caller.session_id);
@@ -172,6 +164,24 @@ absl::StatusOr<RegionSnapshot> RegionRegistry::Register(const Caller& caller, st
     metrics_->Increment("placementd_region_registrations_total");
   }
   return result;
+}
+
+absl::Status RegionRegistry::CheckLimitsLocked(const std::string& tenant) const {
+  if (options_.max_regions > 0 && static_cast<int64_t>(regions_.size()) >= options_.max_regions) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot register a region: ", regions_.size(),
+                                                     " of --max_regions=", options_.max_regions,
+                                                     " are registered; unregister some first"));
+  }
+  if (options_.max_regions_per_tenant > 0) {
+    int64_t mine = 0;
+    for (const auto& [id, region] : regions_) mine += region->info.tenant == tenant ? 1 : 0;
+    if (mine >= options_.max_regions_per_tenant) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot register a region: the tenant has ", mine, " of --tenant_max_regions=",
+          options_.max_regions_per_tenant, " registered; unregister some first"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 bool RegionRegistry::VisibleLocked(const Caller& caller, const Region& region) const {

@@ -46,6 +46,8 @@ namespace placement::server {
 struct RegionRegistryOptions {
   // Regions registered at once, over all tenants; 0 = unlimited.
   int64_t max_regions = 1024;
+  // Regions one tenant may have registered at once; 0 = unlimited.
+  int64_t max_regions_per_tenant = 0;
   // Accept POSIX shm names (which cannot be sealed against shrinking; see
   // shared_memory_mapping.h) besides passed fds.
   bool allow_shm_names = false;
@@ -122,8 +124,8 @@ class RegionRegistry {
   // Maps the memory and records it for `caller`. INVALID_ARGUMENT: a name too
   // long, an empty handle, shm names not allowed, or the mapping's own errors
   // (SharedMemoryMapping); NOT_FOUND: an unknown token or shm name;
-  // RESOURCE_EXHAUSTED: max_regions reached; FAILED_PRECONDITION: fd passing
-  // is off, or the caller's session ended during the call.
+  // RESOURCE_EXHAUSTED: max_regions or max_regions_per_tenant reached; FAILED_PRECONDITION: fd
+  // passing is off, or the caller's session ended during the call.
   absl::StatusOr<RegionSnapshot> Register(const Caller& caller, std::string name,
                                           int64_t size_bytes, const RegionHandle& handle);
   // NOT_FOUND for an id the caller does not see. Waits for transfers using
@@ -155,6 +157,8 @@ class RegionRegistry {
   bool VisibleLocked(const Caller& caller, const Region& region) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void CountFailure(absl::string_view op);
+  // RESOURCE_EXHAUSTED when one more region would pass a limit.
+  absl::Status CheckLimitsLocked(const std::string& tenant) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   FdPassingListener* const fds_;
   Metrics* const metrics_;

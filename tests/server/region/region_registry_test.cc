@@ -268,6 +268,19 @@ TEST_F(RegionRegistryTest, MaxRegionsIsEnforced) {
   EXPECT_FALSE(Mapped("reg-max3"));
 }
 
+TEST_F(RegionRegistryTest, MaxRegionsPerTenantIsEnforced) {
+  options_.max_regions_per_tenant = 1;
+  registry_ = std::make_unique<RegionRegistry>(listener_.get(), nullptr, options_);
+  ASSERT_TRUE(Register(Tenant("a"), "reg-tenant1", 4096).ok());
+  ASSERT_TRUE(Register(Tenant("b"), "reg-tenant2", 4096).ok());
+  auto again = Register(Tenant("a", "s-1"), "reg-tenant3", 4096);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(again.status().message(),
+            "cannot register a region: the tenant has 1 of --tenant_max_regions=1 registered; "
+            "unregister some first");
+  EXPECT_FALSE(Mapped("reg-tenant3"));
+}
+
 TEST_F(RegionRegistryTest, DestroyingTheRegistryUnmapsEverything) {
   ASSERT_TRUE(Register(Tenant("a"), "reg-stop", 4096).ok());
   EXPECT_TRUE(Mapped("reg-stop"));
