@@ -86,14 +86,21 @@ absl::StatusOr<RegionPool::Lease> RegionPool::Borrow(int64_t bytes) {
 }
 
 void RegionPool::Return(std::unique_ptr<SharedRegion> region) {
-  std::unique_ptr<SharedRegion> dropped;
+  // Unregistered and unmapped after the lock is released.
+  std::vector<std::unique_ptr<SharedRegion>> dropped;
   absl::MutexLock lock(&mu_);
   free_.push_back(std::move(region));
-  if (free_.size() > kMaxFreeRegions) {
+  auto total = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    int64_t bytes = 0;
+    for (const auto& r : free_) bytes += r->size();
+    return bytes;
+  };
+  // Past either bound, drop the smallest (the largest serves any transfer).
+  while (free_.size() > kMaxFreeRegions || (free_.size() > 1 && total() > kMaxFreeBytes)) {
     auto smallest = std::min_element(free_.begin(), free_.end(), [](const auto& a, const auto& b) {
       return a->size() < b->size();
     });
-    dropped = std::move(*smallest);
+    dropped.push_back(std::move(*smallest));
     free_.erase(smallest);
   }
 }

@@ -6,7 +6,7 @@
 // unregisters its regions). Borrow hands out a free region of at least the
 // requested size, creating one (rounded up to a MiB) when none is free; a
 // returned region stays registered for the next transfer. At most
-// kMaxFreeRegions wait free (the largest are kept). Not installed.
+// kMaxFreeRegions and kMaxFreeBytes wait free (the largest are kept). Not installed.
 //
 // Thread-safe.
 #ifndef PLACEMENT_CLIENT_SRC_REGION_POOL_H_
@@ -32,6 +32,8 @@ namespace placement::client {
 class RegionPool {
  public:
   static constexpr size_t kMaxFreeRegions = 8;
+  // Bytes of free regions kept (beyond one region, which is always kept).
+  static constexpr int64_t kMaxFreeBytes = int64_t{1} << 30;
   // Transfers smaller than this use the stream under kAuto: a region saves
   // nothing there.
   static constexpr int64_t kAutoMinBytes = int64_t{256} << 10;
