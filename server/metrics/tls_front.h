@@ -1,0 +1,72 @@
+// MetricsTlsFront: a small HTTPS/1.1 server (OpenSSL) for the metrics port
+// when it is not loopback and the daemon has a TLS certificate.
+//
+// Why not the exposer's own TLS: Debian's civetweb loads OpenSSL at run time
+// by name and, against OpenSSL 3, crashes on the first HTTPS request (a null
+// entry in its function table; docs/security.md). This front terminates TLS
+// itself and asks `handler` for each request's answer.
+//
+// Contract: one accept thread serves one connection at a time; each
+// connection carries one request ("Connection: close"); a client that does
+// not finish its handshake and request within 5 s, or sends more than 8 KiB
+// of headers, is dropped. Only GET and HEAD are answered (others 405). No
+// client certificate is asked for. The certificate and key are read at start.
+//
+// Thread-safe; Stop() is idempotent (the destructor calls it).
+#ifndef PLACEMENT_SERVER_METRICS_TLS_FRONT_H_
+#define PLACEMENT_SERVER_METRICS_TLS_FRONT_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace placement::server {
+
+struct HttpAnswer {
+  int code = 200;  // 200, 404, 503, ...
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+};
+
+class MetricsTlsFront {
+ public:
+  // Called on the accept thread with the request path ("/metrics").
+  using Handler = std::function<HttpAnswer(const std::string& path)>;
+
+  // Binds numeric IPv4 `host`:`port` (0 picks one). INVALID_ARGUMENT when the
+  // certificate or key cannot be loaded (naming the file), UNAVAILABLE when
+  // the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<MetricsTlsFront>> Start(const std::string& host, int port,
+                                                                const std::string& cert_file,
+                                                                const std::string& key_file,
+                                                                Handler handler);
+  ~MetricsTlsFront();
+
+  int port() const { return port_; }
+  // Stops accepting, finishes the connection in progress, joins the thread.
+  void Stop();
+
+ private:
+  struct Tls;
+  MetricsTlsFront(int listen_fd, int port, std::unique_ptr<Tls> tls, Handler handler);
+  void AcceptLoop();
+  void Serve(int fd);
+
+  const int listen_fd_;
+  const int port_;
+  std::unique_ptr<Tls> tls_;
+  const Handler handler_;
+  std::atomic<bool> stopping_{false};
+  absl::Mutex mu_;
+  std::thread thread_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_METRICS_TLS_FRONT_H_
