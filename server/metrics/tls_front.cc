@@ -15,6 +15,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace placement::server {
 namespace {
@@ -125,6 +127,11 @@ void MetricsTlsFront::Stop() {
   stopping_ = true;
   shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
   thread_.join();
+  Connections& c = *connections_;
+  absl::MutexLock conn_lock(&c.mu);
+  for (int fd : c.fds) shutdown(fd, SHUT_RDWR);  // fails their reads and writes
+  c.mu.Await(absl::Condition(
+      +[](absl::flat_hash_set<int>* fds) { return fds->empty(); }, &c.fds));
 }
 
 void MetricsTlsFront::AcceptLoop() {
@@ -135,8 +142,19 @@ void MetricsTlsFront::AcceptLoop() {
       if (stopping_.load()) return;
       continue;  // EMFILE and the like: try the next connection
     }
-    if (!stopping_.load()) Serve(fd);
-    close(fd);
+    absl::MutexLock lock(&connections_->mu);
+    if (stopping_.load() || static_cast<int>(connections_->fds.size()) >= kMaxConnections) {
+      close(fd);
+      continue;
+    }
+    connections_->fds.insert(fd);
+    // Stop() waits until `fd` leaves the set, so `this` outlives Serve.
+    std::thread([this, fd, connections = connections_] {
+      Serve(fd);
+      absl::MutexLock lock(&connections->mu);
+      connections->fds.erase(fd);
+      close(fd);
+    }).detach();
   }
 }
 
@@ -154,8 +172,14 @@ void MetricsTlsFront::Serve(int fd) {
   }
   std::string request;
   char buffer[2048];
+  const absl::Time deadline = absl::Now() + absl::Seconds(kIoTimeoutSeconds);
   while (request.find("\r\n\r\n") == std::string::npos &&
          request.size() <= kMaxRequestHeaderBytes) {
+    // Each read waits at most what is left of the request's 5 s.
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) break;
+    timeval wait = absl::ToTimeval(left);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
     int n = SSL_read(ssl, buffer, sizeof(buffer));
     if (n <= 0) break;
     request.append(buffer, static_cast<size_t>(n));

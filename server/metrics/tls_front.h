@@ -6,11 +6,13 @@
 // entry in its function table; docs/security.md). This front terminates TLS
 // itself and asks `handler` for each request's answer.
 //
-// Contract: one accept thread serves one connection at a time; each
-// connection carries one request ("Connection: close"); a client that does
-// not finish its handshake and request within 5 s, or sends more than 8 KiB
-// of headers, is dropped. Only GET and HEAD are answered (others 405). No
-// client certificate is asked for. The certificate and key are read at start.
+// Contract: an accept thread hands each connection to a thread of its own,
+// at most kMaxConnections at once (more are closed at once, so a few stalled
+// clients cannot hold the port); each connection carries one request
+// ("Connection: close"); a read or write that waits 5 s, a request not
+// complete 5 s after the handshake, or more than 8 KiB of headers drop the
+// connection. Only GET and HEAD are answered (others 405). No client
+// certificate is asked for. The certificate and key are read at start.
 //
 // Thread-safe; Stop() is idempotent (the destructor calls it).
 #ifndef PLACEMENT_SERVER_METRICS_TLS_FRONT_H_
@@ -23,6 +25,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
@@ -36,6 +39,8 @@ struct HttpAnswer {
 
 class MetricsTlsFront {
  public:
+  static constexpr int kMaxConnections = 8;
+
   // Called on the accept thread with the request path ("/metrics").
   using Handler = std::function<HttpAnswer(const std::string& path)>;
 
@@ -49,7 +54,8 @@ class MetricsTlsFront {
   ~MetricsTlsFront();
 
   int port() const { return port_; }
-  // Stops accepting, finishes the connection in progress, joins the thread.
+  // Stops accepting, aborts the connections in progress (shutting their
+  // sockets down) and waits for their threads.
   void Stop();
 
  private:
@@ -65,6 +71,13 @@ class MetricsTlsFront {
   std::atomic<bool> stopping_{false};
   absl::Mutex mu_;
   std::thread thread_ ABSL_GUARDED_BY(mu_);
+  // The sockets being served. Shared with the connection threads so that
+  // the mutex outlives the last one's unlock.
+  struct Connections {
+    absl::Mutex mu;
+    absl::flat_hash_set<int> fds ABSL_GUARDED_BY(mu);
+  };
+  const std::shared_ptr<Connections> connections_ = std::make_shared<Connections>();
 };
 
 }  // namespace placement::server

@@ -9,6 +9,7 @@ stays plain HTTP; off loopback without a certificate it needs
 import http.client
 import os
 import re
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -98,8 +99,16 @@ class MetricsTlsTest(unittest.TestCase):
             plain.close()
             for _ in range(3):
                 self.assertEqual(self.get(base + "/metrics")[0], 200)
+            # Clients that connect and send nothing hold a connection each,
+            # not the port: scrapes still get through, and stopping the
+            # daemon does not wait for them.
+            stalled = [socket.create_connection(("127.0.0.1", port_of(daemon.metrics_url)))
+                       for _ in range(3)]
+            self.assertEqual(self.get(base + "/healthz")[0], 200)
             self.assertIsNone(daemon.proc.poll())
             self.assertEqual(daemon.stop(), 0)
+            for s in stalled:
+                s.close()
 
     def test_loopback_stays_plain_http_with_tls_on(self):
         with Daemon(*self.tls_flags, "--metrics_listen=127.0.0.1:0") as daemon:
