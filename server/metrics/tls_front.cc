@@ -5,6 +5,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/logging.h"
 
 namespace placement::server {
 namespace {
@@ -63,26 +65,73 @@ bool WriteAll(SSL* ssl, const std::string& data) {
 
 }  // namespace
 
+// The certificate and key files, and the SSL_CTX made from them; remade on
+// a connection that finds either file changed (mtime or size). A change that
+// does not load is logged and the previous context kept.
 struct MetricsTlsFront::Tls {
-  ~Tls() { SSL_CTX_free(ctx); }
-  SSL_CTX* ctx = nullptr;
+  using Ctx = std::shared_ptr<SSL_CTX>;
+
+  static absl::StatusOr<Ctx> Load(const std::string& cert_file, const std::string& key_file) {
+    Ctx ctx(SSL_CTX_new(TLS_server_method()), &SSL_CTX_free);
+    if (ctx == nullptr) return absl::InternalError(OpenSslError());
+    SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+    if (SSL_CTX_use_certificate_chain_file(ctx.get(), cert_file.c_str()) != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metrics TLS: cannot load the certificate --tls_cert=", cert_file, ": ", OpenSslError()));
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx.get(), key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(ctx.get()) != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metrics TLS: cannot load the key --tls_key=", key_file, ": ", OpenSslError()));
+    }
+    return ctx;
+  }
+  // mtime (ns) and size of both files; empty when one cannot be stat'ed.
+  std::string Stamp() const {
+    std::string out;
+    for (const std::string* path : {&cert_file, &key_file}) {
+      struct stat st {};
+      if (stat(path->c_str(), &st) != 0) return "";
+      absl::StrAppend(&out, st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, ":", st.st_size, ";");
+    }
+    return out;
+  }
+  // The context to use now, reloading first when the files changed.
+  Ctx Current() {
+    absl::MutexLock lock(&mu);
+    std::string now = Stamp();
+    if (!now.empty() && now != stamp) {
+      stamp = now;
+      absl::StatusOr<Ctx> loaded = Load(cert_file, key_file);
+      if (loaded.ok()) {
+        ctx = *std::move(loaded);
+        LogInfo("metrics TLS: reloaded the certificate ", cert_file);
+      } else {
+        LogWarning(loaded.status().message(), "; keeping the previous certificate");
+      }
+    }
+    return ctx;
+  }
+
+  std::string cert_file;
+  std::string key_file;
+  absl::Mutex mu;
+  std::string stamp ABSL_GUARDED_BY(mu);
+  Ctx ctx ABSL_GUARDED_BY(mu);
 };
 
 absl::StatusOr<std::unique_ptr<MetricsTlsFront>> MetricsTlsFront::Start(
     const std::string& host, int port, const std::string& cert_file, const std::string& key_file,
     Handler handler) {
   auto tls = std::make_unique<Tls>();
-  tls->ctx = SSL_CTX_new(TLS_server_method());
-  if (tls->ctx == nullptr) return absl::InternalError(OpenSslError());
-  SSL_CTX_set_min_proto_version(tls->ctx, TLS1_2_VERSION);
-  if (SSL_CTX_use_certificate_chain_file(tls->ctx, cert_file.c_str()) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metrics TLS: cannot load the certificate --tls_cert=", cert_file, ": ", OpenSslError()));
-  }
-  if (SSL_CTX_use_PrivateKey_file(tls->ctx, key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
-      SSL_CTX_check_private_key(tls->ctx) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metrics TLS: cannot load the key --tls_key=", key_file, ": ", OpenSslError()));
+  tls->cert_file = cert_file;
+  tls->key_file = key_file;
+  {
+    absl::MutexLock lock(&tls->mu);
+    tls->stamp = tls->Stamp();
+    absl::StatusOr<Tls::Ctx> ctx = Tls::Load(cert_file, key_file);
+    if (!ctx.ok()) return ctx.status();
+    tls->ctx = *std::move(ctx);
   }
 
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -162,7 +211,8 @@ void MetricsTlsFront::Serve(int fd) {
   timeval timeout{kIoTimeoutSeconds, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  SSL* ssl = SSL_new(tls_->ctx);
+  const Tls::Ctx ctx = tls_->Current();
+  SSL* ssl = SSL_new(ctx.get());
   if (ssl == nullptr) return;
   SSL_set_fd(ssl, fd);
   if (SSL_accept(ssl) != 1) {  // a plaintext client, a client that distrusts us

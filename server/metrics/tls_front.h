@@ -12,7 +12,9 @@
 // ("Connection: close"); a read or write that waits 5 s, a request not
 // complete 5 s after the handshake, or more than 8 KiB of headers drop the
 // connection. Only GET and HEAD are answered (others 405). No client
-// certificate is asked for. The certificate and key are read at start.
+// certificate is asked for. The certificate and key are read at start and
+// again by the first connection after either file changes (a change that
+// does not load is logged; the previous certificate stays).
 //
 // Thread-safe; Stop() is idempotent (the destructor calls it).
 #ifndef PLACEMENT_SERVER_METRICS_TLS_FRONT_H_

@@ -110,6 +110,33 @@ class MetricsTlsTest(unittest.TestCase):
             for s in stalled:
                 s.close()
 
+    def test_a_replaced_certificate_is_served_on_the_next_connection(self):
+        # A second server certificate, from other_ca, for the same names.
+        openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                "-nodes", "-keyout", "next.key", "-out", "next.csr", "-subj", "/CN=placementd",
+                cwd=self.pki)
+        openssl("x509", "-req", "-in", "next.csr", "-CA", "other_ca.pem", "-CAkey",
+                "other_ca.key", "-CAcreateserial", "-days", "2", "-extfile", "server.ext",
+                "-out", "next.pem", cwd=self.pki)
+        with Daemon(*self.tls_flags, "--metrics_listen=0.0.0.0:0") as daemon:
+            url = f"https://127.0.0.1:{port_of(daemon.metrics_url)}/healthz"
+            self.assertEqual(self.get(url)[0], 200)
+            # Rotated in place, as a Kubernetes Secret update does (new files
+            # renamed over the old ones).
+            for name in ("key", "pem"):
+                os.replace(os.path.join(self.pki, "next." + name),
+                           os.path.join(self.pki, "server." + name))
+            self.assertEqual(self.get(url, ca="other_ca")[0], 200)
+            with self.assertRaises(urllib.error.URLError):
+                self.get(url, ca="ca")
+            self.assertIn("metrics TLS: reloaded the certificate", daemon.stderr())
+            # A file that does not parse keeps the last good certificate.
+            with open(os.path.join(self.pki, "server.pem"), "w") as f:
+                f.write("not a certificate\n")
+            self.assertEqual(self.get(url, ca="other_ca")[0], 200)
+            self.assertIn("keeping the previous certificate", daemon.stderr())
+            self.assertEqual(daemon.stop(), 0)
+
     def test_loopback_stays_plain_http_with_tls_on(self):
         with Daemon(*self.tls_flags, "--metrics_listen=127.0.0.1:0") as daemon:
             self.assertRegex(daemon.metrics_url, r"^http://127\.0\.0\.1:\d+/metrics$")
