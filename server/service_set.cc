@@ -4,7 +4,7 @@
 
 #include "server/collective/collective_service_core.h"
 #include "server/collective/engine_factory.h"
-#include "server/collective/local/worker_pool.h"
+#include "server/common/worker_pool.h"
 #include "server/mesh/mesh_registry.h"
 #include "server/prefetch/prefetch_manager.h"
 #include "server/service/collective_handler.h"

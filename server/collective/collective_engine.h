@@ -43,7 +43,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/dtype.h"
-#include "server/collective/reduce_op.h"
+#include "server/common/reduce_op.h"
 #include "server/device/device_backend.h"
 
 namespace placement::server {

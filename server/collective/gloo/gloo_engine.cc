@@ -16,7 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/collective/local/reduce_kernels.h"
+#include "server/collective/kernels/reduce_kernels.h"
 
 namespace placement::server {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
-#include "server/collective/local/reduce_kernels.h"
+#include "server/collective/kernels/reduce_kernels.h"
 
 namespace placement::server {
 namespace {

@@ -29,7 +29,7 @@
 #include <memory>
 
 #include "server/collective/collective_engine.h"
-#include "server/collective/local/worker_pool.h"
+#include "server/common/worker_pool.h"
 
 namespace placement::server {
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "common/dtype.h"
-#include "server/collective/local/half_float.h"
-#include "server/collective/reduce_op.h"
+#include "server/collective/kernels/half_float.h"
+#include "server/common/reduce_op.h"
 
 namespace placement::server::testing {
 

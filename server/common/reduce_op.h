@@ -3,8 +3,8 @@
 // names the seed's `reduce_type` strings use and their proto values.
 //
 // Pure value helpers; thread-safe.
-#ifndef PLACEMENT_SERVER_COLLECTIVE_REDUCE_OP_H_
-#define PLACEMENT_SERVER_COLLECTIVE_REDUCE_OP_H_
+#ifndef PLACEMENT_SERVER_COMMON_REDUCE_OP_H_
+#define PLACEMENT_SERVER_COMMON_REDUCE_OP_H_
 
 #include <optional>
 
@@ -42,4 +42,4 @@ absl::StatusOr<std::optional<ReduceOp>> RequestedReduceOp(int proto_value,
 
 }  // namespace placement::server
 
-#endif  // PLACEMENT_SERVER_COLLECTIVE_REDUCE_OP_H_
+#endif  // PLACEMENT_SERVER_COMMON_REDUCE_OP_H_

@@ -1,4 +1,4 @@
-#include "server/collective/reduce_op.h"
+#include "server/common/reduce_op.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
