@@ -6,7 +6,8 @@
 
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
-#include "server/tensor/tensor_proto.h"
+#include "server/service/from_proto.h"
+#include "server/service/to_proto.h"
 
 namespace placement::server {
 namespace {

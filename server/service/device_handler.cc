@@ -10,7 +10,7 @@ namespace pb = placement::v1;
 
 pb::HardwareType ToProto(HardwareType type) { return static_cast<pb::HardwareType>(type); }
 
-void ToProto(const DeviceDescription& d, int64_t in_use, pb::Device* out) {
+void ToProto(const DeviceDescription& d, int64_t in_use, int64_t cached, pb::Device* out) {
   out->set_id(d.id);
   out->set_process_index(d.process_index);
   out->set_local_index(d.local_index);
@@ -20,6 +20,7 @@ void ToProto(const DeviceDescription& d, int64_t in_use, pb::Device* out) {
   out->set_memory_total_bytes(d.memory_total_bytes);
   out->set_memory_in_use_bytes(in_use);
   out->set_memory_limit_bytes(d.memory_limit_bytes);
+  out->set_memory_cached_bytes(cached);
   out->set_compute_capability(d.compute_capability);
   out->set_pci_bus_id(d.pci_bus_id);
   out->set_numa_node(d.numa_node);
@@ -54,7 +55,7 @@ grpc::ServerUnaryReactor* DeviceHandler::ListDevices(grpc::CallbackServerContext
                                                      pb::ListDevicesResponse* response) {
   return RunUnary(context, *gate_, [&]() -> absl::Status {
     for (const DeviceState& d : inventory_->List()) {
-      ToProto(d.description, d.memory_in_use_bytes, response->add_devices());
+      ToProto(d.description, d.memory_in_use_bytes, d.memory_cached_bytes, response->add_devices());
     }
     return absl::OkStatus();
   });

@@ -7,7 +7,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
-#include "server/tensor/tensor_proto.h"
+#include "server/service/from_proto.h"
+#include "server/service/to_proto.h"
 
 namespace placement::server {
 namespace {
@@ -140,7 +141,7 @@ class PrefetchReactor final
     }
     switch (request.payload_case()) {
       case pb::PrefetchRequest::kBatch:
-        return pipeline_->OnBatchHeader(request.batch());
+        return pipeline_->OnBatchHeader(BatchHeaderFromProto(request.batch()));
       case pb::PrefetchRequest::kChunk:
         return pipeline_->OnBatchChunk(request.chunk().array_index(), request.chunk().data());
       case pb::PrefetchRequest::kRelease:

@@ -4,7 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "server/tensor/tensor_proto.h"
+#include "server/service/from_proto.h"
+#include "server/service/to_proto.h"
 
 namespace placement::server {
 namespace {
@@ -37,7 +38,8 @@ absl::Status UploadReactor::Consume(const pb::UploadRequest& request) {
       ASSIGN_OR_RETURN(TensorSpec spec,
                        TensorSpecFromProto(header.dtype(), header.shape(), header.name(),
                                            header.owner(), "header"));
-      ASSIGN_OR_RETURN(session_, ops_->StartUpload(std::move(spec), header.rule()));
+      ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(header.rule()));
+      ASSIGN_OR_RETURN(session_, ops_->StartUpload(std::move(spec), rule));
       return absl::OkStatus();
     }
     case pb::UploadRequest::kChunk:
@@ -83,8 +85,9 @@ absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) 
                                                               absl::StrCat("arrays[", i, "]")));
         arrays.push_back(BatchArraySpec{array.key(), spec.dtype, std::move(spec.shape)});
       }
-      ASSIGN_OR_RETURN(
-          session_, ops_->StartBatchUpload(arrays, header.rule(), header.name(), header.owner()));
+      ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(header.rule()));
+      ASSIGN_OR_RETURN(session_,
+                       ops_->StartBatchUpload(arrays, rule, header.name(), header.owner()));
       return absl::OkStatus();
     }
     case pb::UploadBatchRequest::kChunk:

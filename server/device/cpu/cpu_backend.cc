@@ -59,69 +59,21 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
       new CpuBackend(std::move(devices), options.cache_bytes_per_device));
 }
 
-CpuBackend::CpuBackend(std::vector<DeviceDescription> devices, int64_t cache_bytes_per_device)
-    : devices_(std::move(devices)),
-      in_use_(std::make_unique<std::atomic<int64_t>[]>(devices_.size())) {
-  for (size_t i = 0; i < devices_.size(); ++i) {
-    in_use_[i].store(0);
-    caches_.push_back(std::make_unique<BlockCache>(cache_bytes_per_device));
+CpuBackend::~CpuBackend() { ReleaseCache(); }
+
+int64_t CpuBackend::BlockSize(int64_t bytes) const { return RoundedSize(bytes); }
+
+absl::StatusOr<void*> CpuBackend::AllocateBlock(int local_index, int64_t block_bytes) {
+  void* data = std::aligned_alloc(kAlignment, static_cast<size_t>(block_bytes));
+  if (data == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("device ", Devices()[local_index].id,
+                                                     ": host allocation of ", block_bytes,
+                                                     " bytes failed"));
   }
+  return data;
 }
 
-CpuBackend::~CpuBackend() {
-  for (auto& cache : caches_) cache->Clear([](void* block) { std::free(block); });
-}
-
-int CpuBackend::LocalIndex(int64_t device_id) const {
-  if (devices_.empty()) return -1;
-  int64_t local = device_id - devices_.front().id;
-  if (local < 0 || local >= static_cast<int64_t>(devices_.size())) return -1;
-  return static_cast<int>(local);
-}
-
-int64_t CpuBackend::MemoryInUse(int64_t device_id) const {
-  int idx = LocalIndex(device_id);
-  return idx < 0 ? 0 : in_use_[idx].load(std::memory_order_relaxed);
-}
-
-absl::StatusOr<std::unique_ptr<DeviceBuffer>> CpuBackend::Allocate(int64_t device_id,
-                                                                   int64_t bytes) {
-  int idx = LocalIndex(device_id);
-  if (idx < 0) {
-    return absl::NotFoundError(absl::StrCat("device ", device_id, " does not exist; this daemon has ",
-                                            devices_.size(), " cpu devices"));
-  }
-  if (bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("allocation size must be >= 0, got ", bytes));
-  }
-  const int64_t limit = devices_[idx].memory_limit_bytes;
-  // Reserve first so concurrent allocations cannot both pass the check.
-  int64_t before = in_use_[idx].fetch_add(bytes);
-  if (before + bytes > limit) {
-    in_use_[idx].fetch_sub(bytes);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("device ", device_id, ": cannot allocate ", bytes, " bytes; ", before, " of ",
-                     limit, " bytes in use"));
-  }
-  void* data = nullptr;
-  if (bytes > 0) {
-    const int64_t rounded = RoundedSize(bytes);
-    data = caches_[idx]->Take(rounded);
-    if (data == nullptr) data = std::aligned_alloc(kAlignment, rounded);
-    if (data == nullptr) {
-      in_use_[idx].fetch_sub(bytes);
-      return absl::ResourceExhaustedError(
-          absl::StrCat("device ", device_id, ": host allocation of ", bytes, " bytes failed"));
-    }
-  }
-  return std::make_unique<DeviceBuffer>(this, device_id, data, bytes);
-}
-
-void CpuBackend::Release(int64_t device_id, void* data, int64_t size) {
-  int idx = LocalIndex(device_id);
-  if (data != nullptr && (idx < 0 || !caches_[idx]->Put(RoundedSize(size), data))) std::free(data);
-  if (idx >= 0) in_use_[idx].fetch_sub(size);
-}
+void CpuBackend::FreeBlock(int, void* block, int64_t) { std::free(block); }
 
 absl::Status CpuBackend::Write(const void* src, DeviceBuffer& dst, absl::Span<const ByteRun> runs) {
   auto* out = static_cast<char*>(dst.data());

@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "server/collective/kernels/half_float.h"
+#include "server/service/from_proto.h"
 #include "tests/server/collective/collective_test_util.h"
 
 namespace placement::server {
