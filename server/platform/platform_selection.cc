@@ -1,5 +1,6 @@
 #include "server/platform/platform_selection.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -24,9 +25,15 @@ absl::StatusOr<BackendSelection> SelectPlatform(absl::string_view kind,
   if (kind != "auto") {
     const Platform* platform = registry.Find(kind);
     if (platform == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("--backend must be auto or one of ",
-                                                     absl::StrJoin(registry.Names(), ", "),
-                                                     ", got '", kind, "'"));
+      // "--backend must be auto, cpu or cuda, got 'tpu'"
+      std::vector<std::string> names = registry.Names();
+      std::sort(names.begin(), names.end());
+      std::string choices = "auto";
+      for (size_t i = 0; i < names.size(); ++i) {
+        absl::StrAppend(&choices, i + 1 == names.size() ? " or " : ", ", names[i]);
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("--backend must be ", choices, ", got '", kind, "'"));
     }
     absl::StatusOr<std::unique_ptr<DeviceBackend>> backend = platform->CreateBackend(config);
     if (absl::IsFailedPrecondition(backend.status())) {
