@@ -62,6 +62,24 @@ absl::StatusOr<std::optional<ReduceOp>> RequestedReduceOp(int proto_value,
   return std::optional<ReduceOp>(*op);
 }
 
+MeshPreset OneAxisPresetFromProto(MeshPresetKind kind, const pb::OneAxisPreset& proto) {
+  MeshPreset preset;
+  preset.kind = kind;
+  if (proto.has_num_devices()) preset.num_devices = proto.num_devices();
+  preset.axis_name = proto.axis_name();
+  return preset;
+}
+
+MeshPreset HybridPresetFromProto(const pb::HybridPreset& proto) {
+  MeshPreset preset;
+  preset.kind = MeshPresetKind::kHybrid;
+  if (proto.has_data_parallel_size()) preset.data_parallel_size = proto.data_parallel_size();
+  if (proto.has_model_parallel_size()) preset.model_parallel_size = proto.model_parallel_size();
+  preset.data_axis = proto.data_axis();
+  preset.model_axis = proto.model_axis();
+  return preset;
+}
+
 absl::StatusOr<ShardingRequest> ShardingFromProto(const pb::Sharding& sharding) {
   ShardingRequest out;
   out.mesh_id = sharding.mesh_id();

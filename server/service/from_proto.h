@@ -16,10 +16,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/repeated_field.h"
+#include "placement/v1/mesh_service.pb.h"
 #include "placement/v1/prefetch_service.pb.h"
 #include "placement/v1/tensor_service.pb.h"
 #include "placement/v1/types.pb.h"
 #include "server/common/reduce_op.h"
+#include "server/mesh/mesh_presets.h"
 #include "server/prefetch/prefetch_pipeline.h"
 #include "server/tensor/download_plan.h"
 #include "server/tensor/placement_rule.h"
@@ -42,6 +44,13 @@ absl::StatusOr<ReduceOp> ReduceOpFromProtoValue(int value);
 // either is unknown, or both are set and disagree.
 absl::StatusOr<std::optional<ReduceOp>> RequestedReduceOp(int proto_value,
                                                           absl::string_view op_name);
+
+// --- Meshes --------------------------------------------------------------------
+
+// The data-/model-parallel presets (`kind`) and the hybrid preset; sizes
+// left unset stay unset (the registry picks its defaults and checks them).
+MeshPreset OneAxisPresetFromProto(MeshPresetKind kind, const placement::v1::OneAxisPreset& proto);
+MeshPreset HybridPresetFromProto(const placement::v1::HybridPreset& proto);
 
 // --- Placement -----------------------------------------------------------------
 

@@ -70,4 +70,39 @@ void TensorToProto(const Tensor& tensor, pb::TensorInfo* out) {
   out->set_owner(tensor.owner);
 }
 
+// HardwareType's values are placement.v1.HardwareType's.
+pb::HardwareType HardwareTypeToProto(HardwareType type) {
+  return static_cast<pb::HardwareType>(type);
+}
+
+void DeviceToProto(const DeviceState& state, pb::Device* out) {
+  const DeviceDescription& d = state.description;
+  out->set_id(d.id);
+  out->set_process_index(d.process_index);
+  out->set_local_index(d.local_index);
+  out->set_platform(d.platform);
+  out->set_device_kind(d.device_kind);
+  out->set_hardware_type(HardwareTypeToProto(d.hardware_type));
+  out->set_memory_total_bytes(d.memory_total_bytes);
+  out->set_memory_in_use_bytes(state.memory_in_use_bytes);
+  out->set_memory_limit_bytes(d.memory_limit_bytes);
+  out->set_memory_cached_bytes(state.memory_cached_bytes);
+  out->set_compute_capability(d.compute_capability);
+  out->set_pci_bus_id(d.pci_bus_id);
+  out->set_numa_node(d.numa_node);
+  out->set_multiprocessor_count(d.multiprocessor_count);
+}
+
+void MeshToProto(const RegisteredMesh& mesh, int64_t tensor_count, pb::Mesh* out) {
+  out->set_id(mesh.id);
+  for (const MeshAxis& axis : mesh.mesh.axes()) {
+    pb::MeshAxis* a = out->add_axes();
+    a->set_name(axis.name);
+    a->set_size(axis.size);
+  }
+  for (int64_t id : mesh.mesh.device_ids()) out->add_device_ids(id);
+  out->set_total_devices(mesh.mesh.num_devices());
+  out->set_tensor_count(tensor_count);
+}
+
 }  // namespace placement::server
