@@ -81,7 +81,7 @@ class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
 
-  // "cpu" or "cuda".
+  // The name of the platform that made it ("cpu", "cuda"): --backend.
   virtual absl::string_view Name() const = 0;
   // Every device, indexed by local index; ids are global.
   virtual const std::vector<DeviceDescription>& Devices() const = 0;
