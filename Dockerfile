@@ -43,7 +43,7 @@ RUN cmake -S . -B build -G Ninja \
       -DPLACEMENT_BUILD_TESTS=OFF \
       -DPLACEMENT_BUILD_BENCH=OFF \
  && cmake --build build --target placementd placectl \
- && cmake --install build --prefix /opt/placement
+ && cmake --install build --prefix /opt/placement --component daemon
 
 # ---------------------------------------------------------------------------------------
 FROM debian:12-slim

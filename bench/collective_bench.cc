@@ -67,7 +67,6 @@ ABSL_FLAG(bool, gloo, true, "Measure the Gloo baselines.");
 namespace placement::bench {
 namespace {
 
-namespace pb = placement::v1;
 namespace pc = placement::client;
 using server::CollectiveItem;
 
@@ -192,18 +191,18 @@ std::vector<std::unique_ptr<server::GlooEngine>> ConnectGloo(server::RendezvousS
 // (Disassemble + Assemble with donation: no bytes are copied).
 class RpcRunner {
  public:
-  RpcRunner(const pc::Client& client, pb::Mesh mesh)
+  RpcRunner(const pc::Client& client, pc::Mesh mesh)
       : tensors_(client), collectives_(client), mesh_(std::move(mesh)) {}
 
   absl::StatusOr<double> Time(int64_t bytes) {
-    const int n = mesh_.device_ids_size();
+    const int n = mesh_.device_ids.size();
     std::vector<float> zeros(bytes / sizeof(float), 0.0f);
     std::vector<std::string> ids;
     for (int d = 0; d < n; ++d) {
       auto piece = tensors_.Upload(pc::HostArray::Of(zeros, {static_cast<int64_t>(zeros.size())}),
-                                   pc::Placement::Device(mesh_.device_ids(d)));
+                                   pc::Placement::Device(mesh_.device_ids[d]));
       if (!piece.ok()) return piece.status();
-      ids.push_back(piece->id());
+      ids.push_back(piece->id);
     }
     absl::Status failure;
     std::string id;
@@ -212,7 +211,7 @@ class RpcRunner {
                                        pc::Placement::Sharded(mesh_, {}).WithPartial({"data"}),
                                        pieces, pc::SourceHandling::kDonate);
       if (!partial.ok()) failure = partial.status();
-      if (partial.ok()) id = partial->id();
+      if (partial.ok()) id = partial->id;
     };
     repartition(ids);
     double total = 0;
@@ -222,17 +221,17 @@ class RpcRunner {
          failure.ok() && i < absl::GetFlag(FLAGS_max_iters) && (i < 2 || total < budget); ++i) {
       const absl::Time start = absl::Now();
       auto reduced = collectives_.AllReduce(
-          id, pb::REDUCE_OP_SUM, {.axes = {"data"}, .source = pc::SourceHandling::kDonate});
+          id, pc::ReduceOp::kSum, {.axes = {"data"}, .source = pc::SourceHandling::kDonate});
       const double t = Seconds(absl::Now() - start);
       if (!reduced.ok()) return reduced.status();
       if (i >= 0) {  // i == -1 is the warm-up
         total += t;
         ++iters;
       }
-      auto pieces = tensors_.Disassemble(reduced->id(), pc::SourceHandling::kDonate);
+      auto pieces = tensors_.Disassemble(reduced->id, pc::SourceHandling::kDonate);
       if (!pieces.ok()) return pieces.status();
       std::vector<std::string> piece_ids;
-      for (const auto& p : *pieces) piece_ids.push_back(p.id());
+      for (const auto& p : *pieces) piece_ids.push_back(p.id);
       repartition(piece_ids);
     }
     if (!failure.ok()) return failure;
@@ -243,7 +242,7 @@ class RpcRunner {
  private:
   pc::TensorClient tensors_;
   pc::CollectiveClient collectives_;
-  pb::Mesh mesh_;
+  pc::Mesh mesh_;
 };
 
 // One markdown table row; "-" where a path was not measured.

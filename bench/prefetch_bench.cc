@@ -95,7 +95,7 @@ absl::StatusOr<absl::Duration> UploadAndDelete(const client::TensorClient& tenso
   if (!uploaded.ok()) return uploaded.status();
   absl::Duration upload = absl::Now() - start;
   std::vector<std::string> ids;
-  for (const auto& t : *uploaded) ids.push_back(t.tensor().id());
+  for (const auto& t : *uploaded) ids.push_back(t.tensor.id);
   if (auto deleted = tensors.Delete(ids); !deleted.ok()) return deleted.status();
   return upload;
 }
@@ -109,7 +109,7 @@ absl::StatusOr<absl::Duration> Serial(const client::TensorClient& tensors, const
     if (!uploaded.ok()) return uploaded.status();
     Compute(step, spin);
     std::vector<std::string> ids;
-    for (const auto& t : *uploaded) ids.push_back(t.tensor().id());
+    for (const auto& t : *uploaded) ids.push_back(t.tensor.id);
     if (auto deleted = tensors.Delete(ids); !deleted.ok()) return deleted.status();
   }
   return absl::Now() - start;
@@ -147,8 +147,7 @@ absl::StatusOr<PrefetchResult> Prefetch(const client::Client& client, const Pool
   result.total = absl::Now() - start;
   const auto& stats = (*it)->stats();
   if (stats.daemon.has_value()) {
-    result.daemon_stall = absl::Seconds(stats.daemon->consumer_stall().seconds()) +
-                          absl::Nanoseconds(stats.daemon->consumer_stall().nanos());
+    result.daemon_stall = stats.daemon->consumer_stall;
   }
   return result;
 }

@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   client::TensorClient tensors(**connected);
   std::vector<uint8_t> src(bytes);
   for (int64_t i = 0; i < bytes; i += 4096) src[i] = static_cast<uint8_t>(i >> 12);
-  client::HostArray array{placement::v1::DTYPE_F32, {bytes / 4}, src};
+  client::HostArray array{client::DType::kF32, {bytes / 4}, src};
   client::UploadOptions upload;
   upload.chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes);
   const client::Rule rule = client::Placement::Device(absl::GetFlag(FLAGS_device));
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     }
     std::printf("upload_seconds %.6f mb_per_s %.1f cpu_seconds %.6f\n", absl::ToDoubleSeconds(took),
                 bytes / absl::ToDoubleSeconds(took) / 1e6, cpu);
-    if (auto deleted = tensors.Delete({info->id()}); !deleted.ok()) {
+    if (auto deleted = tensors.Delete({info->id}); !deleted.ok()) {
       std::fprintf(stderr, "delete: %s\n", deleted.status().ToString().c_str());
       return 1;
     }

@@ -57,8 +57,6 @@ ABSL_FLAG(bool, reshard_replicated, true,
 namespace placement::bench {
 namespace {
 
-namespace pb = placement::v1;
-
 struct Series {
   std::string label;
   int64_t bytes_per_rep = 0;
@@ -151,7 +149,7 @@ int Run() {
   std::vector<uint8_t> src(bytes), dst(bytes);
   for (int64_t i = 0; i < bytes; i += 4096) src[i] = static_cast<uint8_t>(i >> 12);
   std::memset(dst.data(), 1, dst.size());  // touch every page once
-  client::HostArray array{pb::DTYPE_F32, {elements}, src};
+  client::HostArray array{client::DType::kF32, {elements}, src};
   client::UploadOptions upload;
   upload.chunk_bytes = chunk;
   client::DownloadOptions download;
@@ -202,7 +200,7 @@ int Run() {
   auto upload_to = [&](const client::Rule& rule, std::string* id) {
     auto info = tensors.Upload(array, rule, upload);
     if (!Check(info.status(), "upload")) return false;
-    *id = info->id();
+    *id = info->id;
     return true;
   };
   auto remove = [&](const std::string& id) {
@@ -269,30 +267,30 @@ int Run() {
 
   // Reshard needs a 2-D tensor: [devices * 16, rest].
   const int64_t rows = int64_t{16} * devices;
-  client::HostArray matrix{pb::DTYPE_F32, {rows, elements / rows}, src};
+  client::HostArray matrix{client::DType::kF32, {rows, elements / rows}, src};
   auto source = tensors.Upload(matrix, client::Placement::Sharded(*mesh, {{"data"}, {}}), upload);
   if (!Check(source.status(), "upload matrix")) return 1;
   for (int rep = 0; rep < reps; ++rep) {
     std::string id;
     bool ok = Measure(&reshard, [&] {
-      auto placed = tensors.Place(source->id(), client::Placement::Sharded(*mesh, {{}, {"data"}}));
+      auto placed = tensors.Place(source->id, client::Placement::Sharded(*mesh, {{}, {"data"}}));
       if (!Check(placed.status(), "reshard")) return false;
-      id = placed->id();
+      id = placed->id;
       return true;
     });
     ok = ok && remove(id);
     if (ok && absl::GetFlag(FLAGS_reshard_replicated)) {
       ok = Measure(&replicate, [&] {
-        auto placed = tensors.Place(source->id(), client::Placement::Replicated(*mesh));
+        auto placed = tensors.Place(source->id, client::Placement::Replicated(*mesh));
         if (!Check(placed.status(), "replicate")) return false;
-        id = placed->id();
+        id = placed->id;
         return true;
       });
       ok = ok && remove(id);
     }
     if (!ok) return 1;
   }
-  remove(source->id());
+  remove(source->id);
 
   std::printf("tensor transfer: %lld MiB f32, chunk %lld bytes, %d reps, %d %s devices, %s\n",
               static_cast<long long>(bytes >> 20), static_cast<long long>(chunk), reps, devices,

@@ -120,6 +120,8 @@ DaemonCounts ServiceSet::counts() const {
   TensorStore* tensors = impl_->tensors();
   counts.meshes = [meshes] { return meshes->size(); };
   counts.tensors = [tensors] { return tensors->size(); };
+  PrefetchManager* prefetch = impl_->prefetch_manager.get();
+  counts.prefetch_streams = [prefetch] { return prefetch->open_streams(); };
   return counts;
 }
 

@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/src/client_impl.h"
+#include "client/src/convert.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/daemon_service.grpc.pb.h"
@@ -9,6 +11,12 @@
 
 namespace placement::client {
 namespace pb = placement::v1;
+
+void Client::Impl::PrepareContext(grpc::ClientContext* context) const {
+  if (options.default_deadline > absl::ZeroDuration()) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + options.default_deadline));
+  }
+}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
                                                         const ClientOptions& options) {
@@ -32,72 +40,76 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
                                                  absl::FormatDuration(options.connect_timeout)));
     }
   }
-  return std::unique_ptr<Client>(new Client(target, options, std::move(channel)));
+  auto impl = std::make_unique<Impl>();
+  impl->target = target;
+  impl->options = options;
+  impl->channel = std::move(channel);
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
-Client::Client(std::string target, ClientOptions options, std::shared_ptr<grpc::Channel> channel)
-    : target_(std::move(target)), options_(options), channel_(std::move(channel)) {}
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Client::~Client() = default;
 
-void Client::PrepareContext(grpc::ClientContext* context) const {
-  if (options_.default_deadline > absl::ZeroDuration()) {
-    context->set_deadline(absl::ToChronoTime(absl::Now() + options_.default_deadline));
-  }
-}
+const std::string& Client::target() const { return impl_->target; }
+const ClientOptions& Client::options() const { return impl_->options; }
 
-absl::StatusOr<std::vector<pb::Device>> Client::ListDevices() const {
+absl::StatusOr<std::vector<Device>> Client::ListDevices() const {
   grpc::ClientContext context;
-  PrepareContext(&context);
+  impl_->PrepareContext(&context);
   pb::ListDevicesResponse response;
-  auto status = pb::DeviceService::NewStub(channel_)->ListDevices(&context, {}, &response);
+  auto status = pb::DeviceService::NewStub(impl_->channel)->ListDevices(&context, {}, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return std::vector<pb::Device>(response.devices().begin(), response.devices().end());
+  std::vector<Device> devices;
+  devices.reserve(response.devices_size());
+  for (const pb::Device& d : response.devices()) devices.push_back(FromProto(d));
+  return devices;
 }
 
-absl::StatusOr<pb::GetDeviceInfoResponse> Client::GetDeviceInfo() const {
+absl::StatusOr<DeviceInfo> Client::GetDeviceInfo() const {
   grpc::ClientContext context;
-  PrepareContext(&context);
+  impl_->PrepareContext(&context);
   pb::GetDeviceInfoResponse response;
-  auto status = pb::DeviceService::NewStub(channel_)->GetDeviceInfo(&context, {}, &response);
+  auto status = pb::DeviceService::NewStub(impl_->channel)->GetDeviceInfo(&context, {}, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return response;
+  return FromProto(response);
 }
 
-absl::StatusOr<pb::BatchSizeRecommendation> Client::GetBatchSizeRecommendation(
-    const std::string& hardware) const {
+absl::StatusOr<BatchSizeRecommendation> Client::GetBatchSizeRecommendation(
+    std::optional<HardwareType> hardware) const {
   grpc::ClientContext context;
-  PrepareContext(&context);
+  impl_->PrepareContext(&context);
   pb::GetBatchSizeRecommendationRequest request;
-  if (!hardware.empty()) request.set_hardware_name(hardware);
+  if (hardware.has_value()) request.set_hardware_type(ToProto(*hardware));
   pb::GetBatchSizeRecommendationResponse response;
-  auto status =
-      pb::DeviceService::NewStub(channel_)->GetBatchSizeRecommendation(&context, request, &response);
+  auto status = pb::DeviceService::NewStub(impl_->channel)
+                    ->GetBatchSizeRecommendation(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return response.recommendation();
+  return FromProto(response.recommendation());
 }
 
-absl::StatusOr<pb::ValidateBatchSizeResponse> Client::ValidateBatchSize(
-    int64_t batch_size, bool warn_suboptimal, const std::string& hardware) const {
+absl::StatusOr<BatchSizeValidation> Client::ValidateBatchSize(
+    int64_t batch_size, bool warn_suboptimal, std::optional<HardwareType> hardware) const {
   grpc::ClientContext context;
-  PrepareContext(&context);
+  impl_->PrepareContext(&context);
   pb::ValidateBatchSizeRequest request;
   request.set_batch_size(batch_size);
   request.set_warn_suboptimal(warn_suboptimal);
-  if (!hardware.empty()) request.set_hardware_name(hardware);
+  if (hardware.has_value()) request.set_hardware_type(ToProto(*hardware));
   pb::ValidateBatchSizeResponse response;
-  auto status = pb::DeviceService::NewStub(channel_)->ValidateBatchSize(&context, request, &response);
+  auto status =
+      pb::DeviceService::NewStub(impl_->channel)->ValidateBatchSize(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return response;
+  return FromProto(response);
 }
 
-absl::StatusOr<pb::GetStatusResponse> Client::GetStatus() const {
+absl::StatusOr<DaemonStatus> Client::GetStatus() const {
   grpc::ClientContext context;
-  PrepareContext(&context);
+  impl_->PrepareContext(&context);
   pb::GetStatusResponse response;
-  auto status = pb::DaemonService::NewStub(channel_)->GetStatus(&context, {}, &response);
+  auto status = pb::DaemonService::NewStub(impl_->channel)->GetStatus(&context, {}, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return response;
+  return FromProto(response);
 }
 
 }  // namespace placement::client

@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/src/call_context.h"
+#include "client/src/client_impl.h"
+#include "client/src/convert.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/collective_service.grpc.pb.h"
@@ -16,7 +18,7 @@ namespace {
 template <typename Request>
 void FillCommon(const CollectiveOptions& options, Request* request) {
   for (const std::string& axis : options.axes) request->add_axes(axis);
-  request->set_source(SourceHandlingToProto(options.source));
+  request->set_source(ToProto(options.source));
 }
 
 // The options' own deadline, or the Client's default.
@@ -24,14 +26,14 @@ void Prepare(const Client& client, const CollectiveOptions& options, grpc::Clien
   if (options.timeout > absl::ZeroDuration()) {
     SetTimeout(options.timeout, context);
   } else {
-    client.PrepareContext(context);
+    client.impl().PrepareContext(context);
   }
 }
 
 // One single-tensor collective RPC: the options' deadline, name, axes and
 // source handling applied to `request`; the daemon's status kept.
 template <typename Request>
-absl::StatusOr<pb::TensorInfo> CallOne(
+absl::StatusOr<TensorInfo> CallOne(
     const Client& client, const CollectiveOptions& options,
     grpc::Status (pb::CollectiveService::Stub::*method)(grpc::ClientContext*, const Request&,
                                                         pb::CollectiveResponse*),
@@ -41,60 +43,59 @@ absl::StatusOr<pb::TensorInfo> CallOne(
   request.set_name(options.name);
   FillCommon(options, &request);
   pb::CollectiveResponse response;
-  auto stub = pb::CollectiveService::NewStub(client.channel());
+  auto stub = pb::CollectiveService::NewStub(client.impl().channel);
   grpc::Status status = (stub.get()->*method)(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return std::move(*response.mutable_tensor());
+  return FromProto(response.tensor());
 }
 
 }  // namespace
 
-absl::StatusOr<pb::TensorInfo> CollectiveClient::AllReduce(const std::string& tensor_id,
-                                                           pb::ReduceOp op,
-                                                           const CollectiveOptions& options) const {
+absl::StatusOr<TensorInfo> CollectiveClient::AllReduce(const std::string& tensor_id, ReduceOp op,
+                                                       const CollectiveOptions& options) const {
   return AllReduceImpl(tensor_id, op, "", options);
 }
 
-absl::StatusOr<pb::TensorInfo> CollectiveClient::AllReduce(const std::string& tensor_id,
-                                                           const std::string& op_name,
-                                                           const CollectiveOptions& options) const {
-  return AllReduceImpl(tensor_id, pb::REDUCE_OP_UNSPECIFIED, op_name, options);
+absl::StatusOr<TensorInfo> CollectiveClient::AllReduce(const std::string& tensor_id,
+                                                       const std::string& op_name,
+                                                       const CollectiveOptions& options) const {
+  return AllReduceImpl(tensor_id, ReduceOp::kUnspecified, op_name, options);
 }
 
-absl::StatusOr<pb::TensorInfo> CollectiveClient::AllReduceImpl(
-    const std::string& tensor_id, pb::ReduceOp op, const std::string& op_name,
-    const CollectiveOptions& options) const {
+absl::StatusOr<TensorInfo> CollectiveClient::AllReduceImpl(const std::string& tensor_id,
+                                                           ReduceOp op, const std::string& op_name,
+                                                           const CollectiveOptions& options) const {
   pb::AllReduceRequest request;
   request.set_tensor_id(tensor_id);
-  request.set_op(op);
+  request.set_op(ToProto(op));
   request.set_op_name(op_name);
   return CallOne(client_, options, &pb::CollectiveService::Stub::AllReduce, std::move(request));
 }
 
-absl::StatusOr<std::vector<pb::TensorInfo>> CollectiveClient::AllReduceBatch(
-    const std::vector<std::string>& tensor_ids, pb::ReduceOp op,
+absl::StatusOr<std::vector<TensorInfo>> CollectiveClient::AllReduceBatch(
+    const std::vector<std::string>& tensor_ids, ReduceOp op,
     const CollectiveOptions& options) const {
   return AllReduceBatchImpl(tensor_ids, op, "", options);
 }
 
-absl::StatusOr<std::vector<pb::TensorInfo>> CollectiveClient::AllReduceBatch(
+absl::StatusOr<std::vector<TensorInfo>> CollectiveClient::AllReduceBatch(
     const std::vector<std::string>& tensor_ids, const std::string& op_name,
     const CollectiveOptions& options) const {
-  return AllReduceBatchImpl(tensor_ids, pb::REDUCE_OP_UNSPECIFIED, op_name, options);
+  return AllReduceBatchImpl(tensor_ids, ReduceOp::kUnspecified, op_name, options);
 }
 
-absl::StatusOr<std::vector<pb::TensorInfo>> CollectiveClient::AllReduceBatchImpl(
-    const std::vector<std::string>& tensor_ids, pb::ReduceOp op, const std::string& op_name,
+absl::StatusOr<std::vector<TensorInfo>> CollectiveClient::AllReduceBatchImpl(
+    const std::vector<std::string>& tensor_ids, ReduceOp op, const std::string& op_name,
     const CollectiveOptions& options) const {
   grpc::ClientContext context;
   Prepare(client_, options, &context);
   pb::AllReduceBatchRequest request;
   for (const std::string& id : tensor_ids) request.add_tensor_ids(id);
-  request.set_op(op);
+  request.set_op(ToProto(op));
   request.set_op_name(op_name);
   FillCommon(options, &request);
   pb::AllReduceBatchResponse response;
-  auto status = pb::CollectiveService::NewStub(client_.channel())
+  auto status = pb::CollectiveService::NewStub(client_.impl().channel)
                     ->AllReduceBatch(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   if (response.tensors_size() != request.tensor_ids_size()) {
@@ -102,31 +103,30 @@ absl::StatusOr<std::vector<pb::TensorInfo>> CollectiveClient::AllReduceBatchImpl
                                             " tensors returned ", response.tensors_size(),
                                             " results"));
   }
-  return std::vector<pb::TensorInfo>(response.tensors().begin(), response.tensors().end());
+  return FromProtos(response.tensors());
 }
 
-absl::StatusOr<pb::TensorInfo> CollectiveClient::AllGather(const std::string& tensor_id,
-                                                           int64_t dim,
-                                                           const CollectiveOptions& options) const {
+absl::StatusOr<TensorInfo> CollectiveClient::AllGather(const std::string& tensor_id, int64_t dim,
+                                                       const CollectiveOptions& options) const {
   pb::AllGatherRequest request;
   request.set_tensor_id(tensor_id);
   request.set_dim(dim);
   return CallOne(client_, options, &pb::CollectiveService::Stub::AllGather, std::move(request));
 }
 
-absl::StatusOr<pb::TensorInfo> CollectiveClient::ReduceScatter(
-    const std::string& tensor_id, pb::ReduceOp op, int64_t scatter_dim,
-    const CollectiveOptions& options) const {
+absl::StatusOr<TensorInfo> CollectiveClient::ReduceScatter(const std::string& tensor_id,
+                                                           ReduceOp op, int64_t scatter_dim,
+                                                           const CollectiveOptions& options) const {
   pb::ReduceScatterRequest request;
   request.set_tensor_id(tensor_id);
-  request.set_op(op);
+  request.set_op(ToProto(op));
   request.set_scatter_dim(scatter_dim);
   return CallOne(client_, options, &pb::CollectiveService::Stub::ReduceScatter, std::move(request));
 }
 
-absl::StatusOr<pb::TensorInfo> CollectiveClient::Broadcast(const std::string& tensor_id,
-                                                           int64_t root_device_id,
-                                                           const CollectiveOptions& options) const {
+absl::StatusOr<TensorInfo> CollectiveClient::Broadcast(const std::string& tensor_id,
+                                                       int64_t root_device_id,
+                                                       const CollectiveOptions& options) const {
   pb::BroadcastRequest request;
   request.set_tensor_id(tensor_id);
   request.set_root_device_id(root_device_id);

@@ -19,7 +19,7 @@ absl::StatusOr<TensorTree> DataParallel::all_reduce_gradients_static(const Clien
   CollectiveOptions options;
   options.axes = {axis_name};
   options.source = source;
-  absl::StatusOr<std::vector<placement::v1::TensorInfo>> reduced =
+  absl::StatusOr<std::vector<TensorInfo>> reduced =
       CollectiveClient(client).AllReduceBatch(TreeIds(gradients), reduce_type, options);
   if (!reduced.ok()) return reduced.status();
   TensorTree out;

@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace placement::client {
-namespace pb = placement::v1;
 namespace {
 
 // Product of the sizes, or nullopt when a size is < 1 or the product
@@ -27,7 +26,7 @@ absl::StatusOr<DeviceMeshManager> DeviceMeshManager::Create(
   auto all = client.ListDevices();
   if (!all.ok()) return all.status();
   if (!devices.has_value()) return DeviceMeshManager(client, *std::move(all), false);
-  std::vector<pb::Device> chosen;
+  std::vector<Device> chosen;
   std::set<int64_t> seen;
   for (size_t i = 0; i < devices->size(); ++i) {
     int64_t id = (*devices)[i];
@@ -35,9 +34,9 @@ absl::StatusOr<DeviceMeshManager> DeviceMeshManager::Create(
       return absl::InvalidArgumentError(
           absl::StrCat("devices[", i, "]: device ", id, " is listed twice"));
     }
-    const pb::Device* found = nullptr;
+    const Device* found = nullptr;
     for (const auto& d : *all) {
-      if (d.id() == id) found = &d;
+      if (d.id == id) found = &d;
     }
     if (found == nullptr) {
       return absl::NotFoundError(absl::StrCat("devices[", i, "]: device ", id,
@@ -57,14 +56,14 @@ absl::StatusOr<std::vector<int64_t>> DeviceMeshManager::PickDevices(int64_t tota
                                                       " available."));
   }
   std::vector<int64_t> ids;
-  for (int64_t i = 0; i < total; ++i) ids.push_back(devices_[i].id());
+  for (int64_t i = 0; i < total; ++i) ids.push_back(devices_[i].id);
   return ids;
 }
 
-absl::StatusOr<pb::Mesh> DeviceMeshManager::create_device_mesh(
+absl::StatusOr<Mesh> DeviceMeshManager::create_device_mesh(
     const MeshAxes& mesh_shape, const std::optional<std::vector<int64_t>>& devices) const {
   std::vector<int64_t> sizes;
-  for (const auto& axis : mesh_shape) sizes.push_back(axis.second);
+  for (const auto& axis : mesh_shape) sizes.push_back(axis.size);
   std::optional<int64_t> total = Product(sizes);
   CreateMeshOptions options;
   if (total.has_value() && !mesh_shape.empty()) {
@@ -99,23 +98,24 @@ absl::StatusOr<CreateMeshOptions> DeviceMeshManager::OneAxisOptions(
   return options;
 }
 
-absl::StatusOr<pb::Mesh> DeviceMeshManager::create_data_parallel_mesh(
+absl::StatusOr<Mesh> DeviceMeshManager::create_data_parallel_mesh(
     std::optional<int64_t> num_devices, const std::string& axis_name) const {
   auto options = OneAxisOptions(&num_devices);
   if (!options.ok()) return options.status();
   return meshes_.CreateDataParallelMesh(num_devices, axis_name, *options);
 }
 
-absl::StatusOr<pb::Mesh> DeviceMeshManager::create_model_parallel_mesh(
+absl::StatusOr<Mesh> DeviceMeshManager::create_model_parallel_mesh(
     std::optional<int64_t> num_devices, const std::string& axis_name) const {
   auto options = OneAxisOptions(&num_devices);
   if (!options.ok()) return options.status();
   return meshes_.CreateModelParallelMesh(num_devices, axis_name, *options);
 }
 
-absl::StatusOr<pb::Mesh> DeviceMeshManager::create_hybrid_mesh(
-    int64_t data_parallel_size, int64_t model_parallel_size, const std::string& data_axis,
-    const std::string& model_axis) const {
+absl::StatusOr<Mesh> DeviceMeshManager::create_hybrid_mesh(int64_t data_parallel_size,
+                                                           int64_t model_parallel_size,
+                                                           const std::string& data_axis,
+                                                           const std::string& model_axis) const {
   CreateMeshOptions options;
   std::optional<int64_t> total = Product({data_parallel_size, model_parallel_size});
   if (explicit_devices_ && total.has_value()) {

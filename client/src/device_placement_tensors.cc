@@ -1,5 +1,6 @@
-// DevicePlacement's placement calls: each maps to one Rule applied to every
-// leaf, through Place (daemon tensors) or UploadBatch (host arrays).
+// DevicePlacement's placement calls, and the seed's place_on_device /
+// distribute_batch convenience functions: each maps to one Rule applied to
+// every leaf, through Place (daemon tensors) or UploadBatch (host arrays).
 #include "placement/client/device_placement.h"
 #include "placement/client/tensors.h"
 
@@ -58,6 +59,34 @@ absl::StatusOr<TensorTree> DevicePlacement::shard_batch_dim(const HostTree& data
   absl::Status axis_ok = mesh.CheckAxis(mesh_axis, "mesh_axis");
   if (!axis_ok.ok()) return axis_ok;
   return UploadTree(TensorClient(*client_), data, Rule::ShardBatchDim(mesh, batch_axis, mesh_axis));
+}
+
+}  // namespace placement::client
+
+namespace placement::client {
+
+absl::StatusOr<TensorTree> place_on_device(const Client& client, const TensorTree& data,
+                                           std::optional<int64_t> device) {
+  absl::StatusOr<DevicePlacement> placement = DevicePlacement::Create(client, device);
+  if (!placement.ok()) return placement.status();
+  return placement->place_on_device(data);
+}
+
+absl::StatusOr<TensorTree> place_on_device(const Client& client, const HostTree& data,
+                                           std::optional<int64_t> device) {
+  absl::StatusOr<DevicePlacement> placement = DevicePlacement::Create(client, device);
+  if (!placement.ok()) return placement.status();
+  return placement->place_on_device(data);
+}
+
+absl::StatusOr<TensorTree> distribute_batch(const Client& client, const TensorTree& data,
+                                            const Placement& sharding) {
+  return PlaceTree(TensorClient(client), data, sharding);
+}
+
+absl::StatusOr<TensorTree> distribute_batch(const Client& client, const HostTree& data,
+                                            const Placement& sharding) {
+  return UploadTree(TensorClient(client), data, sharding);
 }
 
 }  // namespace placement::client

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "client/src/client_impl.h"
+#include "client/src/convert.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/mesh_service.grpc.pb.h"
@@ -15,10 +17,20 @@ void ApplyOptions(const CreateMeshOptions& options, pb::CreateMeshRequest* reque
   for (int64_t id : options.device_ids) request->add_device_ids(id);
 }
 
+absl::StatusOr<Mesh> Create(const Client& client, const pb::CreateMeshRequest& request) {
+  grpc::ClientContext context;
+  client.impl().PrepareContext(&context);
+  pb::CreateMeshResponse response;
+  auto status =
+      pb::MeshService::NewStub(client.impl().channel)->CreateMesh(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return FromProto(response.mesh());
+}
+
 }  // namespace
 
-absl::StatusOr<pb::Mesh> MeshClient::CreateMesh(const MeshAxes& axes,
-                                                const CreateMeshOptions& options) const {
+absl::StatusOr<Mesh> MeshClient::CreateMesh(const MeshAxes& axes,
+                                            const CreateMeshOptions& options) const {
   pb::CreateMeshRequest request;
   ApplyOptions(options, &request);
   auto* spec = request.mutable_axes();
@@ -27,36 +39,36 @@ absl::StatusOr<pb::Mesh> MeshClient::CreateMesh(const MeshAxes& axes,
     axis->set_name(name);
     axis->set_size(size);
   }
-  return CreateMesh(request);
+  return Create(client_, request);
 }
 
-absl::StatusOr<pb::Mesh> MeshClient::CreateDataParallelMesh(
-    std::optional<int64_t> num_devices, const std::string& axis_name,
-    const CreateMeshOptions& options) const {
+absl::StatusOr<Mesh> MeshClient::CreateDataParallelMesh(std::optional<int64_t> num_devices,
+                                                        const std::string& axis_name,
+                                                        const CreateMeshOptions& options) const {
   pb::CreateMeshRequest request;
   ApplyOptions(options, &request);
   auto* preset = request.mutable_data_parallel();
   if (num_devices.has_value()) preset->set_num_devices(*num_devices);
   preset->set_axis_name(axis_name);
-  return CreateMesh(request);
+  return Create(client_, request);
 }
 
-absl::StatusOr<pb::Mesh> MeshClient::CreateModelParallelMesh(
-    std::optional<int64_t> num_devices, const std::string& axis_name,
-    const CreateMeshOptions& options) const {
+absl::StatusOr<Mesh> MeshClient::CreateModelParallelMesh(std::optional<int64_t> num_devices,
+                                                         const std::string& axis_name,
+                                                         const CreateMeshOptions& options) const {
   pb::CreateMeshRequest request;
   ApplyOptions(options, &request);
   auto* preset = request.mutable_model_parallel();
   if (num_devices.has_value()) preset->set_num_devices(*num_devices);
   preset->set_axis_name(axis_name);
-  return CreateMesh(request);
+  return Create(client_, request);
 }
 
-absl::StatusOr<pb::Mesh> MeshClient::CreateHybridMesh(int64_t data_parallel_size,
-                                                      int64_t model_parallel_size,
-                                                      const std::string& data_axis,
-                                                      const std::string& model_axis,
-                                                      const CreateMeshOptions& options) const {
+absl::StatusOr<Mesh> MeshClient::CreateHybridMesh(int64_t data_parallel_size,
+                                                  int64_t model_parallel_size,
+                                                  const std::string& data_axis,
+                                                  const std::string& model_axis,
+                                                  const CreateMeshOptions& options) const {
   pb::CreateMeshRequest request;
   ApplyOptions(options, &request);
   auto* preset = request.mutable_hybrid();
@@ -64,57 +76,51 @@ absl::StatusOr<pb::Mesh> MeshClient::CreateHybridMesh(int64_t data_parallel_size
   preset->set_model_parallel_size(model_parallel_size);
   preset->set_data_axis(data_axis);
   preset->set_model_axis(model_axis);
-  return CreateMesh(request);
-}
-
-absl::StatusOr<pb::Mesh> MeshClient::CreateMesh(const pb::CreateMeshRequest& request) const {
-  grpc::ClientContext context;
-  client_.PrepareContext(&context);
-  pb::CreateMeshResponse response;
-  auto status =
-      pb::MeshService::NewStub(client_.channel())->CreateMesh(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return response.mesh();
+  return Create(client_, request);
 }
 
 absl::StatusOr<MeshInfo> MeshClient::GetMesh(const std::string& mesh_id) const {
   grpc::ClientContext context;
-  client_.PrepareContext(&context);
+  client_.impl().PrepareContext(&context);
   pb::GetMeshRequest request;
   request.set_mesh_id(mesh_id);
   pb::GetMeshResponse response;
-  auto status = pb::MeshService::NewStub(client_.channel())->GetMesh(&context, request, &response);
+  auto status =
+      pb::MeshService::NewStub(client_.impl().channel)->GetMesh(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   MeshInfo info;
   info.total_devices = response.total_devices();
   // The proto map has no order; the mesh's axes list does.
-  for (const auto& axis : response.mesh().axes()) info.axes.emplace_back(axis.name(), axis.size());
+  info.mesh = FromProto(response.mesh());
+  info.axes = info.mesh.axes;
   if (info.axes.empty()) {
     std::map<std::string, int64_t> sorted(response.axes().begin(), response.axes().end());
-    info.axes.assign(sorted.begin(), sorted.end());
+    for (const auto& [name, size] : sorted) info.axes.push_back({name, size});
   }
-  info.mesh = std::move(*response.mutable_mesh());
   return info;
 }
 
-absl::StatusOr<std::vector<pb::Mesh>> MeshClient::ListMeshes() const {
+absl::StatusOr<std::vector<Mesh>> MeshClient::ListMeshes() const {
   grpc::ClientContext context;
-  client_.PrepareContext(&context);
+  client_.impl().PrepareContext(&context);
   pb::ListMeshesResponse response;
-  auto status = pb::MeshService::NewStub(client_.channel())->ListMeshes(&context, {}, &response);
+  auto status =
+      pb::MeshService::NewStub(client_.impl().channel)->ListMeshes(&context, {}, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return std::vector<pb::Mesh>(response.meshes().begin(), response.meshes().end());
+  std::vector<Mesh> meshes;
+  for (const pb::Mesh& m : response.meshes()) meshes.push_back(FromProto(m));
+  return meshes;
 }
 
 absl::StatusOr<int64_t> MeshClient::DeleteMesh(const std::string& mesh_id, bool force) const {
   grpc::ClientContext context;
-  client_.PrepareContext(&context);
+  client_.impl().PrepareContext(&context);
   pb::DeleteMeshRequest request;
   request.set_mesh_id(mesh_id);
   request.set_force(force);
   pb::DeleteMeshResponse response;
   auto status =
-      pb::MeshService::NewStub(client_.channel())->DeleteMesh(&context, request, &response);
+      pb::MeshService::NewStub(client_.impl().channel)->DeleteMesh(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response.deleted_tensors();
 }

@@ -142,8 +142,8 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchIterator::Next() {
   m.stats.consumer_stall += absl::Now() - start;
   if (!batch.ok()) return m.End(batch.status());
   if (!batch->has_value()) {
-    return m.End(absl::UnavailableError(absl::StrCat(
-        "the daemon finished the prefetch stream before delivering batch ", m.taken)));
+    return m.End(absl::UnavailableError(
+        absl::StrCat("the daemon finished the prefetch stream before delivering batch ", m.taken)));
   }
   ++m.taken;
   ++m.stats.batches;

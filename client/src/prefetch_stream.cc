@@ -15,6 +15,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/src/call_context.h"
+#include "client/src/client_impl.h"
+#include "client/src/convert.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/client/prefetch.h"
@@ -23,7 +25,6 @@
 namespace placement::client {
 namespace pb = placement::v1;
 namespace {
-
 
 absl::Status CheckArrays(const std::vector<BatchArray>& arrays) {
   absl::flat_hash_set<std::string> keys;
@@ -39,9 +40,9 @@ absl::Status CheckArrays(const std::vector<BatchArray>& arrays) {
           absl::StrCat("array '", a.key, "': ", expected.status().message()));
     }
     if (static_cast<int64_t>(a.array.data.size()) != *expected) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "array '", a.key, "': expected ", *expected, " bytes for ",
-          DescribeArray(a.array.dtype, a.array.shape), ", got ", a.array.data.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("array '", a.key, "': expected ", *expected, " bytes for ",
+                       DescribeArray(a.array.dtype, a.array.shape), ", got ", a.array.data.size()));
     }
   }
   return absl::OkStatus();
@@ -49,17 +50,17 @@ absl::Status CheckArrays(const std::vector<BatchArray>& arrays) {
 
 }  // namespace
 
-const pb::TensorInfo* DeviceBatch::Find(absl::string_view key) const {
-  for (const pb::NamedTensor& t : tensors) {
-    if (t.key() == key) return &t.tensor();
+const TensorInfo* DeviceBatch::Find(absl::string_view key) const {
+  for (const NamedTensor& t : tensors) {
+    if (t.key == key) return &t.tensor;
   }
   return nullptr;
 }
 
-const pb::TensorInfo& DeviceBatch::tensor(absl::string_view key) const {
-  const pb::TensorInfo* found = Find(key);
+const TensorInfo& DeviceBatch::tensor(absl::string_view key) const {
+  const TensorInfo* found = Find(key);
   if (found == nullptr) {
-    static const pb::TensorInfo* const kMissing = new pb::TensorInfo();
+    static const TensorInfo* const kMissing = new TensorInfo();
     return *kMissing;
   }
   return *found;
@@ -67,7 +68,7 @@ const pb::TensorInfo& DeviceBatch::tensor(absl::string_view key) const {
 
 TensorTree DeviceBatch::tree() const {
   TensorTree tree;
-  for (const pb::NamedTensor& t : tensors) tree.emplace(t.key(), TensorHandle(t.tensor()));
+  for (const NamedTensor& t : tensors) tree.emplace(t.key, TensorHandle(t.tensor));
   return tree;
 }
 
@@ -105,7 +106,7 @@ struct PrefetchStream::Impl {
   bool broken ABSL_GUARDED_BY(mu) = false;    // a write failed or the read side ended
   bool finished ABSL_GUARDED_BY(mu) = false;  // stream->Finish ran
   absl::Status final_status ABSL_GUARDED_BY(mu);
-  std::optional<pb::PrefetchStats> stats;  // written once, before `finished`
+  std::optional<PrefetchStats> stats;  // written once, before `finished`
   absl::Duration send_blocked ABSL_GUARDED_BY(mu);
 
   bool Stopped() const ABSL_SHARED_LOCKS_REQUIRED(mu) { return cancelled || broken || finished; }
@@ -164,7 +165,7 @@ struct PrefetchStream::Impl {
     }
     pb::PrefetchResponse response;
     while (stream->Read(&response)) {
-      if (response.has_stats()) stats = response.stats();
+      if (response.has_stats()) stats = FromProto(response.stats());
     }
     absl::MutexLock wlock(&write_mu);
     grpc::Status status = stream->Finish();
@@ -182,7 +183,8 @@ struct PrefetchStream::Impl {
     absl::MutexLock rlock(&read_mu);
     DrainAndFinishLocked();
     absl::MutexLock lock(&mu);
-    if (cancelled && final_status.ok()) return absl::CancelledError("the prefetch stream was cancelled");
+    if (cancelled && final_status.ok())
+      return absl::CancelledError("the prefetch stream was cancelled");
     return final_status.ok() ? absl::FailedPreconditionError("the prefetch stream has ended")
                              : final_status;
   }
@@ -207,9 +209,9 @@ PrefetchStream::~PrefetchStream() {
 absl::StatusOr<std::unique_ptr<PrefetchStream>> PrefetchStream::Open(
     const Client& client, const PrefetchOptions& options) {
   if (options.buffer_size < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "buffer_size is ", options.buffer_size, "; must be >= 1 (0 selects the default ",
-        kDefaultPrefetchBufferSize, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("buffer_size is ", options.buffer_size,
+                                                   "; must be >= 1 (0 selects the default ",
+                                                   kDefaultPrefetchBufferSize, ")"));
   }
   if (absl::Status chunk_ok = ValidateChunkBytes(options.chunk_bytes); !chunk_ok.ok()) {
     return chunk_ok;
@@ -218,12 +220,12 @@ absl::StatusOr<std::unique_ptr<PrefetchStream>> PrefetchStream::Open(
   impl->options = options;
   impl->buffer_size = options.buffer_size == 0 ? kDefaultPrefetchBufferSize : options.buffer_size;
   SetTimeout(options.timeout, &impl->context);
-  impl->stub = pb::PrefetchService::NewStub(client.channel());
+  impl->stub = pb::PrefetchService::NewStub(client.impl().channel);
   impl->stream = impl->stub->Prefetch(&impl->context);
   pb::PrefetchRequest open;
   pb::PrefetchOpen* o = open.mutable_open();
   o->set_buffer_size(options.buffer_size);
-  if (!options.rule.is_default()) *o->mutable_rule() = options.rule.proto();
+  if (!options.rule.is_default()) *o->mutable_rule() = ToProto(options.rule);
   o->set_name(options.name);
   o->set_auto_release(options.auto_release);
   std::unique_ptr<PrefetchStream> stream(new PrefetchStream(std::move(impl)));
@@ -246,8 +248,7 @@ absl::StatusOr<int64_t> PrefetchStream::SendBatch(const std::vector<BatchArray>&
   {
     absl::MutexLock lock(&m.mu);
     auto can_send = [&m]() ABSL_SHARED_LOCKS_REQUIRED(m.mu) {
-      return m.Stopped() || m.send_closed ||
-             static_cast<int>(m.unreleased.size()) < m.buffer_size;
+      return m.Stopped() || m.send_closed || static_cast<int>(m.unreleased.size()) < m.buffer_size;
     };
     absl::Time start = absl::Now();
     m.mu.Await(absl::Condition(&can_send));
@@ -268,11 +269,11 @@ absl::StatusOr<int64_t> PrefetchStream::SendBatch(const std::vector<BatchArray>&
   for (const BatchArray& a : arrays) {
     pb::ArrayHeader* h = header->add_arrays();
     h->set_key(a.key);
-    h->set_dtype(a.array.dtype);
+    h->set_dtype(ToProto(a.array.dtype));
     for (int64_t d : a.array.shape) h->add_shape(d);
   }
   const Rule& effective = rule.has_value() ? *rule : m.options.rule;
-  if (rule.has_value() && !effective.is_default()) *header->mutable_rule() = effective.proto();
+  if (rule.has_value() && !effective.is_default()) *header->mutable_rule() = ToProto(effective);
   header->set_owner(m.options.owner);
   bool ok;
   {
@@ -303,8 +304,8 @@ absl::Status PrefetchStream::Release(int64_t sequence) {
   {
     absl::MutexLock lock(&m.mu);
     if (sequence < 0 || sequence >= m.sent) {
-      return absl::InvalidArgumentError(absl::StrCat("release of batch ", sequence,
-                                                     ": no such batch (", m.sent, " sent)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("release of batch ", sequence, ": no such batch (", m.sent, " sent)"));
     }
     if (sequence >= m.reads) {
       return absl::FailedPreconditionError(
@@ -330,8 +331,8 @@ absl::Status PrefetchStream::Next() {
     if (absl::Status s = m.CanSendControlLocked(); !s.ok()) return s;
     int64_t n = m.nexts;
     if (n > m.reads) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "Next() asks for batch ", n, " before batch ", n - 1, " was read"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("Next() asks for batch ", n, " before batch ", n - 1, " was read"));
     }
     if (m.options.auto_release && n >= 1) m.unreleased.erase(n - 1);
     ++m.nexts;
@@ -376,7 +377,7 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchStream::Read() {
   pb::PrefetchResponse response;
   while (m.stream->Read(&response)) {
     if (response.has_stats()) {
-      m.stats = response.stats();
+      m.stats = FromProto(response.stats());
       continue;
     }
     if (!response.has_ready()) continue;
@@ -384,15 +385,15 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchStream::Read() {
     if (response.ready().sequence() != m.reads) {
       m.context.TryCancel();
       m.broken = true;
-      m.final_status = absl::InternalError(absl::StrCat("the daemon sent batch ",
-                                                        response.ready().sequence(),
-                                                        " where batch ", m.reads, " was due"));
+      m.final_status =
+          absl::InternalError(absl::StrCat("the daemon sent batch ", response.ready().sequence(),
+                                           " where batch ", m.reads, " was due"));
       break;
     }
     ++m.reads;
     DeviceBatch batch;
     batch.sequence = response.ready().sequence();
-    batch.tensors.assign(response.ready().tensors().begin(), response.ready().tensors().end());
+    batch.tensors = FromProtos(response.ready().tensors());
     return std::optional<DeviceBatch>(std::move(batch));
   }
   absl::Status internal;
@@ -410,7 +411,7 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchStream::Read() {
   return m.final_status;
 }
 
-const std::optional<pb::PrefetchStats>& PrefetchStream::stats() const { return impl_->stats; }
+const std::optional<PrefetchStats>& PrefetchStream::stats() const { return impl_->stats; }
 
 absl::Duration PrefetchStream::send_blocked() const {
   absl::MutexLock lock(&impl_->mu);

@@ -5,13 +5,12 @@
 #include "absl/strings/str_cat.h"
 
 namespace placement::client {
-namespace pb = placement::v1;
 
-TensorHandle::TensorHandle(std::string tensor_id) { info_.set_id(std::move(tensor_id)); }
+TensorHandle::TensorHandle(std::string tensor_id) { info_.id = std::move(tensor_id); }
 TensorHandle::TensorHandle(const char* tensor_id) {
-  info_.set_id(tensor_id == nullptr ? "" : tensor_id);
+  info_.id = tensor_id == nullptr ? "" : tensor_id;
 }
-TensorHandle::TensorHandle(pb::TensorInfo info) : info_(std::move(info)), has_info_(true) {}
+TensorHandle::TensorHandle(TensorInfo info) : info_(std::move(info)), has_info_(true) {}
 
 std::vector<std::string> TreeIds(const TensorTree& tree) {
   std::vector<std::string> ids;
@@ -45,7 +44,7 @@ absl::StatusOr<TensorTree> UploadTree(const TensorClient& tensors, const HostTre
   auto uploaded = tensors.UploadBatch(arrays, rule, options);
   if (!uploaded.ok()) return uploaded.status();
   TensorTree out;
-  for (auto& named : *uploaded) out.emplace(named.key(), std::move(*named.mutable_tensor()));
+  for (auto& named : *uploaded) out.emplace(named.key, std::move(named.tensor));
   if (out.size() != tree.size()) {
     return absl::InternalError(absl::StrCat("UploadBatch of ", tree.size(), " arrays returned ",
                                             out.size(), " distinct keys"));

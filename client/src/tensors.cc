@@ -4,6 +4,8 @@
 #include "placement/client/tensors.h"
 
 #include "absl/strings/str_cat.h"
+#include "client/src/client_impl.h"
+#include "client/src/convert.h"
 #include "common/dtype.h"
 #include "common/grpc_status.h"
 #include "common/shape.h"
@@ -12,17 +14,12 @@
 
 namespace placement::client {
 namespace pb = placement::v1;
-namespace {
-
-
-}  // namespace
-
-int64_t ElementSize(pb::DType dtype) {
+int64_t ElementSize(DType dtype) {
   auto d = DTypeFromProtoValue(static_cast<int>(dtype));
   return d.ok() ? DTypeSize(*d) : 0;
 }
 
-absl::StatusOr<int64_t> ExpectedBytes(pb::DType dtype, absl::Span<const int64_t> shape) {
+absl::StatusOr<int64_t> ExpectedBytes(DType dtype, absl::Span<const int64_t> shape) {
   auto d = DTypeFromProtoValue(static_cast<int>(dtype));
   if (!d.ok()) return d.status();
   absl::Status valid = ValidateShape(shape, *d);
@@ -30,7 +27,7 @@ absl::StatusOr<int64_t> ExpectedBytes(pb::DType dtype, absl::Span<const int64_t>
   return ByteSize(*d, shape);
 }
 
-std::string DescribeArray(pb::DType dtype, absl::Span<const int64_t> shape) {
+std::string DescribeArray(DType dtype, absl::Span<const int64_t> shape) {
   auto d = DTypeFromProtoValue(static_cast<int>(dtype));
   if (!d.ok()) return "?" + ShapeToString(shape);
   return TypedShapeToString(*d, shape);
@@ -57,121 +54,105 @@ DownloadSelection DownloadSelection::Process(int32_t process_index) {
   return s;
 }
 
-void DownloadSelection::ApplyTo(pb::DownloadRequest* request) const {
-  switch (kind_) {
-    case Kind::kWhole:
-      request->set_whole(true);
-      break;
-    case Kind::kDevice:
-      request->set_device_id(device_id_);
-      break;
-    case Kind::kDevices:
-      for (int64_t d : device_ids_) request->mutable_devices()->add_device_ids(d);
-      // An empty set still selects "devices" (the daemon rejects it).
-      request->mutable_devices();
-      break;
-    case Kind::kProcess:
-      request->set_process_index(process_index_);
-      break;
-  }
-}
-
-absl::StatusOr<pb::TensorInfo> TensorClient::Describe(const std::string& tensor_id) const {
+absl::StatusOr<TensorInfo> TensorClient::Describe(const std::string& tensor_id) const {
   grpc::ClientContext context;
-  client_.PrepareContext(&context);
+  client_.impl().PrepareContext(&context);
   pb::DescribeRequest request;
   request.set_tensor_id(tensor_id);
   pb::DescribeResponse response;
   auto status =
-      pb::TensorService::NewStub(client_.channel())->Describe(&context, request, &response);
+      pb::TensorService::NewStub(client_.impl().channel)->Describe(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return std::move(*response.mutable_tensor());
+  return FromProto(response.tensor());
 }
 
-absl::StatusOr<std::vector<pb::TensorInfo>> TensorClient::List(const std::string& name_prefix,
-                                                               const std::string& mesh_id) const {
+absl::StatusOr<std::vector<TensorInfo>> TensorClient::List(const std::string& name_prefix,
+                                                           const std::string& mesh_id) const {
   grpc::ClientContext context;
-  client_.PrepareContext(&context);
+  client_.impl().PrepareContext(&context);
   pb::ListTensorsRequest request;
   request.set_name_prefix(name_prefix);
   request.set_mesh_id(mesh_id);
   pb::ListTensorsResponse response;
-  auto status = pb::TensorService::NewStub(client_.channel())->List(&context, request, &response);
+  auto status =
+      pb::TensorService::NewStub(client_.impl().channel)->List(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return std::vector<pb::TensorInfo>(response.tensors().begin(), response.tensors().end());
+  return FromProtos(response.tensors());
 }
 
 absl::StatusOr<int64_t> TensorClient::Delete(const std::vector<std::string>& tensor_ids) const {
   grpc::ClientContext context;
-  client_.PrepareContext(&context);
+  client_.impl().PrepareContext(&context);
   pb::DeleteTensorsRequest request;
   for (const auto& id : tensor_ids) request.add_tensor_ids(id);
   pb::DeleteTensorsResponse response;
-  auto status = pb::TensorService::NewStub(client_.channel())->Delete(&context, request, &response);
+  auto status =
+      pb::TensorService::NewStub(client_.impl().channel)->Delete(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response.freed_bytes();
 }
 
-absl::StatusOr<std::vector<pb::TensorInfo>> TensorClient::Place(
+absl::StatusOr<std::vector<TensorInfo>> TensorClient::Place(
     const std::vector<std::string>& tensor_ids, const Rule& rule, SourceHandling source,
     const std::string& name) const {
   grpc::ClientContext context;
-  client_.PrepareContext(&context);
+  client_.impl().PrepareContext(&context);
   pb::PlaceRequest request;
   for (const auto& id : tensor_ids) request.add_tensor_ids(id);
-  *request.mutable_rule() = rule.proto();
-  request.set_source(SourceHandlingToProto(source));
+  *request.mutable_rule() = ToProto(rule);
+  request.set_source(ToProto(source));
   request.set_name(name);
   pb::PlaceResponse response;
-  auto status = pb::TensorService::NewStub(client_.channel())->Place(&context, request, &response);
+  auto status =
+      pb::TensorService::NewStub(client_.impl().channel)->Place(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   if (response.tensors_size() != static_cast<int>(tensor_ids.size())) {
     return absl::InternalError(absl::StrCat("Place of ", tensor_ids.size(), " tensors returned ",
                                             response.tensors_size(), " results"));
   }
-  return std::vector<pb::TensorInfo>(response.tensors().begin(), response.tensors().end());
+  return FromProtos(response.tensors());
 }
 
-absl::StatusOr<pb::TensorInfo> TensorClient::Place(const std::string& tensor_id, const Rule& rule,
-                                                   SourceHandling source,
-                                                   const std::string& name) const {
+absl::StatusOr<TensorInfo> TensorClient::Place(const std::string& tensor_id, const Rule& rule,
+                                               SourceHandling source,
+                                               const std::string& name) const {
   auto placed = Place(std::vector<std::string>{tensor_id}, rule, source, name);
   if (!placed.ok()) return placed.status();
   return std::move(placed->front());
 }
 
-absl::StatusOr<pb::TensorInfo> TensorClient::Assemble(const std::vector<int64_t>& shape,
-                                                      const Placement& placement,
-                                                      const std::vector<std::string>& tensor_ids,
-                                                      SourceHandling source,
-                                                      const std::string& name) const {
+absl::StatusOr<TensorInfo> TensorClient::Assemble(const std::vector<int64_t>& shape,
+                                                  const Placement& placement,
+                                                  const std::vector<std::string>& tensor_ids,
+                                                  SourceHandling source,
+                                                  const std::string& name) const {
   grpc::ClientContext context;
-  client_.PrepareContext(&context);
+  client_.impl().PrepareContext(&context);
   pb::AssembleRequest request;
   for (int64_t d : shape) request.add_shape(d);
-  *request.mutable_placement() = placement.proto();
+  *request.mutable_placement() = ToProto(placement);
   for (const auto& id : tensor_ids) request.add_tensor_ids(id);
-  request.set_source(SourceHandlingToProto(source));
+  request.set_source(ToProto(source));
   request.set_name(name);
   pb::AssembleResponse response;
   auto status =
-      pb::TensorService::NewStub(client_.channel())->Assemble(&context, request, &response);
+      pb::TensorService::NewStub(client_.impl().channel)->Assemble(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return std::move(*response.mutable_tensor());
+  return FromProto(response.tensor());
 }
 
-absl::StatusOr<std::vector<pb::TensorInfo>> TensorClient::Disassemble(const std::string& tensor_id,
-                                                                      SourceHandling source) const {
+absl::StatusOr<std::vector<TensorInfo>> TensorClient::Disassemble(const std::string& tensor_id,
+                                                                  SourceHandling source) const {
   grpc::ClientContext context;
-  client_.PrepareContext(&context);
+  client_.impl().PrepareContext(&context);
   pb::DisassembleRequest request;
   request.set_tensor_id(tensor_id);
-  request.set_source(SourceHandlingToProto(source));
+  request.set_source(ToProto(source));
   pb::DisassembleResponse response;
   auto status =
-      pb::TensorService::NewStub(client_.channel())->Disassemble(&context, request, &response);
+      pb::TensorService::NewStub(client_.impl().channel)->Disassemble(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return std::vector<pb::TensorInfo>(response.tensors().begin(), response.tensors().end());
+  return FromProtos(response.tensors());
 }
 
 }  // namespace placement::client

@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/src/call_context.h"
+#include "client/src/client_impl.h"
+#include "client/src/convert.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/client/tensors.h"
@@ -13,18 +15,40 @@
 
 namespace placement::client {
 namespace pb = placement::v1;
+namespace {
 
-absl::StatusOr<pb::DownloadHeader> TensorClient::Download(const std::string& tensor_id,
-                                                          const HeaderSink& on_header,
-                                                          const ChunkSink& on_chunk,
-                                                          const DownloadSelection& selection,
-                                                          const DownloadOptions& options) const {
+void ApplySelection(const DownloadSelection& selection, pb::DownloadRequest* request) {
+  switch (selection.kind()) {
+    case DownloadSelection::Kind::kWhole:
+      request->set_whole(true);
+      break;
+    case DownloadSelection::Kind::kDevice:
+      request->set_device_id(selection.device_id());
+      break;
+    case DownloadSelection::Kind::kDevices:
+      for (int64_t d : selection.device_ids()) request->mutable_devices()->add_device_ids(d);
+      // An empty set still selects "devices" (the daemon rejects it).
+      request->mutable_devices();
+      break;
+    case DownloadSelection::Kind::kProcess:
+      request->set_process_index(selection.process_index());
+      break;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<DownloadHeader> TensorClient::Download(const std::string& tensor_id,
+                                                      const HeaderSink& on_header,
+                                                      const ChunkSink& on_chunk,
+                                                      const DownloadSelection& selection,
+                                                      const DownloadOptions& options) const {
   pb::DownloadRequest request;
   request.set_tensor_id(tensor_id);
-  selection.ApplyTo(&request);
+  ApplySelection(selection, &request);
   request.set_chunk_size_bytes(options.chunk_bytes);
 
-  auto stub = pb::TensorService::NewStub(client_.channel());
+  auto stub = pb::TensorService::NewStub(client_.impl().channel);
   grpc::ClientContext context;
   SetTimeout(options.timeout, &context);
   auto reader = stub->Download(&context, request);
@@ -40,7 +64,7 @@ absl::StatusOr<pb::DownloadHeader> TensorClient::Download(const std::string& ten
   };
 
   pb::DownloadResponse message;
-  pb::DownloadHeader header;
+  DownloadHeader header;
   bool have_header = false;
   int64_t received = 0;
   while (reader->Read(&message)) {
@@ -49,7 +73,7 @@ absl::StatusOr<pb::DownloadHeader> TensorClient::Download(const std::string& ten
         return abandon(absl::InternalError(
             absl::StrCat("download of ", tensor_id, ": the daemon sent a second header")));
       }
-      header = std::move(*message.mutable_header());
+      header = FromProto(message.header());
       have_header = true;
       absl::Status accepted = on_header ? on_header(header) : absl::OkStatus();
       if (!accepted.ok()) return abandon(accepted);
@@ -61,10 +85,10 @@ absl::StatusOr<pb::DownloadHeader> TensorClient::Download(const std::string& ten
     }
     const std::string& chunk = message.chunk();
     received += static_cast<int64_t>(chunk.size());
-    if (received > header.total_bytes()) {
+    if (received > header.total_bytes) {
       return abandon(absl::InternalError(
           absl::StrCat("download of ", tensor_id, ": the daemon sent ", received,
-                       " bytes, its header promised ", header.total_bytes())));
+                       " bytes, its header promised ", header.total_bytes)));
     }
     absl::Status accepted =
         on_chunk(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(chunk.data()), chunk.size()));
@@ -76,23 +100,23 @@ absl::StatusOr<pb::DownloadHeader> TensorClient::Download(const std::string& ten
     return absl::InternalError(
         absl::StrCat("download of ", tensor_id, ": the stream ended without a header"));
   }
-  if (received != header.total_bytes()) {
+  if (received != header.total_bytes) {
     return absl::DataLossError(absl::StrCat("download of ", tensor_id, ": received ", received,
-                                            " of ", header.total_bytes(), " bytes"));
+                                            " of ", header.total_bytes, " bytes"));
   }
   return header;
 }
 
-absl::StatusOr<pb::DownloadHeader> TensorClient::Download(const std::string& tensor_id,
-                                                          absl::Span<uint8_t> out,
-                                                          const DownloadSelection& selection,
-                                                          const DownloadOptions& options) const {
+absl::StatusOr<DownloadHeader> TensorClient::Download(const std::string& tensor_id,
+                                                      absl::Span<uint8_t> out,
+                                                      const DownloadSelection& selection,
+                                                      const DownloadOptions& options) const {
   int64_t offset = 0;
-  auto on_header = [&](const pb::DownloadHeader& header) -> absl::Status {
-    if (header.total_bytes() > static_cast<int64_t>(out.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "output buffer holds ", out.size(), " bytes; tensor ", tensor_id, " needs ",
-          header.total_bytes(), " for ", DescribeArray(header.dtype(), header.shape())));
+  auto on_header = [&](const DownloadHeader& header) -> absl::Status {
+    if (header.total_bytes > static_cast<int64_t>(out.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output buffer holds ", out.size(), " bytes; tensor ", tensor_id, " needs ",
+                       header.total_bytes, " for ", DescribeArray(header.dtype, header.shape)));
     }
     return absl::OkStatus();
   };
@@ -108,8 +132,8 @@ absl::StatusOr<DownloadedBytes> TensorClient::DownloadBytes(const std::string& t
                                                             const DownloadSelection& selection,
                                                             const DownloadOptions& options) const {
   DownloadedBytes result;
-  auto on_header = [&](const pb::DownloadHeader& header) -> absl::Status {
-    result.bytes.reserve(static_cast<size_t>(header.total_bytes()));
+  auto on_header = [&](const DownloadHeader& header) -> absl::Status {
+    result.bytes.reserve(static_cast<size_t>(header.total_bytes));
     return absl::OkStatus();
   };
   auto on_chunk = [&](absl::Span<const uint8_t> chunk) -> absl::Status {

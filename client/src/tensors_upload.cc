@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/src/call_context.h"
+#include "client/src/client_impl.h"
+#include "client/src/convert.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/client/tensors.h"
@@ -115,7 +117,7 @@ absl::Status Uploader::WriteFrom(const ByteReader& reader) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<pb::TensorInfo> Uploader::Finish() {
+absl::StatusOr<TensorInfo> Uploader::Finish() {
   Impl& u = *impl_;
   if (u.state != Impl::State::kOpen) return u.failure;
   if (u.written != u.total) {
@@ -135,7 +137,7 @@ absl::StatusOr<pb::TensorInfo> Uploader::Finish() {
   }
   u.failure =
       absl::FailedPreconditionError(absl::StrCat("upload of ", u.description, " already finished"));
-  return std::move(*u.response.mutable_tensor());
+  return FromProto(u.response.tensor());
 }
 
 void Uploader::Cancel() {
@@ -144,8 +146,7 @@ void Uploader::Cancel() {
 }
 
 absl::StatusOr<std::unique_ptr<Uploader>> TensorClient::StartUpload(
-    pb::DType dtype, std::vector<int64_t> shape, const Rule& rule,
-    const UploadOptions& options) const {
+    DType dtype, std::vector<int64_t> shape, const Rule& rule, const UploadOptions& options) const {
   auto total = ExpectedBytes(dtype, shape);
   if (!total.ok()) return total.status();
   absl::Status chunk_ok = ValidateChunkBytes(options.chunk_bytes);
@@ -155,16 +156,16 @@ absl::StatusOr<std::unique_ptr<Uploader>> TensorClient::StartUpload(
   impl->description = DescribeArray(dtype, shape);
   impl->total = *total;
   impl->chunk_bytes = options.chunk_bytes;
-  impl->stub = pb::TensorService::NewStub(client_.channel());
+  impl->stub = pb::TensorService::NewStub(client_.impl().channel);
   SetTimeout(options.timeout, &impl->context);
   impl->writer = impl->stub->Upload(&impl->context, &impl->response);
 
   pb::UploadHeader* header = impl->message.mutable_header();
-  header->set_dtype(dtype);
+  header->set_dtype(ToProto(dtype));
   for (int64_t d : shape) header->add_shape(d);
   header->set_name(options.name);
   header->set_owner(options.owner);
-  if (!rule.is_default()) *header->mutable_rule() = rule.proto();
+  if (!rule.is_default()) *header->mutable_rule() = ToProto(rule);
   if (!impl->writer->Write(impl->message)) {
     grpc::Status status = impl->writer->Finish();
     return BrokenStreamStatus(status, absl::StrCat("upload of ", impl->description));
@@ -174,8 +175,8 @@ absl::StatusOr<std::unique_ptr<Uploader>> TensorClient::StartUpload(
   return std::unique_ptr<Uploader>(new Uploader(std::move(impl)));
 }
 
-absl::StatusOr<pb::TensorInfo> TensorClient::Upload(const HostArray& array, const Rule& rule,
-                                                    const UploadOptions& options) const {
+absl::StatusOr<TensorInfo> TensorClient::Upload(const HostArray& array, const Rule& rule,
+                                                const UploadOptions& options) const {
   auto total = ExpectedBytes(array.dtype, array.shape);
   if (!total.ok()) return total.status();
   if (static_cast<int64_t>(array.data.size()) != *total) {
@@ -190,9 +191,9 @@ absl::StatusOr<pb::TensorInfo> TensorClient::Upload(const HostArray& array, cons
   return (*uploader)->Finish();
 }
 
-absl::StatusOr<pb::TensorInfo> TensorClient::UploadFrom(pb::DType dtype, std::vector<int64_t> shape,
-                                                        const ByteReader& reader, const Rule& rule,
-                                                        const UploadOptions& options) const {
+absl::StatusOr<TensorInfo> TensorClient::UploadFrom(DType dtype, std::vector<int64_t> shape,
+                                                    const ByteReader& reader, const Rule& rule,
+                                                    const UploadOptions& options) const {
   auto uploader = StartUpload(dtype, std::move(shape), rule, options);
   if (!uploader.ok()) return uploader.status();
   absl::Status written = (*uploader)->WriteFrom(reader);
@@ -200,7 +201,7 @@ absl::StatusOr<pb::TensorInfo> TensorClient::UploadFrom(pb::DType dtype, std::ve
   return (*uploader)->Finish();
 }
 
-absl::StatusOr<std::vector<pb::NamedTensor>> TensorClient::UploadBatch(
+absl::StatusOr<std::vector<NamedTensor>> TensorClient::UploadBatch(
     const std::vector<BatchArray>& arrays, const Rule& rule, const UploadOptions& options) const {
   absl::Status chunk_ok = ValidateChunkBytes(options.chunk_bytes);
   if (!chunk_ok.ok()) return chunk_ok;
@@ -220,14 +221,14 @@ absl::StatusOr<std::vector<pb::NamedTensor>> TensorClient::UploadBatch(
     }
     pb::ArrayHeader* h = header->add_arrays();
     h->set_key(entry.key);
-    h->set_dtype(a.dtype);
+    h->set_dtype(ToProto(a.dtype));
     for (int64_t d : a.shape) h->add_shape(d);
   }
-  if (!rule.is_default()) *header->mutable_rule() = rule.proto();
+  if (!rule.is_default()) *header->mutable_rule() = ToProto(rule);
   header->set_name(options.name);
   header->set_owner(options.owner);
 
-  auto stub = pb::TensorService::NewStub(client_.channel());
+  auto stub = pb::TensorService::NewStub(client_.impl().channel);
   grpc::ClientContext context;
   SetTimeout(options.timeout, &context);
   pb::UploadBatchResponse response;
@@ -251,7 +252,7 @@ absl::StatusOr<std::vector<pb::NamedTensor>> TensorClient::UploadBatch(
     return absl::InternalError(absl::StrCat("UploadBatch of ", arrays.size(), " arrays returned ",
                                             response.tensors_size(), " tensors"));
   }
-  return std::vector<pb::NamedTensor>(response.tensors().begin(), response.tensors().end());
+  return FromProtos(response.tensors());
 }
 
 }  // namespace placement::client

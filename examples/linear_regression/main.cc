@@ -48,7 +48,6 @@ ABSL_FLAG(int, log_every, 25, "print the loss every N steps");
 namespace {
 
 namespace pc = placement::client;
-namespace pb = placement::v1;
 
 constexpr int kFeatures = 3;
 constexpr float kTrueW[kFeatures] = {2.0f, -3.0f, 0.5f};
@@ -147,9 +146,9 @@ int main(int argc, char** argv) {
       std::vector<std::string> ids;
       for (int d = 0; d < devices; ++d) {
         auto piece = tensors.Upload(pc::HostArray::Of(grads[d], {kFeatures + 1}),
-                                    pc::Placement::Device(mesh->device_ids(d)));
+                                    pc::Placement::Device(mesh->device_ids[d]));
         if (!piece.ok()) return Fail(piece.status(), "upload gradient");
-        ids.push_back(piece->id());
+        ids.push_back(piece->id);
       }
       auto partial = tensors.Assemble({kFeatures + 1},
                                       pc::Placement::Sharded(*mesh, {}).WithPartial({"batch"}), ids,
@@ -167,9 +166,9 @@ int main(int argc, char** argv) {
                                    pc::Placement::Sharded(*mesh, {{"batch"}}));
       if (!blocks.ok()) return Fail(blocks.status(), "upload gradients");
       auto reduced = collectives.AllReduce(
-          blocks->id(), "mean", {.axes = {"batch"}, .source = pc::SourceHandling::kDonate});
+          blocks->id, "mean", {.axes = {"batch"}, .source = pc::SourceHandling::kDonate});
       if (!reduced.ok()) return Fail(reduced.status(), "all_reduce");
-      reduced_id = reduced->id();
+      reduced_id = reduced->id;
     }
     auto header = tensors.Download(reduced_id, pc::AsWritableBytes(mean));
     if (!header.ok()) return Fail(header.status(), "download");
@@ -177,7 +176,7 @@ int main(int argc, char** argv) {
       return Fail(freed.status(), "delete");
     for (int i = 0; i <= kFeatures; ++i) params[i] -= lr * mean[i];
   }
-  if (auto deleted = meshes.DeleteMesh(mesh->id(), /*force=*/true); !deleted.ok()) {
+  if (auto deleted = meshes.DeleteMesh(mesh->id, /*force=*/true); !deleted.ok()) {
     return Fail(deleted.status(), "delete mesh");
   }
 

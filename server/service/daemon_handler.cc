@@ -25,6 +25,7 @@ grpc::ServerUnaryReactor* DaemonHandler::GetStatus(grpc::CallbackServerContext* 
     response->set_num_devices(inventory_->num_devices());
     response->set_num_meshes(counts_.meshes ? counts_.meshes() : 0);
     response->set_num_tensors(counts_.tensors ? counts_.tensors() : 0);
+    response->set_num_prefetch_streams(counts_.prefetch_streams ? counts_.prefetch_streams() : 0);
     response->set_device_bytes_in_use(inventory_->TotalMemoryInUse());
     response->set_serving(!gate_->draining());
     return absl::OkStatus();

@@ -15,6 +15,7 @@ namespace placement::server {
 struct DaemonCounts {
   std::function<int64_t()> meshes;
   std::function<int64_t()> tensors;
+  std::function<int64_t()> prefetch_streams;
 };
 
 class DaemonHandler final : public placement::v1::DaemonService::CallbackService {

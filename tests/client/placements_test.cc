@@ -13,7 +13,6 @@
 namespace placement::client {
 namespace {
 
-namespace pb = placement::v1;
 using ::testing::HasSubstr;
 
 TEST(ParseSpecTest, AcceptsCliAndPythonForms) {
@@ -43,33 +42,32 @@ TEST(ParseSpecTest, SpecToStringRoundTrips) {
   EXPECT_EQ(SpecToString({}), "P()");
 }
 
-TEST(PlacementTest, BuildsProtos) {
-  EXPECT_EQ(Placement::Device(3).proto().device_id(), 3);
-  EXPECT_EQ(Placement::Replicated("m").proto().replicated_mesh_id(), "m");
+TEST(PlacementTest, BuildsPlacements) {
+  EXPECT_EQ(Placement::Device(3).device_id(), 3);
+  EXPECT_EQ(Placement::Replicated("m").mesh_id(), "m");
+  EXPECT_TRUE(Placement::Replicated("m").is_replicated());
   Placement sharded = Placement::Sharded("m", {{"data"}, {}, {"x", "y"}});
-  const pb::Sharding& s = sharded.proto().sharding();
-  EXPECT_EQ(s.mesh_id(), "m");
-  ASSERT_EQ(s.spec().dims_size(), 3);
-  EXPECT_THAT(s.spec().dims(0).axes(), ::testing::ElementsAre("data"));
-  EXPECT_TRUE(s.spec().dims(1).axes().empty());
-  EXPECT_THAT(s.spec().dims(2).axes(), ::testing::ElementsAre("x", "y"));
-  EXPECT_EQ(s.mode(), pb::SHARDING_MODE_UNSPECIFIED);
-  EXPECT_EQ(sharded.Padded().proto().sharding().mode(), pb::SHARDING_MODE_PADDED);
-  Placement partial = sharded.WithPartial({"y"}, pb::REDUCE_OP_MEAN);
-  EXPECT_THAT(partial.proto().sharding().partial_axes(), ::testing::ElementsAre("y"));
-  EXPECT_EQ(partial.proto().sharding().partial_op(), pb::REDUCE_OP_MEAN);
+  const Sharding& s = sharded.sharding();
+  EXPECT_EQ(s.mesh_id, "m");
+  ASSERT_EQ(s.spec.size(), 3u);
+  EXPECT_THAT(s.spec[0], ::testing::ElementsAre("data"));
+  EXPECT_TRUE(s.spec[1].empty());
+  EXPECT_THAT(s.spec[2], ::testing::ElementsAre("x", "y"));
+  EXPECT_EQ(s.mode, ShardingMode::kEven);
+  EXPECT_EQ(sharded.Padded().sharding().mode, ShardingMode::kPadded);
+  Placement partial = sharded.WithPartial({"y"}, ReduceOp::kMean);
+  EXPECT_THAT(partial.sharding().partial_axes, ::testing::ElementsAre("y"));
+  EXPECT_EQ(partial.sharding().partial_op, ReduceOp::kMean);
   // Padded / WithPartial leave non-sharded placements alone.
-  EXPECT_EQ(Placement::Device(1).Padded().proto().device_id(), 1);
+  EXPECT_EQ(Placement::Device(1).Padded().device_id(), 1);
   EXPECT_EQ(sharded.ToString(), "m P('data', None, ('x', 'y'))");
   EXPECT_EQ(Placement::Device(2).ToString(), "device 2");
 }
 
 TEST(PlacementTest, MeshRefCarriesAxes) {
-  pb::Mesh mesh;
-  mesh.set_id("m");
-  auto* axis = mesh.add_axes();
-  axis->set_name("data");
-  axis->set_size(8);
+  Mesh mesh;
+  mesh.id = "m";
+  mesh.axes = {{"data", 8}};
   MeshRef ref(mesh);
   EXPECT_EQ(ref.id(), "m");
   EXPECT_TRUE(ref.CheckAxis("data", "mesh_axis").ok());
@@ -83,36 +81,34 @@ TEST(PlacementTest, MeshRefCarriesAxes) {
 
 TEST(RuleTest, BuildsEveryRule) {
   EXPECT_TRUE(Rule().is_default());
-  EXPECT_EQ(Rule(Placement::Device(2)).proto().placement().device_id(), 2);
+  EXPECT_EQ(Rule(Placement::Device(2)).placement().device_id(), 2);
   Rule batch = Rule::ShardBatchDim("m", -1, "batch");
-  EXPECT_EQ(batch.proto().shard_batch_dim().mesh_id(), "m");
-  EXPECT_EQ(batch.proto().shard_batch_dim().batch_axis(), -1);
-  EXPECT_TRUE(batch.proto().shard_batch_dim().has_batch_axis());
-  EXPECT_EQ(batch.proto().shard_batch_dim().mesh_axis(), "batch");
-  EXPECT_THAT(Rule::Replicate({0, 1}).proto().replicate().device_ids(),
-              ::testing::ElementsAre(0, 1));
-  EXPECT_EQ(Rule::ReplicateOn("m").proto().replicate().mesh_id(), "m");
-  EXPECT_EQ(Rule::ModelState("m", "shard").proto().model_state().param_sharding(), "shard");
-  EXPECT_EQ(
-      Rule::DataPartition("m", pb::DATA_PARTITION_REPLICATED).proto().data_partition().partition(),
-      pb::DATA_PARTITION_REPLICATED);
+  EXPECT_EQ(batch.kind(), Rule::Kind::kShardBatchDim);
+  EXPECT_EQ(batch.mesh_id(), "m");
+  EXPECT_EQ(batch.batch_axis(), -1);
+  EXPECT_EQ(batch.mesh_axis(), "batch");
+  EXPECT_THAT(Rule::Replicate({0, 1}).device_ids(), ::testing::ElementsAre(0, 1));
+  EXPECT_EQ(Rule::ReplicateOn("m").mesh_id(), "m");
+  EXPECT_EQ(Rule::ModelState("m", "shard").param_sharding(), "shard");
+  EXPECT_EQ(Rule::DataPartition("m", DataPartition::kReplicated).partition(),
+            DataPartition::kReplicated);
   EXPECT_EQ(Rule::Replicate().ToString(), "replicated on all devices");
 }
 
 TEST(BytesTest, ExpectedBytesAndDescriptions) {
-  EXPECT_EQ(*ExpectedBytes(pb::DTYPE_F32, {32, 32}), 4096);
-  EXPECT_EQ(*ExpectedBytes(pb::DTYPE_BF16, {3}), 6);
-  EXPECT_EQ(*ExpectedBytes(pb::DTYPE_BOOL, {}), 1);
-  EXPECT_EQ(ExpectedBytes(pb::DTYPE_UNSPECIFIED, {1}).status().code(),
+  EXPECT_EQ(*ExpectedBytes(DType::kF32, {32, 32}), 4096);
+  EXPECT_EQ(*ExpectedBytes(DType::kBF16, {3}), 6);
+  EXPECT_EQ(*ExpectedBytes(DType::kBool, {}), 1);
+  EXPECT_EQ(ExpectedBytes(DType::kUnspecified, {1}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ExpectedBytes(pb::DTYPE_F32, {2, -3}).status().code(),
+  EXPECT_EQ(ExpectedBytes(DType::kF32, {2, -3}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(DescribeArray(pb::DTYPE_F32, {32, 32}), "f32[32,32]");
-  EXPECT_EQ(ElementSize(pb::DTYPE_F64), 8);
-  EXPECT_EQ(ElementSize(pb::DTYPE_UNSPECIFIED), 0);
+  EXPECT_EQ(DescribeArray(DType::kF32, {32, 32}), "f32[32,32]");
+  EXPECT_EQ(ElementSize(DType::kF64), 8);
+  EXPECT_EQ(ElementSize(DType::kUnspecified), 0);
   std::vector<int32_t> v(6);
   HostArray a = HostArray::Of(v, {2, 3});
-  EXPECT_EQ(a.dtype, pb::DTYPE_I32);
+  EXPECT_EQ(a.dtype, DType::kI32);
   EXPECT_EQ(a.data.size(), 24u);
 }
 
@@ -132,17 +128,17 @@ class OfflineClientTest : public ::testing::Test {
 TEST_F(OfflineClientTest, UploadChecksByteCountFirst) {
   TensorClient tensors(*client_);
   std::vector<uint8_t> bytes(4000);
-  auto info = tensors.Upload(HostArray{pb::DTYPE_F32, {32, 32}, bytes});
+  auto info = tensors.Upload(HostArray{DType::kF32, {32, 32}, bytes});
   EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(info.status().message(), "expected 4096 bytes for f32[32,32], got 4000");
 
-  auto batch = tensors.UploadBatch({{"labels", HostArray{pb::DTYPE_I32, {8}, bytes}}});
+  auto batch = tensors.UploadBatch({{"labels", HostArray{DType::kI32, {8}, bytes}}});
   EXPECT_EQ(batch.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(batch.status().message(), HasSubstr("array 'labels': expected 32 bytes for i32[8]"));
 
   UploadOptions bad_chunk;
   bad_chunk.chunk_bytes = 0;
-  EXPECT_EQ(tensors.StartUpload(pb::DTYPE_F32, {1}, {}, bad_chunk).status().code(),
+  EXPECT_EQ(tensors.StartUpload(DType::kF32, {1}, {}, bad_chunk).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -164,11 +160,9 @@ TEST_F(OfflineClientTest, DataParallelValidatesArgumentsLocally) {
   EXPECT_EQ(dp.shard_model_state(HostTree{{"w", HostArray::Of(w, {4})}}, "m", "").status().code(),
             absl::StatusCode::kInvalidArgument);
 
-  pb::Mesh mesh;
-  mesh.set_id("m");
-  auto* axis = mesh.add_axes();
-  axis->set_name("data");
-  axis->set_size(8);
+  Mesh mesh;
+  mesh.id = "m";
+  mesh.axes = {{"data", 8}};
   auto sharding = dp.create_data_parallel_sharding(mesh);
   ASSERT_TRUE(sharding.ok()) << sharding.status();
   EXPECT_EQ(sharding->ToString(), "m P('data')");

@@ -19,7 +19,6 @@
 namespace placement::server::conformance {
 namespace {
 
-namespace pb = placement::v1;
 using client::HostArray;
 using client::Placement;
 
@@ -63,7 +62,7 @@ class DaemonConformanceTest : public ::testing::TestWithParam<std::string> {
     auto list = tensors_->List();
     ASSERT_TRUE(list.ok());
     std::vector<std::string> ids;
-    for (const auto& t : *list) ids.push_back(t.id());
+    for (const auto& t : *list) ids.push_back(t.id);
     if (!ids.empty()) ASSERT_TRUE(tensors_->Delete(ids).ok());
     EXPECT_EQ(InUse(), baseline_);
     ExpectWithinBudgets();
@@ -74,7 +73,7 @@ class DaemonConformanceTest : public ::testing::TestWithParam<std::string> {
     auto devices = client_->ListDevices();
     EXPECT_TRUE(devices.ok());
     if (devices.ok()) {
-      for (const auto& d : *devices) out.push_back(d.memory_in_use_bytes());
+      for (const auto& d : *devices) out.push_back(d.memory_in_use_bytes);
     }
     return out;
   }
@@ -83,13 +82,13 @@ class DaemonConformanceTest : public ::testing::TestWithParam<std::string> {
     auto devices = client_->ListDevices();
     ASSERT_TRUE(devices.ok());
     for (const auto& d : *devices) {
-      EXPECT_GE(d.memory_cached_bytes(), 0);
-      EXPECT_LE(d.memory_in_use_bytes() + d.memory_cached_bytes(), d.memory_limit_bytes())
-          << "device " << d.id();
+      EXPECT_GE(d.memory_cached_bytes, 0);
+      EXPECT_LE(d.memory_in_use_bytes + d.memory_cached_bytes, d.memory_limit_bytes)
+          << "device " << d.id;
     }
   }
 
-  absl::StatusOr<pb::Mesh> DataMesh() const {
+  absl::StatusOr<client::Mesh> DataMesh() const {
     return meshes_->CreateDataParallelMesh(static_cast<int64_t>(devices_.size()), "data");
   }
 
@@ -105,15 +104,15 @@ class DaemonConformanceTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<client::TensorClient> tensors_;
   std::unique_ptr<client::MeshClient> meshes_;
   std::unique_ptr<client::CollectiveClient> collectives_;
-  std::vector<pb::Device> devices_;
+  std::vector<client::Device> devices_;
   std::vector<int64_t> baseline_;
 };
 
 TEST_P(DaemonConformanceTest, ListsDevicesWithBudgetsAndConsecutiveIds) {
   for (size_t i = 0; i < devices_.size(); ++i) {
-    EXPECT_EQ(devices_[i].id(), devices_[0].id() + static_cast<int64_t>(i));
-    EXPECT_EQ(devices_[i].local_index(), static_cast<int32_t>(i));
-    EXPECT_EQ(devices_[i].memory_limit_bytes(), kDeviceBudget);
+    EXPECT_EQ(devices_[i].id, devices_[0].id + static_cast<int64_t>(i));
+    EXPECT_EQ(devices_[i].local_index, static_cast<int32_t>(i));
+    EXPECT_EQ(devices_[i].memory_limit_bytes, kDeviceBudget);
   }
   ExpectWithinBudgets();
 }
@@ -127,16 +126,16 @@ TEST_P(DaemonConformanceTest, ShardedUploadDownloadRoundTrip) {
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f - 7.0f;
   auto info = tensors_->Upload(HostArray::Of(values, shape), Placement::Sharded(*mesh, {{"data"}}));
   ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_EQ(info->shards_size(), n);
-  EXPECT_EQ(Floats(info->id(), static_cast<int64_t>(values.size())), values);
+  EXPECT_EQ(static_cast<int64_t>(info->shards.size()), n);
+  EXPECT_EQ(Floats(info->id, static_cast<int64_t>(values.size())), values);
   std::vector<int64_t> in_use = InUse();
   for (size_t d = 0; d < in_use.size(); ++d) {
     EXPECT_EQ(in_use[d] - baseline_[d], 1000 * 3 * 4) << "device " << d;
   }
   // Replicated: every device gets the whole tensor.
-  auto replicated = tensors_->Place(info->id(), Placement::Replicated(*mesh));
+  auto replicated = tensors_->Place(info->id, Placement::Replicated(*mesh));
   ASSERT_TRUE(replicated.ok()) << replicated.status();
-  EXPECT_EQ(Floats(replicated->id(), static_cast<int64_t>(values.size())), values);
+  EXPECT_EQ(Floats(replicated->id, static_cast<int64_t>(values.size())), values);
 }
 
 TEST_P(DaemonConformanceTest, CollectivesMatchTheReference) {
@@ -145,26 +144,26 @@ TEST_P(DaemonConformanceTest, CollectivesMatchTheReference) {
   const int n = static_cast<int>(devices_.size());
   constexpr int64_t kCount = 4200;  // divisible by every device count up to 8
   // One summand per device, assembled as a Partial('data') tensor.
-  auto partial = [&](pb::ReduceOp op) -> absl::StatusOr<pb::TensorInfo> {
+  auto partial = [&](client::ReduceOp op) -> absl::StatusOr<client::TensorInfo> {
     std::vector<std::string> ids;
     for (int p = 0; p < n; ++p) {
       std::vector<float> piece(kCount);
       for (int64_t i = 0; i < kCount; ++i) piece[i] = static_cast<float>((p + 1) * (i % 7));
       auto info =
-          tensors_->Upload(HostArray::Of(piece, {kCount}), Placement::Device(mesh->device_ids(p)));
+          tensors_->Upload(HostArray::Of(piece, {kCount}), Placement::Device(mesh->device_ids[p]));
       if (!info.ok()) return info.status();
-      ids.push_back(info->id());
+      ids.push_back(info->id);
     }
     return tensors_->Assemble({kCount}, Placement::Sharded(*mesh, {}).WithPartial({"data"}, op),
                               ids, client::SourceHandling::kDonate);
   };
   const double ranks_sum = n * (n + 1) / 2.0;
   for (const std::string op : {"sum", "mean", "max"}) {
-    auto input = partial(pb::REDUCE_OP_SUM);
+    auto input = partial(client::ReduceOp::kSum);
     ASSERT_TRUE(input.ok()) << input.status();
-    auto reduced = collectives_->AllReduce(input->id(), op, {.axes = {"data"}});
+    auto reduced = collectives_->AllReduce(input->id, op, {.axes = {"data"}});
     ASSERT_TRUE(reduced.ok()) << op << ": " << reduced.status();
-    std::vector<float> got = Floats(reduced->id(), kCount);
+    std::vector<float> got = Floats(reduced->id, kCount);
     for (int64_t i = 0; i < kCount; ++i) {
       const double base = static_cast<double>(i % 7);
       const double want = op == "sum"    ? ranks_sum * base
@@ -172,24 +171,24 @@ TEST_P(DaemonConformanceTest, CollectivesMatchTheReference) {
                                          : n * base;
       ASSERT_NEAR(got[i], want, 1e-4 * std::max(1.0, want)) << op << " i=" << i;
     }
-    ASSERT_TRUE(tensors_->Delete({input->id(), reduced->id()}).ok());
+    ASSERT_TRUE(tensors_->Delete({input->id, reduced->id}).ok());
   }
   // Reduce-scatter of the partial tensor along dim 0, then all-gather back.
-  auto input = partial(pb::REDUCE_OP_SUM);
+  auto input = partial(client::ReduceOp::kSum);
   ASSERT_TRUE(input.ok());
   const int64_t padded = kCount - kCount % n;  // ReduceScatter needs a divisible extent
   if (padded == kCount) {
-    auto scattered = collectives_->ReduceScatter(input->id(), pb::REDUCE_OP_SUM, 0);
+    auto scattered = collectives_->ReduceScatter(input->id, client::ReduceOp::kSum, 0);
     ASSERT_TRUE(scattered.ok()) << scattered.status();
-    auto gathered = collectives_->AllGather(scattered->id(), 0);
+    auto gathered = collectives_->AllGather(scattered->id, 0);
     ASSERT_TRUE(gathered.ok()) << gathered.status();
-    std::vector<float> got = Floats(gathered->id(), kCount);
+    std::vector<float> got = Floats(gathered->id, kCount);
     for (int64_t i = 0; i < kCount; ++i) ASSERT_EQ(got[i], ranks_sum * (i % 7)) << i;
   }
   // Broadcast from the last device of the mesh: its summand everywhere.
-  auto bcast = collectives_->Broadcast(input->id(), mesh->device_ids(n - 1), {.axes = {"data"}});
+  auto bcast = collectives_->Broadcast(input->id, mesh->device_ids[n - 1], {.axes = {"data"}});
   ASSERT_TRUE(bcast.ok()) << bcast.status();
-  std::vector<float> got = Floats(bcast->id(), kCount);
+  std::vector<float> got = Floats(bcast->id, kCount);
   for (int64_t i = 0; i < kCount; ++i) ASSERT_EQ(got[i], n * (i % 7)) << i;
 }
 
@@ -197,13 +196,13 @@ TEST_P(DaemonConformanceTest, ExhaustedBudgetFailsCleanly) {
   const int64_t too_many = kDeviceBudget / 4 + 1;  // f32 elements: one more byte than the budget
   std::vector<float> values(static_cast<size_t>(too_many), 1.0f);
   auto info =
-      tensors_->Upload(HostArray::Of(values, {too_many}), Placement::Device(devices_[0].id()));
+      tensors_->Upload(HostArray::Of(values, {too_many}), Placement::Device(devices_[0].id));
   EXPECT_EQ(info.status().code(), absl::StatusCode::kResourceExhausted) << info.status();
   EXPECT_EQ(InUse(), baseline_);
   // The budget is still there in full afterwards.
   std::vector<float> fits(static_cast<size_t>(kDeviceBudget / 4), 2.0f);
   auto ok = tensors_->Upload(HostArray::Of(fits, {kDeviceBudget / 4}),
-                             Placement::Device(devices_[0].id()));
+                             Placement::Device(devices_[0].id));
   ASSERT_TRUE(ok.ok()) << ok.status();
   ExpectWithinBudgets();
 }

@@ -51,7 +51,7 @@ class GpuDaemonTest : public ::testing::Test {
   int64_t InUse(int64_t device) {
     auto devices = client_->ListDevices();
     EXPECT_TRUE(devices.ok()) << devices.status();
-    return devices.ok() ? (*devices)[device].memory_in_use_bytes() : -1;
+    return devices.ok() ? (*devices)[device].memory_in_use_bytes : -1;
   }
 
   std::unique_ptr<Client> client_;
@@ -71,44 +71,44 @@ TEST_F(GpuDaemonTest, AutoSelectsCudaAndDescribesTheCard) {
     ASSERT_EQ(cudaGetDeviceProperties(&prop, i), cudaSuccess);
     char bus_id[32] = {0};
     ASSERT_EQ(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), i), cudaSuccess);
-    const v1::Device& d = (*devices)[i];
-    EXPECT_EQ(d.platform(), "gpu");
-    EXPECT_EQ(d.device_kind(), prop.name);
-    EXPECT_EQ(d.compute_capability(), absl::StrCat(prop.major, ".", prop.minor));
-    EXPECT_EQ(d.multiprocessor_count(), prop.multiProcessorCount);
-    EXPECT_EQ(d.pci_bus_id(), bus_id);
-    EXPECT_EQ(d.memory_total_bytes(), static_cast<int64_t>(prop.totalGlobalMem));
-    EXPECT_GT(d.memory_limit_bytes(), 0);
-    EXPECT_LT(d.memory_limit_bytes(), d.memory_total_bytes());
-    const HardwareType type = DetectHardwareType("gpu", prop.name);
-    EXPECT_EQ(*HardwareTypeFromProtoValue(d.hardware_type()), type) << prop.name;
+    const Device& d = (*devices)[i];
+    EXPECT_EQ(d.platform, "gpu");
+    EXPECT_EQ(d.device_kind, prop.name);
+    EXPECT_EQ(d.compute_capability, absl::StrCat(prop.major, ".", prop.minor));
+    EXPECT_EQ(d.multiprocessor_count, prop.multiProcessorCount);
+    EXPECT_EQ(d.pci_bus_id, bus_id);
+    EXPECT_EQ(d.memory_total_bytes, static_cast<int64_t>(prop.totalGlobalMem));
+    EXPECT_GT(d.memory_limit_bytes, 0);
+    EXPECT_LT(d.memory_limit_bytes, d.memory_total_bytes);
+    const placement::HardwareType type = DetectHardwareType("gpu", prop.name);
+    EXPECT_EQ(*HardwareTypeFromProtoValue(static_cast<int>(d.hardware_type)), type) << prop.name;
     if (absl::StrContains(prop.name, "H100")) {
-      EXPECT_EQ(d.hardware_type(), v1::HARDWARE_TYPE_H100);
-      EXPECT_EQ(d.compute_capability(), "9.0");
+      EXPECT_EQ(d.hardware_type, HardwareType::kH100);
+      EXPECT_EQ(d.compute_capability, "9.0");
     }
-    if (absl::StrContains(prop.name, "H200")) EXPECT_EQ(d.hardware_type(), v1::HARDWARE_TYPE_H200);
+    if (absl::StrContains(prop.name, "H200")) EXPECT_EQ(d.hardware_type, HardwareType::kH200);
   }
   auto status = client_->GetStatus();
   ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(status->backend(), "cuda");
+  EXPECT_EQ(status->backend, "cuda");
 
   // The seed's table row for the detected card.
   cudaDeviceProp prop{};
   ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
-  const HardwareType type = DetectHardwareType("gpu", prop.name);
+  const placement::HardwareType type = DetectHardwareType("gpu", prop.name);
   auto info = client_->GetDeviceInfo();
   ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_EQ(info->hardware_type_name(), HardwareTypeName(type));
+  EXPECT_EQ(HardwareTypeName(info->hardware_type), placement::HardwareTypeName(type));
   auto row = client_->GetBatchSizeRecommendation();
   ASSERT_TRUE(row.ok()) << row.status();
-  const BatchSizeRecommendation expected = GetBatchSizeRecommendation(type);
-  EXPECT_EQ(row->min_batch_size(), expected.min_batch_size);
-  EXPECT_EQ(row->optimal_batch_size(), expected.optimal_batch_size);
-  EXPECT_EQ(row->critical_batch_size(), expected.critical_batch_size);
-  if (type == HardwareType::kH100) {  // the seed's H100 row
-    EXPECT_EQ(row->min_batch_size(), 64);
-    EXPECT_EQ(row->optimal_batch_size(), 320);
-    EXPECT_EQ(row->critical_batch_size(), 298);
+  const placement::BatchSizeRecommendation expected = placement::GetBatchSizeRecommendation(type);
+  EXPECT_EQ(row->min_batch_size, expected.min_batch_size);
+  EXPECT_EQ(row->optimal_batch_size, expected.optimal_batch_size);
+  EXPECT_EQ(row->critical_batch_size, expected.critical_batch_size);
+  if (type == placement::HardwareType::kH100) {  // the seed's H100 row
+    EXPECT_EQ(row->min_batch_size, 64);
+    EXPECT_EQ(row->optimal_batch_size, 320);
+    EXPECT_EQ(row->critical_batch_size, 298);
   }
 }
 
@@ -129,7 +129,7 @@ TEST_F(GpuDaemonTest, DeviceMemoryAgreesWithTheDriver) {
     const int64_t grown = DriverUsed() - baseline;
     EXPECT_GE(grown, kBytes);
     EXPECT_LE(grown, kBytes + 16 * kMiB);
-    ASSERT_TRUE(tensors_->Delete({first->id()}).ok());
+    ASSERT_TRUE(tensors_->Delete({first->id}).ok());
     EXPECT_EQ(InUse(0), 0);
     // The freed block stays cached on the GPU and serves the next upload of
     // the size: no new cudaMalloc.
@@ -137,7 +137,7 @@ TEST_F(GpuDaemonTest, DeviceMemoryAgreesWithTheDriver) {
     ASSERT_TRUE(second.ok()) << second.status();
     EXPECT_EQ(InUse(0), kBytes);
     EXPECT_EQ(DriverUsed() - baseline, grown);
-    ASSERT_TRUE(tensors_->Delete({second->id()}).ok());
+    ASSERT_TRUE(tensors_->Delete({second->id}).ok());
     EXPECT_EQ(InUse(0), 0);
     client_.reset();
     tensors_.reset();
@@ -161,21 +161,21 @@ TEST_F(GpuDaemonTest, OutOfMemoryMidReshardLeavesTheSourceIntact) {
   auto source = tensors_->Upload(HostArray::Of(values, {static_cast<int64_t>(values.size())}),
                                  Placement::Device(0));
   ASSERT_TRUE(source.ok()) << source.status();
-  auto replicated = tensors_->Place(source->id(), Placement::Replicated(*mesh));
+  auto replicated = tensors_->Place(source->id, Placement::Replicated(*mesh));
   ASSERT_EQ(replicated.status().code(), absl::StatusCode::kResourceExhausted)
       << replicated.status();
   EXPECT_TRUE(absl::StrContains(replicated.status().message(), "device 0")) << replicated.status();
   EXPECT_EQ(InUse(0), 40 * kMiB);
   EXPECT_EQ(InUse(1), 0);
   std::vector<float> back(values.size());
-  ASSERT_TRUE(tensors_->Download(source->id(), AsWritableBytes(back)).ok());
+  ASSERT_TRUE(tensors_->Download(source->id, AsWritableBytes(back)).ok());
   EXPECT_EQ(back, values);
   // Sharding it instead fits (20 MiB more on each device).
-  auto moved = tensors_->Place(source->id(), Placement::Sharded(*mesh, {{"data"}}));
+  auto moved = tensors_->Place(source->id, Placement::Sharded(*mesh, {{"data"}}));
   ASSERT_TRUE(moved.ok()) << moved.status();
-  ASSERT_TRUE(tensors_->Download(moved->id(), AsWritableBytes(back)).ok());
+  ASSERT_TRUE(tensors_->Download(moved->id, AsWritableBytes(back)).ok());
   EXPECT_EQ(back, values);
-  ASSERT_TRUE(tensors_->Delete({source->id(), moved->id()}).ok());
+  ASSERT_TRUE(tensors_->Delete({source->id, moved->id}).ok());
   EXPECT_EQ(InUse(0), 0);
   EXPECT_EQ(InUse(1), 0);
 }

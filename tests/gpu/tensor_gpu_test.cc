@@ -11,8 +11,6 @@
 namespace placement::client {
 namespace {
 
-namespace pb = placement::v1;
-
 class TensorGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -27,12 +25,12 @@ class TensorGpuTest : public ::testing::Test {
     ASSERT_TRUE(devices.ok());
     num_devices_ = static_cast<int64_t>(devices->size());
     ASSERT_GT(num_devices_, 0);
-    EXPECT_EQ((*devices)[0].platform(), "gpu");
+    EXPECT_EQ((*devices)[0].platform, "gpu");
   }
 
   int64_t InUse() {
     int64_t total = 0;
-    for (const auto& d : *client_->ListDevices()) total += d.memory_in_use_bytes();
+    for (const auto& d : *client_->ListDevices()) total += d.memory_in_use_bytes;
     return total;
   }
 
@@ -51,16 +49,16 @@ class TensorGpuTest : public ::testing::Test {
 
 TEST_F(TensorGpuTest, EveryDtypeRoundTripsOnOneGpu) {
   const int64_t baseline = InUse();
-  for (pb::DType dtype : {pb::DTYPE_F32, pb::DTYPE_F64, pb::DTYPE_F16, pb::DTYPE_BF16, pb::DTYPE_I8,
-                          pb::DTYPE_I16, pb::DTYPE_I32, pb::DTYPE_I64, pb::DTYPE_U8}) {
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8, DType::kI16,
+                      DType::kI32, DType::kI64, DType::kU8}) {
     const std::vector<int64_t> shape = {257, 129};
-    auto bytes = RandomBytes(*ExpectedBytes(dtype, shape), dtype);
+    auto bytes = RandomBytes(*ExpectedBytes(dtype, shape), static_cast<uint32_t>(dtype));
     auto info = tensors_->Upload(HostArray{dtype, shape, bytes}, Placement::Device(0));
     ASSERT_TRUE(info.ok()) << info.status();
-    auto back = tensors_->DownloadBytes(info->id());
+    auto back = tensors_->DownloadBytes(info->id);
     ASSERT_TRUE(back.ok()) << back.status();
-    EXPECT_EQ(back->bytes, bytes) << pb::DType_Name(dtype);
-    ASSERT_TRUE(tensors_->Delete({info->id()}).ok());
+    EXPECT_EQ(back->bytes, bytes) << DTypeName(dtype);
+    ASSERT_TRUE(tensors_->Delete({info->id}).ok());
   }
   EXPECT_EQ(InUse(), baseline);
 }
@@ -77,20 +75,20 @@ TEST_F(TensorGpuTest, ShardedReplicatedAndReshardChains) {
   auto sharded =
       tensors_->Upload(HostArray::Of(values, shape), Placement::Sharded(*mesh, {{"data"}}));
   ASSERT_TRUE(sharded.ok()) << sharded.status();
-  auto replicated = tensors_->Place(sharded->id(), Placement::Replicated(*mesh));
+  auto replicated = tensors_->Place(sharded->id, Placement::Replicated(*mesh));
   ASSERT_TRUE(replicated.ok()) << replicated.status();
-  auto columns = tensors_->Place(replicated->id(), Placement::Sharded(*mesh, {{}, {"data"}}),
+  auto columns = tensors_->Place(replicated->id, Placement::Sharded(*mesh, {{}, {"data"}}),
                                  SourceHandling::kDonate);
   ASSERT_TRUE(columns.ok()) << columns.status();
-  auto single = tensors_->Place(columns->id(), Placement::Device(num_devices_ - 1));
+  auto single = tensors_->Place(columns->id, Placement::Device(num_devices_ - 1));
   ASSERT_TRUE(single.ok()) << single.status();
-  for (const std::string& id : {sharded->id(), columns->id(), single->id()}) {
+  for (const std::string& id : {sharded->id, columns->id, single->id}) {
     std::vector<float> back(values.size());
     ASSERT_TRUE(tensors_->Download(id, AsWritableBytes(back)).ok());
     EXPECT_EQ(back, values) << id;
   }
-  ASSERT_TRUE(tensors_->Delete({sharded->id(), columns->id(), single->id()}).ok());
-  ASSERT_TRUE(meshes.DeleteMesh(mesh->id()).ok());
+  ASSERT_TRUE(tensors_->Delete({sharded->id, columns->id, single->id}).ok());
+  ASSERT_TRUE(meshes.DeleteMesh(mesh->id).ok());
   EXPECT_EQ(InUse(), baseline);
 }
 

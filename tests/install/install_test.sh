@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs the build tree into a temp prefix, builds tests/install/consumer
-# against it with find_package(placement), and runs it against a real daemon.
+# Installs the build tree into a temp prefix, checks that exactly the client
+# was installed (library, public headers, CMake package; no generated or gRPC
+# header in them), builds tests/install/consumer against it with
+# find_package(placement), and runs it against a real daemon. Also checks
+# that the `daemon` component holds placementd and placectl.
 set -euo pipefail
 build_dir=$1
 source_dir=$2
@@ -11,6 +14,24 @@ cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 test -f "$work/prefix/include/placement/client/client.h"
 test -f "$work/prefix/lib/cmake/placement/placementConfig.cmake" || \
   test -f "$work/prefix/lib/x86_64-linux-gnu/cmake/placement/placementConfig.cmake"
+libdir='lib(/x86_64-linux-gnu)?'
+unexpected=$(cd "$work/prefix" && find . -type f -o -type l | grep -v -E \
+  -e '^\./include/placement/client/[a-z_]+\.h$' \
+  -e "^\\./${libdir}/libplacement_client\\.a$" \
+  -e "^\\./${libdir}/cmake/placement/placement(Config|ConfigVersion|Targets|Targets-[a-z]+)\\.cmake$" \
+  || true)
+if [[ -n "$unexpected" ]]; then
+  echo "cmake --install shipped more than the client:" >&2
+  echo "$unexpected" >&2
+  exit 1
+fi
+if grep -rnE '#include [<"](placement/v1/|grpcpp/|grpc/|google/protobuf/)' "$work/prefix/include"; then
+  echo "a public header includes a generated or gRPC header" >&2
+  exit 1
+fi
+cmake --install "$build_dir" --prefix "$work/daemon" --component daemon >/dev/null
+test -x "$work/daemon/bin/placementd"
+test -x "$work/daemon/bin/placectl"
 cmake -S "$source_dir/tests/install/consumer" -B "$work/consumer" -G Ninja \
   -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/consumer" >/dev/null

@@ -47,11 +47,11 @@ class ClientDaemonTest : public ::testing::Test {
     auto list = tensors_->List();
     ASSERT_TRUE(list.ok()) << list.status();
     std::vector<std::string> ids;
-    for (const auto& t : *list) ids.push_back(t.id());
+    for (const auto& t : *list) ids.push_back(t.id);
     if (!ids.empty()) ASSERT_TRUE(tensors_->Delete(ids).ok());
     auto meshes = meshes_->ListMeshes();
     ASSERT_TRUE(meshes.ok());
-    for (const auto& m : *meshes) ASSERT_TRUE(meshes_->DeleteMesh(m.id(), true).ok());
+    for (const auto& m : *meshes) ASSERT_TRUE(meshes_->DeleteMesh(m.id, true).ok());
     ExpectMemoryAtBaseline();
   }
 
@@ -61,7 +61,7 @@ class ClientDaemonTest : public ::testing::Test {
     EXPECT_TRUE(devices.ok()) << devices.status();
     std::vector<int64_t> out;
     if (devices.ok()) {
-      for (const auto& d : *devices) out.push_back(d.memory_in_use_bytes());
+      for (const auto& d : *devices) out.push_back(d.memory_in_use_bytes);
     }
     return out;
   }
@@ -78,7 +78,7 @@ class ClientDaemonTest : public ::testing::Test {
     EXPECT_EQ(now, baseline_);
   }
 
-  absl::StatusOr<placement::v1::Mesh> DataMesh(int64_t n, const std::string& axis = "data") const {
+  absl::StatusOr<Mesh> DataMesh(int64_t n, const std::string& axis = "data") const {
     return meshes_->CreateDataParallelMesh(n, axis);
   }
 
@@ -98,14 +98,14 @@ class ClientDaemonTest : public ::testing::Test {
   // The bytes of `box` (per-dimension [begin, end)) of a row-major array.
   static std::vector<uint8_t> ExtractBox(const std::vector<uint8_t>& data,
                                          const std::vector<int64_t>& shape, int64_t element,
-                                         const placement::v1::ShardInfo& shard) {
+                                         const ShardInfo& shard) {
     std::vector<uint8_t> out;
     size_t rank = shape.size();
     if (rank == 0) return data;
     std::vector<int64_t> begin(rank), end(rank), index(rank);
     for (size_t d = 0; d < rank; ++d) {
-      begin[d] = shard.ranges(static_cast<int>(d)).begin();
-      end[d] = shard.ranges(static_cast<int>(d)).end();
+      begin[d] = shard.ranges[d].begin;
+      end[d] = shard.ranges[d].end;
       if (begin[d] >= end[d]) return out;
     }
     index = begin;

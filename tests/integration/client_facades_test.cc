@@ -11,7 +11,6 @@
 namespace placement::client {
 namespace {
 
-namespace pb = placement::v1;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -19,28 +18,27 @@ class ClientFacadesTest : public ClientDaemonTest {
  protected:
   void SetUp() override {
     ClientDaemonTest::SetUp();
-    auto placement = DevicePlacement::Create(client_.get());
+    auto placement = DevicePlacement::Create(*client_);
     ASSERT_TRUE(placement.ok()) << placement.status();
     placement_ = std::make_unique<DevicePlacement>(*std::move(placement));
   }
 
   // Device ids holding shards of `info`, in shard order.
-  static std::vector<int64_t> Devices(const pb::TensorInfo& info) {
+  static std::vector<int64_t> Devices(const TensorInfo& info) {
     std::vector<int64_t> ids;
-    for (const auto& s : info.shards()) ids.push_back(s.device_id());
+    for (const auto& s : info.shards) ids.push_back(s.device_id);
     return ids;
   }
   // Per shard, the [begin, end) of dimension `dim`.
-  static std::vector<std::pair<int64_t, int64_t>> Ranges(const pb::TensorInfo& info, int dim) {
+  static std::vector<std::pair<int64_t, int64_t>> Ranges(const TensorInfo& info, int dim) {
     std::vector<std::pair<int64_t, int64_t>> out;
-    for (const auto& s : info.shards())
-      out.emplace_back(s.ranges(dim).begin(), s.ranges(dim).end());
+    for (const auto& s : info.shards) out.emplace_back(s.ranges[dim].begin, s.ranges[dim].end);
     return out;
   }
-  static bool FullyReplicated(const pb::TensorInfo& info) {
-    for (const auto& s : info.shards()) {
-      for (int d = 0; d < info.shape_size(); ++d) {
-        if (s.ranges(d).begin() != 0 || s.ranges(d).end() != info.shape(d)) return false;
+  static bool FullyReplicated(const TensorInfo& info) {
+    for (const auto& s : info.shards) {
+      for (int d = 0; d < info.shape.size(); ++d) {
+        if (s.ranges[d].begin != 0 || s.ranges[d].end != info.shape[d]) return false;
       }
     }
     return true;
@@ -79,10 +77,10 @@ TEST_F(ClientFacadesTest, DistributeBatchDropsSpecEntriesBeyondRank) {
                     {"labels", HostArray::Of(labels, {8})}};
   auto distributed = placement_->distribute_batch(batch, Placement::Sharded(*mesh, {{"data"}, {}}));
   ASSERT_TRUE(distributed.ok()) << distributed.status();
-  const pb::TensorInfo& l = distributed->at("labels").info();
-  ASSERT_EQ(l.shards_size(), 8);
-  EXPECT_EQ(l.shards(3).ranges(0).begin(), 3);
-  EXPECT_EQ(distributed->at("images").info().shards(7).ranges(0).begin(), 7);
+  const TensorInfo& l = distributed->at("labels").info();
+  ASSERT_EQ(l.shards.size(), 8u);
+  EXPECT_EQ(l.shards[3].ranges[0].begin, 3);
+  EXPECT_EQ(distributed->at("images").info().shards[7].ranges[0].begin, 7);
   // The same on daemon tensors.
   auto again = placement_->distribute_batch(*distributed, Placement::Replicated(*mesh));
   ASSERT_TRUE(again.ok()) << again.status();
@@ -97,7 +95,7 @@ TEST_F(ClientFacadesTest, ReplicateAcrossDevicesAllOrASubset) {
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_THAT(Devices(all->at("w").info()), ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
   EXPECT_TRUE(FullyReplicated(all->at("w").info()));
-  EXPECT_EQ(all->at("s").info().shards_size(), 8);  // scalars too
+  EXPECT_EQ(all->at("s").info().shards.size(), 8u);  // scalars too
 
   auto subset = placement_->replicate_across_devices(*all, std::vector<int64_t>{2, 5});
   ASSERT_TRUE(subset.ok()) << subset.status();
@@ -125,7 +123,7 @@ TEST_F(ClientFacadesTest, ShardBatchDimEdgeCases) {
   EXPECT_THAT(Ranges(sharded->at("vector").info(), 0),
               ElementsAre(std::make_pair(0, 2), std::make_pair(2, 4), std::make_pair(4, 6),
                           std::make_pair(6, 8)));
-  EXPECT_EQ(sharded->at("scalar").info().shards_size(), 4);  // rank 0: replicated
+  EXPECT_EQ(sharded->at("scalar").info().shards.size(), 4u);  // rank 0: replicated
 
   // batch_axis >= rank: replicated, no error (the vector has rank 1).
   auto beyond = placement_->shard_batch_dim(TensorTree{{"v", sharded->at("vector")}}, *mesh, 1);
@@ -153,7 +151,7 @@ TEST_F(ClientFacadesTest, ShardBatchDimEdgeCases) {
   // by the daemon when only the id is.
   auto local = placement_->shard_batch_dim(data, *mesh, 0, "model");
   EXPECT_EQ(local.status().code(), absl::StatusCode::kInvalidArgument);
-  auto remote = placement_->shard_batch_dim(data, mesh->id(), 0, "model");
+  auto remote = placement_->shard_batch_dim(data, mesh->id, 0, "model");
   EXPECT_EQ(remote.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(placement_->shard_batch_dim(data, "no-such-mesh").status().code(),
             absl::StatusCode::kNotFound);
@@ -188,7 +186,7 @@ TEST_F(ClientFacadesTest, DataParallelShardingStateAndParams) {
   auto replicated = dp.shard_model_state(state, *mesh);
   ASSERT_TRUE(replicated.ok()) << replicated.status();
   EXPECT_TRUE(FullyReplicated(replicated->at("kernel").info()));
-  EXPECT_EQ(replicated->at("kernel").info().device_bytes(), 8 * 8 * 16 * 4);
+  EXPECT_EQ(replicated->at("kernel").info().device_bytes, 8 * 8 * 16 * 4);
 
   // "shard": dimension 0 over the mesh's first axis ("data", 4 ways); a
   // scalar cannot be split (JAX rejects P('data') on rank 0 too), and then
@@ -205,8 +203,8 @@ TEST_F(ClientFacadesTest, DataParallelShardingStateAndParams) {
   auto split = dp.shard_model_state(arrays, *mesh, "shard");
   ASSERT_TRUE(split.ok()) << split.status();
   // Device k sits at (k / 2, k % 2): rows [2 * (k / 2), ...) of the kernel.
-  EXPECT_EQ(split->at("kernel").info().shards(2).ranges(0).begin(), 2);
-  EXPECT_EQ(split->at("bias").info().shards(7).ranges(0).begin(), 12);
+  EXPECT_EQ(split->at("kernel").info().shards[2].ranges[0].begin, 2);
+  EXPECT_EQ(split->at("bias").info().shards[7].ranges[0].begin, 12);
 
   auto typo = dp.shard_model_state(*replicated, *mesh, "sharded");
   EXPECT_EQ(typo.status().code(), absl::StatusCode::kInvalidArgument);
@@ -221,6 +219,94 @@ TEST_F(ClientFacadesTest, DataParallelShardingStateAndParams) {
 
   EXPECT_EQ(dp.create_data_parallel_sharding(*mesh, "batch").status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ClientFacadesTest, SeedConvenienceFunctions) {
+  std::vector<float> images(8 * 4, 0.5f);
+  std::vector<int32_t> labels(8, 3);
+  HostTree batch = {{"images", HostArray::Of(images, {8, 4})},
+                    {"labels", HostArray::Of(labels, {8})}};
+  // place_on_device(data): the daemon's first device when none is given.
+  auto placed = place_on_device(*client_, batch);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_THAT(Devices(placed->at("images").info()), ElementsAre(0));
+  auto on_five = place_on_device(*client_, *placed, 5);
+  ASSERT_TRUE(on_five.ok()) << on_five.status();
+  EXPECT_THAT(Devices(on_five->at("labels").info()), ElementsAre(5));
+  EXPECT_TRUE(tensors_->Describe(placed->at("labels").id()).ok());  // kept, like device_put
+  EXPECT_EQ(place_on_device(*client_, batch, 99).status().code(), absl::StatusCode::kNotFound);
+
+  // distribute_batch(data, sharding), host and daemon trees alike.
+  auto mesh = DataMesh(8);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  auto spread = distribute_batch(*client_, batch, Placement::Sharded(*mesh, {{"data"}, {}}));
+  ASSERT_TRUE(spread.ok()) << spread.status();
+  EXPECT_THAT(Devices(spread->at("labels").info()), ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
+  auto replicated = distribute_batch(*client_, *spread, Placement::Replicated(*mesh));
+  ASSERT_TRUE(replicated.ok()) << replicated.status();
+  EXPECT_TRUE(FullyReplicated(replicated->at("images").info()));
+
+  // get_batch_size_recommendation: the library's table equals the daemon's.
+  for (HardwareType type :
+       {HardwareType::kTpuV5e, HardwareType::kTpuV5p, HardwareType::kTpuV4, HardwareType::kH100,
+        HardwareType::kA100, HardwareType::kV100, HardwareType::kCpu, HardwareType::kUnknown,
+        HardwareType::kH200, HardwareType::kB200}) {
+    auto remote = get_batch_size_recommendation(*client_, type);
+    ASSERT_TRUE(remote.ok()) << HardwareTypeName(type) << ": " << remote.status();
+    EXPECT_EQ(get_batch_size_recommendation(type), *remote) << HardwareTypeName(type);
+  }
+  EXPECT_EQ(get_batch_size_recommendation(HardwareType::kH100).critical_batch_size, 298);
+  auto detected = get_batch_size_recommendation(*client_);
+  ASSERT_TRUE(detected.ok()) << detected.status();
+  EXPECT_EQ(detected->hardware_type, HardwareType::kCpu);
+}
+
+TEST_F(ClientFacadesTest, DevicePlacementHardwareCallsUseSeedNames) {
+  EXPECT_EQ(placement_->hardware_type(), HardwareType::kCpu);
+  EXPECT_EQ(HardwareTypeName(placement_->hardware_type()), "cpu");
+  EXPECT_EQ(placement_->num_devices(), 8);
+  EXPECT_EQ(&placement_->client(), client_.get());
+  auto rec = placement_->get_batch_size_recommendation();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ(rec->optimal_batch_size, 32);
+  auto h100 = placement_->get_batch_size_recommendation(HardwareType::kH100);
+  ASSERT_TRUE(h100.ok()) << h100.status();
+  EXPECT_EQ(h100->critical_batch_size, 298);
+  ASSERT_TRUE(h100->roofline.has_value());
+  auto validated = placement_->validate_batch_size(8);
+  ASSERT_TRUE(validated.ok()) << validated.status();
+  EXPECT_TRUE(validated->first);
+  EXPECT_EQ(validated->second,
+            "Batch size 8 is below critical size 16 for cpu. Consider increasing for optimal "
+            "throughput.");
+  auto info = placement_->get_device_info();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->num_devices, 8);
+  EXPECT_EQ(info->hardware_type, HardwareType::kCpu);
+  ASSERT_EQ(info->devices.size(), 8u);
+  EXPECT_EQ(info->devices[7].id, 7);
+}
+
+TEST_F(ClientFacadesTest, JsonTextUsesTheWireFieldNames) {
+  auto mesh = DataMesh(4);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  std::vector<float> x(8, 1.0f);
+  auto t = tensors_->Upload(HostArray::Of(x, {8}), Placement::Sharded(*mesh, {{"data"}}));
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::string json = ToJson(*t);
+  EXPECT_THAT(json, HasSubstr("\"id\":\"" + t->id + "\""));
+  EXPECT_THAT(json, HasSubstr("\"dtype\":\"DTYPE_F32\""));
+  EXPECT_THAT(json, HasSubstr("\"size_bytes\":\"32\""));
+  EXPECT_THAT(json, HasSubstr("\"replica_id\":\"0\""));
+  auto info = meshes_->GetMesh(mesh->id);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_THAT(ToJson(*info), HasSubstr("\"total_devices\":\"4\""));
+  auto rec = client_->GetBatchSizeRecommendation();
+  ASSERT_TRUE(rec.ok());
+  EXPECT_THAT(ToJson(*rec), HasSubstr("\"hardware_type_name\":\"cpu\""));
+  auto devices = client_->ListDevices();
+  ASSERT_TRUE(devices.ok());
+  EXPECT_THAT(ToJson(*devices), HasSubstr("\"devices\":[{\"id\":\"0\""));
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 namespace placement::client {
 namespace {
 
-namespace pb = placement::v1;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -18,12 +17,12 @@ using ::testing::HasSubstr;
 // and checks device memory is back to its baseline.
 class ClientMeshesTest : public ClientDaemonTest {
  protected:
-  static std::vector<int64_t> Ids(const pb::Mesh& mesh) {
-    return {mesh.device_ids().begin(), mesh.device_ids().end()};
+  static std::vector<int64_t> Ids(const Mesh& mesh) {
+    return {mesh.device_ids.begin(), mesh.device_ids.end()};
   }
-  static MeshAxes Axes(const pb::Mesh& mesh) {
+  static MeshAxes Axes(const Mesh& mesh) {
     MeshAxes axes;
-    for (const auto& a : mesh.axes()) axes.emplace_back(a.name(), a.size());
+    for (const auto& a : mesh.axes) axes.push_back(a);
     return axes;
   }
 };
@@ -33,7 +32,7 @@ TEST_F(ClientMeshesTest, ManagerSeesEveryDevice) {
   ASSERT_TRUE(manager.ok()) << manager.status();
   EXPECT_EQ(manager->num_devices(), 8);
   ASSERT_EQ(manager->devices().size(), 8u);
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(manager->devices()[i].id(), i);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(manager->devices()[i].id, i);
 }
 
 TEST_F(ClientMeshesTest, DictAndListFormsMeanTheSame) {
@@ -44,11 +43,11 @@ TEST_F(ClientMeshesTest, DictAndListFormsMeanTheSame) {
   auto from_list = manager->create_device_mesh(MeshAxes{{"data", 2}, {"model", 1}});
   ASSERT_TRUE(from_dict.ok()) << from_dict.status();
   ASSERT_TRUE(from_list.ok()) << from_list.status();
-  EXPECT_NE(from_dict->id(), from_list->id());
+  EXPECT_NE(from_dict->id, from_list->id);
   for (const auto* mesh : {&*from_dict, &*from_list}) {
     EXPECT_EQ(Axes(*mesh), (MeshAxes{{"data", 2}, {"model", 1}}));
     EXPECT_THAT(Ids(*mesh), ElementsAre(0, 1));
-    EXPECT_EQ(mesh->total_devices(), 2);
+    EXPECT_EQ(mesh->total_devices, 2);
   }
 }
 
@@ -151,7 +150,7 @@ TEST_F(ClientMeshesTest, GetMeshInfoListAndDelete) {
   options.device_ids = {7, 6, 5, 4, 3, 2};
   auto mesh = meshes.CreateMesh({{"model", 3}, {"data", 2}}, options);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
-  EXPECT_EQ(mesh->id(), "grid");
+  EXPECT_EQ(mesh->id, "grid");
   EXPECT_THAT(Ids(*mesh), ElementsAre(7, 6, 5, 4, 3, 2));
 
   auto info = manager->get_mesh_info(*mesh);
@@ -169,7 +168,7 @@ TEST_F(ClientMeshesTest, GetMeshInfoListAndDelete) {
   auto list = meshes.ListMeshes();
   ASSERT_TRUE(list.ok());
   ASSERT_EQ(list->size(), 1u);
-  EXPECT_EQ((*list)[0].id(), "grid");
+  EXPECT_EQ((*list)[0].id, "grid");
 
   auto deleted = meshes.DeleteMesh("grid");
   ASSERT_TRUE(deleted.ok()) << deleted.status();
@@ -188,23 +187,23 @@ TEST_F(ClientMeshesTest, DeleteRefusesWhileTensorsUseTheMesh) {
   std::vector<float> x(16, 1.0f);
   auto t = tensors.Upload(HostArray::Of(x, {16}), Placement::Sharded(*mesh, {{"data"}}));
   ASSERT_TRUE(t.ok()) << t.status();
-  auto info = meshes.GetMesh(mesh->id());
+  auto info = meshes.GetMesh(mesh->id);
   ASSERT_TRUE(info.ok());
-  EXPECT_EQ(info->mesh.tensor_count(), 1);
+  EXPECT_EQ(info->mesh.tensor_count, 1);
 
-  auto refused = meshes.DeleteMesh(mesh->id());
+  auto refused = meshes.DeleteMesh(mesh->id);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(tensors.Describe(t->id()).ok());
+  EXPECT_TRUE(tensors.Describe(t->id).ok());
 
-  auto forced = meshes.DeleteMesh(mesh->id(), /*force=*/true);
+  auto forced = meshes.DeleteMesh(mesh->id, /*force=*/true);
   ASSERT_TRUE(forced.ok()) << forced.status();
   EXPECT_EQ(*forced, 1);
-  EXPECT_EQ(tensors.Describe(t->id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(tensors.Describe(t->id).status().code(), absl::StatusCode::kNotFound);
   auto devices = client_->ListDevices();
   ASSERT_TRUE(devices.ok());
   ASSERT_EQ(devices->size(), baseline->size());
   for (size_t i = 0; i < devices->size(); ++i) {
-    EXPECT_EQ((*devices)[i].memory_in_use_bytes(), (*baseline)[i].memory_in_use_bytes()) << i;
+    EXPECT_EQ((*devices)[i].memory_in_use_bytes, (*baseline)[i].memory_in_use_bytes) << i;
   }
 }
 

@@ -34,21 +34,21 @@ class CollectiveServiceTest : public ClientDaemonTest {
   // A tensor partial over `axes` of `mesh` (spec P()): device position p
   // contributes value(p, i) for element i. Built from single-device uploads
   // assembled with donation, as a trainer does with per-device gradients.
-  absl::StatusOr<pb::TensorInfo> Partial(const TensorClient& tensors, const pb::Mesh& mesh,
-                                         const std::vector<int64_t>& shape,
-                                         const std::vector<std::string>& axes,
-                                         const std::function<float(int, int64_t)>& value,
-                                         pb::ReduceOp op = pb::REDUCE_OP_SUM) {
+  absl::StatusOr<TensorInfo> Partial(const TensorClient& tensors, const Mesh& mesh,
+                                     const std::vector<int64_t>& shape,
+                                     const std::vector<std::string>& axes,
+                                     const std::function<float(int, int64_t)>& value,
+                                     ReduceOp op = ReduceOp::kSum) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     std::vector<std::string> ids;
-    for (int p = 0; p < mesh.device_ids_size(); ++p) {
+    for (int p = 0; p < mesh.device_ids.size(); ++p) {
       std::vector<float> piece(n);
       for (int64_t i = 0; i < n; ++i) piece[i] = value(p, i);
       auto info =
-          tensors.Upload(HostArray::Of(piece, shape), Placement::Device(mesh.device_ids(p)));
+          tensors.Upload(HostArray::Of(piece, shape), Placement::Device(mesh.device_ids[p]));
       if (!info.ok()) return info.status();
-      ids.push_back(info->id());
+      ids.push_back(info->id);
     }
     return tensors.Assemble(shape, Placement::Sharded(mesh, {}).WithPartial(axes, op), ids,
                             SourceHandling::kDonate);
@@ -69,23 +69,23 @@ TEST_F(CollectiveServiceTest, AllReducePartialMeanAndSum) {
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   auto grads = Partial(*tensors_, *mesh, {4, 3}, {"data"}, [](int p, int64_t i) { return p + i; });
   ASSERT_TRUE(grads.ok()) << grads.status();
-  EXPECT_EQ(grads->sharding().partial_axes_size(), 1);
+  EXPECT_EQ(grads->sharding.partial_axes.size(), 1u);
 
-  auto mean = collectives_->AllReduce(grads->id(), "mean", {.axes = {"data"}, .name = "g-mean"});
+  auto mean = collectives_->AllReduce(grads->id, "mean", {.axes = {"data"}, .name = "g-mean"});
   ASSERT_TRUE(mean.ok()) << mean.status();
-  EXPECT_EQ(mean->name(), "g-mean");
-  EXPECT_EQ(mean->sharding().partial_axes_size(), 0);
-  EXPECT_EQ(mean->shards_size(), 8);
-  std::vector<float> got = Floats(mean->id(), 12);
+  EXPECT_EQ(mean->name, "g-mean");
+  EXPECT_EQ(mean->sharding.partial_axes.size(), 0u);
+  EXPECT_EQ(mean->shards.size(), 8u);
+  std::vector<float> got = Floats(mean->id, 12);
   for (int64_t i = 0; i < 12; ++i) EXPECT_FLOAT_EQ(got[i], 3.5f + i);
 
   // The enum form, defaulting to every mesh axis; donation reduces in place.
   auto sum =
-      collectives_->AllReduce(grads->id(), pb::REDUCE_OP_SUM, {.source = SourceHandling::kDonate});
+      collectives_->AllReduce(grads->id, ReduceOp::kSum, {.source = SourceHandling::kDonate});
   ASSERT_TRUE(sum.ok()) << sum.status();
-  got = Floats(sum->id(), 12);
+  got = Floats(sum->id, 12);
   for (int64_t i = 0; i < 12; ++i) EXPECT_FLOAT_EQ(got[i], 28.0f + 8 * i);
-  EXPECT_EQ(tensors_->Describe(grads->id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(tensors_->Describe(grads->id).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(CollectiveServiceTest, AllReduceShardedBlocksAndAllGather) {
@@ -98,10 +98,10 @@ TEST_F(CollectiveServiceTest, AllReduceShardedBlocksAndAllGather) {
   ASSERT_TRUE(sharded.ok()) << sharded.status();
 
   // One block of 2 rows per device, summed: shape [2, 3].
-  auto blocks = collectives_->AllReduce(sharded->id(), pb::REDUCE_OP_SUM);
+  auto blocks = collectives_->AllReduce(sharded->id, ReduceOp::kSum);
   ASSERT_TRUE(blocks.ok()) << blocks.status();
-  EXPECT_THAT(blocks->shape(), ::testing::ElementsAre(2, 3));
-  std::vector<float> got = Floats(blocks->id(), 6);
+  EXPECT_THAT(blocks->shape, ::testing::ElementsAre(2, 3));
+  std::vector<float> got = Floats(blocks->id, 6);
   for (int64_t i = 0; i < 6; ++i) {
     float want = 0;
     for (int k = 0; k < 8; ++k) want += x[k * 6 + i];
@@ -109,22 +109,22 @@ TEST_F(CollectiveServiceTest, AllReduceShardedBlocksAndAllGather) {
   }
 
   // Gather the minor-most axis, then the rest.
-  auto half = collectives_->AllGather(sharded->id(), 0, {.axes = {"model"}});
+  auto half = collectives_->AllGather(sharded->id, 0, {.axes = {"model"}});
   ASSERT_TRUE(half.ok()) << half.status();
-  ASSERT_EQ(half->sharding().spec().dims(0).axes_size(), 1);
-  EXPECT_EQ(half->sharding().spec().dims(0).axes(0), "data");
-  auto full = collectives_->AllGather(half->id(), 0, {.source = SourceHandling::kDonate});
+  ASSERT_EQ(half->sharding.spec[0].size(), 1u);
+  EXPECT_EQ(half->sharding.spec[0][0], "data");
+  auto full = collectives_->AllGather(half->id, 0, {.source = SourceHandling::kDonate});
   ASSERT_TRUE(full.ok()) << full.status();
-  EXPECT_EQ(Floats(full->id(), 48), x);
-  EXPECT_EQ(tensors_->Describe(half->id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Floats(full->id, 48), x);
+  EXPECT_EQ(tensors_->Describe(half->id).status().code(), absl::StatusCode::kNotFound);
 
   // Dimension 1 (not contiguous in a shard): staged inside the daemon.
   auto cols =
       tensors_->Upload(HostArray::Of(x, {4, 12}), Placement::Sharded(*mesh, {{}, {"model"}}));
   ASSERT_TRUE(cols.ok()) << cols.status();
-  auto gathered = collectives_->AllGather(cols->id(), -1);
+  auto gathered = collectives_->AllGather(cols->id, -1);
   ASSERT_TRUE(gathered.ok()) << gathered.status();
-  EXPECT_EQ(Floats(gathered->id(), 48), x);
+  EXPECT_EQ(Floats(gathered->id, 48), x);
 }
 
 TEST_F(CollectiveServiceTest, ReduceScatterAndBroadcast) {
@@ -133,18 +133,18 @@ TEST_F(CollectiveServiceTest, ReduceScatterAndBroadcast) {
   auto partial = Partial(*tensors_, *mesh, {8, 2}, {"model"},
                          [](int p, int64_t i) { return static_cast<float>((p % 4) * 100 + i); });
   ASSERT_TRUE(partial.ok()) << partial.status();
-  auto scattered = collectives_->ReduceScatter(partial->id(), pb::REDUCE_OP_SUM, 0);
+  auto scattered = collectives_->ReduceScatter(partial->id, ReduceOp::kSum, 0);
   ASSERT_TRUE(scattered.ok()) << scattered.status();
-  EXPECT_EQ(scattered->sharding().partial_axes_size(), 0);
-  EXPECT_EQ(scattered->sharding().spec().dims(0).axes(0), "model");
-  std::vector<float> got = Floats(scattered->id(), 16);
+  EXPECT_EQ(scattered->sharding.partial_axes.size(), 0u);
+  EXPECT_EQ(scattered->sharding.spec[0][0], "model");
+  std::vector<float> got = Floats(scattered->id, 16);
   for (int64_t i = 0; i < 16; ++i) EXPECT_FLOAT_EQ(got[i], 600.0f + 4 * i);
 
   // Broadcast device 6's contribution over 'model': every data row copies
   // from its rank-2 member (positions 2 and 6 both contribute 200 + i).
-  auto bcast = collectives_->Broadcast(partial->id(), 6, {.axes = {"model"}});
+  auto bcast = collectives_->Broadcast(partial->id, 6, {.axes = {"model"}});
   ASSERT_TRUE(bcast.ok()) << bcast.status();
-  got = Floats(bcast->id(), 16);
+  got = Floats(bcast->id, 16);
   for (int64_t i = 0; i < 16; ++i) EXPECT_FLOAT_EQ(got[i], 200.0f + i);
 }
 
@@ -182,7 +182,7 @@ TEST_F(CollectiveServiceTest, BatchAndDataParallelGradients) {
   EXPECT_THAT(std::string(no_batch.status().message()), HasSubstr("('data')"));
 
   // Mixed meshes / dtypes name the index.
-  auto mixed = collectives_->AllReduceBatch({w->id(), g->id()}, "sum");
+  auto mixed = collectives_->AllReduceBatch({w->id, g->id}, "sum");
   EXPECT_EQ(mixed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(mixed.status().message()), HasSubstr("tensor_ids[1]"));
 }
@@ -192,7 +192,7 @@ TEST_F(CollectiveServiceTest, BadInputsHavePreciseCodes) {
   ASSERT_TRUE(mesh.ok());
   auto partial = Partial(*tensors_, *mesh, {8}, {"data"}, [](int p, int64_t) { return p / 4; });
   ASSERT_TRUE(partial.ok()) << partial.status();
-  const std::string id = partial->id();
+  const std::string id = partial->id;
 
   EXPECT_EQ(collectives_->AllReduce("t-0000", "sum").status().code(), absl::StatusCode::kNotFound);
   auto bad_op = collectives_->AllReduce(id, "avg", {.axes = {"data"}});
@@ -206,15 +206,15 @@ TEST_F(CollectiveServiceTest, BadInputsHavePreciseCodes) {
   EXPECT_EQ(collectives_->AllGather(id, 3).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(collectives_->AllGather(id, 0).status().code(), absl::StatusCode::kFailedPrecondition);
   auto indivisible = collectives_->ReduceScatter(
-      Partial(*tensors_, *mesh, {6}, {"model"}, [](int, int64_t) { return 1; })->id(),
-      pb::REDUCE_OP_SUM, 0);
+      Partial(*tensors_, *mesh, {6}, {"model"}, [](int, int64_t) { return 1; })->id, ReduceOp::kSum,
+      0);
   EXPECT_EQ(indivisible.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(indivisible.status().message()), HasSubstr("not divisible by the 4"));
   EXPECT_EQ(collectives_->Broadcast(id, 4242).status().code(), absl::StatusCode::kNotFound);
   auto small = meshes_->CreateMesh({{"data", 2}}, {.device_ids = {0, 1}});
   ASSERT_TRUE(small.ok());
   auto pair = Partial(*tensors_, *small, {2}, {"data"}, [](int p, int64_t) { return p; });
-  auto outside = collectives_->Broadcast(pair->id(), 5);
+  auto outside = collectives_->Broadcast(pair->id, 5);
   EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(outside.status().message()), HasSubstr("not in the tensor's mesh"));
   // The daemon keeps serving, and nothing half-made was kept.
@@ -230,12 +230,13 @@ TEST_F(CollectiveServiceTest, ClientCancelMidCollective) {
   auto big = Partial(*tensors_, *mesh, {kCount}, {"data"}, [](int p, int64_t) { return p; });
   ASSERT_TRUE(big.ok()) << big.status();
   const size_t tensors_before = tensors_->List()->size();
-  auto stub = pb::CollectiveService::NewStub(client_->channel());
+  auto stub = pb::CollectiveService::NewStub(
+      grpc::CreateChannel(client_->target(), grpc::InsecureChannelCredentials()));
   int cancelled = 0;
   for (int delay_us : {0, 100, 1000, 5000, 20000}) {
     grpc::ClientContext context;
     pb::AllReduceRequest request;
-    request.set_tensor_id(big->id());
+    request.set_tensor_id(big->id);
     request.set_op_name("sum");
     pb::CollectiveResponse response;
     absl::Notification done;
@@ -261,7 +262,7 @@ TEST_F(CollectiveServiceTest, ClientCancelMidCollective) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   EXPECT_EQ(tensors_->List()->size(), tensors_before);
-  EXPECT_TRUE(collectives_->AllReduce(big->id(), "mean").ok());
+  EXPECT_TRUE(collectives_->AllReduce(big->id, "mean").ok());
 }
 
 TEST_F(CollectiveServiceTest, InputDeletedWhileCollectiveRuns) {
@@ -269,10 +270,11 @@ TEST_F(CollectiveServiceTest, InputDeletedWhileCollectiveRuns) {
   ASSERT_TRUE(mesh.ok());
   auto big = Partial(*tensors_, *mesh, {2 << 20}, {"data"}, [](int p, int64_t) { return p; });
   ASSERT_TRUE(big.ok()) << big.status();
-  auto stub = pb::CollectiveService::NewStub(client_->channel());
+  auto stub = pb::CollectiveService::NewStub(
+      grpc::CreateChannel(client_->target(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   pb::AllReduceRequest request;
-  request.set_tensor_id(big->id());
+  request.set_tensor_id(big->id);
   request.set_op_name("sum");
   pb::CollectiveResponse response;
   absl::Notification done;
@@ -281,7 +283,7 @@ TEST_F(CollectiveServiceTest, InputDeletedWhileCollectiveRuns) {
     status = std::move(s);
     done.Notify();
   });
-  ASSERT_TRUE(tensors_->Delete({big->id()}).ok());
+  ASSERT_TRUE(tensors_->Delete({big->id}).ok());
   done.WaitForNotification();
   // Either the collective held the input first (and completes from it) or
   // the delete won (NOT_FOUND); never a crash or a leak.
@@ -292,7 +294,7 @@ TEST_F(CollectiveServiceTest, InputDeletedWhileCollectiveRuns) {
   } else {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
   }
-  EXPECT_EQ(tensors_->Describe(big->id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(tensors_->Describe(big->id).status().code(), absl::StatusCode::kNotFound);
 }
 
 // Eight clients, each with its own mesh, reduce and gather at the same time.
@@ -321,24 +323,24 @@ TEST_F(CollectiveServiceTest, EightConcurrentClientsOnDifferentMeshes) {
       if (!mesh.ok()) return fail(mesh.status().ToString());
       // Contributions depend only on the 'data' coordinate (replicas along
       // 'model' agree, as a valid partial tensor's do).
-      const int n = static_cast<int>(mesh->axes(0).size());
-      const int stride = mesh->device_ids_size() / n;
+      const int n = static_cast<int>(mesh->axes[0].size);
+      const int stride = static_cast<int>(mesh->device_ids.size()) / n;
       for (int round = 0; round < 5; ++round) {
         auto partial = Partial(tensors, *mesh, {4096}, {"data"}, [&](int p, int64_t i) {
           return static_cast<float>(p / stride + c + round + i % 3);
         });
         if (!partial.ok()) return fail(partial.status().ToString());
-        auto mean = collectives.AllReduce(partial->id(), "mean", {.axes = {"data"}});
+        auto mean = collectives.AllReduce(partial->id, "mean", {.axes = {"data"}});
         if (!mean.ok()) return fail(mean.status().ToString());
         std::vector<float> got(4096);
-        if (!tensors.Download(mean->id(), AsWritableBytes(got)).ok()) return fail("download");
+        if (!tensors.Download(mean->id, AsWritableBytes(got)).ok()) return fail("download");
         for (int64_t i = 0; i < 4096; ++i) {
           const float want = (n - 1) / 2.0f + c + round + i % 3;
           if (std::abs(got[i] - want) > 1e-4) return fail("wrong value at " + std::to_string(i));
         }
-        if (!tensors.Delete({partial->id(), mean->id()}).ok()) return fail("delete");
+        if (!tensors.Delete({partial->id, mean->id}).ok()) return fail("delete");
       }
-      if (!meshes.DeleteMesh(mesh->id(), true).ok()) return fail("delete mesh");
+      if (!meshes.DeleteMesh(mesh->id, true).ok()) return fail("delete mesh");
     });
   }
   for (auto& t : threads) t.join();

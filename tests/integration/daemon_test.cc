@@ -8,10 +8,13 @@
 
 #include <thread>
 
+#include "common/grpc_status.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "placement/client/client.h"
 #include "placement/client/device_placement.h"
+#include "placement/v1/device_service.grpc.pb.h"
 #include "tests/testing/daemon_process.h"
 
 namespace placement {
@@ -20,6 +23,30 @@ namespace {
 using ::testing::HasSubstr;
 using testing::DaemonOptions;
 using testing::DaemonProcess;
+
+// The daemon's own checks of hardware names, through the wire (the client
+// library takes a HardwareType and cannot send an unknown name).
+absl::Status BatchSizeByName(const std::string& address, const std::string& name) {
+  auto stub =
+      v1::DeviceService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::GetBatchSizeRecommendationRequest request;
+  request.set_hardware_name(name);
+  v1::GetBatchSizeRecommendationResponse response;
+  return FromGrpcStatus(stub->GetBatchSizeRecommendation(&context, request, &response));
+}
+
+absl::Status ValidateByName(const std::string& address, int64_t batch_size,
+                            const std::string& name) {
+  auto stub =
+      v1::DeviceService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::ValidateBatchSizeRequest request;
+  request.set_batch_size(batch_size);
+  request.set_hardware_name(name);
+  v1::ValidateBatchSizeResponse response;
+  return FromGrpcStatus(stub->ValidateBatchSize(&context, request, &response));
+}
 
 // These tests assert the CPU backend's own defaults (8 devices, hardware
 // "cpu", its batch-size row), so they pin --backend=cpu even when the suite
@@ -43,11 +70,11 @@ TEST(DaemonTest, ListsEightCpuDevicesByDefault) {
   ASSERT_TRUE(devices.ok()) << devices.status();
   ASSERT_EQ(devices->size(), 8u);
   for (int i = 0; i < 8; ++i) {
-    EXPECT_EQ((*devices)[i].id(), i);
-    EXPECT_EQ((*devices)[i].platform(), "cpu");
-    EXPECT_EQ((*devices)[i].hardware_type(), v1::HARDWARE_TYPE_CPU);
-    EXPECT_EQ((*devices)[i].memory_in_use_bytes(), 0);
-    EXPECT_GT((*devices)[i].memory_limit_bytes(), 0);
+    EXPECT_EQ((*devices)[i].id, i);
+    EXPECT_EQ((*devices)[i].platform, "cpu");
+    EXPECT_EQ((*devices)[i].hardware_type, client::HardwareType::kCpu);
+    EXPECT_EQ((*devices)[i].memory_in_use_bytes, 0);
+    EXPECT_GT((*devices)[i].memory_limit_bytes, 0);
   }
   EXPECT_EQ(daemon->Stop(SIGTERM), 0);
 }
@@ -58,21 +85,21 @@ TEST(DaemonTest, DeviceInfoHasTheSeedsKeys) {
   auto client = std::move(*daemon->Connect());
   auto info = client->GetDeviceInfo();
   ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_EQ(info->num_devices(), 4);
-  EXPECT_EQ(info->hardware_type_name(), "cpu");
-  EXPECT_THAT(info->platforms(), ::testing::ElementsAre("cpu"));
-  EXPECT_THAT(info->device_kinds(), ::testing::ElementsAre("cpu"));
-  ASSERT_EQ(info->devices_size(), 4);
-  EXPECT_EQ(info->devices(3).id(), 3);
+  EXPECT_EQ(info->num_devices, 4);
+  EXPECT_EQ(client::HardwareTypeName(info->hardware_type), "cpu");
+  EXPECT_THAT(info->platforms, ::testing::ElementsAre("cpu"));
+  EXPECT_THAT(info->device_kinds, ::testing::ElementsAre("cpu"));
+  ASSERT_EQ(info->devices.size(), 4u);
+  EXPECT_EQ(info->devices[3].id, 3);
   auto devices = client->ListDevices();
-  EXPECT_EQ((*devices)[0].memory_limit_bytes(), 65536);
+  EXPECT_EQ((*devices)[0].memory_limit_bytes, 65536);
 
-  auto placement = client::DevicePlacement::Create(client.get());
+  auto placement = client::DevicePlacement::Create(*client);
   ASSERT_TRUE(placement.ok()) << placement.status();
-  EXPECT_EQ(placement->hardware_type(), "cpu");
+  EXPECT_EQ(placement->hardware_type(), client::HardwareType::kCpu);
   EXPECT_EQ(placement->num_devices(), 4);
   EXPECT_EQ(placement->default_device(), 0);
-  EXPECT_EQ(client::DevicePlacement::Create(client.get(), 9).status().code(),
+  EXPECT_EQ(client::DevicePlacement::Create(*client, 9).status().code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -82,12 +109,12 @@ TEST(DaemonTest, BatchSizeRecommendationsForEveryHardware) {
   auto client = std::move(*daemon->Connect());
   auto detected = client->GetBatchSizeRecommendation();
   ASSERT_TRUE(detected.ok());
-  EXPECT_EQ(detected->hardware_type_name(), "cpu");
-  EXPECT_EQ(detected->min_batch_size(), 1);
-  EXPECT_EQ(detected->optimal_batch_size(), 32);
-  EXPECT_EQ(detected->critical_batch_size(), 16);
-  EXPECT_FALSE(detected->has_max_memory_batch_size());
-  EXPECT_FALSE(detected->has_roofline());
+  EXPECT_EQ(client::HardwareTypeName(detected->hardware_type), "cpu");
+  EXPECT_EQ(detected->min_batch_size, 1);
+  EXPECT_EQ(detected->optimal_batch_size, 32);
+  EXPECT_EQ(detected->critical_batch_size, 16);
+  EXPECT_FALSE(detected->max_memory_batch_size.has_value());
+  EXPECT_FALSE(detected->roofline.has_value());
 
   struct Expect {
     std::string name;
@@ -104,20 +131,23 @@ TEST(DaemonTest, BatchSizeRecommendationsForEveryHardware) {
                                              {"unknown", 32, 128, 64, false},
                                              {"h200", 32, 128, 64, true},
                                              {"b200", 32, 128, 64, true}}) {
-    auto rec = client->GetBatchSizeRecommendation(e.name);
+    auto type = client::ParseHardwareType(e.name);
+    ASSERT_TRUE(type.ok()) << e.name << ": " << type.status();
+    auto rec = client->GetBatchSizeRecommendation(*type);
     ASSERT_TRUE(rec.ok()) << e.name << ": " << rec.status();
-    EXPECT_EQ(rec->hardware_type_name(), e.name);
-    EXPECT_EQ(rec->min_batch_size(), e.min) << e.name;
-    EXPECT_EQ(rec->optimal_batch_size(), e.optimal) << e.name;
-    EXPECT_EQ(rec->critical_batch_size(), e.critical) << e.name;
-    EXPECT_EQ(rec->has_roofline(), e.roofline) << e.name;
+    EXPECT_EQ(client::HardwareTypeName(rec->hardware_type), e.name);
+    EXPECT_EQ(rec->min_batch_size, e.min) << e.name;
+    EXPECT_EQ(rec->optimal_batch_size, e.optimal) << e.name;
+    EXPECT_EQ(rec->critical_batch_size, e.critical) << e.name;
+    EXPECT_EQ(rec->roofline.has_value(), e.roofline) << e.name;
   }
-  auto h100 = client->GetBatchSizeRecommendation("h100");
-  EXPECT_NEAR(h100->roofline().critical_batch_size(), 295.2, 0.1);
+  auto h100 = client->GetBatchSizeRecommendation(client::HardwareType::kH100);
+  EXPECT_NEAR(h100->roofline->critical_batch_size, 295.2, 0.1);
 
-  auto bad = client->GetBatchSizeRecommendation("tpu_v9");
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("accepted values: tpu_v5e"));
+  // A name the daemon does not know (the typed client cannot send one).
+  auto bad = BatchSizeByName(daemon->address(), "tpu_v9");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("accepted values: tpu_v5e"));
   // The daemon keeps serving after bad input.
   EXPECT_TRUE(client->ListDevices().ok());
 }
@@ -128,22 +158,22 @@ TEST(DaemonTest, ValidateBatchSizeFollowsTheSeed) {
   auto client = std::move(*daemon->Connect());
   auto zero = client->ValidateBatchSize(0);
   ASSERT_TRUE(zero.ok());
-  EXPECT_FALSE(zero->valid());
-  EXPECT_EQ(zero->message(),
+  EXPECT_FALSE(zero->valid);
+  EXPECT_EQ(zero->message,
             "Batch size 0 is below minimum recommended 1 for cpu. Performance will be "
             "significantly degraded.");
-  auto negative = client->ValidateBatchSize(-8, true, "h100");
-  EXPECT_FALSE(negative->valid());
-  EXPECT_THAT(negative->message(), HasSubstr("below minimum recommended 64 for h100"));
-  auto optimal = client->ValidateBatchSize(512, true, "h100");
-  EXPECT_TRUE(optimal->valid());
-  EXPECT_EQ(optimal->message(), "Batch size 512 is optimal for h100.");
-  auto quiet = client->ValidateBatchSize(100, false, "h100");
-  EXPECT_EQ(quiet->message(), "Batch size 100 is acceptable for h100.");
+  auto negative = client->ValidateBatchSize(-8, true, client::HardwareType::kH100);
+  EXPECT_FALSE(negative->valid);
+  EXPECT_THAT(negative->message, HasSubstr("below minimum recommended 64 for h100"));
+  auto optimal = client->ValidateBatchSize(512, true, client::HardwareType::kH100);
+  EXPECT_TRUE(optimal->valid);
+  EXPECT_EQ(optimal->message, "Batch size 512 is optimal for h100.");
+  auto quiet = client->ValidateBatchSize(100, false, client::HardwareType::kH100);
+  EXPECT_EQ(quiet->message, "Batch size 100 is acceptable for h100.");
   auto uneven = client->ValidateBatchSize(33);
-  ASSERT_EQ(uneven->warnings_size(), 1);
-  EXPECT_THAT(uneven->warnings(0), HasSubstr("not divisible by the 8"));
-  EXPECT_EQ(client->ValidateBatchSize(64, true, "nope").status().code(),
+  ASSERT_EQ(uneven->warnings.size(), 1u);
+  EXPECT_THAT(uneven->warnings[0], HasSubstr("not divisible by the 8"));
+  EXPECT_EQ(ValidateByName(daemon->address(), 64, "nope").code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -153,12 +183,12 @@ TEST(DaemonTest, StatusReportsBackendAndUptime) {
   auto client = std::move(*daemon->Connect());
   auto status = client->GetStatus();
   ASSERT_TRUE(status.ok());
-  EXPECT_EQ(status->backend(), "cpu");
-  EXPECT_EQ(status->num_devices(), 8);
-  EXPECT_EQ(status->listen_address(), daemon->address());
-  EXPECT_EQ(status->instance_id().size(), 16u);
-  EXPECT_TRUE(status->serving());
-  EXPECT_FALSE(status->version().empty());
+  EXPECT_EQ(status->backend, "cpu");
+  EXPECT_EQ(status->num_devices, 8);
+  EXPECT_EQ(status->listen_address, daemon->address());
+  EXPECT_EQ(status->instance_id.size(), 16u);
+  EXPECT_TRUE(status->serving);
+  EXPECT_FALSE(status->version.empty());
 }
 
 TEST(DaemonTest, ServesOnAUnixSocket) {
@@ -185,9 +215,9 @@ TEST(DaemonTest, AutoBackendFallsBackToCpuWithOneClearLogLine) {
   ASSERT_NE(daemon, nullptr);
   auto status = (*daemon->Connect())->GetStatus();
   ASSERT_TRUE(status.ok());
-  if (status->backend() == "cuda") GTEST_SKIP() << "a GPU is present";
+  if (status->backend == "cuda") GTEST_SKIP() << "a GPU is present";
   EXPECT_THAT(daemon->Stderr(), HasSubstr("falling back to 8 CPU virtual devices"));
-  EXPECT_THAT(status->backend_note(), HasSubstr("no usable GPU"));
+  EXPECT_THAT(status->backend_note, HasSubstr("no usable GPU"));
 }
 
 TEST(DaemonStartupTest, BadFlagsFailWithClearMessages) {
@@ -279,7 +309,7 @@ TEST(DaemonTest, ExportsPrometheusMetrics) {
   ASSERT_NE(daemon, nullptr);
   auto client = std::move(*daemon->Connect());
   ASSERT_TRUE(client->ListDevices().ok());
-  EXPECT_FALSE(client->GetBatchSizeRecommendation("zzz").ok());
+  EXPECT_FALSE(BatchSizeByName(daemon->address(), "zzz").ok());
   std::string text = HttpGet(port, "/metrics");
   EXPECT_THAT(text, HasSubstr("placementd_rpcs_total{code=\"OK\",method=\"/placement.v1.DeviceService/ListDevices\"} 1"));
   EXPECT_THAT(text, HasSubstr("code=\"INVALID_ARGUMENT\",method="));

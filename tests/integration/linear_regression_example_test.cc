@@ -36,7 +36,7 @@ TEST_P(LinearRegressionExampleTest, ConvergesToTheKnownSolution) {
   ASSERT_TRUE(client.ok());
   auto devices = (*client)->ListDevices();
   ASSERT_TRUE(devices.ok());
-  for (const auto& d : *devices) EXPECT_EQ(d.memory_in_use_bytes(), 0) << "device " << d.id();
+  for (const auto& d : *devices) EXPECT_EQ(d.memory_in_use_bytes, 0) << "device " << d.id;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, LinearRegressionExampleTest,

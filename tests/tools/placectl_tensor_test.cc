@@ -81,7 +81,7 @@ class PlacectlTensorTest : public ::testing::Test {
     auto devices = client_->ListDevices();
     EXPECT_TRUE(devices.ok());
     if (devices.ok()) {
-      for (const auto& d : *devices) out.push_back(d.memory_in_use_bytes());
+      for (const auto& d : *devices) out.push_back(d.memory_in_use_bytes);
     }
     return out;
   }

@@ -1,75 +1,119 @@
-// placectl [--target=ADDR] [--json] COMMAND [ARGS]
+// placectl [--target=ADDR] [--json] COMMAND [ARGS] [FLAGS]
+//
+// Parses the whole command line against the command table (args.h,
+// command_table.cc) before connecting: usage errors exit 2 at once, help
+// exits 0, and only a complete request dials the daemon.
 #include <cstdio>
-#include <functional>
-#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "tools/placectl/args.h"
 #include "tools/placectl/commands.h"
-#include "tools/placectl/output.h"
+#include "tools/placectl/session.h"
 
-ABSL_FLAG(std::string, target, "127.0.0.1:50051",
-          "placementd address: host:port or unix:/path.");
-ABSL_FLAG(bool, json, false, "Print JSON instead of tables.");
-ABSL_FLAG(int32_t, timeout_seconds, 30, "Deadline of each call, in seconds.");
+ABSL_FLAG(std::string, target, "127.0.0.1:50051", "placementd address: host:port or unix:/path.");
+ABSL_FLAG(bool, json, false, "Print JSON (proto field names) instead of tables.");
+ABSL_FLAG(int32_t, timeout_seconds, 30, "Deadline of each unary call, in seconds.");
+ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(2),
+          "How long to wait for the daemon to accept the connection (e.g. 2s, 500ms, 1m).");
 
+#ifndef PLACEMENT_VERSION
+#define PLACEMENT_VERSION "unknown"
+#endif
+
+namespace placement::placectl {
 namespace {
 
-constexpr char kUsage[] =
-    "placectl [--target=ADDR] [--json] COMMAND [ARGS]\n"
-    "commands:\n"
-    "  devices                         list devices with memory in use\n"
-    "  info                            get_device_info()\n"
-    "  status                          daemon version, backend, uptime\n"
-    "  batch-size [--hardware=h100]    batch-size recommendation\n"
-    "  validate-batch-size N           validate_batch_size(N)\n"
-    "  mesh create NAME=SIZE[,...]     create a mesh [--mesh_id=ID] [--devices=0,1,...]\n"
-    "  mesh create --preset=data|model|hybrid   preset meshes (see docs/placectl.md)\n"
-    "  mesh ls | info ID | rm ID [--force]\n"
-    "  tensor put FILE.npy             upload [--name=N] [--device=D | --mesh=ID --spec=S |\n"
-    "                                  --replicated=MESH]\n"
-    "  tensor get ID FILE.npy          download [--device=D: one shard]\n"
-    "  tensor ls | describe ID | rm ID...\n"
-    "  tensor place ID                 (--device=D | --mesh=ID --spec=S | --replicated=MESH)\n"
-    "                                  [--donate] [--name=N]\n";
+constexpr char kOverview[] =
+    "placectl: the operator CLI of placementd.\n\n"
+    "usage: placectl [--target=ADDR] [--json] [--connect_timeout=2s] [--timeout_seconds=30]\n"
+    "                COMMAND [ARGS] [FLAGS]\n\n"
+    "Flags may come before or after the command words; '--' ends the flags (negative\n"
+    "numbers need no '--'). Exit codes: 0 ok, 1 the call or a local file failed, 2 usage.\n\n"
+    "commands:\n";
+
+void PrintOverview(std::FILE* out) {
+  std::fprintf(out, "%s%s\n'placectl help COMMAND' shows a command's flags.\n", kOverview,
+               CommandList(CommandTable(), "").c_str());
+}
+
+// `placectl help [WORDS...]`, `placectl --help [WORDS...]`.
+int RunHelp(const Args& words) {
+  if (words.empty()) {
+    PrintOverview(stdout);
+    return 0;
+  }
+  auto found = FindCommand(CommandTable(), words);
+  if (found.ok()) {  // operands after the command words are ignored here
+    std::printf("%s", CommandHelp(*found->first).c_str());
+    return 0;
+  }
+  std::string group = CommandList(CommandTable(), words[0]);
+  if (words.size() == 1 && !group.empty()) {
+    std::printf("placectl %s commands:\n%s", words[0].c_str(), group.c_str());
+    return 0;
+  }
+  std::fprintf(stderr, "placectl: help: no command '%s' (see 'placectl help')\n",
+               absl::StrJoin(words, " ").c_str());
+  return 2;
+}
+
+int UsageFailure(absl::string_view message) {
+  std::fprintf(stderr, "placectl: %.*s\n", static_cast<int>(message.size()), message.data());
+  return 2;
+}
+
+int Main(const std::vector<std::string>& argv) {
+  absl::StatusOr<SplitCommandLine> line = SplitArgs(argv);
+  if (!line.ok()) return UsageFailure(line.status().message());
+  if (line->version) {
+    std::printf("placectl %s\n", PLACEMENT_VERSION);
+    return 0;
+  }
+  if (!line->words.empty() && line->words[0] == "help") {
+    return RunHelp(Args(line->words.begin() + 1, line->words.end()));
+  }
+  if (line->help) return RunHelp(line->words);
+  if (line->words.empty()) {
+    PrintOverview(stderr);
+    return 2;
+  }
+  auto found = FindCommand(CommandTable(), line->words);
+  if (!found.ok()) return UsageFailure(found.status().message());
+  const CommandSpec& spec = *found->first;
+  Args operands(line->words.begin() + static_cast<long>(found->second), line->words.end());
+  absl::Status checked = CheckInvocation(spec, *line, operands);
+  if (checked.ok()) checked = ApplyFlags(*line);
+  if (!checked.ok()) {
+    std::fprintf(stderr, "placectl: %s\n%s\n", std::string(checked.message()).c_str(),
+                 UsageLine(spec).c_str());
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_target).empty()) return UsageFailure("--target must not be empty");
+  if (absl::GetFlag(FLAGS_timeout_seconds) < 1)
+    return UsageFailure("--timeout_seconds must be >= 1");
+  if (absl::GetFlag(FLAGS_connect_timeout) <= absl::ZeroDuration()) {
+    return UsageFailure("--connect_timeout must be positive");
+  }
+  GlobalOptions options;
+  options.target = absl::GetFlag(FLAGS_target);
+  options.json = absl::GetFlag(FLAGS_json);
+  options.call_timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds));
+  options.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  std::set<std::string> given;
+  for (const auto& [name, value] : line->flags) given.insert(name);
+  Session session(options, &spec, std::move(given));
+  return spec.run(session, operands);
+}
 
 }  // namespace
+}  // namespace placement::placectl
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  using namespace placement::placectl;  // NOLINT(build/namespaces): main only
-  if (positional.size() < 2) {
-    std::fprintf(stderr, "%s", kUsage);
-    return 2;
-  }
-  std::string command = positional[1];
-  Args args(positional.begin() + 2, positional.end());
-  using Runner =
-      std::function<int(const placement::client::Client&, const GlobalOptions&, const Args&)>;
-  const std::map<std::string, Runner> commands = {
-      {"devices", RunDevices},
-      {"info", RunInfo},
-      {"status", RunStatus},
-      {"batch-size", RunBatchSize},
-      {"validate-batch-size", RunValidateBatchSize},
-      {"mesh", RunMesh},
-      {"tensor", RunTensor},
-  };
-  auto it = commands.find(command);
-  if (it == commands.end()) {
-    std::fprintf(stderr, "placectl: unknown command '%s'\n%s", command.c_str(), kUsage);
-    return 2;
-  }
-  placement::client::ClientOptions client_options;
-  client_options.default_deadline = absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds));
-  client_options.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds));
-  auto client = placement::client::Client::Connect(absl::GetFlag(FLAGS_target), client_options);
-  if (!client.ok()) return ReportError(client.status());
-  GlobalOptions options;
-  options.json = absl::GetFlag(FLAGS_json);
-  return it->second(**client, options, args);
+  return placement::placectl::Main(std::vector<std::string>(argv + 1, argv + argc));
 }

@@ -1,4 +1,5 @@
 // placectl mesh create | ls | info | rm.
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -12,8 +13,10 @@
 
 ABSL_FLAG(std::string, mesh_id, "", "mesh create: id for the new mesh; default: generated.");
 ABSL_FLAG(std::string, devices, "",
-          "mesh create: comma-separated device ids in row-major mesh order; default: the first "
-          "devices in topology order.");
+          "Comma-separated device ids. mesh create: in row-major mesh order (default: the first "
+          "devices in topology order); --rule=replicate: the devices to replicate on (default: "
+          "all); tensor get-shards: the devices whose shards to download (default: one per "
+          "distinct shard).");
 ABSL_FLAG(std::string, preset, "", "mesh create: data | model | hybrid instead of NAME=SIZE axes.");
 ABSL_FLAG(int64_t, num_devices, 0, "mesh create --preset=data|model: number of devices; 0 = all.");
 ABSL_FLAG(std::string, axis_name, "",
@@ -25,35 +28,19 @@ ABSL_FLAG(std::string, model_axis, "model", "mesh create --preset=hybrid: model 
 ABSL_FLAG(bool, force, false, "mesh rm: also delete the tensors that use the mesh.");
 
 namespace placement::placectl {
-namespace pb = placement::v1;
 namespace {
 
-constexpr char kMeshUsage[] =
-    "usage: placectl mesh create NAME=SIZE[,NAME=SIZE...] [--mesh_id=ID] [--devices=0,1,...]\n"
-    "       placectl mesh create --preset=data|model [--num_devices=N] [--axis_name=A]\n"
-    "       placectl mesh create --preset=hybrid --data_parallel=2 --model_parallel=4\n"
-    "                            [--data_axis=data] [--model_axis=model]\n"
-    "       placectl mesh ls\n"
-    "       placectl mesh info ID\n"
-    "       placectl mesh rm ID [--force]\n";
-
-int Usage(const std::string& why) {
-  if (!why.empty()) std::fprintf(stderr, "placectl: %s\n", why.c_str());
-  std::fprintf(stderr, "%s", kMeshUsage);
-  return 2;
-}
-
-std::string AxesText(const pb::Mesh& mesh) {
+std::string AxesText(const client::Mesh& mesh) {
   std::vector<std::string> axes;
-  for (const auto& a : mesh.axes()) axes.push_back(absl::StrCat(a.name(), "=", a.size()));
+  for (const auto& a : mesh.axes) axes.push_back(absl::StrCat(a.name, "=", a.size));
   return absl::StrJoin(axes, ",");
 }
 
-void PrintMeshTable(const std::vector<pb::Mesh>& meshes) {
+void PrintMeshTable(const std::vector<client::Mesh>& meshes) {
   std::vector<std::vector<std::string>> rows = {{"ID", "AXES", "DEVICES", "TENSORS"}};
   for (const auto& m : meshes) {
     rows.push_back(
-        {m.id(), AxesText(m), absl::StrJoin(m.device_ids(), ","), absl::StrCat(m.tensor_count())});
+        {m.id, AxesText(m), absl::StrJoin(m.device_ids, ","), absl::StrCat(m.tensor_count)});
   }
   std::printf("%s", FormatTable(rows).c_str());
 }
@@ -67,7 +54,7 @@ bool ParseAxes(const std::string& text, client::MeshAxes* axes, std::string* err
       *error = absl::StrCat("axis '", piece, "' is not NAME=SIZE");
       return false;
     }
-    axes->emplace_back(kv[0], size);
+    axes->push_back({kv[0], size});
   }
   if (axes->empty()) {
     *error = "no axes given";
@@ -88,22 +75,42 @@ bool ParseDeviceIds(const std::string& text, std::vector<int64_t>* ids, std::str
   return true;
 }
 
-int RunCreate(const client::MeshClient& meshes, const GlobalOptions& options, const Args& args) {
+}  // namespace
+
+int RunMeshCreate(Session& session, const Args& args) {
   client::CreateMeshOptions create;
   create.mesh_id = absl::GetFlag(FLAGS_mesh_id);
   std::string error;
   if (!ParseDeviceIds(absl::GetFlag(FLAGS_devices), &create.device_ids, &error)) {
-    return Usage(error);
+    return session.UsageError(error);
   }
   std::string preset = absl::GetFlag(FLAGS_preset);
-  absl::StatusOr<pb::Mesh> mesh;
+  for (const char* flag :
+       {"num_devices", "axis_name", "data_parallel", "model_parallel", "data_axis", "model_axis"}) {
+    if (session.Given(flag) && preset.empty()) {
+      return session.UsageError(absl::StrCat("--", flag, " applies only with --preset"));
+    }
+  }
+  client::MeshAxes axes;
   if (preset.empty()) {
-    if (args.size() != 2) return Usage("mesh create needs NAME=SIZE[,NAME=SIZE...] or --preset");
-    client::MeshAxes axes;
-    if (!ParseAxes(args[1], &axes, &error)) return Usage(error);
+    if (args.size() != 1) {
+      return session.UsageError("mesh create needs NAME=SIZE[,NAME=SIZE...] or --preset");
+    }
+    if (!ParseAxes(args[0], &axes, &error)) return session.UsageError(error);
+  } else {
+    if (!args.empty()) return session.UsageError("mesh create --preset takes no axes");
+    if (preset != "data" && preset != "model" && preset != "hybrid") {
+      return session.UsageError(
+          absl::StrCat("--preset must be data, model or hybrid, got '", preset, "'"));
+    }
+  }
+  const client::Client* client = session.client();
+  if (client == nullptr) return 1;
+  client::MeshClient meshes(*client);
+  absl::StatusOr<client::Mesh> mesh;
+  if (preset.empty()) {
     mesh = meshes.CreateMesh(axes, create);
   } else {
-    if (args.size() != 1) return Usage("mesh create --preset takes no axes");
     std::optional<int64_t> n;
     if (absl::GetFlag(FLAGS_num_devices) != 0) n = absl::GetFlag(FLAGS_num_devices);
     std::string axis = absl::GetFlag(FLAGS_axis_name);
@@ -115,12 +122,10 @@ int RunCreate(const client::MeshClient& meshes, const GlobalOptions& options, co
       mesh = meshes.CreateHybridMesh(
           absl::GetFlag(FLAGS_data_parallel), absl::GetFlag(FLAGS_model_parallel),
           absl::GetFlag(FLAGS_data_axis), absl::GetFlag(FLAGS_model_axis), create);
-    } else {
-      return Usage(absl::StrCat("--preset must be data, model or hybrid, got '", preset, "'"));
     }
   }
   if (!mesh.ok()) return ReportError(mesh.status());
-  if (options.json) {
+  if (session.json()) {
     std::printf("%s\n", ToJson(*mesh).c_str());
   } else {
     PrintMeshTable({*mesh});
@@ -128,75 +133,58 @@ int RunCreate(const client::MeshClient& meshes, const GlobalOptions& options, co
   return 0;
 }
 
-int RunList(const client::MeshClient& meshes, const GlobalOptions& options, const Args& args) {
-  if (args.size() != 1) return Usage("mesh ls takes no arguments");
-  auto list = meshes.ListMeshes();
+int RunMeshList(Session& session, const Args&) {
+  const client::Client* client = session.client();
+  if (client == nullptr) return 1;
+  auto list = client::MeshClient(*client).ListMeshes();
   if (!list.ok()) return ReportError(list.status());
-  if (options.json) {
-    pb::ListMeshesResponse response;
-    for (const auto& m : *list) *response.add_meshes() = m;
-    std::printf("%s\n", ToJson(response).c_str());
+  if (session.json()) {
+    std::printf("%s\n", ToJson(*list).c_str());
   } else {
     PrintMeshTable(*list);
   }
   return 0;
 }
 
-int RunInfo(const client::MeshClient& meshes, const GlobalOptions& options, const Args& args) {
-  if (args.size() != 2) return Usage("mesh info needs one mesh id");
-  auto info = meshes.GetMesh(args[1]);
+int RunMeshInfo(Session& session, const Args& args) {
+  const client::Client* client = session.client();
+  if (client == nullptr) return 1;
+  auto info = client::MeshClient(*client).GetMesh(args[0]);
   if (!info.ok()) return ReportError(info.status());
-  if (options.json) {
-    pb::GetMeshResponse response;
-    *response.mutable_mesh() = info->mesh;
-    response.set_total_devices(info->total_devices);
-    for (const auto& [name, size] : info->axes) (*response.mutable_axes())[name] = size;
-    std::printf("%s\n", ToJson(response).c_str());
+  if (session.json()) {
+    std::printf("%s\n", ToJson(*info).c_str());
     return 0;
   }
   std::vector<std::string> axes;
   for (const auto& [name, size] : info->axes) axes.push_back(absl::StrCat(name, ": ", size));
   std::printf("id:            %s\ntotal_devices: %lld\naxes:          {%s}\ntensors:       %lld\n",
-              info->mesh.id().c_str(), static_cast<long long>(info->total_devices),
-              absl::StrJoin(axes, ", ").c_str(), static_cast<long long>(info->mesh.tensor_count()));
+              info->mesh.id.c_str(), static_cast<long long>(info->total_devices),
+              absl::StrJoin(axes, ", ").c_str(), static_cast<long long>(info->mesh.tensor_count));
   // The device grid: one line per index of all but the last axis.
-  int64_t row = info->axes.empty() ? 1 : info->axes.back().second;
+  int64_t row = info->axes.empty() ? 1 : info->axes.back().size;
   std::printf("devices:\n");
-  const auto& ids = info->mesh.device_ids();
-  for (int i = 0; row > 0 && i < ids.size(); i += static_cast<int>(row)) {
-    std::vector<int64_t> line(ids.begin() + i,
-                              ids.begin() + std::min<int64_t>(ids.size(), i + row));
+  const auto& ids = info->mesh.device_ids;
+  const int64_t count = static_cast<int64_t>(ids.size());
+  for (int64_t i = 0; row > 0 && i < count; i += row) {
+    std::vector<int64_t> line(ids.begin() + i, ids.begin() + std::min<int64_t>(count, i + row));
     std::printf("  [%s]\n", absl::StrJoin(line, " ").c_str());
   }
   return 0;
 }
 
-int RunRemove(const client::MeshClient& meshes, const GlobalOptions& options, const Args& args) {
-  if (args.size() != 2) return Usage("mesh rm needs one mesh id");
-  auto deleted = meshes.DeleteMesh(args[1], absl::GetFlag(FLAGS_force));
+int RunMeshRemove(Session& session, const Args& args) {
+  const client::Client* client = session.client();
+  if (client == nullptr) return 1;
+  auto deleted = client::MeshClient(*client).DeleteMesh(args[0], absl::GetFlag(FLAGS_force));
   if (!deleted.ok()) return ReportError(deleted.status());
-  if (options.json) {
-    pb::DeleteMeshResponse response;
-    response.set_deleted_tensors(*deleted);
-    std::printf("%s\n", ToJson(response).c_str());
+  if (session.json()) {
+    // DeleteMeshResponse's proto JSON (int64 as a string).
+    std::printf("{\"deleted_tensors\":\"%lld\"}\n", static_cast<long long>(*deleted));
   } else {
-    std::printf("deleted mesh %s (%lld tensors deleted)\n", args[1].c_str(),
+    std::printf("deleted mesh %s (%lld tensors deleted)\n", args[0].c_str(),
                 static_cast<long long>(*deleted));
   }
   return 0;
-}
-
-}  // namespace
-
-int RunMesh(const client::Client& client, const GlobalOptions& options, const Args& args) {
-  if (args.empty()) return Usage("");
-  client::MeshClient meshes(client);
-  const std::string& sub = args[0];
-  if (sub == "create") return RunCreate(meshes, options, args);
-  if (sub == "ls" || sub == "list") return RunList(meshes, options, args);
-  if (sub == "info") return RunInfo(meshes, options, args);
-  if (sub == "rm" || sub == "delete") return RunRemove(meshes, options, args);
-  return Usage(absl::StrCat("unknown mesh command '", sub, "'"));
 }
 
 }  // namespace placement::placectl

@@ -13,7 +13,6 @@
 #include "placement/client/tensors.h"
 
 namespace placement::placectl {
-namespace pb = placement::v1;
 namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
@@ -21,15 +20,15 @@ constexpr size_t kMagicSize = 6;
 constexpr char kSupported[] = "<f4, <f8, <f2, |i1, <i2, <i4, <i8, |u1, |b1, <V2 (bf16)";
 
 struct DescrEntry {
-  pb::DType dtype;
+  client::DType dtype;
   char kind;
   int size;
 };
 constexpr DescrEntry kDescrs[] = {
-    {pb::DTYPE_F32, 'f', 4},  {pb::DTYPE_F64, 'f', 8}, {pb::DTYPE_F16, 'f', 2},
-    {pb::DTYPE_BF16, 'V', 2}, {pb::DTYPE_I8, 'i', 1},  {pb::DTYPE_I16, 'i', 2},
-    {pb::DTYPE_I32, 'i', 4},  {pb::DTYPE_I64, 'i', 8}, {pb::DTYPE_U8, 'u', 1},
-    {pb::DTYPE_BOOL, 'b', 1},
+    {client::DType::kF32, 'f', 4},  {client::DType::kF64, 'f', 8}, {client::DType::kF16, 'f', 2},
+    {client::DType::kBF16, 'V', 2}, {client::DType::kI8, 'i', 1},  {client::DType::kI16, 'i', 2},
+    {client::DType::kI32, 'i', 4},  {client::DType::kI64, 'i', 8}, {client::DType::kU8, 'u', 1},
+    {client::DType::kBool, 'b', 1},
 };
 
 // A tiny parser for the header's Python dict literal:
@@ -146,7 +145,7 @@ uint32_t ReadLittleEndian(absl::string_view bytes) {
 
 }  // namespace
 
-std::string NpyDescr(pb::DType dtype) {
+std::string NpyDescr(client::DType dtype) {
   for (const auto& e : kDescrs) {
     if (e.dtype == dtype)
       return absl::StrCat(e.size == 1 ? "|" : "<", std::string(1, e.kind), e.size);
@@ -154,9 +153,9 @@ std::string NpyDescr(pb::DType dtype) {
   return "";
 }
 
-absl::StatusOr<pb::DType> DTypeFromNpyDescr(absl::string_view descr) {
+absl::StatusOr<client::DType> DTypeFromNpyDescr(absl::string_view descr) {
   absl::string_view d = descr;
-  if (d == "bfloat16") return pb::DTYPE_BF16;
+  if (d == "bfloat16") return client::DType::kBF16;
   if (d.size() >= 3 && (d[0] == '<' || d[0] == '>' || d[0] == '|' || d[0] == '=')) {
     char order = d[0];
     char kind = d[1];
@@ -178,7 +177,7 @@ absl::StatusOr<pb::DType> DTypeFromNpyDescr(absl::string_view descr) {
       absl::StrCat("npy dtype '", descr, "' is not supported; supported: ", kSupported));
 }
 
-std::string EncodeNpyHeader(pb::DType dtype, absl::Span<const int64_t> shape) {
+std::string EncodeNpyHeader(client::DType dtype, absl::Span<const int64_t> shape) {
   std::string dict = absl::StrCat("{'descr': '", NpyDescr(dtype),
                                   "', 'fortran_order': False, 'shape': ", ShapeTuple(shape), ", }");
   // Pad with spaces and a final newline so the data starts 64-byte aligned.
@@ -311,7 +310,7 @@ absl::StatusOr<size_t> NpyReader::Read(absl::Span<uint8_t> buffer) {
 }
 
 absl::StatusOr<std::unique_ptr<NpyWriter>> NpyWriter::Create(const std::string& path,
-                                                             pb::DType dtype,
+                                                             client::DType dtype,
                                                              absl::Span<const int64_t> shape) {
   auto expected = client::ExpectedBytes(dtype, shape);
   if (!expected.ok()) return expected.status();

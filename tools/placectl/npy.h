@@ -23,25 +23,25 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "placement/v1/types.pb.h"
+#include "placement/client/types.h"
 
 namespace placement::placectl {
 
 // "<f4", "|b1", "<V2" (bf16), ...; REQUIRES: a supported dtype.
-std::string NpyDescr(placement::v1::DType dtype);
+std::string NpyDescr(client::DType dtype);
 // Inverse of NpyDescr, plus '=' / '>' for one-byte types.
 // INVALID_ARGUMENT naming `descr` and the supported set otherwise.
-absl::StatusOr<placement::v1::DType> DTypeFromNpyDescr(absl::string_view descr);
+absl::StatusOr<client::DType> DTypeFromNpyDescr(absl::string_view descr);
 
 struct NpyHeader {
-  placement::v1::DType dtype = placement::v1::DTYPE_UNSPECIFIED;
+  client::DType dtype = client::DType::kUnspecified;
   std::vector<int64_t> shape;
   int64_t data_bytes = 0;  // element size x elements
 };
 
 // The complete header block (magic, version, length, padded dict) for
 // `dtype` and `shape`: version 1.0, or 2.0 when the dict needs it.
-std::string EncodeNpyHeader(placement::v1::DType dtype, absl::Span<const int64_t> shape);
+std::string EncodeNpyHeader(client::DType dtype, absl::Span<const int64_t> shape);
 // Parses a header block at the start of `bytes`; `*header_size` receives
 // its length. INVALID_ARGUMENT for a bad magic, version, dict, dtype or
 // fortran order; OUT_OF_RANGE when `bytes` is shorter than the header.
@@ -74,7 +74,7 @@ class NpyWriter {
   // Creates (truncates) `path` and writes the header. PERMISSION_DENIED /
   // NOT_FOUND when it cannot be created.
   static absl::StatusOr<std::unique_ptr<NpyWriter>> Create(const std::string& path,
-                                                           placement::v1::DType dtype,
+                                                           client::DType dtype,
                                                            absl::Span<const int64_t> shape);
   // Closes without Finish: the partial file is removed.
   ~NpyWriter();

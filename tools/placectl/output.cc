@@ -4,18 +4,34 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace placement::placectl {
 
-std::string ToJson(const google::protobuf::Message& message) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions options;
-  options.always_print_primitive_fields = true;
-  options.preserve_proto_field_names = true;
-  auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
-  if (!status.ok()) return "{}";
-  return out;
+std::string JsonQuote(absl::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
 }
 
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {

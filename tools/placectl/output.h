@@ -1,4 +1,6 @@
-// Output helpers for placectl: JSON (from protos) or aligned text tables.
+// Output helpers for placectl: aligned text tables, errors, JSON quoting.
+// JSON of results comes from the client library (placement/client/json.h:
+// the proto3 JSON mapping of the wire message, as grpcurl prints it).
 #ifndef PLACEMENT_TOOLS_PLACECTL_OUTPUT_H_
 #define PLACEMENT_TOOLS_PLACECTL_OUTPUT_H_
 
@@ -6,12 +8,15 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "google/protobuf/message.h"
+#include "absl/strings/string_view.h"
+#include "placement/client/json.h"
 
 namespace placement::placectl {
 
-// One JSON object per message, with proto field names, defaults included.
-std::string ToJson(const google::protobuf::Message& message);
+using client::ToJson;
+
+// `text` as a JSON string literal, quotes included.
+std::string JsonQuote(absl::string_view text);
 
 // Left-aligned columns separated by two spaces; the first row is the header.
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows);

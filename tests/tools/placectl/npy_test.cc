@@ -16,12 +16,12 @@
 namespace placement::placectl {
 namespace {
 
-namespace pb = placement::v1;
 using ::testing::HasSubstr;
 
-constexpr pb::DType kAllDTypes[] = {pb::DTYPE_F32, pb::DTYPE_F64, pb::DTYPE_F16, pb::DTYPE_BF16,
-                                    pb::DTYPE_I8,  pb::DTYPE_I16, pb::DTYPE_I32, pb::DTYPE_I64,
-                                    pb::DTYPE_U8,  pb::DTYPE_BOOL};
+constexpr client::DType kAllDTypes[] = {
+    client::DType::kF32, client::DType::kF64, client::DType::kF16, client::DType::kBF16,
+    client::DType::kI8,  client::DType::kI16, client::DType::kI32, client::DType::kI64,
+    client::DType::kU8,  client::DType::kBool};
 
 std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed, bool boolean) {
   std::mt19937 rng(seed);
@@ -60,15 +60,15 @@ TEST(NpyHeaderTest, MatchesNumpyByteForByte) {
   // np.save(f, np.zeros((2, 3), np.float32)) writes exactly this header.
   std::string expected = RawHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
   EXPECT_EQ(expected.size(), 128u);
-  EXPECT_EQ(EncodeNpyHeader(pb::DTYPE_F32, {2, 3}), expected);
-  EXPECT_EQ(EncodeNpyHeader(pb::DTYPE_BOOL, {5}),
+  EXPECT_EQ(EncodeNpyHeader(client::DType::kF32, {2, 3}), expected);
+  EXPECT_EQ(EncodeNpyHeader(client::DType::kBool, {5}),
             RawHeader("{'descr': '|b1', 'fortran_order': False, 'shape': (5,), }"));
-  EXPECT_EQ(EncodeNpyHeader(pb::DTYPE_I64, {}),
+  EXPECT_EQ(EncodeNpyHeader(client::DType::kI64, {}),
             RawHeader("{'descr': '<i8', 'fortran_order': False, 'shape': (), }"));
 }
 
 TEST(NpyHeaderTest, EveryDTypeAndShapeRoundTrips) {
-  for (pb::DType dtype : kAllDTypes) {
+  for (client::DType dtype : kAllDTypes) {
     for (const std::vector<int64_t>& shape :
          std::vector<std::vector<int64_t>>{{}, {0}, {7}, {2, 3}, {2, 3, 4}, {1, 1, 1, 1, 5}}) {
       std::string header = EncodeNpyHeader(dtype, shape);
@@ -85,14 +85,14 @@ TEST(NpyHeaderTest, EveryDTypeAndShapeRoundTrips) {
 }
 
 TEST(NpyHeaderTest, DescrNames) {
-  EXPECT_EQ(NpyDescr(pb::DTYPE_F16), "<f2");
-  EXPECT_EQ(NpyDescr(pb::DTYPE_BF16), "<V2");
-  EXPECT_EQ(NpyDescr(pb::DTYPE_I8), "|i1");
-  EXPECT_EQ(NpyDescr(pb::DTYPE_U8), "|u1");
-  EXPECT_EQ(*DTypeFromNpyDescr("=f4"), pb::DTYPE_F32);
-  EXPECT_EQ(*DTypeFromNpyDescr(">i1"), pb::DTYPE_I8);
-  EXPECT_EQ(*DTypeFromNpyDescr("|b1"), pb::DTYPE_BOOL);
-  EXPECT_EQ(*DTypeFromNpyDescr("bfloat16"), pb::DTYPE_BF16);
+  EXPECT_EQ(NpyDescr(client::DType::kF16), "<f2");
+  EXPECT_EQ(NpyDescr(client::DType::kBF16), "<V2");
+  EXPECT_EQ(NpyDescr(client::DType::kI8), "|i1");
+  EXPECT_EQ(NpyDescr(client::DType::kU8), "|u1");
+  EXPECT_EQ(*DTypeFromNpyDescr("=f4"), client::DType::kF32);
+  EXPECT_EQ(*DTypeFromNpyDescr(">i1"), client::DType::kI8);
+  EXPECT_EQ(*DTypeFromNpyDescr("|b1"), client::DType::kBool);
+  EXPECT_EQ(*DTypeFromNpyDescr("bfloat16"), client::DType::kBF16);
   auto big = DTypeFromNpyDescr(">f4");
   EXPECT_EQ(big.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(big.status().message(), HasSubstr("big-endian"));
@@ -118,7 +118,7 @@ TEST(NpyHeaderTest, RejectsFortranOrderAndBadHeaders) {
       RawHeader("{'shape': (3L, 4L), 'fortran_order': False, 'descr': '<i2'}", 2), &size);
   ASSERT_TRUE(v2.ok()) << v2.status();
   EXPECT_EQ(v2->shape, (std::vector<int64_t>{3, 4}));
-  EXPECT_EQ(v2->dtype, pb::DTYPE_I16);
+  EXPECT_EQ(v2->dtype, client::DType::kI16);
 
   EXPECT_EQ(DecodeNpyHeader("PK\x03\x04 not npy at all", &size).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -135,19 +135,19 @@ TEST(NpyHeaderTest, RejectsFortranOrderAndBadHeaders) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  std::string header = EncodeNpyHeader(pb::DTYPE_F32, {2});
+  std::string header = EncodeNpyHeader(client::DType::kF32, {2});
   EXPECT_EQ(DecodeNpyHeader(header.substr(0, 20), &size).status().code(),
             absl::StatusCode::kOutOfRange);
 }
 
 TEST(NpyFileTest, EveryDTypeRoundTripsThroughFilesInChunks) {
   testing::TempDir dir;
-  for (pb::DType dtype : kAllDTypes) {
+  for (client::DType dtype : kAllDTypes) {
     // Larger than one 1 MiB chunk, with a ragged tail.
     std::vector<int64_t> shape = {3, 1000, 129};
     size_t bytes = static_cast<size_t>(*client::ExpectedBytes(dtype, shape));
     std::vector<uint8_t> data =
-        RandomBytes(bytes, static_cast<uint32_t>(dtype), dtype == pb::DTYPE_BOOL);
+        RandomBytes(bytes, static_cast<uint32_t>(dtype), dtype == client::DType::kBool);
     std::string path = dir.path() + "/a.npy";
     auto writer = NpyWriter::Create(path, dtype, shape);
     ASSERT_TRUE(writer.ok()) << writer.status();
@@ -169,21 +169,21 @@ TEST(NpyFileTest, EveryDTypeRoundTripsThroughFilesInChunks) {
       if (*n == 0) break;
       back.insert(back.end(), chunk.begin(), chunk.begin() + *n);
     }
-    EXPECT_TRUE(back == data) << pb::DType_Name(dtype);
+    EXPECT_TRUE(back == data) << client::DTypeName(dtype);
   }
 }
 
 TEST(NpyFileTest, SizeMismatchesAndMissingFiles) {
   testing::TempDir dir;
   std::string path = dir.path() + "/short.npy";
-  WriteAll(path, EncodeNpyHeader(pb::DTYPE_F32, {32, 32}) + std::string(4000, '\0'));
+  WriteAll(path, EncodeNpyHeader(client::DType::kF32, {32, 32}) + std::string(4000, '\0'));
   auto reader = NpyReader::Open(path);
   EXPECT_EQ(reader.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(reader.status().message(),
               HasSubstr("expected 4096 data bytes for f32[32,32], the file holds 4000"));
   EXPECT_THAT(reader.status().message(), HasSubstr(path));
 
-  WriteAll(path, EncodeNpyHeader(pb::DTYPE_F32, {2}).substr(0, 30));
+  WriteAll(path, EncodeNpyHeader(client::DType::kF32, {2}).substr(0, 30));
   EXPECT_EQ(NpyReader::Open(path).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(NpyReader::Open(dir.path() + "/missing.npy").status().code(),
             absl::StatusCode::kNotFound);
@@ -193,7 +193,7 @@ TEST(NpyFileTest, WriterChecksCountsAndRemovesUnfinishedFiles) {
   testing::TempDir dir;
   std::string path = dir.path() + "/w.npy";
   {
-    auto writer = NpyWriter::Create(path, pb::DTYPE_I32, {2});
+    auto writer = NpyWriter::Create(path, client::DType::kI32, {2});
     ASSERT_TRUE(writer.ok());
     std::vector<uint8_t> too_many(12);
     EXPECT_EQ((*writer)->Write(too_many).code(), absl::StatusCode::kInvalidArgument);
@@ -202,9 +202,10 @@ TEST(NpyFileTest, WriterChecksCountsAndRemovesUnfinishedFiles) {
     EXPECT_EQ((*writer)->Finish().code(), absl::StatusCode::kInvalidArgument);
   }
   EXPECT_EQ(std::fopen(path.c_str(), "rb"), nullptr);  // removed by the destructor
-  EXPECT_EQ(
-      NpyWriter::Create(dir.path() + "/no/such/dir/x.npy", pb::DTYPE_I32, {2}).status().code(),
-      absl::StatusCode::kNotFound);
+  EXPECT_EQ(NpyWriter::Create(dir.path() + "/no/such/dir/x.npy", client::DType::kI32, {2})
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -5,6 +5,10 @@
 // absl::StatusOr and keep the daemon's gRPC code and message unchanged
 // (NOT_FOUND stays NOT_FOUND, INVALID_ARGUMENT keeps its text).
 //
+// The gRPC channel lives behind a pimpl (Client::Impl): no gRPC or generated
+// header is part of the public API, and results are the value types of
+// types.h.
+//
 // Thread-safe: one Client may be used from many threads at once.
 #ifndef PLACEMENT_CLIENT_CLIENT_H_
 #define PLACEMENT_CLIENT_CLIENT_H_
@@ -17,13 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "placement/v1/daemon_service.pb.h"
-#include "placement/v1/device_service.pb.h"
-
-namespace grpc {
-class Channel;
-class ClientContext;
-}  // namespace grpc
+#include "placement/client/types.h"
 
 namespace placement::client {
 
@@ -49,31 +47,39 @@ class Client {
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& target,
                                                          const ClientOptions& options = {});
   ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
 
-  const std::string& target() const { return target_; }
-  const ClientOptions& options() const { return options_; }
-  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
-  // Sets the default deadline on `context`.
-  void PrepareContext(grpc::ClientContext* context) const;
+  const std::string& target() const;
+  const ClientOptions& options() const;
 
   // --- DeviceService ---------------------------------------------------------
-  absl::StatusOr<std::vector<placement::v1::Device>> ListDevices() const;
-  absl::StatusOr<placement::v1::GetDeviceInfoResponse> GetDeviceInfo() const;
-  // `hardware`: seed name ("h100", "tpu_v5e", ...); empty = detected type.
-  absl::StatusOr<placement::v1::BatchSizeRecommendation> GetBatchSizeRecommendation(
-      const std::string& hardware = "") const;
-  absl::StatusOr<placement::v1::ValidateBatchSizeResponse> ValidateBatchSize(
-      int64_t batch_size, bool warn_suboptimal = true, const std::string& hardware = "") const;
+  absl::StatusOr<std::vector<Device>> ListDevices() const;
+  // get_device_info().
+  absl::StatusOr<DeviceInfo> GetDeviceInfo() const;
+  // The seed's table row; nullopt = the daemon's detected type.
+  absl::StatusOr<BatchSizeRecommendation> GetBatchSizeRecommendation(
+      std::optional<HardwareType> hardware = std::nullopt) const;
+  // validate_batch_size(batch_size, warn_suboptimal) for `hardware` (nullopt
+  // = the detected type; only then does the daemon add advice about its own
+  // device count to `warnings`).
+  absl::StatusOr<BatchSizeValidation> ValidateBatchSize(
+      int64_t batch_size, bool warn_suboptimal = true,
+      std::optional<HardwareType> hardware = std::nullopt) const;
 
   // --- DaemonService ---------------------------------------------------------
-  absl::StatusOr<placement::v1::GetStatusResponse> GetStatus() const;
+  absl::StatusOr<DaemonStatus> GetStatus() const;
+
+  // The connection's internals (channel, deadlines). Defined in
+  // client/src/client_impl.h for the library's own sources; an incomplete
+  // type everywhere else.
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
 
  private:
-  Client(std::string target, ClientOptions options, std::shared_ptr<grpc::Channel> channel);
+  explicit Client(std::unique_ptr<Impl> impl);
 
-  std::string target_;
-  ClientOptions options_;
-  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace placement::client

@@ -1,4 +1,4 @@
-// CollectiveClient: typed calls of placement.v1.CollectiveService --
+// CollectiveClient: typed calls of the daemon's CollectiveService --
 // all-reduce, all-gather, reduce-scatter and broadcast of daemon tensors
 // over mesh axes (JAX psum / pmean / all_gather / psum_scatter; DTensor
 // Partial -> Replicate / Shard). The bytes never leave the daemon: calls
@@ -8,15 +8,14 @@
 //   // Per-device gradients assembled as a partial tensor over "data":
 //   auto grads = tensors.Assemble({3}, Placement::Sharded(mesh, {}).WithPartial({"data"}),
 //                                 per_device_ids);
-//   auto mean = collectives.AllReduce(grads->id(), "mean", {.axes = {"data"}});
+//   auto mean = collectives.AllReduce(grads->id, "mean", {.axes = {"data"}});
 //   auto full = collectives.AllGather(sharded_id, /*dim=*/0);
 //
 // Axes: empty means every mesh axis for AllReduce and Broadcast, the axes
 // sharding `dim` for AllGather, and the partial axes for ReduceScatter. Ops
-// are placement.v1.ReduceOp values or the seed's names ("sum", "mean",
-// "max", "min", "prod"); other names fail with INVALID_ARGUMENT
-// "Unsupported reduce_type: ...". An unset op (REDUCE_OP_UNSPECIFIED)
-// means the tensor's partial op, else SUM.
+// are ReduceOp values or the seed's names ("sum", "mean", "max", "min",
+// "prod"); other names fail with INVALID_ARGUMENT "Unsupported reduce_type:
+// ...". ReduceOp::kUnspecified means the tensor's partial op, else sum.
 //
 // Every call keeps the daemon's gRPC code and message: NOT_FOUND for unknown
 // tensors or root devices, INVALID_ARGUMENT for unknown axes and bad ops,
@@ -37,7 +36,8 @@
 #include "absl/time/time.h"
 #include "placement/client/client.h"
 #include "placement/client/placements.h"
-#include "placement/v1/collective_service.pb.h"
+#include "placement/client/tensor_info.h"
+#include "placement/client/types.h"
 
 namespace placement::client {
 
@@ -59,47 +59,43 @@ class CollectiveClient {
  public:
   explicit CollectiveClient(const Client& client) : client_(client) {}
 
-  absl::StatusOr<placement::v1::TensorInfo> AllReduce(const std::string& tensor_id,
-                                                      placement::v1::ReduceOp op,
-                                                      const CollectiveOptions& options = {}) const;
-  absl::StatusOr<placement::v1::TensorInfo> AllReduce(const std::string& tensor_id,
-                                                      const std::string& op_name,
-                                                      const CollectiveOptions& options = {}) const;
+  absl::StatusOr<TensorInfo> AllReduce(const std::string& tensor_id, ReduceOp op,
+                                       const CollectiveOptions& options = {}) const;
+  absl::StatusOr<TensorInfo> AllReduce(const std::string& tensor_id, const std::string& op_name,
+                                       const CollectiveOptions& options = {}) const;
 
   // Every tensor reduced in one fused daemon call (a gradient pytree): same
   // mesh and dtype for all; shapes may differ. Results in request order;
   // all or nothing. INVALID_ARGUMENT / FAILED_PRECONDITION name
   // "tensor_ids[i]".
-  absl::StatusOr<std::vector<placement::v1::TensorInfo>> AllReduceBatch(
-      const std::vector<std::string>& tensor_ids, placement::v1::ReduceOp op,
+  absl::StatusOr<std::vector<TensorInfo>> AllReduceBatch(
+      const std::vector<std::string>& tensor_ids, ReduceOp op,
       const CollectiveOptions& options = {}) const;
-  absl::StatusOr<std::vector<placement::v1::TensorInfo>> AllReduceBatch(
+  absl::StatusOr<std::vector<TensorInfo>> AllReduceBatch(
       const std::vector<std::string>& tensor_ids, const std::string& op_name,
       const CollectiveOptions& options = {}) const;
 
   // Shard -> replicate along `dim` (negative counts from the end), tiled.
-  absl::StatusOr<placement::v1::TensorInfo> AllGather(const std::string& tensor_id, int64_t dim,
-                                                      const CollectiveOptions& options = {}) const;
+  absl::StatusOr<TensorInfo> AllGather(const std::string& tensor_id, int64_t dim,
+                                       const CollectiveOptions& options = {}) const;
 
   // Partial -> shard along `scatter_dim`.
-  absl::StatusOr<placement::v1::TensorInfo> ReduceScatter(
-      const std::string& tensor_id, placement::v1::ReduceOp op, int64_t scatter_dim,
-      const CollectiveOptions& options = {}) const;
+  absl::StatusOr<TensorInfo> ReduceScatter(const std::string& tensor_id, ReduceOp op,
+                                           int64_t scatter_dim,
+                                           const CollectiveOptions& options = {}) const;
 
   // The root device's shard to every device of its group (the root must be
   // a device of the tensor's mesh).
-  absl::StatusOr<placement::v1::TensorInfo> Broadcast(const std::string& tensor_id,
-                                                      int64_t root_device_id,
-                                                      const CollectiveOptions& options = {}) const;
+  absl::StatusOr<TensorInfo> Broadcast(const std::string& tensor_id, int64_t root_device_id,
+                                       const CollectiveOptions& options = {}) const;
 
  private:
-  absl::StatusOr<placement::v1::TensorInfo> AllReduceImpl(const std::string& tensor_id,
-                                                          placement::v1::ReduceOp op,
-                                                          const std::string& op_name,
-                                                          const CollectiveOptions& options) const;
-  absl::StatusOr<std::vector<placement::v1::TensorInfo>> AllReduceBatchImpl(
-      const std::vector<std::string>& tensor_ids, placement::v1::ReduceOp op,
-      const std::string& op_name, const CollectiveOptions& options) const;
+  absl::StatusOr<TensorInfo> AllReduceImpl(const std::string& tensor_id, ReduceOp op,
+                                           const std::string& op_name,
+                                           const CollectiveOptions& options) const;
+  absl::StatusOr<std::vector<TensorInfo>> AllReduceBatchImpl(
+      const std::vector<std::string>& tensor_ids, ReduceOp op, const std::string& op_name,
+      const CollectiveOptions& options) const;
 
   const Client& client_;
 };

@@ -1,7 +1,7 @@
 // DeviceMeshManager: a facade named after the seed's artifex
 // DeviceMeshManager, over MeshClient. Method names follow the seed (snake
 // case) so Python code ports line by line; meshes live in the daemon and are
-// returned as placement.v1.Mesh.
+// returned as Mesh values.
 //
 //   auto manager = DeviceMeshManager::Create(*client);   // all devices
 //   auto mesh = manager->create_device_mesh({{"data", 2}, {"model", 1}});
@@ -41,27 +41,26 @@ class DeviceMeshManager {
 
   // The `num_devices` and `devices` properties.
   int64_t num_devices() const { return static_cast<int64_t>(devices_.size()); }
-  const std::vector<placement::v1::Device>& devices() const { return devices_; }
+  const std::vector<Device>& devices() const { return devices_; }
 
   // create_device_mesh(mesh_shape, devices=None): the dict and list forms are
   // both an ordered MeshAxes. `devices` overrides the manager's devices.
-  absl::StatusOr<placement::v1::Mesh> create_device_mesh(
+  absl::StatusOr<Mesh> create_device_mesh(
       const MeshAxes& mesh_shape,
       const std::optional<std::vector<int64_t>>& devices = std::nullopt) const;
   // create_data_parallel_mesh(num_devices=None, axis_name="data").
-  absl::StatusOr<placement::v1::Mesh> create_data_parallel_mesh(
-      std::optional<int64_t> num_devices = std::nullopt,
-      const std::string& axis_name = "data") const;
+  absl::StatusOr<Mesh> create_data_parallel_mesh(std::optional<int64_t> num_devices = std::nullopt,
+                                                 const std::string& axis_name = "data") const;
   // create_model_parallel_mesh(num_devices=None, axis_name="model").
-  absl::StatusOr<placement::v1::Mesh> create_model_parallel_mesh(
-      std::optional<int64_t> num_devices = std::nullopt,
-      const std::string& axis_name = "model") const;
+  absl::StatusOr<Mesh> create_model_parallel_mesh(std::optional<int64_t> num_devices = std::nullopt,
+                                                  const std::string& axis_name = "model") const;
   // create_hybrid_mesh(data_parallel_size=1, model_parallel_size=1,
   // data_axis="data", model_axis="model"): shape (dp, mp), device k at
   // (k // mp, k % mp).
-  absl::StatusOr<placement::v1::Mesh> create_hybrid_mesh(
-      int64_t data_parallel_size = 1, int64_t model_parallel_size = 1,
-      const std::string& data_axis = "data", const std::string& model_axis = "model") const;
+  absl::StatusOr<Mesh> create_hybrid_mesh(int64_t data_parallel_size = 1,
+                                          int64_t model_parallel_size = 1,
+                                          const std::string& data_axis = "data",
+                                          const std::string& model_axis = "model") const;
   // get_mesh_info(mesh): {"total_devices", "axes" in mesh order}. Asks the
   // daemon, so a stale or deleted mesh is NOT_FOUND.
   absl::StatusOr<MeshInfo> get_mesh_info(const MeshRef& mesh) const;
@@ -69,8 +68,7 @@ class DeviceMeshManager {
   const MeshClient& meshes() const { return meshes_; }
 
  private:
-  DeviceMeshManager(const Client& client, std::vector<placement::v1::Device> devices,
-                    bool explicit_devices)
+  DeviceMeshManager(const Client& client, std::vector<Device> devices, bool explicit_devices)
       : meshes_(client), devices_(std::move(devices)), explicit_devices_(explicit_devices) {}
 
   // Device ids for a mesh of `total` devices: empty (the daemon picks) when
@@ -81,7 +79,7 @@ class DeviceMeshManager {
   absl::StatusOr<CreateMeshOptions> OneAxisOptions(std::optional<int64_t>* num_devices) const;
 
   MeshClient meshes_;
-  std::vector<placement::v1::Device> devices_;
+  std::vector<Device> devices_;
   bool explicit_devices_;
 };
 

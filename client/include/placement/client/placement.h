@@ -4,10 +4,11 @@
 //
 //   auto client = placement::client::Client::Connect("127.0.0.1:50051");
 //
-// Connection and device calls (client.h), meshes (meshes.h), tensors
-// (tensors.h, placements.h, tensor_tree.h), collectives (collectives.h),
-// prefetch (prefetch.h) and the seed-named facades (device_mesh_manager.h,
-// device_placement.h, data_parallel.h).
+// Value types (types.h, tensor_info.h, placements.h), connection and device
+// calls (client.h), meshes (meshes.h), tensors (tensors.h, tensor_tree.h),
+// collectives (collectives.h), prefetch (prefetch.h), JSON text (json.h) and
+// the seed-named facades (device_mesh_manager.h, device_placement.h,
+// data_parallel.h). No generated protobuf or gRPC header is included.
 #ifndef PLACEMENT_CLIENT_PLACEMENT_H_
 #define PLACEMENT_CLIENT_PLACEMENT_H_
 
@@ -16,10 +17,13 @@
 #include "placement/client/data_parallel.h"        // IWYU pragma: export
 #include "placement/client/device_mesh_manager.h"  // IWYU pragma: export
 #include "placement/client/device_placement.h"     // IWYU pragma: export
+#include "placement/client/json.h"                 // IWYU pragma: export
 #include "placement/client/meshes.h"               // IWYU pragma: export
 #include "placement/client/placements.h"           // IWYU pragma: export
 #include "placement/client/prefetch.h"             // IWYU pragma: export
+#include "placement/client/tensor_info.h"          // IWYU pragma: export
 #include "placement/client/tensor_tree.h"          // IWYU pragma: export
 #include "placement/client/tensors.h"              // IWYU pragma: export
+#include "placement/client/types.h"                // IWYU pragma: export
 
 #endif  // PLACEMENT_CLIENT_PLACEMENT_H_

@@ -1,10 +1,10 @@
 // Value types that say where daemon tensors go, so callers need not build
-// placement.v1 protos by hand:
+// wire messages by hand:
 //
 //   Spec        a PartitionSpec: per tensor dimension, the mesh axes that
 //               shard it ({} = None); {{"data"}, {}} is P('data', None) and
 //               {{"x", "y"}} is P(('x', 'y')).
-//   MeshRef     a registered mesh, by id or by the placement.v1.Mesh that
+//   MeshRef     a registered mesh, by id or by the Mesh that
 //               CreateMesh/GetMesh returned (then its axes are known locally
 //               and facades check axis names before any call).
 //   Placement   one device, a mesh + Spec (JAX NamedSharding), or fully
@@ -22,7 +22,8 @@
 //   Rule::Replicate({0, 1})                             // mesh "replica" over 0, 1
 //
 // The daemon validates everything (unknown mesh: NOT_FOUND; unknown axis,
-// indivisible dimension: INVALID_ARGUMENT); these types only build requests.
+// indivisible dimension: INVALID_ARGUMENT); these types only describe
+// requests (client/src/convert.cc turns them into wire messages).
 // All types are values; thread-compatible.
 #ifndef PLACEMENT_CLIENT_PLACEMENTS_H_
 #define PLACEMENT_CLIENT_PLACEMENTS_H_
@@ -32,87 +33,103 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "placement/v1/tensor_service.pb.h"
-#include "placement/v1/types.pb.h"
+#include "placement/client/types.h"
 
 namespace placement::client {
-
-// PartitionSpec entries: per leading tensor dimension, the mesh axes that
-// shard it, first listed most significant; an empty entry is None.
-using Spec = std::vector<std::vector<std::string>>;
 
 // Parses the CLI / Python-ish forms: "data,None", "data", "None,model",
 // "(x,y),None", "P('data', None)", "" or "P()" (fully replicated).
 // INVALID_ARGUMENT naming the offending text for unbalanced parentheses,
-// nested tuples or empty axis names.
+// nested tuples or empty axis names. (The grammar is common/'s
+// ParsePartitionSpec, shared with the daemon's tools.)
 absl::StatusOr<Spec> ParseSpec(absl::string_view text);
-// "P('data', None, ('x', 'y'))"; "P()" for an empty spec.
+// "P('data', None, ('x', 'y'))"; "P()" for an empty spec (common/'s
+// PartitionSpec::ToString).
 std::string SpecToString(const Spec& spec);
-
-// What happens to the source tensors of Place / Assemble / Disassemble.
-enum class SourceHandling {
-  kKeep,    // sources stay (JAX device_put copies)
-  kDonate,  // sources are deleted once the results exist
-};
-
-inline placement::v1::SourceHandling SourceHandlingToProto(SourceHandling source) {
-  return source == SourceHandling::kDonate ? placement::v1::SOURCE_HANDLING_DONATE
-                                           : placement::v1::SOURCE_HANDLING_KEEP;
-}
 
 // A registered mesh: its id, and its description when known.
 class MeshRef {
  public:
-  MeshRef(std::string mesh_id);              // NOLINT(google-explicit-constructor)
-  MeshRef(const char* mesh_id);              // NOLINT(google-explicit-constructor)
-  MeshRef(const placement::v1::Mesh& mesh);  // NOLINT(google-explicit-constructor)
+  MeshRef(std::string mesh_id);  // NOLINT(google-explicit-constructor)
+  MeshRef(const char* mesh_id);  // NOLINT(google-explicit-constructor)
+  MeshRef(const Mesh& mesh);     // NOLINT(google-explicit-constructor)
 
   const std::string& id() const { return id_; }
   // The mesh's axes and devices when this ref was built from a Mesh.
-  const std::optional<placement::v1::Mesh>& mesh() const { return mesh_; }
+  const std::optional<Mesh>& mesh() const { return mesh_; }
   // OK when the axes are unknown here or `axis` is one of them;
   // INVALID_ARGUMENT "mesh 'm' has no axis 'x' (axes: data, model)" otherwise.
   absl::Status CheckAxis(absl::string_view axis, absl::string_view field) const;
 
  private:
   std::string id_;
-  std::optional<placement::v1::Mesh> mesh_;
+  std::optional<Mesh> mesh_;
 };
 
 class Placement {
  public:
+  enum class Kind {
+    kDefault,     // the daemon's default device
+    kDevice,      // the whole tensor on one device
+    kSharded,     // mesh + PartitionSpec (NamedSharding)
+    kReplicated,  // every device of a mesh holds the whole tensor
+  };
+
+  // The daemon's default device.
+  Placement() = default;
   // The whole tensor on device `device_id` (a global id from ListDevices).
   static Placement Device(int64_t device_id);
   // NamedSharding(mesh, P(*spec)); JAX's even-division rule applies.
   static Placement Sharded(const MeshRef& mesh, Spec spec);
+  // Any resolved sharding (partial axes and mode included).
+  static Placement Sharded(Sharding sharding);
   // Fully replicated: every device of the mesh holds the whole tensor.
   static Placement Replicated(const MeshRef& mesh);
-  static Placement FromProto(placement::v1::Placement proto);
 
   // Sharded placements only (others are returned unchanged): allow
   // dimensions that do not divide (XLA / torch.chunk padding).
   Placement Padded() const;
   // Sharded placements only: devices differing on `axes` hold summands
   // combined with `op` (DTensor Partial).
-  Placement WithPartial(std::vector<std::string> axes,
-                        placement::v1::ReduceOp op = placement::v1::REDUCE_OP_SUM) const;
+  Placement WithPartial(std::vector<std::string> axes, ReduceOp op = ReduceOp::kSum) const;
 
-  bool is_device() const { return proto_.has_device_id(); }
-  bool is_sharded() const { return proto_.has_sharding(); }
-  bool is_replicated() const { return proto_.has_replicated_mesh_id(); }
-  const placement::v1::Placement& proto() const { return proto_; }
-  // "device 3", "mesh-1 P('data', None)", "replicated on mesh-1".
+  Kind kind() const { return kind_; }
+  bool is_device() const { return kind_ == Kind::kDevice; }
+  bool is_sharded() const { return kind_ == Kind::kSharded; }
+  bool is_replicated() const { return kind_ == Kind::kReplicated; }
+  // REQUIRES: is_device().
+  int64_t device_id() const { return device_id_; }
+  // REQUIRES: is_sharded().
+  const Sharding& sharding() const { return sharding_; }
+  // The mesh of a sharded or replicated placement; empty otherwise.
+  const std::string& mesh_id() const { return mesh_id_; }
+  // "device 3", "mesh-1 P('data', None)", "replicated on mesh-1",
+  // "default device".
   std::string ToString() const;
 
+  bool operator==(const Placement&) const = default;
+
  private:
-  explicit Placement(placement::v1::Placement proto) : proto_(std::move(proto)) {}
-  placement::v1::Placement proto_;
+  Kind kind_ = Kind::kDefault;
+  int64_t device_id_ = 0;
+  std::string mesh_id_;
+  Sharding sharding_;
 };
 
 class Rule {
  public:
+  enum class Kind {
+    kDefault,        // the daemon's default device
+    kPlacement,      // one Placement for every array
+    kShardBatchDim,  // DevicePlacement.shard_batch_dim
+    kReplicate,      // replicate_across_devices, or P() on an existing mesh
+    kModelState,     // DataParallel.shard_model_state
+    kDataPartition,  // loadax host_to_global_device_array
+  };
+
   // The daemon's default device.
   Rule() = default;
   // Every array gets `placement`. For groups, spec entries beyond an array's
@@ -132,21 +149,41 @@ class Rule {
   // "shard" -> dimension 0 over the mesh's first axis. Other strings are
   // rejected by the daemon (and by DataParallel before any call).
   static Rule ModelState(const MeshRef& mesh, std::string param_sharding = "replicate");
-  // loadax host_to_global_device_array partition (FULL: dimension 0 over the
-  // product of all mesh axes; REPLICATED).
-  static Rule DataPartition(const MeshRef& mesh, placement::v1::DataPartition partition =
-                                                     placement::v1::DATA_PARTITION_FULL);
-  static Rule FromProto(placement::v1::PlacementRule proto);
+  // loadax host_to_global_device_array partition (kFull: dimension 0 over
+  // the product of all mesh axes; kReplicated).
+  static Rule DataPartition(const MeshRef& mesh,
+                            client::DataPartition partition = client::DataPartition::kFull);
 
+  Kind kind() const { return kind_; }
   // True for Rule(): the daemon's default device.
-  bool is_default() const {
-    return proto_.rule_case() == placement::v1::PlacementRule::RULE_NOT_SET;
-  }
-  const placement::v1::PlacementRule& proto() const { return proto_; }
+  bool is_default() const { return kind_ == Kind::kDefault; }
+  // kPlacement: the placement.
+  const Placement& placement() const { return placement_; }
+  // kShardBatchDim, kModelState, kDataPartition, and kReplicate on an
+  // existing mesh: the mesh id (empty for kReplicate over devices).
+  const std::string& mesh_id() const { return mesh_id_; }
+  // kShardBatchDim.
+  int64_t batch_axis() const { return batch_axis_; }
+  const std::string& mesh_axis() const { return mesh_axis_; }
+  // kReplicate over devices (empty = all devices).
+  const std::vector<int64_t>& device_ids() const { return device_ids_; }
+  // kModelState.
+  const std::string& param_sharding() const { return param_sharding_; }
+  // kDataPartition.
+  client::DataPartition partition() const { return partition_; }
+
   std::string ToString() const;
+  bool operator==(const Rule&) const = default;
 
  private:
-  placement::v1::PlacementRule proto_;
+  Kind kind_ = Kind::kDefault;
+  Placement placement_;
+  std::string mesh_id_;
+  int64_t batch_axis_ = 0;
+  std::string mesh_axis_;
+  std::vector<int64_t> device_ids_;
+  std::string param_sharding_;
+  client::DataPartition partition_ = client::DataPartition::kFull;
 };
 
 }  // namespace placement::client

@@ -1,4 +1,4 @@
-// Prefetch pipelines (placement.v1.PrefetchService; the seed's
+// Prefetch pipelines (the daemon's PrefetchService; the seed's
 // DevicePlacement.prefetch_to_device): host batches stream to the daemon,
 // which keeps up to `buffer_size` of them staged on devices ahead of the
 // consumer, so the transfer of batch k+1 overlaps the trainer's step on k.
@@ -14,7 +14,7 @@
 //       auto batch = (*it)->Next();       // releases the previous batch
 //       if (!batch.ok()) return batch.status();   // source or daemon error
 //       if (!batch->has_value()) break;           // end of data
-//       Step((*batch)->tensor("images").id(), (*batch)->tensor("labels").id());
+//       Step((*batch)->tensor("images").id, (*batch)->tensor("labels").id);
 //     }
 //
 //   PrefetchStream -- the raw bidirectional stream: SendBatch from caller
@@ -51,7 +51,7 @@
 #include "placement/client/placements.h"
 #include "placement/client/tensor_tree.h"
 #include "placement/client/tensors.h"
-#include "placement/v1/prefetch_service.pb.h"
+#include "placement/client/types.h"
 
 namespace placement::client {
 
@@ -80,12 +80,12 @@ struct PrefetchOptions {
 // the order the batch listed them.
 struct DeviceBatch {
   int64_t sequence = 0;  // 0, 1, 2, ... in send order
-  std::vector<placement::v1::NamedTensor> tensors;
+  std::vector<NamedTensor> tensors;
 
   // The tensor for `key`, or null.
-  const placement::v1::TensorInfo* Find(absl::string_view key) const;
+  const TensorInfo* Find(absl::string_view key) const;
   // REQUIRES: `key` is one of the batch's keys.
-  const placement::v1::TensorInfo& tensor(absl::string_view key) const;
+  const TensorInfo& tensor(absl::string_view key) const;
   // As a TensorTree, to feed the seed facades (DataParallel, ...).
   TensorTree tree() const;
 };
@@ -140,7 +140,7 @@ class PrefetchStream {
   // (every later call returns it too).
   absl::StatusOr<std::optional<DeviceBatch>> Read();
   // The daemon's stats, once Read returned nullopt.
-  const std::optional<placement::v1::PrefetchStats>& stats() const;
+  const std::optional<PrefetchStats>& stats() const;
   // Total time SendBatch waited for a free slot (client-side backpressure).
   absl::Duration send_blocked() const;
 
@@ -157,7 +157,7 @@ class PrefetchStream {
 struct HostBatch {
   struct Array {
     std::string key;
-    placement::v1::DType dtype = placement::v1::DTYPE_UNSPECIFIED;
+    DType dtype = DType::kUnspecified;
     std::vector<int64_t> shape;
     std::vector<uint8_t> bytes;  // row-major, little-endian
   };
@@ -166,7 +166,7 @@ struct HostBatch {
   // Appends an array copied from `values`.
   template <typename T>
   HostBatch& Add(std::string key, absl::Span<const T> values, std::vector<int64_t> shape) {
-    static_assert(DTypeOf<T>() != placement::v1::DTYPE_UNSPECIFIED,
+    static_assert(DTypeOf<T>() != DType::kUnspecified,
                   "use Add(key, dtype, shape, bytes) for f16/bf16");
     absl::Span<const uint8_t> raw = AsBytes(values);
     arrays.push_back({std::move(key), DTypeOf<T>(), std::move(shape),
@@ -177,7 +177,7 @@ struct HostBatch {
   HostBatch& Add(std::string key, const std::vector<T>& values, std::vector<int64_t> shape) {
     return Add(std::move(key), absl::MakeConstSpan(values), std::move(shape));
   }
-  HostBatch& Add(std::string key, placement::v1::DType dtype, std::vector<int64_t> shape,
+  HostBatch& Add(std::string key, DType dtype, std::vector<int64_t> shape,
                  std::vector<uint8_t> bytes) {
     arrays.push_back({std::move(key), dtype, std::move(shape), std::move(bytes)});
     return *this;
@@ -193,13 +193,13 @@ using BatchSource = std::function<absl::StatusOr<std::optional<HostBatch>>()>;
 
 // What the iterator measured on the client side, plus the daemon's stats.
 struct PrefetchIteratorStats {
-  int64_t batches = 0;          // yielded by Next()
-  int64_t bytes = 0;            // host bytes sent
+  int64_t batches = 0;              // yielded by Next()
+  int64_t bytes = 0;                // host bytes sent
   absl::Duration consumer_stall;    // inside the Next() calls that returned a batch
   absl::Duration producer_blocked;  // producer waiting for a free slot
   absl::Duration source_time;       // inside source()
   // The daemon's figures; set once the stream finished cleanly.
-  std::optional<placement::v1::PrefetchStats> daemon;
+  std::optional<PrefetchStats> daemon;
 };
 
 // The seed's prefetch_to_device as an iterator over device batches. The

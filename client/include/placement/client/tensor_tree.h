@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "placement/client/placements.h"
+#include "placement/client/tensor_info.h"
 #include "placement/client/tensors.h"
 
 namespace placement::client {
@@ -27,17 +28,17 @@ namespace placement::client {
 // A daemon tensor: its id, plus its TensorInfo when known.
 class TensorHandle {
  public:
-  TensorHandle(std::string tensor_id);           // NOLINT(google-explicit-constructor)
-  TensorHandle(const char* tensor_id);           // NOLINT(google-explicit-constructor)
-  TensorHandle(placement::v1::TensorInfo info);  // NOLINT(google-explicit-constructor)
+  TensorHandle(std::string tensor_id);  // NOLINT(google-explicit-constructor)
+  TensorHandle(const char* tensor_id);  // NOLINT(google-explicit-constructor)
+  TensorHandle(TensorInfo info);        // NOLINT(google-explicit-constructor)
 
-  const std::string& id() const { return info_.id(); }
-  // Full description when built from a TensorInfo; else only id() is set.
-  const placement::v1::TensorInfo& info() const { return info_; }
+  const std::string& id() const { return info_.id; }
+  // Full description when built from a TensorInfo; else only its id is set.
+  const TensorInfo& info() const { return info_; }
   bool has_info() const { return has_info_; }
 
  private:
-  placement::v1::TensorInfo info_;
+  TensorInfo info_;
   bool has_info_ = false;
 };
 

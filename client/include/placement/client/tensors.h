@@ -7,9 +7,9 @@
 //   std::vector<float> x(32 * 128);
 //   auto info = tensors.Upload(HostArray::Of<float>(x, {32, 128}),
 //                              Placement::Sharded(mesh, {{"data"}}));
-//   auto moved = tensors.Place(info->id(), Placement::Replicated(mesh));
+//   auto moved = tensors.Place(info->id, Placement::Replicated(mesh));
 //   std::vector<float> back(x.size());
-//   tensors.Download(info->id(), AsWritableBytes(back));
+//   tensors.Download(info->id, AsWritableBytes(back));
 //
 // Bytes are row-major, little-endian, unpadded. Uploads and downloads stream
 // in chunks (default 1 MiB) straight from / into the caller's memory: host
@@ -39,33 +39,34 @@
 #include "absl/types/span.h"
 #include "placement/client/client.h"
 #include "placement/client/placements.h"
-#include "placement/v1/tensor_service.pb.h"
+#include "placement/client/tensor_info.h"
+#include "placement/client/types.h"
 
 namespace placement::client {
 
 inline constexpr int64_t kDefaultChunkBytes = int64_t{1} << 20;
 
-// Bytes per element of `dtype` (bool is 1); 0 for DTYPE_UNSPECIFIED or
-// unknown values.
-int64_t ElementSize(placement::v1::DType dtype);
+// Bytes per element of `dtype` (bool is 1); 0 for kUnspecified or unknown
+// values.
+int64_t ElementSize(DType dtype);
 // ElementSize x elements. INVALID_ARGUMENT for an unknown dtype, negative
 // dimensions, or a size that overflows int64.
-absl::StatusOr<int64_t> ExpectedBytes(placement::v1::DType dtype, absl::Span<const int64_t> shape);
+absl::StatusOr<int64_t> ExpectedBytes(DType dtype, absl::Span<const int64_t> shape);
 // "f32[32,32]".
-std::string DescribeArray(placement::v1::DType dtype, absl::Span<const int64_t> shape);
+std::string DescribeArray(DType dtype, absl::Span<const int64_t> shape);
 
 // The dtype of a C++ element type: float, double, int8..int64, uint8, bool.
 template <typename T>
-constexpr placement::v1::DType DTypeOf() {
-  if constexpr (std::is_same_v<T, float>) return placement::v1::DTYPE_F32;
-  if constexpr (std::is_same_v<T, double>) return placement::v1::DTYPE_F64;
-  if constexpr (std::is_same_v<T, int8_t>) return placement::v1::DTYPE_I8;
-  if constexpr (std::is_same_v<T, int16_t>) return placement::v1::DTYPE_I16;
-  if constexpr (std::is_same_v<T, int32_t>) return placement::v1::DTYPE_I32;
-  if constexpr (std::is_same_v<T, int64_t>) return placement::v1::DTYPE_I64;
-  if constexpr (std::is_same_v<T, uint8_t>) return placement::v1::DTYPE_U8;
-  if constexpr (std::is_same_v<T, bool>) return placement::v1::DTYPE_BOOL;
-  return placement::v1::DTYPE_UNSPECIFIED;
+constexpr DType DTypeOf() {
+  if constexpr (std::is_same_v<T, float>) return DType::kF32;
+  if constexpr (std::is_same_v<T, double>) return DType::kF64;
+  if constexpr (std::is_same_v<T, int8_t>) return DType::kI8;
+  if constexpr (std::is_same_v<T, int16_t>) return DType::kI16;
+  if constexpr (std::is_same_v<T, int32_t>) return DType::kI32;
+  if constexpr (std::is_same_v<T, int64_t>) return DType::kI64;
+  if constexpr (std::is_same_v<T, uint8_t>) return DType::kU8;
+  if constexpr (std::is_same_v<T, bool>) return DType::kBool;
+  return DType::kUnspecified;
 }
 
 template <typename T>
@@ -84,13 +85,13 @@ absl::Span<uint8_t> AsWritableBytes(std::vector<T>& values) {
 // A host array the caller owns: dtype, shape and a view of its bytes
 // (row-major, little-endian). The bytes must stay valid during the call.
 struct HostArray {
-  placement::v1::DType dtype = placement::v1::DTYPE_UNSPECIFIED;
+  DType dtype = DType::kUnspecified;
   std::vector<int64_t> shape;
   absl::Span<const uint8_t> data;
 
   template <typename T>
   static HostArray Of(absl::Span<const T> values, std::vector<int64_t> shape) {
-    static_assert(DTypeOf<T>() != placement::v1::DTYPE_UNSPECIFIED,
+    static_assert(DTypeOf<T>() != DType::kUnspecified,
                   "use HostArray{dtype, shape, bytes} for f16/bf16");
     return HostArray{DTypeOf<T>(), std::move(shape), AsBytes(values)};
   }
@@ -132,10 +133,13 @@ class DownloadSelection {
   // The distinct shards addressable by node `process_index`.
   static DownloadSelection Process(int32_t process_index);
 
-  void ApplyTo(placement::v1::DownloadRequest* request) const;
+  enum class Kind { kWhole, kDevice, kDevices, kProcess };
+  Kind kind() const { return kind_; }
+  int64_t device_id() const { return device_id_; }                        // kDevice
+  const std::vector<int64_t>& device_ids() const { return device_ids_; }  // kDevices
+  int32_t process_index() const { return process_index_; }                // kProcess
 
  private:
-  enum class Kind { kWhole, kDevice, kDevices, kProcess };
   Kind kind_ = Kind::kWhole;
   int64_t device_id_ = 0;
   std::vector<int64_t> device_ids_;
@@ -146,7 +150,7 @@ class DownloadSelection {
 using ByteReader = std::function<absl::StatusOr<size_t>(absl::Span<uint8_t> buffer)>;
 // Receives consecutive pieces of a download; a non-OK status cancels it.
 using ChunkSink = std::function<absl::Status(absl::Span<const uint8_t> chunk)>;
-using HeaderSink = std::function<absl::Status(const placement::v1::DownloadHeader& header)>;
+using HeaderSink = std::function<absl::Status(const DownloadHeader& header)>;
 
 // An upload in progress: the header is sent when it starts; bytes follow in
 // any pieces and leave in chunk_bytes messages, never held whole.
@@ -164,7 +168,7 @@ class Uploader {
   absl::Status WriteFrom(const ByteReader& reader);
   // Sends the last chunk and waits for the daemon. INVALID_ARGUMENT (and the
   // upload is cancelled) when fewer than total_bytes() were written.
-  absl::StatusOr<placement::v1::TensorInfo> Finish();
+  absl::StatusOr<TensorInfo> Finish();
   // Abandons the upload; later calls return CANCELLED.
   void Cancel();
 
@@ -179,7 +183,7 @@ class Uploader {
 };
 
 struct DownloadedBytes {
-  placement::v1::DownloadHeader header;
+  DownloadHeader header;
   std::vector<uint8_t> bytes;
 };
 
@@ -191,33 +195,30 @@ class TensorClient {
   // INVALID_ARGUMENT when array.data is not exactly the array's byte size;
   // otherwise the daemon's codes (NOT_FOUND unknown mesh/device,
   // RESOURCE_EXHAUSTED device budget, INVALID_ARGUMENT bad spec).
-  absl::StatusOr<placement::v1::TensorInfo> Upload(const HostArray& array, const Rule& rule = {},
-                                                   const UploadOptions& options = {}) const;
-  absl::StatusOr<std::unique_ptr<Uploader>> StartUpload(placement::v1::DType dtype,
-                                                        std::vector<int64_t> shape,
+  absl::StatusOr<TensorInfo> Upload(const HostArray& array, const Rule& rule = {},
+                                    const UploadOptions& options = {}) const;
+  absl::StatusOr<std::unique_ptr<Uploader>> StartUpload(DType dtype, std::vector<int64_t> shape,
                                                         const Rule& rule = {},
                                                         const UploadOptions& options = {}) const;
   // Streams exactly the array's byte size from `reader`.
-  absl::StatusOr<placement::v1::TensorInfo> UploadFrom(placement::v1::DType dtype,
-                                                       std::vector<int64_t> shape,
-                                                       const ByteReader& reader,
+  absl::StatusOr<TensorInfo> UploadFrom(DType dtype, std::vector<int64_t> shape,
+                                        const ByteReader& reader, const Rule& rule = {},
+                                        const UploadOptions& options = {}) const;
+  // A named group under one rule, all or nothing. Results in `arrays` order.
+  absl::StatusOr<std::vector<NamedTensor>> UploadBatch(const std::vector<BatchArray>& arrays,
                                                        const Rule& rule = {},
                                                        const UploadOptions& options = {}) const;
-  // A named group under one rule, all or nothing. Results in `arrays` order.
-  absl::StatusOr<std::vector<placement::v1::NamedTensor>> UploadBatch(
-      const std::vector<BatchArray>& arrays, const Rule& rule = {},
-      const UploadOptions& options = {}) const;
 
   // --- Download ----------------------------------------------------------------
   // Writes header.total_bytes bytes at the start of `out`. INVALID_ARGUMENT
   // (nothing more is received) when `out` is smaller.
-  absl::StatusOr<placement::v1::DownloadHeader> Download(
+  absl::StatusOr<DownloadHeader> Download(
       const std::string& tensor_id, absl::Span<uint8_t> out,
       const DownloadSelection& selection = DownloadSelection::Whole(),
       const DownloadOptions& options = {}) const;
   // Calls `on_header` once, then `on_chunk` for consecutive pieces. A non-OK
   // status from either cancels the stream and is returned.
-  absl::StatusOr<placement::v1::DownloadHeader> Download(
+  absl::StatusOr<DownloadHeader> Download(
       const std::string& tensor_id, const HeaderSink& on_header, const ChunkSink& on_chunk,
       const DownloadSelection& selection = DownloadSelection::Whole(),
       const DownloadOptions& options = {}) const;
@@ -226,9 +227,9 @@ class TensorClient {
       const DownloadOptions& options = {}) const;
 
   // --- Metadata and lifetime ---------------------------------------------------
-  absl::StatusOr<placement::v1::TensorInfo> Describe(const std::string& tensor_id) const;
-  absl::StatusOr<std::vector<placement::v1::TensorInfo>> List(
-      const std::string& name_prefix = "", const std::string& mesh_id = "") const;
+  absl::StatusOr<TensorInfo> Describe(const std::string& tensor_id) const;
+  absl::StatusOr<std::vector<TensorInfo>> List(const std::string& name_prefix = "",
+                                               const std::string& mesh_id = "") const;
   // Frees device memory at once; all or nothing (NOT_FOUND names the first
   // unknown id). Returns the device bytes freed.
   absl::StatusOr<int64_t> Delete(const std::vector<std::string>& tensor_ids) const;
@@ -236,21 +237,21 @@ class TensorClient {
   // --- Placement -----------------------------------------------------------------
   // device_put of existing tensors under `rule`; results in request order.
   // On failure the sources are intact and nothing new is kept.
-  absl::StatusOr<std::vector<placement::v1::TensorInfo>> Place(
-      const std::vector<std::string>& tensor_ids, const Rule& rule,
-      SourceHandling source = SourceHandling::kKeep, const std::string& name = "") const;
-  absl::StatusOr<placement::v1::TensorInfo> Place(const std::string& tensor_id, const Rule& rule,
-                                                  SourceHandling source = SourceHandling::kKeep,
-                                                  const std::string& name = "") const;
+  absl::StatusOr<std::vector<TensorInfo>> Place(const std::vector<std::string>& tensor_ids,
+                                                const Rule& rule,
+                                                SourceHandling source = SourceHandling::kKeep,
+                                                const std::string& name = "") const;
+  absl::StatusOr<TensorInfo> Place(const std::string& tensor_id, const Rule& rule,
+                                   SourceHandling source = SourceHandling::kKeep,
+                                   const std::string& name = "") const;
   // make_array_from_single_device_arrays(shape, sharding, arrays): one
   // single-device tensor per device of `placement`, shaped like its shard.
-  absl::StatusOr<placement::v1::TensorInfo> Assemble(const std::vector<int64_t>& shape,
-                                                     const Placement& placement,
-                                                     const std::vector<std::string>& tensor_ids,
-                                                     SourceHandling source = SourceHandling::kKeep,
-                                                     const std::string& name = "") const;
+  absl::StatusOr<TensorInfo> Assemble(const std::vector<int64_t>& shape, const Placement& placement,
+                                      const std::vector<std::string>& tensor_ids,
+                                      SourceHandling source = SourceHandling::kKeep,
+                                      const std::string& name = "") const;
   // One single-device tensor per shard, in mesh device order.
-  absl::StatusOr<std::vector<placement::v1::TensorInfo>> Disassemble(
+  absl::StatusOr<std::vector<TensorInfo>> Disassemble(
       const std::string& tensor_id, SourceHandling source = SourceHandling::kKeep) const;
 
  private:

@@ -1,0 +1,70 @@
+// Names of the client's enums. DType and HardwareType delegate to common/,
+// whose enums carry the same wire values.
+#include "placement/client/types.h"
+
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/dtype.h"
+#include "common/hardware.h"
+
+namespace placement::client {
+
+absl::string_view DTypeName(DType dtype) {
+  auto d = DTypeFromProtoValue(static_cast<int>(dtype));
+  if (!d.ok()) return "unspecified";
+  return placement::DTypeName(*d);
+}
+
+absl::StatusOr<DType> ParseDType(absl::string_view name) {
+  absl::StatusOr<placement::DType> d = placement::ParseDType(name);
+  if (!d.ok()) return d.status();
+  return static_cast<DType>(static_cast<int>(*d));
+}
+
+absl::string_view HardwareTypeName(HardwareType type) {
+  auto t = HardwareTypeFromProtoValue(static_cast<int>(type));
+  if (!t.ok()) return "unknown";
+  return placement::HardwareTypeName(*t);
+}
+
+absl::StatusOr<HardwareType> ParseHardwareType(absl::string_view name) {
+  absl::StatusOr<placement::HardwareType> t = placement::ParseHardwareType(name);
+  if (!t.ok()) return t.status();
+  return static_cast<HardwareType>(static_cast<int>(*t));
+}
+
+absl::string_view ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kMean:
+      return "mean";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kProd:
+      return "prod";
+    case ReduceOp::kUnspecified:
+      break;
+  }
+  return "unspecified";
+}
+
+absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProd}) {
+    if (lower == ReduceOpName(op)) return op;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("Unsupported reduce_type: ", name,
+                                                 ". Use 'sum', 'mean', 'max', 'min' or 'prod'."));
+}
+
+absl::string_view DataPartitionName(DataPartition partition) {
+  return partition == DataPartition::kReplicated ? "replicated" : "full";
+}
+
+}  // namespace placement::client
