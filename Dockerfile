@@ -6,7 +6,7 @@
 # Stopping: `docker stop` / `podman stop` send SIGTERM (STOPSIGNAL below) and SIGKILL after 10 s
 # unless told otherwise; the default command drains for at most 8 s (--drain_timeout=8s) so the
 # drain fits. For a longer drain raise both, e.g.
-#   docker run --stop-timeout 45 ... placementd --listen=0.0.0.0:50051 --drain_timeout=30s
+#   docker run --stop-timeout 45 ... placementd --listen=0.0.0.0:50051 --allow_insecure --drain_timeout=30s
 # (Kubernetes: terminationGracePeriodSeconds in deploy/kubernetes/daemonset.yaml.)
 #
 # tests/ops/container_test.py lints this file with hadolint, checks that the runtime packages
@@ -76,4 +76,5 @@ USER 10001
 EXPOSE 50051 9464
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/opt/placement/bin/placementd"]
-CMD ["--listen=0.0.0.0:50051", "--metrics_listen=0.0.0.0:9464", "--drain_timeout=8s"]
+# Plaintext off loopback is explicit (--allow_insecure); docs/security.md shows the TLS flags.
+CMD ["--listen=0.0.0.0:50051", "--metrics_listen=0.0.0.0:9464", "--allow_insecure", "--drain_timeout=8s"]

@@ -16,6 +16,8 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/auth/authenticator.h"
+#include "server/auth/transport_security.h"
 #include "server/daemon_identity.h"
 #include "server/device/device_inventory.h"
 #include "server/listen_address.h"
@@ -25,6 +27,7 @@
 #include "server/service/call_gate.h"
 #include "server/service/daemon_handler.h"
 #include "server/service/device_handler.h"
+#include "server/service/malformed_request_interceptor.h"
 #include "server/service/rpc_metrics_interceptor.h"
 #include "server/service_set.h"
 #include "server/systemd_notifier.h"
@@ -76,6 +79,8 @@ struct Daemon::State {
   DaemonConfig config;
   DaemonIdentity identity;
   Metrics metrics;
+  std::unique_ptr<Authenticator> authenticator;
+  std::unique_ptr<StreamRegistry> streams;
   CallGate gate;
   std::unique_ptr<DeviceBackend> backend;
   std::unique_ptr<DeviceInventory> inventory;
@@ -105,10 +110,49 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   if (config.drain_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--drain_timeout must be >= 0");
   }
+  RETURN_IF_ERROR(ValidateTransportSecurity(config.transport, listen));
+  if (!config.metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(ListenAddress metrics_listen, ParseListenAddress(config.metrics_listen));
+    if (!IsLoopback(metrics_listen) && !config.transport.allow_insecure) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--metrics_listen=", config.metrics_listen,
+          " is not a loopback address and the metrics endpoint serves plaintext HTTP: bind it "
+          "to 127.0.0.1, or pass --allow_insecure"));
+    }
+  }
   if (listen.is_unix) RETURN_IF_ERROR(CheckUnixSocketFree(listen.path));
 
   auto state = std::make_unique<State>();
   state->config = config;
+  if (config.auth_file.empty()) {
+    state->authenticator = std::make_unique<Authenticator>();
+  } else {
+    auto authenticator = Authenticator::FromFile(config.auth_file);
+    if (!authenticator.ok()) {
+      return absl::InvalidArgumentError(authenticator.status().message());
+    }
+    state->authenticator = std::move(*authenticator);
+  }
+  state->gate.set_authenticator(state->authenticator.get());
+  if (config.max_streams < 0 || config.tenant_max_streams < 0) {
+    return absl::InvalidArgumentError("--max_streams and --tenant_max_streams must be >= 0");
+  }
+  if (config.stream_idle_timeout < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stream_idle_timeout must be at least 1s, got ",
+                     absl::FormatDuration(config.stream_idle_timeout)));
+  }
+  state->streams = std::make_unique<StreamRegistry>(
+      StreamLimits{config.max_streams, config.tenant_max_streams, config.stream_idle_timeout});
+  state->gate.set_streams(state->streams.get());
+  if (!config.transport.tls() && !IsLoopback(listen)) {
+    LogWarning("serving plaintext gRPC on non-loopback ", config.listen,
+               " (--allow_insecure): anyone who can reach the port can read and inject traffic");
+  }
+  if (!state->authenticator->enabled() && !IsLoopback(listen)) {
+    LogWarning("authentication is off (no --auth_file) on non-loopback ", config.listen,
+               ": every client that reaches the port manages every tensor");
+  }
   const PlatformConfig platform_config = MakePlatformConfig(config.backend, config.process_index);
   ASSIGN_OR_RETURN(BackendSelection selection,
                    SelectPlatform(config.backend.kind, platform_config));
@@ -128,18 +172,29 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
 
   ServiceSetOptions service_options;
   service_options.max_tensor_bytes_per_owner = config.max_tensor_bytes_per_owner;
+  service_options.max_device_bytes_per_tenant = config.tenant_max_device_bytes;
+  service_options.max_tensors_per_tenant = config.tenant_max_tensors;
+  if (config.session_sweep_interval < absl::Milliseconds(10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--session_sweep_interval must be at least 10ms, got ",
+                     absl::FormatDuration(config.session_sweep_interval)));
+  }
+  service_options.sessions.sweep_interval = config.session_sweep_interval;
   ASSIGN_OR_RETURN(state->services,
                    ServiceSet::Create(state->inventory.get(), std::move(engine), &state->gate,
                                       &state->metrics, service_options));
   state->device_handler = std::make_unique<DeviceHandler>(state->inventory.get(), &state->gate);
-  state->daemon_handler = std::make_unique<DaemonHandler>(
-      &state->identity, state->inventory.get(), state->services->counts(), &state->gate);
+  DaemonCounts counts = state->services->counts();
+  StreamRegistry* streams = state->streams.get();
+  counts.open_streams = [streams] { return streams->open_streams(); };
+  state->daemon_handler = std::make_unique<DaemonHandler>(&state->identity, state->inventory.get(),
+                                                          std::move(counts), &state->gate);
 
   grpc::EnableDefaultHealthCheckService(true);
   // Reflection describes only services whose descriptors are linked in; gRPC's
   // health service brings none, so reference ours (proto/grpc/health/v1).
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (config.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // Two daemons must never share a port: without this gRPC sets SO_REUSEPORT.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -147,12 +202,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   int selected_port = 0;
   std::string bind_uri = listen.ToGrpcUri(listen.port);
-  builder.AddListeningPort(bind_uri, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(bind_uri, MakeServerCredentials(config.transport),
                            listen.is_unix ? nullptr : &selected_port);
   builder.RegisterService(state->device_handler.get());
   builder.RegisterService(state->daemon_handler.get());
   state->services->Register(&builder);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MakeMalformedRequestInterceptorFactory());
   interceptors.push_back(MakeRpcMetricsInterceptorFactory(&state->metrics));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   state->server = builder.BuildAndStart();
@@ -181,7 +237,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       }
       out->push_back({"placementd_inflight_calls", {}, static_cast<double>(raw->gate.in_flight())});
       out->push_back({"placementd_up", {}, raw->gate.draining() ? 0.0 : 1.0});
+      out->push_back(
+          {"placementd_open_streams", {}, static_cast<double>(raw->streams->open_streams())});
+      out->push_back(
+          {"placementd_streams_reaped", {}, static_cast<double>(raw->streams->reaped_total())});
     });
+    state->metrics.Describe("placementd_open_streams", "gauge",
+                            "Upload, download and prefetch streams open now (--max_streams).");
+    state->metrics.Describe("placementd_streams_reaped", "gauge",
+                            "Streams cancelled since start for making no progress "
+                            "(--stream_idle_timeout).");
     state->metrics.Describe("placementd_device_memory_in_use_bytes", "gauge",
                             "Bytes the daemon holds on each device.");
     state->metrics.Describe("placementd_device_memory_cached_bytes", "gauge",
@@ -200,6 +265,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     LogInfo("metrics on http://", state->metrics_http->address(), "/metrics");
   }
 
+  LogInfo("transport: ",
+          config.transport.mutual_tls() ? "mutual TLS"
+          : config.transport.tls()      ? "TLS"
+                                        : "plaintext",
+          "; authentication: ",
+          state->authenticator->enabled() ? absl::StrCat("on (", config.auth_file, ")")
+                                          : std::string("off (one implicit tenant)"));
   LogInfo("placementd ", id.version, " serving on ", state->address, " with ",
           state->inventory->num_devices(), " ", id.backend, " device(s); instance ",
           id.instance_id);
@@ -207,6 +279,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       WriteReadyFile(config.ready_file, state->address, state->metrics_http.get()));
   state->systemd.NotifyReady(absl::StrCat("serving on ", state->address));
   return std::unique_ptr<Daemon>(new Daemon(std::move(state)));
+}
+
+void Daemon::Reload() {
+  if (state_->authenticator) (void)state_->authenticator->Reload();
 }
 
 void Daemon::Drain() {

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/auth/transport_security.h"
 #include "server/platform/platform_selection.h"
 
 namespace placement::server {
@@ -32,6 +33,24 @@ struct DaemonConfig {
   absl::Duration drain_timeout = absl::Seconds(30);
   // Per-owner quota on tensor bytes; 0 = unlimited.
   int64_t max_tensor_bytes_per_owner = 0;
+  // Per-tenant quotas: page-rounded device bytes and tensor count; 0 =
+  // unlimited.
+  int64_t tenant_max_device_bytes = 0;
+  int64_t tenant_max_tensors = 0;
+  // Stream bounds (server/service/stream_registry.h).
+  int64_t max_streams = 1024;
+  int64_t tenant_max_streams = 0;
+  absl::Duration stream_idle_timeout = absl::Seconds(60);
+  // How often expired sessions are swept (their tensors freed).
+  absl::Duration session_sweep_interval = absl::Seconds(1);
+  // TLS / mutual TLS on the gRPC port, and when plaintext is allowed
+  // (server/auth/transport_security.h).
+  TransportSecurityConfig transport;
+  // Credentials file (server/auth/credentials_file.h); empty = authentication
+  // off, every caller is one implicit tenant.
+  std::string auth_file;
+  // Serve grpc.reflection (always unauthenticated, like health).
+  bool reflection = true;
 };
 
 class Daemon {
@@ -46,6 +65,10 @@ class Daemon {
   const std::string& address() const;
   int metrics_port() const;  // 0 when metrics are off
   const std::string& backend_note() const;
+
+  // Re-reads what can change without a restart: the --auth_file (SIGHUP).
+  // TLS files are watched by gRPC itself.
+  void Reload();
 
   // Health NOT_SERVING, new calls UNAVAILABLE, waits for in-flight calls up
   // to drain_timeout, then stops the server (cancelling what remains).

@@ -43,6 +43,34 @@ ABSL_FLAG(int32_t, process_index, 0, "This node's index among the daemons of a j
 ABSL_FLAG(int64_t, max_tensor_bytes_per_owner, 0,
           "Quota of tensor bytes per owner (client-chosen owner string); 0 = unlimited.");
 
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain for TLS on the gRPC port (with --tls_key). Re-read when the "
+          "file changes (every --tls_refresh_interval).");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: require and verify client certificates (mutual TLS).");
+ABSL_FLAG(absl::Duration, tls_refresh_interval, absl::Seconds(60),
+          "How often the TLS files are checked for changes.");
+ABSL_FLAG(bool, allow_insecure, false,
+          "Allow plaintext gRPC (and metrics HTTP) on a non-loopback address; logs a warning.");
+ABSL_FLAG(std::string, auth_file, "",
+          "Credentials file mapping bearer-token digests and client-certificate names to "
+          "tenants and roles (docs/security.md). Set = every call must authenticate. Re-read on "
+          "change and on SIGHUP.");
+ABSL_FLAG(int64_t, tenant_max_device_bytes, 0,
+          "Quota of device bytes per tenant, each shard buffer rounded up to 4 KiB; 0 = "
+          "unlimited.");
+ABSL_FLAG(int64_t, tenant_max_tensors, 0, "Quota of tensors per tenant; 0 = unlimited.");
+ABSL_FLAG(int64_t, max_streams, 1024,
+          "Streams (uploads, downloads, prefetch) open at once, in total; 0 = unlimited.");
+ABSL_FLAG(int64_t, tenant_max_streams, 0, "Streams open at once per tenant; 0 = unlimited.");
+ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(60),
+          "An upload or download that makes no progress this long is cancelled and frees what it "
+          "reserved.");
+ABSL_FLAG(absl::Duration, session_sweep_interval, absl::Seconds(1),
+          "How often sessions whose lease expired are ended and their tensors freed.");
+ABSL_FLAG(bool, reflection, true, "Serve gRPC server reflection (unauthenticated, like health).");
+
 int main(int argc, char** argv) {
   using namespace placement::server;  // NOLINT(build/namespaces): main only
   const std::string usage =
@@ -72,6 +100,19 @@ int main(int argc, char** argv) {
   config.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   config.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   config.max_tensor_bytes_per_owner = absl::GetFlag(FLAGS_max_tensor_bytes_per_owner);
+  config.transport.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  config.transport.tls_key = absl::GetFlag(FLAGS_tls_key);
+  config.transport.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  config.transport.refresh_interval = absl::GetFlag(FLAGS_tls_refresh_interval);
+  config.transport.allow_insecure = absl::GetFlag(FLAGS_allow_insecure);
+  config.auth_file = absl::GetFlag(FLAGS_auth_file);
+  config.reflection = absl::GetFlag(FLAGS_reflection);
+  config.tenant_max_device_bytes = absl::GetFlag(FLAGS_tenant_max_device_bytes);
+  config.tenant_max_tensors = absl::GetFlag(FLAGS_tenant_max_tensors);
+  config.session_sweep_interval = absl::GetFlag(FLAGS_session_sweep_interval);
+  config.max_streams = absl::GetFlag(FLAGS_max_streams);
+  config.tenant_max_streams = absl::GetFlag(FLAGS_tenant_max_streams);
+  config.stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
 
   // Signals are taken synchronously by this thread; every thread the daemon
   // starts inherits the blocked mask.
@@ -79,6 +120,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -88,7 +130,10 @@ int main(int argc, char** argv) {
     return daemon.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    LogInfo("received SIGHUP; reloading --auth_file");
+    (*daemon)->Reload();
+  }
   LogInfo("received ", signal_number == SIGTERM ? "SIGTERM" : "SIGINT", "; draining");
   (*daemon)->Drain();
   daemon->reset();

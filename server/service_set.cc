@@ -9,6 +9,7 @@
 #include "server/service/collective_handler.h"
 #include "server/service/mesh_handler.h"
 #include "server/service/prefetch_handler.h"
+#include "server/service/session_handler.h"
 #include "server/service/tensor_handler.h"
 #include "server/tensor/tensor_ops.h"
 #include "server/tensor/tensor_store.h"
@@ -59,6 +60,11 @@ struct ServiceSet::Impl {
   std::unique_ptr<WorkerPool> collective_dispatch;
   std::unique_ptr<CollectiveHandler> collective_handler;
 
+  // Sessions: leases over tensors of the store (the gate joins calls to
+  // them), and their handler.
+  std::unique_ptr<SessionManager> session_manager;
+  std::unique_ptr<SessionHandler> session_handler;
+
   // Prefetch: open streams over the tensor ops, and their handler.
   std::unique_ptr<PrefetchManager> prefetch_manager;
   std::unique_ptr<PrefetchHandler> prefetch_handler;
@@ -83,6 +89,8 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(
   impl->mesh_registry = std::make_unique<MeshRegistry>(inventory);
   TensorStoreOptions store_options;
   store_options.max_bytes_per_owner = options.max_tensor_bytes_per_owner;
+  store_options.max_device_bytes_per_tenant = options.max_device_bytes_per_tenant;
+  store_options.max_tensors_per_tenant = options.max_tensors_per_tenant;
   impl->tensor_store = std::make_unique<TensorStore>(inventory->backend(), store_options);
   impl->tensor_ops = std::make_unique<TensorOps>(impl->tensors(), impl->meshes());
   impl->mesh_handler = std::make_unique<MeshHandler>(impl->meshes(), impl->ops(), gate);
@@ -97,6 +105,10 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(
   impl->collective_handler = std::make_unique<CollectiveHandler>(
       impl->collective_core.get(), impl->collective_dispatch.get(), gate);
 
+  impl->session_manager = std::make_unique<SessionManager>(impl->tensors(), options.sessions);
+  impl->session_handler = std::make_unique<SessionHandler>(impl->session_manager.get(), gate);
+  gate->set_sessions(impl->session_manager.get());
+
   impl->prefetch_manager = std::make_unique<PrefetchManager>(impl->ops(), metrics);
   impl->prefetch_handler = std::make_unique<PrefetchHandler>(impl->prefetch_manager.get(), gate);
 
@@ -104,6 +116,17 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(
   // so the metrics endpoint must stop before the ServiceSet dies (the Daemon
   // stops it first).
   AddMeshAndTensorMetrics(metrics, impl->meshes(), impl->tensors());
+  if (metrics != nullptr) {
+    SessionManager* sessions = impl->session_manager.get();
+    metrics->Describe("placementd_sessions", "gauge", "Open sessions (SessionService).");
+    metrics->Describe("placementd_session_tensors", "gauge",
+                      "Tensors held by open sessions (freed when a session ends or expires).");
+    metrics->AddCollector([sessions](std::vector<GaugeSample>* out) {
+      out->push_back({"placementd_sessions", {}, static_cast<double>(sessions->size())});
+      out->push_back(
+          {"placementd_session_tensors", {}, static_cast<double>(sessions->tensor_count())});
+    });
+  }
   return std::unique_ptr<ServiceSet>(new ServiceSet(std::move(impl)));
 }
 
@@ -112,6 +135,7 @@ void ServiceSet::Register(grpc::ServerBuilder* builder) {
   builder->RegisterService(impl_->tensor_handler.get());
   builder->RegisterService(impl_->collective_handler.get());
   builder->RegisterService(impl_->prefetch_handler.get());
+  builder->RegisterService(impl_->session_handler.get());
 }
 
 DaemonCounts ServiceSet::counts() const {
@@ -122,6 +146,9 @@ DaemonCounts ServiceSet::counts() const {
   counts.tensors = [tensors] { return tensors->size(); };
   PrefetchManager* prefetch = impl_->prefetch_manager.get();
   counts.prefetch_streams = [prefetch] { return prefetch->open_streams(); };
+  SessionManager* sessions = impl_->session_manager.get();
+  counts.sessions = [sessions] { return sessions->size(); };
+  counts.session_tensors = [sessions] { return sessions->tensor_count(); };
   return counts;
 }
 

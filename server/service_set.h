@@ -15,11 +15,15 @@
 #include "server/metrics/metrics.h"
 #include "server/service/call_gate.h"
 #include "server/service/daemon_handler.h"
+#include "server/session/session_manager.h"
 
 namespace placement::server {
 
 struct ServiceSetOptions {
-  int64_t max_tensor_bytes_per_owner = 0;  // 0 = unlimited
+  int64_t max_tensor_bytes_per_owner = 0;   // 0 = unlimited
+  int64_t max_device_bytes_per_tenant = 0;  // page-rounded; 0 = unlimited
+  int64_t max_tensors_per_tenant = 0;       // 0 = unlimited
+  SessionOptions sessions;
 };
 
 class ServiceSet {

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/src/channel_security.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
 #include "common/grpc_status.h"
@@ -30,7 +31,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                 static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
   }
-  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> made = MakeChannel(target, options, args);
+  if (!made.ok()) return made.status();
+  std::shared_ptr<grpc::Channel> channel = *std::move(made);
   if (channel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to '", target, "'"));
   }

@@ -270,6 +270,7 @@ TensorInfo FromProto(const pb::TensorInfo& info) {
   out.id = info.id();
   out.name = info.name();
   out.owner = info.owner();
+  out.tenant = info.tenant();
   out.dtype = FromProto(info.dtype());
   out.shape = ToVector(info.shape());
   out.placement = FromProto(info.placement());
@@ -421,6 +422,7 @@ pb::TensorInfo ToProto(const TensorInfo& info) {
   out.set_id(info.id);
   out.set_name(info.name);
   out.set_owner(info.owner);
+  out.set_tenant(info.tenant);
   out.set_dtype(ToProto(info.dtype));
   for (int64_t d : info.shape) out.add_shape(d);
   *out.mutable_placement() = ToProto(info.placement);

@@ -101,14 +101,18 @@ absl::StatusOr<MeshInfo> MeshClient::GetMesh(const std::string& mesh_id) const {
 }
 
 absl::StatusOr<std::vector<Mesh>> MeshClient::ListMeshes() const {
-  grpc::ClientContext context;
-  client_.impl().PrepareContext(&context);
-  pb::ListMeshesResponse response;
-  auto status =
-      pb::MeshService::NewStub(client_.impl().channel)->ListMeshes(&context, {}, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
   std::vector<Mesh> meshes;
-  for (const pb::Mesh& m : response.meshes()) meshes.push_back(FromProto(m));
+  pb::ListMeshesRequest request;
+  do {  // every page
+    grpc::ClientContext context;
+    client_.impl().PrepareContext(&context);
+    pb::ListMeshesResponse response;
+    auto status =
+        pb::MeshService::NewStub(client_.impl().channel)->ListMeshes(&context, request, &response);
+    if (!status.ok()) return FromGrpcStatus(status);
+    for (const pb::Mesh& m : response.meshes()) meshes.push_back(FromProto(m));
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
   return meshes;
 }
 

@@ -68,16 +68,21 @@ absl::StatusOr<TensorInfo> TensorClient::Describe(const std::string& tensor_id) 
 
 absl::StatusOr<std::vector<TensorInfo>> TensorClient::List(const std::string& name_prefix,
                                                            const std::string& mesh_id) const {
-  grpc::ClientContext context;
-  client_.impl().PrepareContext(&context);
+  std::vector<TensorInfo> out;
   pb::ListTensorsRequest request;
   request.set_name_prefix(name_prefix);
   request.set_mesh_id(mesh_id);
-  pb::ListTensorsResponse response;
-  auto status =
-      pb::TensorService::NewStub(client_.impl().channel)->List(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return FromProtos(response.tensors());
+  do {  // every page
+    grpc::ClientContext context;
+    client_.impl().PrepareContext(&context);
+    pb::ListTensorsResponse response;
+    auto status =
+        pb::TensorService::NewStub(client_.impl().channel)->List(&context, request, &response);
+    if (!status.ok()) return FromGrpcStatus(status);
+    for (TensorInfo& tensor : FromProtos(response.tensors())) out.push_back(std::move(tensor));
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return out;
 }
 
 absl::StatusOr<int64_t> TensorClient::Delete(const std::vector<std::string>& tensor_ids) const {

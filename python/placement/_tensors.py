@@ -151,10 +151,14 @@ class Tensors:
                                  pb.DescribeRequest(tensor_id=tensor_id), idempotent=True).tensor
 
     def list(self, name_prefix: str = "", mesh_id: str = "") -> List[types_pb2.TensorInfo]:
-        return list(self.client.unary(
-            self.client.tensor_stub.List,
-            pb.ListTensorsRequest(name_prefix=name_prefix, mesh_id=mesh_id),
-            idempotent=True).tensors)
+        out: List[types_pb2.TensorInfo] = []
+        request = pb.ListTensorsRequest(name_prefix=name_prefix, mesh_id=mesh_id)
+        while True:  # every page
+            response = self.client.unary(self.client.tensor_stub.List, request, idempotent=True)
+            out.extend(response.tensors)
+            if not response.next_page_token:
+                return out
+            request.page_token = response.next_page_token
 
     def place(self, tensor_ids: Sequence[str], rule: pb.PlacementRule, *, donate: bool = False,
               name: str = "") -> List[types_pb2.TensorInfo]:

@@ -2,9 +2,9 @@
 
 Everything that decides *how* bytes reach the daemon lives here, so the
 transport options still to come plug in at one place:
-  * TLS and bearer tokens (issue 10): `open_channel` is the only function
-    that creates a channel; credentials will be chosen there from
-    TransportOptions.
+  * TLS, bearer tokens and sessions (docs/security.md): `open_channel` is
+    the only function that creates a channel; it picks the credentials from
+    TransportOptions and adds the token and session id to every call.
   * the same-host shared-memory region path (issue 11): tensor streams ask
     `Transport.bulk_path()` which path to take; today it is always "grpc".
 
@@ -47,6 +47,12 @@ class TransportOptions:
     retries, retry_backoff: attempts after the first for idempotent calls
       that failed with UNAVAILABLE, and the first pause (doubling).
     channel_options: extra gRPC channel arguments.
+    tls: verify the daemon over TLS against `tls_ca_file` (PEM; None = the
+      system roots); `tls_cert_file` + `tls_key_file` present a client
+      certificate (mutual TLS); `tls_server_name` overrides the name checked.
+    token: sent on every call as "authorization: Bearer <token>".
+    session_id: sent on every call as "placement-session" (SessionService):
+      what the calls create belongs to that session.
     """
 
     timeout: Optional[float] = 30.0
@@ -58,6 +64,13 @@ class TransportOptions:
     keepalive_time_ms: int = 30_000
     keepalive_timeout_ms: int = 10_000
     channel_options: Sequence[Tuple[str, Any]] = ()
+    tls: bool = False
+    tls_ca_file: Optional[str] = None
+    tls_cert_file: Optional[str] = None
+    tls_key_file: Optional[str] = None
+    tls_server_name: Optional[str] = None
+    token: Optional[str] = None
+    session_id: Optional[str] = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.chunk_bytes <= MAX_CHUNK_BYTES:
@@ -65,6 +78,56 @@ class TransportOptions:
                 f"chunk_bytes is {self.chunk_bytes}; expected 1 to {MAX_CHUNK_BYTES}")
         if self.retries < 0:
             raise errors.InvalidArgumentError(f"retries is {self.retries}; must be >= 0")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise errors.InvalidArgumentError(
+                "tls_cert_file and tls_key_file must be given together")
+
+
+class _MetadataInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+                           grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Adds fixed metadata (token, session) to every call."""
+
+    def __init__(self, metadata: Sequence[Tuple[str, str]]) -> None:
+        self._metadata = tuple(metadata)
+
+    def _details(self, details: Any) -> Any:
+        metadata = tuple(details.metadata or ()) + self._metadata
+        return details._replace(metadata=metadata) if hasattr(details, "_replace") else \
+            _CallDetails(details.method, details.timeout, metadata, details.credentials,
+                         getattr(details, "wait_for_ready", None),
+                         getattr(details, "compression", None))
+
+    def intercept_unary_unary(self, continuation, details, request):  # type: ignore[no-untyped-def]
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):  # type: ignore[no-untyped-def]
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation, details, requests):  # type: ignore[no-untyped-def]
+        return continuation(self._details(details), requests)
+
+    def intercept_stream_stream(self, continuation, details, requests):  # type: ignore[no-untyped-def]
+        return continuation(self._details(details), requests)
+
+
+@dataclasses.dataclass(frozen=True)
+class _CallDetails(grpc.ClientCallDetails):  # type: ignore[misc]
+    method: str
+    timeout: Optional[float]
+    metadata: Any
+    credentials: Any
+    wait_for_ready: Any
+    compression: Any
+
+
+def _read(option: str, path: Optional[str]) -> Optional[bytes]:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise errors.InvalidArgumentError(f"{option} '{path}' cannot be read: {e}") from e
 
 
 def open_channel(target: str, options: TransportOptions) -> grpc.Channel:
@@ -79,7 +142,24 @@ def open_channel(target: str, options: TransportOptions) -> grpc.Channel:
             ("grpc.min_reconnect_backoff_ms", 100),
             ("grpc.max_reconnect_backoff_ms", 2000)]
     args.extend(options.channel_options)
-    return grpc.insecure_channel(target, options=args)
+    if options.tls:
+        if options.tls_server_name:
+            args.append(("grpc.ssl_target_name_override", options.tls_server_name))
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_read("tls_ca_file", options.tls_ca_file),
+            private_key=_read("tls_key_file", options.tls_key_file),
+            certificate_chain=_read("tls_cert_file", options.tls_cert_file))
+        channel = grpc.secure_channel(target, credentials, options=args)
+    else:
+        channel = grpc.insecure_channel(target, options=args)
+    metadata = []
+    if options.token:
+        metadata.append(("authorization", f"Bearer {options.token}"))
+    if options.session_id:
+        metadata.append(("placement-session", options.session_id))
+    if metadata:
+        channel = grpc.intercept_channel(channel, _MetadataInterceptor(metadata))
+    return channel
 
 
 def wait_ready(channel: grpc.Channel, target: str, timeout: float) -> None:

@@ -63,6 +63,7 @@ class CollectiveServiceCore {
   // placementd_collectives_total{collective} and the device bytes of their
   // inputs in placementd_collective_bytes_total{collective}.
   CollectiveServiceCore(TensorStore* store, CollectiveEngine* engine, Metrics* metrics = nullptr);
+  TensorStore* store() const { return store_; }
 
   // Per-device bytes up to which a collective counts as quick.
   static constexpr int64_t kQuickBytesPerDevice = 256 << 10;

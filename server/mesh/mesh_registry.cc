@@ -58,7 +58,8 @@ absl::Status ValidateAxisNames(const std::vector<MeshAxis>& axes) {
 }  // namespace
 
 absl::StatusOr<RegisteredMesh> MeshRegistry::Create(std::string id, std::vector<MeshAxis> axes,
-                                                    std::vector<int64_t> device_ids) {
+                                                    std::vector<int64_t> device_ids,
+                                                    std::string tenant) {
   if (!id.empty()) RETURN_IF_ERROR(ValidateMeshId(id));
   const int64_t available = inventory_->num_devices();
   const int64_t total = DeviceCount(axes);
@@ -91,18 +92,19 @@ absl::StatusOr<RegisteredMesh> MeshRegistry::Create(std::string id, std::vector<
   } else if (meshes_.contains(id)) {
     return absl::AlreadyExistsError(absl::StrCat("mesh '", id, "' already exists"));
   }
-  RegisteredMesh registered{id, std::move(mesh)};
+  RegisteredMesh registered{id, std::move(mesh), std::move(tenant)};
   meshes_.emplace(id, registered);
   return registered;
 }
 
 absl::StatusOr<RegisteredMesh> MeshRegistry::CreateFromPreset(std::string id,
                                                               const MeshPreset& preset,
-                                                              std::vector<int64_t> device_ids) {
+                                                              std::vector<int64_t> device_ids,
+                                                              std::string tenant) {
   const int64_t available =
       device_ids.empty() ? inventory_->num_devices() : static_cast<int64_t>(device_ids.size());
   ASSIGN_OR_RETURN(std::vector<MeshAxis> axes, PresetAxes(preset, available));
-  return Create(std::move(id), std::move(axes), std::move(device_ids));
+  return Create(std::move(id), std::move(axes), std::move(device_ids), std::move(tenant));
 }
 
 absl::StatusOr<RegisteredMesh> MeshRegistry::Get(const std::string& id) const {

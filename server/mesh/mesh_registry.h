@@ -24,6 +24,9 @@ namespace placement::server {
 struct RegisteredMesh {
   std::string id;
   Mesh mesh;
+  // The tenant that created it (server/auth/caller.h); other tenants see
+  // the id as unknown. Empty: the implicit tenant.
+  std::string tenant;
 };
 
 class MeshRegistry {
@@ -37,11 +40,12 @@ class MeshRegistry {
   // malformed id. FAILED_PRECONDITION: "Not enough devices: mesh requires 16
   // devices but only 8 available." ALREADY_EXISTS: id taken.
   absl::StatusOr<RegisteredMesh> Create(std::string id, std::vector<MeshAxis> axes,
-                                        std::vector<int64_t> device_ids);
+                                        std::vector<int64_t> device_ids, std::string tenant = {});
   // Create over PresetAxes(preset, n), where n ("all devices") is
   // device_ids.size() when device ids are given, else every device.
   absl::StatusOr<RegisteredMesh> CreateFromPreset(std::string id, const MeshPreset& preset,
-                                                  std::vector<int64_t> device_ids);
+                                                  std::vector<int64_t> device_ids,
+                                                  std::string tenant = {});
   // NOT_FOUND: "mesh 'x' does not exist".
   absl::StatusOr<RegisteredMesh> Get(const std::string& id) const;
   std::vector<RegisteredMesh> List() const;  // by id

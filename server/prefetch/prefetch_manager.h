@@ -30,6 +30,7 @@ class PrefetchManager {
 
   // REQUIRES: ops outlives the manager; metrics (may be null) too.
   PrefetchManager(const TensorOps* ops, Metrics* metrics);
+  const TensorOps* ops() const { return ops_; }
   ~PrefetchManager();
 
   // Registers an open stream and returns its id. UNAVAILABLE once

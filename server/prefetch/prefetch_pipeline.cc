@@ -41,7 +41,7 @@ absl::Status PrefetchPipeline::OnBatchHeader(const PrefetchBatchHeader& header) 
   if (name.empty() && !config_.name.empty()) name = absl::StrCat(config_.name, "/", sequence);
   const PlacementRule& rule = IsDefaultRule(header.rule) ? config_.rule : header.rule;
   absl::StatusOr<std::unique_ptr<BatchUploadSession>> session =
-      ops_->StartBatchUpload(arrays, rule, name, header.owner);
+      ops_->StartBatchUpload(arrays, rule, name, TensorOwner(config_.tenant, header.owner));
   if (!session.ok()) return InBatch(sequence, session.status());
 
   const absl::Time now = absl::Now();

@@ -67,6 +67,8 @@ struct PrefetchConfig {
   PlacementRule rule;  // unset = the default device
   std::string name;
   bool auto_release = false;
+  // The caller's tenant: every batch's tensors belong to it.
+  std::string tenant;
 };
 
 // One batch header (BatchHeader on the wire).

@@ -23,6 +23,40 @@ absl::Status CallGate::Enter(Ticket* ticket) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Caller> CallGate::Admit(const grpc::ServerContextBase& context, Ticket* ticket) {
+  if (absl::Status entered = Enter(ticket); !entered.ok()) return entered;
+  absl::StatusOr<Caller> caller =
+      authenticator_ == nullptr ? Caller{} : authenticator_->Authenticate(context);
+  if (caller.ok() && sessions_ != nullptr) {
+    const auto& metadata = context.client_metadata();
+    if (auto it = metadata.find("placement-session"); it != metadata.end()) {
+      std::string id(it->second.data(), it->second.size());
+      if (absl::Status joined = sessions_->CheckJoin(*caller, id); !joined.ok()) {
+        caller = joined;
+      } else {
+        caller->session_id = std::move(id);
+      }
+    }
+  }
+  if (!caller.ok()) ticket->Reset();
+  return caller;
+}
+
+absl::Status CallGate::AdoptCreated(const Caller& caller,
+                                    const std::vector<std::string>& tensor_ids) {
+  if (caller.session_id.empty() || sessions_ == nullptr) return absl::OkStatus();
+  return sessions_->Adopt(caller.session_id, tensor_ids);
+}
+
+absl::StatusOr<StreamRegistry::Lease> CallGate::OpenStream(const Caller& caller,
+                                                           grpc::CallbackServerContext* context,
+                                                           bool reapable) {
+  if (streams_ == nullptr) return StreamRegistry::Lease();
+  std::function<void()> cancel;
+  if (reapable) cancel = [context] { context->TryCancel(); };
+  return streams_->Open(caller.tenant, std::move(cancel));
+}
+
 void CallGate::StartDraining() {
   absl::MutexLock lock(&mu_);
   draining_ = true;

@@ -1,6 +1,8 @@
 // CallGate: admits RPCs while serving and refuses them with UNAVAILABLE once
 // draining starts, counting calls in flight so shutdown can wait for them.
 // Every handler (unary or stream) holds a Ticket for the life of its call.
+// Admit also authenticates the call (server/auth/authenticator.h) and tells
+// the handler who its caller is.
 //
 // Thread-safe.
 #ifndef PLACEMENT_SERVER_SERVICE_CALL_GATE_H_
@@ -13,6 +15,11 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpcpp/server_context.h"
+#include "server/auth/authenticator.h"
+#include "server/auth/caller.h"
+#include "server/service/stream_registry.h"
+#include "server/session/session_manager.h"
 
 namespace placement::server {
 
@@ -39,6 +46,31 @@ class CallGate {
 
   // UNAVAILABLE ("placementd is draining ...") once StartDraining ran.
   absl::Status Enter(Ticket* ticket);
+  // Enter, then authenticate `context` and join the session its
+  // "placement-session" metadata names: the caller, or UNAVAILABLE while
+  // draining, UNAUTHENTICATED / PERMISSION_DENIED (see Authenticator),
+  // NOT_FOUND for a session that is not the caller's or no longer open. On
+  // error the ticket is not held.
+  absl::StatusOr<Caller> Admit(const grpc::ServerContextBase& context, Ticket* ticket);
+  // Hands tensors a call committed to the caller's session (no-op outside a
+  // session). When the session ended meanwhile they are deleted and the
+  // error says so (SessionManager::Adopt).
+  absl::Status AdoptCreated(const Caller& caller, const std::vector<std::string>& tensor_ids);
+  // REQUIRES: called before the server starts; `sessions` outlives the gate.
+  void set_sessions(SessionManager* sessions) { sessions_ = sessions; }
+
+  // Registers a long-lived stream of an admitted caller (StreamRegistry):
+  // RESOURCE_EXHAUSTED past the stream limits. With `reapable`, a stream that
+  // makes no progress for the idle timeout is cancelled through `context`.
+  // Without a registry (tests), an empty lease.
+  absl::StatusOr<StreamRegistry::Lease> OpenStream(const Caller& caller,
+                                                   grpc::CallbackServerContext* context,
+                                                   bool reapable);
+  // REQUIRES: called before the server starts; `streams` outlives the gate.
+  void set_streams(StreamRegistry* streams) { streams_ = streams; }
+  // REQUIRES: called before the server starts; `authenticator` outlives the
+  // gate. Without one, every caller is the implicit tenant.
+  void set_authenticator(const Authenticator* authenticator) { authenticator_ = authenticator; }
   void StartDraining();
   bool draining() const;
   int64_t in_flight() const;
@@ -49,6 +81,9 @@ class CallGate {
   mutable absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  const Authenticator* authenticator_ = nullptr;
+  SessionManager* sessions_ = nullptr;
+  StreamRegistry* streams_ = nullptr;
 };
 
 }  // namespace placement::server

@@ -6,35 +6,67 @@
 
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "server/service/creating_reactor.h"
 #include "server/service/from_proto.h"
 #include "server/service/to_proto.h"
+#include "server/tensor/label_limits.h"
+#include "server/tensor/tenant_access.h"
 
 namespace placement::server {
 namespace {
 
 namespace pb = placement::v1;
 
+// The ids of the tensors a response hands to the caller.
+std::vector<std::string> CreatedIds(const pb::CollectiveResponse& response) {
+  if (response.tensor().id().empty()) return {};
+  return {response.tensor().id()};
+}
+std::vector<std::string> CreatedIds(const pb::AllReduceBatchResponse& response) {
+  std::vector<std::string> ids;
+  for (const auto& tensor : response.tensors()) ids.push_back(tensor.id());
+  return ids;
+}
+
 // Admits the call, then runs `fn` (returning absl::Status) and finishes the
 // reactor: on this gRPC thread when the core says the collective is quick,
 // otherwise on `dispatch`. The gate ticket lives until the call is done.
-template <typename Fn>
+template <typename Response, typename Fn>
 grpc::ServerUnaryReactor* RunAdmitted(grpc::CallbackServerContext* context, CallGate& gate,
                                       const CollectiveServiceCore& core, WorkerPool& dispatch,
-                                      const std::vector<std::string>& tensor_ids, Fn fn) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+                                      const std::vector<std::string>& tensor_ids,
+                                      const Response* response, Fn fn) {
+  // Results the caller did not receive are deleted (creating_reactor.h).
+  auto* reactor = new CreatingUnaryReactor(context, core.store());
   auto ticket = std::make_shared<CallGate::Ticket>();
-  absl::Status admitted = gate.Enter(ticket.get());
+  absl::StatusOr<Caller> admitted = gate.Admit(*context, ticket.get());
   if (!admitted.ok()) {
-    reactor->Finish(ToGrpcStatus(admitted));
+    reactor->FinishCreating(admitted.status(), {});
     return reactor;
   }
-  if (core.IsQuick(tensor_ids)) {
-    reactor->Finish(ToGrpcStatus(fn()));
+  // Another tenant's tensors are unknown ids here too.
+  if (absl::Status visible =
+          CheckTensorsVisible(*core.store(), *admitted, tensor_ids, "tensor_ids");
+      !visible.ok()) {
+    reactor->FinishCreating(visible, {});
     return reactor;
   }
-  dispatch.Submit([reactor, ticket, fn = std::move(fn)]() mutable {
+  // Runs the collective and hands its results to the caller's session.
+  auto run = [&gate, response, caller = *admitted, fn = std::move(fn)]() mutable {
     absl::Status status = fn();
-    reactor->Finish(ToGrpcStatus(status));
+    std::vector<std::string> created;
+    if (status.ok()) created = CreatedIds(*response);
+    if (status.ok()) status = gate.AdoptCreated(caller, created);
+    return std::make_pair(std::move(status), std::move(created));
+  };
+  if (core.IsQuick(tensor_ids)) {
+    auto [status, created] = run();
+    reactor->FinishCreating(std::move(status), std::move(created));
+    return reactor;
+  }
+  dispatch.Submit([reactor, ticket, run = std::move(run)]() mutable {
+    auto [status, created] = run();
+    reactor->FinishCreating(std::move(status), std::move(created));
     ticket->Reset();
   });
   return reactor;
@@ -57,6 +89,7 @@ absl::StatusOr<CollectiveTarget> TargetOf(const Request& request) {
   if (target.tensor_id.empty()) return absl::InvalidArgumentError("tensor_id must be set");
   target.axes.assign(request.axes().begin(), request.axes().end());
   ASSIGN_OR_RETURN(target.source, SourceHandlingFromProto(request.source()));
+  RETURN_IF_ERROR(CheckLength("name", request.name(), kMaxTensorNameLength));
   target.name = request.name();
   return target;
 }
@@ -66,38 +99,41 @@ absl::StatusOr<CollectiveTarget> TargetOf(const Request& request) {
 grpc::ServerUnaryReactor* CollectiveHandler::AllReduce(grpc::CallbackServerContext* context,
                                                        const pb::AllReduceRequest* request,
                                                        pb::CollectiveResponse* response) {
-  return RunAdmitted(
-      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, [=, this]() -> absl::Status {
-        ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
-        ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
-                         RequestedReduceOp(request->op(), request->op_name()));
-        ASSIGN_OR_RETURN(auto tensor, core_->AllReduce(target, op, ContextOf(context)));
-        TensorToProto(*tensor, response->mutable_tensor());
-        return absl::OkStatus();
-      });
+  return RunAdmitted(context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
+                     [=, this]() -> absl::Status {
+                       ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
+                       ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
+                                        RequestedReduceOp(request->op(), request->op_name()));
+                       ASSIGN_OR_RETURN(auto tensor,
+                                        core_->AllReduce(target, op, ContextOf(context)));
+                       TensorToProto(*tensor, response->mutable_tensor());
+                       return absl::OkStatus();
+                     });
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::AllReduceBatch(
     grpc::CallbackServerContext* context, const pb::AllReduceBatchRequest* request,
     pb::AllReduceBatchResponse* response) {
   std::vector<std::string> ids(request->tensor_ids().begin(), request->tensor_ids().end());
-  return RunAdmitted(context, *gate_, *core_, *dispatch_, ids, [=, this]() -> absl::Status {
-    std::vector<std::string> axes(request->axes().begin(), request->axes().end());
-    ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
-                     RequestedReduceOp(request->op(), request->op_name()));
-    ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
-    ASSIGN_OR_RETURN(auto tensors,
-                     core_->AllReduceBatch(ids, axes, op, source, ContextOf(context)));
-    for (const auto& tensor : tensors) TensorToProto(*tensor, response->add_tensors());
-    return absl::OkStatus();
-  });
+  return RunAdmitted(
+      context, *gate_, *core_, *dispatch_, ids, response, [=, this]() -> absl::Status {
+        std::vector<std::string> axes(request->axes().begin(), request->axes().end());
+        ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
+                         RequestedReduceOp(request->op(), request->op_name()));
+        ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
+        ASSIGN_OR_RETURN(auto tensors,
+                         core_->AllReduceBatch(ids, axes, op, source, ContextOf(context)));
+        for (const auto& tensor : tensors) TensorToProto(*tensor, response->add_tensors());
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::AllGather(grpc::CallbackServerContext* context,
                                                        const pb::AllGatherRequest* request,
                                                        pb::CollectiveResponse* response) {
   return RunAdmitted(
-      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, [=, this]() -> absl::Status {
+      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
+      [=, this]() -> absl::Status {
         ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
         ASSIGN_OR_RETURN(auto tensor, core_->AllGather(target, request->dim(), ContextOf(context)));
         TensorToProto(*tensor, response->mutable_tensor());
@@ -108,29 +144,31 @@ grpc::ServerUnaryReactor* CollectiveHandler::AllGather(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* CollectiveHandler::ReduceScatter(grpc::CallbackServerContext* context,
                                                            const pb::ReduceScatterRequest* request,
                                                            pb::CollectiveResponse* response) {
-  return RunAdmitted(
-      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, [=, this]() -> absl::Status {
-        ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
-        ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
-                         RequestedReduceOp(request->op(), request->op_name()));
-        ASSIGN_OR_RETURN(auto tensor, core_->ReduceScatter(target, op, request->scatter_dim(),
-                                                           ContextOf(context)));
-        TensorToProto(*tensor, response->mutable_tensor());
-        return absl::OkStatus();
-      });
+  return RunAdmitted(context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
+                     [=, this]() -> absl::Status {
+                       ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
+                       ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
+                                        RequestedReduceOp(request->op(), request->op_name()));
+                       ASSIGN_OR_RETURN(auto tensor,
+                                        core_->ReduceScatter(target, op, request->scatter_dim(),
+                                                             ContextOf(context)));
+                       TensorToProto(*tensor, response->mutable_tensor());
+                       return absl::OkStatus();
+                     });
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::Broadcast(grpc::CallbackServerContext* context,
                                                        const pb::BroadcastRequest* request,
                                                        pb::CollectiveResponse* response) {
-  return RunAdmitted(
-      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, [=, this]() -> absl::Status {
-        ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
-        ASSIGN_OR_RETURN(auto tensor,
-                         core_->Broadcast(target, request->root_device_id(), ContextOf(context)));
-        TensorToProto(*tensor, response->mutable_tensor());
-        return absl::OkStatus();
-      });
+  return RunAdmitted(context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
+                     [=, this]() -> absl::Status {
+                       ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
+                       ASSIGN_OR_RETURN(
+                           auto tensor,
+                           core_->Broadcast(target, request->root_device_id(), ContextOf(context)));
+                       TensorToProto(*tensor, response->mutable_tensor());
+                       return absl::OkStatus();
+                     });
 }
 
 }  // namespace placement::server

@@ -26,6 +26,9 @@ grpc::ServerUnaryReactor* DaemonHandler::GetStatus(grpc::CallbackServerContext* 
     response->set_num_meshes(counts_.meshes ? counts_.meshes() : 0);
     response->set_num_tensors(counts_.tensors ? counts_.tensors() : 0);
     response->set_num_prefetch_streams(counts_.prefetch_streams ? counts_.prefetch_streams() : 0);
+    response->set_num_sessions(counts_.sessions ? counts_.sessions() : 0);
+    response->set_num_session_tensors(counts_.session_tensors ? counts_.session_tensors() : 0);
+    response->set_num_open_streams(counts_.open_streams ? counts_.open_streams() : 0);
     response->set_device_bytes_in_use(inventory_->TotalMemoryInUse());
     response->set_serving(!gate_->draining());
     return absl::OkStatus();

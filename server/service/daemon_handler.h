@@ -16,6 +16,9 @@ struct DaemonCounts {
   std::function<int64_t()> meshes;
   std::function<int64_t()> tensors;
   std::function<int64_t()> prefetch_streams;
+  std::function<int64_t()> sessions;
+  std::function<int64_t()> session_tensors;
+  std::function<int64_t()> open_streams;
 };
 
 class DaemonHandler final : public placement::v1::DaemonService::CallbackService {

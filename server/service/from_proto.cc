@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/tensor/label_limits.h"
 
 namespace placement::server {
 namespace {
@@ -174,6 +175,14 @@ absl::StatusOr<TensorSpec> TensorSpecFromProto(
   spec.shape.assign(shape.begin(), shape.end());
   if (absl::Status status = ValidateShape(spec.shape, spec.dtype); !status.ok()) {
     return Prefixed(absl::StrCat(field, ".shape"), status);
+  }
+  if (absl::Status s = CheckLength(absl::StrCat(field, ".name"), name, kMaxTensorNameLength);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckLength(absl::StrCat(field, ".owner"), owner, kMaxOwnerLength);
+      !s.ok()) {
+    return s;
   }
   spec.name = std::move(name);
   spec.owner = std::move(owner);

@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "server/service/from_proto.h"
+#include "server/service/rule_meshes.h"
 #include "server/service/to_proto.h"
 
 namespace placement::server {
@@ -50,7 +51,17 @@ class PrefetchReactor final
       : context_(context), manager_(manager) {
     // Registered without holding mu_: the manager calls Abort under its own
     // lock, which then takes mu_.
-    absl::Status status = gate->Enter(&ticket_);
+    absl::StatusOr<Caller> caller = gate->Admit(*context, &ticket_);
+    absl::Status status = caller.status();
+    if (status.ok()) {
+      caller_ = *caller;
+      // Counted against the stream limits; never reaped (it waits on its
+      // consumer by design).
+      absl::StatusOr<StreamRegistry::Lease> lease =
+          gate->OpenStream(*caller, context, /*reapable=*/false);
+      status = lease.status();
+      if (lease.ok()) lease_ = *std::move(lease);
+    }
     if (status.ok()) {
       absl::StatusOr<int64_t> id = manager_->Register([this](const absl::Status& why) {
         absl::MutexLock lock(&mu_);
@@ -130,8 +141,14 @@ class PrefetchReactor final
       if (pipeline_ != nullptr) {
         return absl::InvalidArgumentError("a second open message arrived; a stream opens once");
       }
+      if (absl::Status s =
+              CheckRuleMeshesVisible(*manager_->ops()->meshes(), caller_, request.open().rule());
+          !s.ok()) {
+        return s;
+      }
       absl::StatusOr<PrefetchConfig> config = PrefetchConfigFromProto(request.open());
       if (!config.ok()) return config.status();
+      config->tenant = caller_.tenant;
       pipeline_ = manager_->NewPipeline(std::move(*config));
       return absl::OkStatus();
     }
@@ -141,6 +158,11 @@ class PrefetchReactor final
     }
     switch (request.payload_case()) {
       case pb::PrefetchRequest::kBatch:
+        if (absl::Status s =
+                CheckRuleMeshesVisible(*manager_->ops()->meshes(), caller_, request.batch().rule());
+            !s.ok()) {
+          return s;
+        }
         return pipeline_->OnBatchHeader(BatchHeaderFromProto(request.batch()));
       case pb::PrefetchRequest::kChunk:
         return pipeline_->OnBatchChunk(request.chunk().array_index(), request.chunk().data());
@@ -194,6 +216,8 @@ class PrefetchReactor final
   grpc::CallbackServerContext* context_;
   PrefetchManager* manager_;
   CallGate::Ticket ticket_;
+  Caller caller_;  // set once in the constructor
+  StreamRegistry::Lease lease_;
   std::optional<int64_t> stream_id_;
   bool opened_ = false;
 

@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "server/service/from_proto.h"
 #include "server/service/to_proto.h"
+#include "server/tensor/tenant_access.h"
 
 namespace placement::server {
 namespace {
@@ -18,10 +19,17 @@ constexpr int64_t kFramingAllowance = 1024;
 
 }  // namespace
 
-DownloadReactor::DownloadReactor(const TensorOps* ops, CallGate* gate,
-                                 const pb::DownloadRequest& request) {
-  absl::Status status = gate->Enter(&ticket_);
-  if (status.ok()) status = Open(ops, request);
+DownloadReactor::DownloadReactor(grpc::CallbackServerContext* context, const TensorOps* ops,
+                                 CallGate* gate, const pb::DownloadRequest& request) {
+  absl::StatusOr<Caller> caller = gate->Admit(*context, &ticket_);
+  absl::Status status = caller.status();
+  if (status.ok()) {
+    absl::StatusOr<StreamRegistry::Lease> lease =
+        gate->OpenStream(*caller, context, /*reapable=*/true);
+    status = lease.status();
+    if (lease.ok()) lease_ = *std::move(lease);
+  }
+  if (status.ok()) status = Open(ops, *caller, request);
   if (!status.ok()) {
     Fail(status);
     return;
@@ -29,9 +37,12 @@ DownloadReactor::DownloadReactor(const TensorOps* ops, CallGate* gate,
   StartWrite(&response_);
 }
 
-absl::Status DownloadReactor::Open(const TensorOps* ops, const pb::DownloadRequest& request) {
+absl::Status DownloadReactor::Open(const TensorOps* ops, const Caller& caller,
+                                   const pb::DownloadRequest& request) {
   ASSIGN_OR_RETURN(int64_t chunk, ChunkSizeFromProto(request.chunk_size_bytes()));
   chunk_bytes_ = std::min(chunk, kMaxChunkBytes - kFramingAllowance);
+  RETURN_IF_ERROR(
+      GetVisibleTensor(*ops->store(), caller, request.tensor_id(), "tensor_id").status());
   ASSIGN_OR_RETURN(plan_,
                    ops->OpenDownload(request.tensor_id(), DownloadSelectionFromProto(request)));
   pb::DownloadHeader* header = response_.mutable_header();
@@ -50,6 +61,7 @@ void DownloadReactor::Fail(const absl::Status& status) {
 }
 
 void DownloadReactor::OnWriteDone(bool ok) {
+  if (ok) lease_.Progress();
   if (!ok) {
     Fail(absl::CancelledError("download stream broken (client cancelled or disconnected)"));
     return;

@@ -23,17 +23,19 @@ namespace placement::server {
 
 class DownloadReactor final : public grpc::ServerWriteReactor<placement::v1::DownloadResponse> {
  public:
-  DownloadReactor(const TensorOps* ops, CallGate* gate,
+  DownloadReactor(grpc::CallbackServerContext* context, const TensorOps* ops, CallGate* gate,
                   const placement::v1::DownloadRequest& request);
 
   void OnWriteDone(bool ok) override;
   void OnDone() override { delete this; }
 
  private:
-  absl::Status Open(const TensorOps* ops, const placement::v1::DownloadRequest& request);
+  absl::Status Open(const TensorOps* ops, const Caller& caller,
+                    const placement::v1::DownloadRequest& request);
   void Fail(const absl::Status& status);
 
   CallGate::Ticket ticket_;
+  StreamRegistry::Lease lease_;  // counts the stream; reaps it when the client stops reading
   std::unique_ptr<DownloadPlan> plan_;
   int64_t chunk_bytes_ = 0;
   int64_t offset_ = 0;

@@ -5,10 +5,14 @@
 
 #include "common/status_macros.h"
 #include "server/service/from_proto.h"
+#include "server/service/rule_meshes.h"
 #include "server/service/tensor_download_reactor.h"
 #include "server/service/tensor_upload_reactor.h"
 #include "server/service/to_proto.h"
 #include "server/service/unary.h"
+#include "server/tensor/label_limits.h"
+#include "server/tensor/list_page.h"
+#include "server/tensor/tenant_access.h"
 
 namespace placement::server {
 namespace {
@@ -32,16 +36,16 @@ grpc::ServerReadReactor<pb::UploadBatchRequest>* TensorHandler::UploadBatch(
 }
 
 grpc::ServerWriteReactor<pb::DownloadResponse>* TensorHandler::Download(
-    grpc::CallbackServerContext* /*context*/, const pb::DownloadRequest* request) {
-  return new DownloadReactor(ops_, gate_, *request);
+    grpc::CallbackServerContext* context, const pb::DownloadRequest* request) {
+  return new DownloadReactor(context, ops_, gate_, *request);
 }
 
 grpc::ServerUnaryReactor* TensorHandler::Describe(grpc::CallbackServerContext* context,
                                                   const pb::DescribeRequest* request,
                                                   pb::DescribeResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
+  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
     ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor,
-                     ops_->store()->Get(request->tensor_id()));
+                     GetVisibleTensor(*ops_->store(), caller, request->tensor_id(), "tensor_id"));
     TensorToProto(*tensor, response->mutable_tensor());
     return absl::OkStatus();
   });
@@ -50,11 +54,12 @@ grpc::ServerUnaryReactor* TensorHandler::Describe(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* TensorHandler::List(grpc::CallbackServerContext* context,
                                               const pb::ListTensorsRequest* request,
                                               pb::ListTensorsResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
+  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
     TensorFilter filter{request->name_prefix(), request->mesh_id()};
-    for (const auto& tensor : ops_->store()->List(filter)) {
-      TensorToProto(*tensor, response->add_tensors());
-    }
+    ASSIGN_OR_RETURN(TensorPage page, PageOf(ListVisibleTensors(*ops_->store(), caller, filter),
+                                             request->page_size(), request->page_token()));
+    for (const auto& tensor : page.tensors) TensorToProto(*tensor, response->add_tensors());
+    response->set_next_page_token(page.next_page_token);
     return absl::OkStatus();
   });
 }
@@ -62,7 +67,9 @@ grpc::ServerUnaryReactor* TensorHandler::List(grpc::CallbackServerContext* conte
 grpc::ServerUnaryReactor* TensorHandler::Delete(grpc::CallbackServerContext* context,
                                                 const pb::DeleteTensorsRequest* request,
                                                 pb::DeleteTensorsResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
+  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
+    RETURN_IF_ERROR(
+        CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
     ASSIGN_OR_RETURN(int64_t freed, ops_->store()->Delete(Ids(request->tensor_ids())));
     response->set_freed_bytes(freed);
     return absl::OkStatus();
@@ -72,40 +79,63 @@ grpc::ServerUnaryReactor* TensorHandler::Delete(grpc::CallbackServerContext* con
 grpc::ServerUnaryReactor* TensorHandler::Place(grpc::CallbackServerContext* context,
                                                const pb::PlaceRequest* request,
                                                pb::PlaceResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
-    ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(request->rule()));
-    ASSIGN_OR_RETURN(auto tensors,
-                     ops_->Place(Ids(request->tensor_ids()), rule, source, request->name()));
-    for (const auto& tensor : tensors) TensorToProto(*tensor, response->add_tensors());
-    return absl::OkStatus();
-  });
+  return RunCreating(
+      context, *gate_, ops_->store(),
+      [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
+        RETURN_IF_ERROR(
+            CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
+        RETURN_IF_ERROR(CheckLength("name", request->name(), kMaxTensorNameLength));
+        RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller, request->rule()));
+        ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
+        ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(request->rule()));
+        ASSIGN_OR_RETURN(auto tensors,
+                         ops_->Place(Ids(request->tensor_ids()), rule, source, request->name()));
+        for (const auto& tensor : tensors) {
+          created->push_back(tensor->id);
+          TensorToProto(*tensor, response->add_tensors());
+        }
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* TensorHandler::Assemble(grpc::CallbackServerContext* context,
                                                   const pb::AssembleRequest* request,
                                                   pb::AssembleResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
-    ASSIGN_OR_RETURN(Shape shape, ShapeFromProto(request->shape(), "shape"));
-    ASSIGN_OR_RETURN(TensorPlacement placement, PlacementFromProto(request->placement()));
-    ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor,
-                     ops_->Assemble(std::move(shape), placement, Ids(request->tensor_ids()), source,
-                                    request->name()));
-    TensorToProto(*tensor, response->mutable_tensor());
-    return absl::OkStatus();
-  });
+  return RunCreating(
+      context, *gate_, ops_->store(),
+      [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
+        RETURN_IF_ERROR(
+            CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
+        RETURN_IF_ERROR(CheckLength("name", request->name(), kMaxTensorNameLength));
+        RETURN_IF_ERROR(CheckPlacementMeshVisible(*ops_->meshes(), caller, request->placement()));
+        ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
+        ASSIGN_OR_RETURN(Shape shape, ShapeFromProto(request->shape(), "shape"));
+        ASSIGN_OR_RETURN(TensorPlacement placement, PlacementFromProto(request->placement()));
+        ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor,
+                         ops_->Assemble(std::move(shape), placement, Ids(request->tensor_ids()),
+                                        source, request->name()));
+        created->push_back(tensor->id);
+        TensorToProto(*tensor, response->mutable_tensor());
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* TensorHandler::Disassemble(grpc::CallbackServerContext* context,
                                                      const pb::DisassembleRequest* request,
                                                      pb::DisassembleResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
-    ASSIGN_OR_RETURN(auto tensors, ops_->Disassemble(request->tensor_id(), source));
-    for (const auto& tensor : tensors) TensorToProto(*tensor, response->add_tensors());
-    return absl::OkStatus();
-  });
+  return RunCreating(
+      context, *gate_, ops_->store(),
+      [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
+        RETURN_IF_ERROR(
+            GetVisibleTensor(*ops_->store(), caller, request->tensor_id(), "tensor_id").status());
+        ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
+        ASSIGN_OR_RETURN(auto tensors, ops_->Disassemble(request->tensor_id(), source));
+        for (const auto& tensor : tensors) {
+          created->push_back(tensor->id);
+          TensorToProto(*tensor, response->add_tensors());
+        }
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace placement::server

@@ -5,7 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/service/from_proto.h"
+#include "server/service/rule_meshes.h"
 #include "server/service/to_proto.h"
+#include "server/tensor/label_limits.h"
 
 namespace placement::server {
 namespace {
@@ -38,6 +40,8 @@ absl::Status UploadReactor::Consume(const pb::UploadRequest& request) {
       ASSIGN_OR_RETURN(TensorSpec spec,
                        TensorSpecFromProto(header.dtype(), header.shape(), header.name(),
                                            header.owner(), "header"));
+      spec.owner.tenant = caller().tenant;
+      RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller(), header.rule()));
       ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(header.rule()));
       ASSIGN_OR_RETURN(session_, ops_->StartUpload(std::move(spec), rule));
       return absl::OkStatus();
@@ -58,6 +62,7 @@ absl::Status UploadReactor::Complete() {
   ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor, session_->Commit());
   session_.reset();
   committed_id_ = tensor->id;
+  RETURN_IF_ERROR(AdoptCreated({committed_id_}));
   TensorToProto(*tensor, response_->mutable_tensor());
   return absl::OkStatus();
 }
@@ -78,6 +83,9 @@ absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) 
       if (header_seen_) return SecondHeader();
       header_seen_ = true;
       const pb::BatchHeader& header = request.header();
+      RETURN_IF_ERROR(CheckLength("header.name", header.name(), kMaxTensorNameLength));
+      RETURN_IF_ERROR(CheckLength("header.owner", header.owner(), kMaxOwnerLength));
+      RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller(), header.rule()));
       std::vector<BatchArraySpec> arrays;
       for (int i = 0; i < header.arrays_size(); ++i) {
         const pb::ArrayHeader& array = header.arrays(i);
@@ -87,7 +95,8 @@ absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) 
       }
       ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(header.rule()));
       ASSIGN_OR_RETURN(session_,
-                       ops_->StartBatchUpload(arrays, rule, header.name(), header.owner()));
+                       ops_->StartBatchUpload(arrays, rule, header.name(),
+                                              TensorOwner(caller().tenant, header.owner())));
       return absl::OkStatus();
     }
     case pb::UploadBatchRequest::kChunk:
@@ -111,7 +120,7 @@ absl::Status UploadBatchReactor::Complete() {
     named->set_key(key);
     TensorToProto(*tensor, named->mutable_tensor());
   }
-  return absl::OkStatus();
+  return AdoptCreated(committed_ids_);
 }
 
 void UploadBatchReactor::ForgetCommitted() {

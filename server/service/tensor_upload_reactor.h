@@ -33,10 +33,13 @@ template <typename Request>
 class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
  public:
   void OnReadDone(bool ok) final {
+    if (ok) lease_.Progress();
     if (!ok) {
       if (context_->IsCancelled()) {
         Abort();
-        this->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "upload cancelled by the client"));
+        this->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                                  "upload cancelled (by the client, or by the daemon after "
+                                  "--stream_idle_timeout without progress)"));
         return;
       }
       absl::Status status = Complete();
@@ -64,11 +67,19 @@ class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
       : context_(context), gate_(gate) {}
 
   void Begin() {
-    absl::Status status = gate_->Enter(&ticket_);
-    if (!status.ok()) {
-      this->Finish(ToGrpcStatus(status));
+    absl::StatusOr<Caller> caller = gate_->Admit(*context_, &ticket_);
+    if (!caller.ok()) {
+      this->Finish(ToGrpcStatus(caller.status()));
       return;
     }
+    caller_ = *std::move(caller);
+    absl::StatusOr<StreamRegistry::Lease> lease =
+        gate_->OpenStream(caller_, context_, /*reapable=*/true);
+    if (!lease.ok()) {
+      this->Finish(ToGrpcStatus(lease.status()));
+      return;
+    }
+    lease_ = *std::move(lease);
     this->StartRead(&request_);
   }
 
@@ -81,10 +92,19 @@ class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
   // The call failed after Complete: delete what was committed.
   virtual void ForgetCommitted() = 0;
 
+  // Who is uploading (set by Begin before the first Consume).
+  const Caller& caller() const { return caller_; }
+  // Hands committed tensors to the caller's session (CallGate::AdoptCreated).
+  absl::Status AdoptCreated(const std::vector<std::string>& ids) {
+    return gate_->AdoptCreated(caller_, ids);
+  }
+
  private:
   grpc::CallbackServerContext* context_;
   CallGate* gate_;
   CallGate::Ticket ticket_;
+  StreamRegistry::Lease lease_;  // counts the stream; reaps it when stalled
+  Caller caller_;
   Request request_;
 };
 

@@ -67,7 +67,8 @@ void TensorToProto(const Tensor& tensor, pb::TensorInfo* out) {
     ShardToProto(shard.domain, tensor.dtype, out->add_shards());
   out->set_size_bytes(tensor.logical_bytes());
   out->set_device_bytes(tensor.device_bytes());
-  out->set_owner(tensor.owner);
+  out->set_owner(tensor.owner.label);
+  out->set_tenant(tensor.owner.tenant);
 }
 
 // HardwareType's values are placement.v1.HardwareType's.

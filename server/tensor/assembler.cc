@@ -104,7 +104,7 @@ absl::StatusOr<std::unique_ptr<Tensor>> AssembleTensor(TensorStore* store, Shape
   ASSIGN_OR_RETURN(std::vector<ShardDomain> domains, target.sharding.IndexDomains(global_shape));
   ASSIGN_OR_RETURN(std::vector<size_t> match,
                    MatchPieces(pieces, target.sharding, global_shape, domains));
-  const std::string owner = pieces.front()->owner;
+  const TensorOwner owner = pieces.front()->owner;
 
   if (source == SourceHandling::kKeep) {
     ASSIGN_OR_RETURN(std::unique_ptr<Tensor> out,

@@ -40,7 +40,7 @@ std::vector<SourceBox> DistinctSourceBoxes(const Tensor& source) {
 
 absl::StatusOr<std::unique_ptr<Tensor>> Reshard(TensorStore* store, const Tensor& source,
                                                 const ResolvedSharding& target, std::string name,
-                                                std::string owner) {
+                                                TensorOwner owner) {
   if (!source.sharding.partial_axes().empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("tensor '", source.id, "' is partial over axes (",

@@ -30,7 +30,7 @@ namespace placement::server {
 // not fit the shape; RESOURCE_EXHAUSTED for device budgets or quota.
 absl::StatusOr<std::unique_ptr<Tensor>> Reshard(TensorStore* store, const Tensor& source,
                                                 const ResolvedSharding& target, std::string name,
-                                                std::string owner);
+                                                TensorOwner owner);
 
 }  // namespace placement::server
 

@@ -20,6 +20,7 @@
 #include "common/sharding.h"
 #include "server/common/reduce_op.h"
 #include "server/device/device_backend.h"
+#include "server/tensor/tensor_owner.h"
 
 namespace placement::server {
 
@@ -31,7 +32,7 @@ struct Shard {
 struct Tensor {
   std::string id;     // opaque, unguessable; set by TensorStore::Commit
   std::string name;   // optional, user-chosen
-  std::string owner;  // optional, for quotas and listing
+  TensorOwner owner;  // tenant (visibility, quotas) and optional label
   DType dtype = DType::kF32;
   Shape shape;
   NamedSharding sharding = NamedSharding::SingleDevice(0);

@@ -26,7 +26,7 @@ absl::StatusOr<std::unique_ptr<UploadSession>> TensorOps::StartUpload(
 
 absl::StatusOr<std::unique_ptr<BatchUploadSession>> TensorOps::StartBatchUpload(
     const std::vector<BatchArraySpec>& arrays, const PlacementRule& rule, const std::string& name,
-    const std::string& owner) const {
+    const TensorOwner& owner) const {
   std::vector<BatchArray> resolved;
   resolved.reserve(arrays.size());
   for (size_t i = 0; i < arrays.size(); ++i) {

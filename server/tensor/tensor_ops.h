@@ -55,7 +55,7 @@ class TensorOps {
   // Tensors are named "<name>/<key>" when `name` is set.
   absl::StatusOr<std::unique_ptr<BatchUploadSession>> StartBatchUpload(
       const std::vector<BatchArraySpec>& arrays, const PlacementRule& rule, const std::string& name,
-      const std::string& owner) const;
+      const TensorOwner& owner) const;
 
   // NOT_FOUND for unknown ids; see DownloadPlan::Create.
   absl::StatusOr<std::unique_ptr<DownloadPlan>> OpenDownload(

@@ -12,6 +12,7 @@
 #include "common/shape.h"
 #include "common/sharding.h"
 #include "server/common/reduce_op.h"
+#include "server/tensor/tensor_owner.h"
 
 namespace placement::server {
 
@@ -20,7 +21,7 @@ struct TensorSpec {
   DType dtype = DType::kF32;
   Shape shape;
   std::string name;
-  std::string owner;
+  TensorOwner owner;
 };
 
 // A sharding and the registered mesh it uses (empty for implicit meshes: a

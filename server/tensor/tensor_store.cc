@@ -25,21 +25,31 @@ absl::Status NotFound(const std::string& id) {
 TensorStore::TensorStore(DeviceBackend* backend, TensorStoreOptions options)
     : backend_(backend),
       options_(options),
-      quota_(OwnerQuota::Create(options.max_bytes_per_owner)) {}
+      quota_(OwnerQuota::Create(options.max_bytes_per_owner)),
+      tenant_quota_(TenantQuota::Create(options.max_device_bytes_per_tenant,
+                                        options.max_tensors_per_tenant)) {}
 
 TensorStore::~TensorStore() = default;
 
 absl::StatusOr<std::unique_ptr<Tensor>> TensorStore::Allocate(DType dtype, Shape shape,
                                                               NamedSharding sharding,
                                                               std::string mesh_id, std::string name,
-                                                              std::string owner) {
+                                                              TensorOwner owner) {
   RETURN_IF_ERROR(ValidateShape(shape, dtype));
   ASSIGN_OR_RETURN(std::vector<ShardDomain> domains, sharding.IndexDomains(shape));
   int64_t total = 0;
-  for (const ShardDomain& domain : domains) total += ShardBytes(dtype, domain);
+  int64_t page_rounded = 0;
+  for (const ShardDomain& domain : domains) {
+    total += ShardBytes(dtype, domain);
+    page_rounded += PageRoundedBytes(ShardBytes(dtype, domain));
+  }
 
   auto tensor = std::make_unique<Tensor>();
-  ASSIGN_OR_RETURN(tensor->quota_charge, quota_->Charge(owner, total));
+  ASSIGN_OR_RETURN(std::shared_ptr<void> tenant_charge,
+                   tenant_quota_->Charge(owner.tenant, page_rounded));
+  ASSIGN_OR_RETURN(std::shared_ptr<void> owner_charge, quota_->Charge(owner.QuotaKey(), total));
+  tensor->quota_charge = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
+      std::move(tenant_charge), std::move(owner_charge));
   tensor->shards.reserve(domains.size());
   for (ShardDomain& domain : domains) {
     const int64_t bytes = ShardBytes(dtype, domain);
@@ -200,5 +210,9 @@ int64_t TensorStore::DeleteUsingMesh(const std::string& mesh_id) {
 }
 
 int64_t TensorStore::OwnerBytes(const std::string& owner) const { return quota_->BytesOf(owner); }
+
+TenantUsage TensorStore::TenantUsageOf(const std::string& tenant) const {
+  return tenant_quota_->UsageOf(tenant);
+}
 
 }  // namespace placement::server

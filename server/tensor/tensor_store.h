@@ -25,12 +25,17 @@
 #include "absl/synchronization/mutex.h"
 #include "server/device/device_backend.h"
 #include "server/tensor/owner_quota.h"
+#include "server/tensor/tenant_quota.h"
 #include "server/tensor/tensor.h"
 
 namespace placement::server {
 
 struct TensorStoreOptions {
   int64_t max_bytes_per_owner = 0;  // 0 = unlimited
+  // Per tenant (tenant_quota.h): page-rounded device bytes and tensor count;
+  // 0 = unlimited.
+  int64_t max_device_bytes_per_tenant = 0;
+  int64_t max_tensors_per_tenant = 0;
 };
 
 struct TensorFilter {
@@ -49,11 +54,11 @@ class TensorStore {
   // Allocates one buffer per device shard of `sharding` over `shape`
   // (uninitialised bytes). The result is not yet visible to Get/List.
   // INVALID_ARGUMENT: shape/sharding mismatch (ValidateFor's message).
-  // RESOURCE_EXHAUSTED: a device budget or the owner's quota; nothing is
-  // kept. NOT_FOUND: a mesh device the backend does not have.
+  // RESOURCE_EXHAUSTED: a device budget, the owner's quota or the tenant's
+  // (bytes or tensor count); nothing is kept. NOT_FOUND: a mesh device the backend does not have.
   absl::StatusOr<std::unique_ptr<Tensor>> Allocate(DType dtype, Shape shape, NamedSharding sharding,
                                                    std::string mesh_id, std::string name,
-                                                   std::string owner);
+                                                   TensorOwner owner);
 
   // Makes a fully written tensor visible under a fresh unguessable id.
   std::shared_ptr<const Tensor> Commit(std::unique_ptr<Tensor> tensor);
@@ -86,13 +91,17 @@ class TensorStore {
   int64_t CountUsingMesh(const std::string& mesh_id) const;
   // Deletes every tensor on `mesh_id`; returns how many.
   int64_t DeleteUsingMesh(const std::string& mesh_id);
-  // Device bytes held by `owner`'s tensors (committed and allocated).
+  // Device bytes held by `owner`'s tensors (committed and allocated); `owner`
+  // is a TensorOwner::QuotaKey().
   int64_t OwnerBytes(const std::string& owner) const;
+  // What `tenant`'s tensors (committed and allocated) hold.
+  TenantUsage TenantUsageOf(const std::string& tenant) const;
 
  private:
   DeviceBackend* backend_;
   TensorStoreOptions options_;
   std::shared_ptr<OwnerQuota> quota_;
+  std::shared_ptr<TenantQuota> tenant_quota_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Tensor>> tensors_ ABSL_GUARDED_BY(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);

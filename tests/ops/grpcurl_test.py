@@ -23,6 +23,7 @@ SERVICES = [
     "placement.v1.DeviceService",
     "placement.v1.MeshService",
     "placement.v1.PrefetchService",
+    "placement.v1.SessionService",
     "placement.v1.TensorService",
 ]
 

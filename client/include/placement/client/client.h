@@ -37,6 +37,22 @@ struct ClientOptions {
   int max_send_message_bytes = 16 << 20;
   // How long Connect waits for the channel to become ready; zero = don't wait.
   absl::Duration connect_timeout = absl::Seconds(10);
+
+  // Transport security (docs/security.md). With `tls`, the daemon's
+  // certificate is verified against `tls_ca_file` (PEM; empty = the system
+  // roots); `tls_cert_file` + `tls_key_file` present a client certificate
+  // (mutual TLS). `tls_server_name` overrides the name checked in the
+  // daemon's certificate (empty = the target's host).
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_server_name;
+  // Sent on every call as "authorization: Bearer <token>"; empty = none.
+  std::string token;
+  // Sent on every call as "placement-session: <id>" (SessionService): what
+  // the calls create belongs to that session; empty = durable.
+  std::string session_id;
 };
 
 class Client {

@@ -18,7 +18,8 @@ namespace placement::client {
 struct TensorInfo {
   std::string id;  // opaque, unguessable
   std::string name;
-  std::string owner;
+  std::string owner;   // the client's label within the tenant
+  std::string tenant;  // the authenticated tenant (empty without authentication)
   DType dtype = DType::kUnspecified;
   std::vector<int64_t> shape;
   Placement placement;  // as requested

@@ -1,0 +1,106 @@
+#include "client/src/channel_security.h"
+
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/support/client_interceptor.h"
+
+namespace placement::client {
+namespace {
+
+using grpc::experimental::InterceptionHookPoints;
+
+absl::StatusOr<std::string> ReadPem(const char* option, const std::string& path) {
+  std::ifstream in(path);
+  if (!in.good()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions::", option, " '", path, "' cannot be read"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Adds fixed metadata to every call before its initial metadata is sent.
+class MetadataInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit MetadataInterceptor(const std::vector<std::pair<std::string, std::string>>* metadata)
+      : metadata_(metadata) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      auto* sent = methods->GetSendInitialMetadata();
+      for (const auto& [key, value] : *metadata_) sent->emplace(key, value);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::vector<std::pair<std::string, std::string>>* metadata_;
+};
+
+class MetadataInterceptorFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit MetadataInterceptorFactory(std::vector<std::pair<std::string, std::string>> metadata)
+      : metadata_(std::move(metadata)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* /*info*/) override {
+    return new MetadataInterceptor(&metadata_);
+  }
+
+ private:
+  const std::vector<std::pair<std::string, std::string>> metadata_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& target,
+                                                           const ClientOptions& options,
+                                                           grpc::ChannelArguments args) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options.tls) {
+    if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+      return absl::InvalidArgumentError(
+          "ClientOptions::tls_cert_file and tls_key_file must be given together");
+    }
+    grpc::SslCredentialsOptions ssl;
+    if (!options.tls_ca_file.empty()) {
+      absl::StatusOr<std::string> ca = ReadPem("tls_ca_file", options.tls_ca_file);
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *std::move(ca);
+    }
+    if (!options.tls_cert_file.empty()) {
+      absl::StatusOr<std::string> cert = ReadPem("tls_cert_file", options.tls_cert_file);
+      if (!cert.ok()) return cert.status();
+      absl::StatusOr<std::string> key = ReadPem("tls_key_file", options.tls_key_file);
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = *std::move(cert);
+      ssl.pem_private_key = *std::move(key);
+    }
+    credentials = grpc::SslCredentials(ssl);
+    if (!options.tls_server_name.empty()) {
+      args.SetSslTargetNameOverride(options.tls_server_name);
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> metadata;
+  if (!options.token.empty()) metadata.emplace_back("authorization", "Bearer " + options.token);
+  if (!options.session_id.empty()) metadata.emplace_back("placement-session", options.session_id);
+  std::shared_ptr<grpc::Channel> channel;
+  if (metadata.empty()) {
+    channel = grpc::CreateCustomChannel(target, credentials, args);
+  } else {
+    std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
+    factories.push_back(std::make_unique<MetadataInterceptorFactory>(std::move(metadata)));
+    channel = grpc::experimental::CreateCustomChannelWithInterceptors(target, credentials, args,
+                                                                      std::move(factories));
+  }
+  if (channel == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to '", target, "'"));
+  }
+  return channel;
+}
+
+}  // namespace placement::client

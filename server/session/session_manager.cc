@@ -1,0 +1,199 @@
+#include "server/session/session_manager.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "server/logging.h"
+#include "server/tensor/tenant_access.h"
+
+namespace placement::server {
+namespace {
+
+absl::Status SessionNotFound(const std::string& id) {
+  return absl::NotFoundError(
+      absl::StrCat("session '", id, "' does not exist (closed, expired or never opened)"));
+}
+
+}  // namespace
+
+SessionManager::SessionManager(TensorStore* store, SessionOptions options)
+    : store_(store), options_(options) {
+  sweeper_ = std::thread([this] { SweepLoop(); });
+}
+
+SessionManager::~SessionManager() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  sweeper_.join();
+}
+
+void SessionManager::SweepLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.sweep_interval);
+    if (stopping_) break;
+    mu_.Unlock();
+    SweepExpired(absl::Now());
+    mu_.Lock();
+  }
+}
+
+absl::StatusOr<SessionManager::Session*> SessionManager::FindLocked(const Caller& caller,
+                                                                    const std::string& id) const {
+  if (id.size() > kMaxSessionIdLength) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "session_id is ", id.size(), " bytes long; session ids are at most ", kMaxSessionIdLength));
+  }
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || !caller.Sees(it->second.tenant)) return SessionNotFound(id);
+  return const_cast<Session*>(&it->second);
+}
+
+SessionSnapshot SessionManager::SnapshotLocked(const std::string& id,
+                                               const Session& session) const {
+  SessionSnapshot out{id, session.tenant, session.name, session.ttl, session.expire_time, 0};
+  for (const std::string& tensor : session.tensors) out.num_tensors += store_->Get(tensor).ok();
+  return out;
+}
+
+absl::StatusOr<SessionSnapshot> SessionManager::Open(const Caller& caller, absl::Duration ttl,
+                                                     std::string name) {
+  if (ttl == absl::ZeroDuration()) ttl = options_.default_ttl;
+  if (ttl < options_.min_ttl || ttl > options_.max_ttl) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ttl is ", absl::FormatDuration(ttl), "; must be between ",
+        absl::FormatDuration(options_.min_ttl), " and ", absl::FormatDuration(options_.max_ttl),
+        " (0 selects ", absl::FormatDuration(options_.default_ttl), ")"));
+  }
+  if (name.size() > kMaxSessionNameLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("name is ", name.size(), " bytes long; at most ", kMaxSessionNameLength));
+  }
+  absl::MutexLock lock(&mu_);
+  std::string id;
+  do {
+    id = absl::StrFormat("s-%016x%016x", absl::Uniform<uint64_t>(bitgen_),
+                         absl::Uniform<uint64_t>(bitgen_));
+  } while (sessions_.contains(id));
+  Session& session = sessions_[id];
+  session.tenant = caller.tenant;
+  session.name = std::move(name);
+  session.ttl = ttl;
+  session.expire_time = absl::Now() + ttl;
+  return SnapshotLocked(id, session);
+}
+
+absl::StatusOr<SessionSnapshot> SessionManager::Renew(const Caller& caller, const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Session*> session = FindLocked(caller, id);
+  if (!session.ok()) return session.status();
+  (*session)->expire_time = absl::Now() + (*session)->ttl;
+  return SnapshotLocked(id, **session);
+}
+
+absl::StatusOr<int64_t> SessionManager::Close(const Caller& caller, const std::string& id) {
+  absl::flat_hash_set<std::string> tensors;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Session*> session = FindLocked(caller, id);
+    if (!session.ok()) return session.status();
+    tensors = std::move((*session)->tensors);
+    sessions_.erase(id);
+  }
+  return DeleteTensors(tensors);
+}
+
+absl::Status SessionManager::CheckJoin(const Caller& caller, const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Session*> session = FindLocked(caller, id);
+  if (!session.ok()) {
+    return absl::Status(session.status().code(),
+                        absl::StrCat("placement-session metadata: ", session.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SessionManager::Adopt(const std::string& id,
+                                   const std::vector<std::string>& tensor_ids) {
+  if (tensor_ids.empty()) return absl::OkStatus();
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it != sessions_.end()) {
+      it->second.tensors.insert(tensor_ids.begin(), tensor_ids.end());
+      return absl::OkStatus();
+    }
+  }
+  DeleteTensors(absl::flat_hash_set<std::string>(tensor_ids.begin(), tensor_ids.end()));
+  return absl::FailedPreconditionError(
+      absl::StrCat("session '", id, "' ended while the call ran; its results were deleted"));
+}
+
+absl::Status SessionManager::Persist(const Caller& caller,
+                                     const std::vector<std::string>& tensor_ids) {
+  if (absl::Status visible = CheckTensorsVisible(*store_, caller, tensor_ids, "tensor_ids");
+      !visible.ok()) {
+    return visible;
+  }
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, session] : sessions_) {
+    for (const std::string& tensor : tensor_ids) session.tensors.erase(tensor);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<SessionSnapshot> SessionManager::List(const Caller& caller) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<SessionSnapshot> out;
+  for (const auto& [id, session] : sessions_) {
+    if (caller.Sees(session.tenant)) out.push_back(SnapshotLocked(id, session));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return out;
+}
+
+int64_t SessionManager::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(sessions_.size());
+}
+
+int64_t SessionManager::tensor_count() const {
+  absl::MutexLock lock(&mu_);
+  int64_t n = 0;
+  for (const auto& [id, session] : sessions_) n += static_cast<int64_t>(session.tensors.size());
+  return n;
+}
+
+int64_t SessionManager::SweepExpired(absl::Time now) {
+  std::vector<std::pair<std::string, absl::flat_hash_set<std::string>>> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (it->second.expire_time <= now) {
+        expired.emplace_back(it->first, std::move(it->second.tensors));
+        sessions_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const auto& [id, tensors] : expired) {
+    const int64_t deleted = DeleteTensors(tensors);
+    LogInfo("session ", id, " expired (lease not renewed); deleted ", deleted, " tensor(s)");
+  }
+  return static_cast<int64_t>(expired.size());
+}
+
+int64_t SessionManager::DeleteTensors(const absl::flat_hash_set<std::string>& ids) {
+  int64_t deleted = 0;
+  // One at a time: tensors deleted or donated meanwhile are simply gone.
+  for (const std::string& id : ids) deleted += store_->Delete({id}).ok() ? 1 : 0;
+  return deleted;
+}
+
+}  // namespace placement::server

@@ -1,0 +1,113 @@
+// SessionManager: sessions with leases (SessionService). A session belongs to
+// the tenant that opened it and holds the tensors that calls joined to it
+// created; it ends when closed or when its lease (ttl from the last open or
+// renewal) passes without renewal -- a crashed or partitioned client -- and
+// then every tensor it still holds is deleted. Tensors created outside any
+// session, or persisted, are durable.
+//
+// A background sweeper ends expired sessions every `sweep_interval`, so a
+// session's tensors are gone at most ttl + sweep_interval after its last
+// renewal.
+//
+// Thread-safe. The store must outlive the manager; the destructor stops the
+// sweeper (tensors of open sessions stay in the store).
+#ifndef PLACEMENT_SERVER_SESSION_SESSION_MANAGER_H_
+#define PLACEMENT_SERVER_SESSION_SESSION_MANAGER_H_
+
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/random/random.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/auth/caller.h"
+#include "server/tensor/tensor_store.h"
+
+namespace placement::server {
+
+struct SessionOptions {
+  absl::Duration default_ttl = absl::Seconds(60);
+  absl::Duration min_ttl = absl::Seconds(1);
+  absl::Duration max_ttl = absl::Hours(1);
+  absl::Duration sweep_interval = absl::Seconds(1);
+};
+
+struct SessionSnapshot {
+  std::string id;
+  std::string tenant;
+  std::string name;
+  absl::Duration ttl;
+  absl::Time expire_time;
+  int64_t num_tensors = 0;
+};
+
+// Session ids are "s-" and 32 hex digits; longer ones are refused unechoed.
+inline constexpr size_t kMaxSessionIdLength = 64;
+inline constexpr size_t kMaxSessionNameLength = 128;
+
+class SessionManager {
+ public:
+  SessionManager(TensorStore* store, SessionOptions options);
+  ~SessionManager();
+  SessionManager(const SessionManager&) = delete;
+  SessionManager& operator=(const SessionManager&) = delete;
+
+  // ttl zero = default. INVALID_ARGUMENT for a ttl outside [min, max] or a
+  // name longer than kMaxSessionNameLength.
+  absl::StatusOr<SessionSnapshot> Open(const Caller& caller, absl::Duration ttl, std::string name);
+  // NOT_FOUND for unknown, expired or other tenants' sessions (admins see all).
+  absl::StatusOr<SessionSnapshot> Renew(const Caller& caller, const std::string& id);
+  // Ends the session now; returns how many tensors were deleted.
+  absl::StatusOr<int64_t> Close(const Caller& caller, const std::string& id);
+  // OK when `caller` may join calls to session `id`; NOT_FOUND / INVALID_ARGUMENT
+  // (field "placement-session metadata") otherwise.
+  absl::Status CheckJoin(const Caller& caller, const std::string& id) const;
+  // Adds committed tensors to session `id`. When the session ended since the
+  // call joined it, deletes them and returns FAILED_PRECONDITION.
+  absl::Status Adopt(const std::string& id, const std::vector<std::string>& tensor_ids);
+  // Makes the tensors durable (takes them out of their sessions). Ids must
+  // be visible to the caller (NOT_FOUND otherwise, nothing changed).
+  absl::Status Persist(const Caller& caller, const std::vector<std::string>& tensor_ids);
+
+  std::vector<SessionSnapshot> List(const Caller& caller) const;
+  int64_t size() const;
+  // Tensors held by open sessions, over all of them.
+  int64_t tensor_count() const;
+
+  // Ends every session whose lease passed before `now`; returns how many.
+  int64_t SweepExpired(absl::Time now);
+
+ private:
+  struct Session {
+    std::string tenant;
+    std::string name;
+    absl::Duration ttl;
+    absl::Time expire_time;
+    absl::flat_hash_set<std::string> tensors;
+  };
+  absl::StatusOr<Session*> FindLocked(const Caller& caller, const std::string& id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SessionSnapshot SnapshotLocked(const std::string& id, const Session& session) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deletes every tensor of an ended session (outside mu_).
+  int64_t DeleteTensors(const absl::flat_hash_set<std::string>& ids);
+  void SweepLoop();
+
+  TensorStore* const store_;
+  const SessionOptions options_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
+  absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread sweeper_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_SESSION_SESSION_MANAGER_H_
