@@ -50,8 +50,8 @@ absl::Status CheckUnixSocketFree(const std::string& path) {
   bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
   if (live) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on unix:", path, ": address already in use by a running server"));
+    return absl::UnavailableError(absl::StrCat("cannot listen on unix:", path,
+                                               ": address already in use by a running server"));
   }
   return absl::OkStatus();
 }
@@ -64,7 +64,10 @@ absl::Status WriteReadyFile(const std::string& path, const std::string& address,
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << address << "\n";
-    if (metrics_http != nullptr) out << "metrics=http://" << metrics_http->address() << "/metrics\n";
+    if (metrics_http != nullptr) {
+      out << "metrics=" << metrics_http->scheme() << "://" << metrics_http->address()
+          << "/metrics\n";
+    }
     if (!out.good()) return absl::InternalError(absl::StrCat("cannot write --ready_file ", tmp));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -100,9 +103,7 @@ Daemon::Daemon(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Daemon::~Daemon() { Drain(); }
 
 const std::string& Daemon::address() const { return state_->address; }
-int Daemon::metrics_port() const {
-  return state_->metrics_http ? state_->metrics_http->port() : 0;
-}
+int Daemon::metrics_port() const { return state_->metrics_http ? state_->metrics_http->port() : 0; }
 const std::string& Daemon::backend_note() const { return state_->identity.backend_note; }
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config) {
@@ -113,11 +114,15 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   RETURN_IF_ERROR(ValidateTransportSecurity(config.transport, listen));
   if (!config.metrics_listen.empty()) {
     ASSIGN_OR_RETURN(ListenAddress metrics_listen, ParseListenAddress(config.metrics_listen));
-    if (!IsLoopback(metrics_listen) && !config.transport.allow_insecure) {
+    // Off loopback the metrics port serves HTTPS with the daemon's own
+    // certificate; without one, plaintext there needs --allow_insecure.
+    if (!IsLoopback(metrics_listen) && !config.transport.tls() &&
+        !config.transport.allow_insecure) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--metrics_listen=", config.metrics_listen,
-          " is not a loopback address and the metrics endpoint serves plaintext HTTP: bind it "
-          "to 127.0.0.1, or pass --allow_insecure"));
+          " is not a loopback address and, without --tls_cert, the metrics endpoint serves "
+          "plaintext HTTP: bind it to 127.0.0.1, give --tls_cert/--tls_key (HTTPS), or pass "
+          "--allow_insecure"));
     }
   }
   if (listen.is_unix) RETURN_IF_ERROR(CheckUnixSocketFree(listen.path));
@@ -213,9 +218,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   state->server = builder.BuildAndStart();
   if (state->server == nullptr || (!listen.is_unix && selected_port == 0)) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", config.listen,
-        ": the address is already in use or not available on this host"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", config.listen,
+                     ": the address is already in use or not available on this host"));
   }
   state->address = listen.ToGrpcUri(selected_port);
   id.listen_address = state->address;
@@ -255,14 +260,21 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                             "Byte budget of each device.");
     state->metrics.Describe("placementd_inflight_calls", "gauge", "RPCs currently running.");
     state->metrics.Describe("placementd_up", "gauge", "1 while serving, 0 while draining.");
-    auto http = MetricsHttpServer::Start(config.metrics_listen, state->metrics,
-                                         [raw] { return !raw->gate.draining(); });
+    std::optional<MetricsHttpServer::Tls> metrics_tls;
+    auto metrics_listen = ParseListenAddress(config.metrics_listen);
+    if (config.transport.tls() && metrics_listen.ok() && !IsLoopback(*metrics_listen)) {
+      metrics_tls = MetricsHttpServer::Tls{config.transport.tls_cert, config.transport.tls_key};
+    }
+    auto http = MetricsHttpServer::Start(
+        config.metrics_listen, state->metrics, [raw] { return !raw->gate.draining(); },
+        metrics_tls);
     if (!http.ok()) {
       state->server->Shutdown(absl::ToChronoTime(absl::Now()));
       return http.status();
     }
     state->metrics_http = std::move(*http);
-    LogInfo("metrics on http://", state->metrics_http->address(), "/metrics");
+    LogInfo("metrics on ", state->metrics_http->scheme(), "://", state->metrics_http->address(),
+            "/metrics");
   }
 
   LogInfo("transport: ",
@@ -275,8 +287,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   LogInfo("placementd ", id.version, " serving on ", state->address, " with ",
           state->inventory->num_devices(), " ", id.backend, " device(s); instance ",
           id.instance_id);
-  if (!config.ready_file.empty()) RETURN_IF_ERROR(
-      WriteReadyFile(config.ready_file, state->address, state->metrics_http.get()));
+  if (!config.ready_file.empty())
+    RETURN_IF_ERROR(WriteReadyFile(config.ready_file, state->address, state->metrics_http.get()));
   state->systemd.NotifyReady(absl::StrCat("serving on ", state->address));
   return std::unique_ptr<Daemon>(new Daemon(std::move(state)));
 }

@@ -20,7 +20,8 @@ struct DaemonConfig {
   // host:port (port 0 picks a free one) or unix:/absolute/path.
   std::string listen = "127.0.0.1:50051";
   // Once serving, the actual address is written here (atomically) as line 1;
-  // with metrics on, line 2 is "metrics=http://HOST:PORT/metrics".
+  // with metrics on, line 2 is "metrics=http://HOST:PORT/metrics" (https://
+  // when the metrics port is off loopback and the daemon has --tls_cert).
   std::string ready_file;
   // --backend and every platform's settings.
   BackendOptions backend;

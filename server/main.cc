@@ -20,7 +20,7 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "Address to serve on: host:port (port 0 picks a free port) or unix:/absolute/path.");
 ABSL_FLAG(std::string, ready_file, "",
           "Once serving, write the actual gRPC address to this file (line 1) and, with "
-          "--metrics_listen, metrics=http://HOST:PORT/metrics (line 2).");
+          "--metrics_listen, metrics=http(s)://HOST:PORT/metrics (line 2).");
 ABSL_FLAG(std::string, backend, "auto",
           "Device backend: auto (CUDA when a driver and GPUs are present, else CPU), cpu or cuda.");
 ABSL_FLAG(int32_t, cpu_devices, 8, "Number of CPU virtual devices (CPU backend).");
@@ -35,7 +35,8 @@ ABSL_FLAG(int64_t, cuda_device_memory, 0,
           "Byte budget of each GPU device; 0 = --cuda_memory_fraction of the GPU's free memory "
           "split evenly among its logical devices.");
 ABSL_FLAG(std::string, metrics_listen, "",
-          "host:port for Prometheus metrics over HTTP (/metrics, /healthz); empty disables.");
+          "host:port for Prometheus metrics (/metrics, /healthz): HTTP on loopback, HTTPS "
+          "with the --tls_cert certificate elsewhere; empty disables.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT, how long in-flight calls may finish before being cancelled.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");

@@ -39,8 +39,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
   }
   if (options.connect_timeout > absl::ZeroDuration()) {
     if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + options.connect_timeout))) {
-      return absl::UnavailableError(absl::StrCat("cannot reach placementd at ", target, " within ",
-                                                 absl::FormatDuration(options.connect_timeout)));
+      // Over TLS a failed handshake (a certificate from another CA, a name
+      // mismatch, a plaintext daemon) looks the same as no daemon: say so.
+      return absl::UnavailableError(absl::StrCat(
+          "cannot reach placementd at ", target, " within ",
+          absl::FormatDuration(options.connect_timeout),
+          options.tls ? " over TLS (or the TLS handshake failed: the daemon must serve TLS with a "
+                        "certificate that chains to the trusted CA and names the target's host)"
+                      : ""));
     }
   }
   auto impl = std::make_unique<Impl>();

@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "civetweb.h"
 #include "prometheus/exposer.h"
+#include "prometheus/text_serializer.h"
 #include "server/listen_address.h"
 
 namespace placement::server {
@@ -116,10 +117,31 @@ void ConnectAndClose(const std::string& host, int port) {
   close(fd);
 }
 
+// The HTTPS routes: what the exposer and BeginRequest answer over HTTP.
+HttpAnswer Route(const std::string& path, const Metrics& metrics,
+                 const MetricsHttpServer::HealthyFn& healthy) {
+  if (path == "/healthz") {
+    const bool ok = healthy();
+    return {ok ? 200 : 503, "text/plain; charset=utf-8", ok ? "ok\n" : "draining\n"};
+  }
+  if (path != "/metrics") return {404, "text/plain; charset=utf-8", "not found\n"};
+  std::vector<prometheus::MetricFamily> families;
+  for (const auto& weak : metrics.Collectables()) {
+    if (auto collectable = weak.lock()) {
+      auto collected = collectable->Collect();
+      families.insert(families.end(), std::make_move_iterator(collected.begin()),
+                      std::make_move_iterator(collected.end()));
+    }
+  }
+  return {200, "text/plain; version=0.0.4; charset=utf-8",
+          prometheus::TextSerializer().Serialize(families)};
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& address, const Metrics& metrics, HealthyFn healthy) {
+    const std::string& address, const Metrics& metrics, HealthyFn healthy,
+    const std::optional<Tls>& tls) {
   auto parsed = ParseListenAddress(address);
   if (!parsed.ok() || parsed->is_unix) {
     return absl::InvalidArgumentError(
@@ -133,6 +155,17 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   }
   auto host = ResolveIpv4(address, parsed->host);
   if (!host.ok()) return host.status();
+  if (tls.has_value()) {
+    auto front =
+        MetricsTlsFront::Start(*host, parsed->port, tls->cert_file, tls->key_file,
+                               [&metrics, healthy = std::move(healthy)](const std::string& path) {
+                                 return Route(path, metrics, healthy);
+                               });
+    if (!front.ok()) return front.status();
+    const int port = (*front)->port();
+    return std::unique_ptr<MetricsHttpServer>(
+        new MetricsHttpServer(nullptr, *std::move(front), *host, port));
+  }
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
     exposer = std::make_unique<prometheus::Exposer>(
@@ -150,19 +183,23 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   std::vector<int> ports = exposer->GetListeningPorts();
   const int port = ports.empty() ? parsed->port : ports[0];
   HealthRoutes::Get().Set(port, std::move(healthy));
-  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(exposer), *host, port));
+  return std::unique_ptr<MetricsHttpServer>(
+      new MetricsHttpServer(std::move(exposer), nullptr, *host, port));
 }
 
-MetricsHttpServer::MetricsHttpServer(std::unique_ptr<prometheus::Exposer> exposer, std::string host,
+MetricsHttpServer::MetricsHttpServer(std::unique_ptr<prometheus::Exposer> exposer,
+                                     std::unique_ptr<MetricsTlsFront> tls_front, std::string host,
                                      int port)
     : host_(std::move(host)),
       port_(port),
       address_(absl::StrCat(host_, ":", port)),
-      exposer_(std::move(exposer)) {}
+      exposer_(std::move(exposer)),
+      tls_front_(std::move(tls_front)) {}
 
 MetricsHttpServer::~MetricsHttpServer() { Stop(); }
 
 void MetricsHttpServer::Stop() {
+  if (tls_front_ != nullptr) tls_front_->Stop();
   absl::MutexLock lock(&mu_);
   if (exposer_ == nullptr) return;
   // civetweb's accept loop sees its stop flag only when its poll returns,

@@ -48,6 +48,12 @@ absl::Status CallGate::AdoptCreated(const Caller& caller,
   return sessions_->Adopt(caller.session_id, tensor_ids);
 }
 
+absl::StatusOr<std::unique_ptr<SessionManager::Watch>> CallGate::WatchSession(
+    const Caller& caller, std::function<void()> on_end) {
+  if (caller.session_id.empty() || sessions_ == nullptr) return nullptr;
+  return sessions_->WatchSession(caller.session_id, std::move(on_end));
+}
+
 absl::StatusOr<StreamRegistry::Lease> CallGate::OpenStream(const Caller& caller,
                                                            grpc::CallbackServerContext* context,
                                                            bool reapable) {

@@ -9,6 +9,8 @@
 #define PLACEMENT_SERVER_SERVICE_CALL_GATE_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
@@ -56,6 +58,11 @@ class CallGate {
   // session). When the session ended meanwhile they are deleted and the
   // error says so (SessionManager::Adopt).
   absl::Status AdoptCreated(const Caller& caller, const std::vector<std::string>& tensor_ids);
+  // For a caller in a session: runs `on_end` once when that session ends
+  // (SessionManager::WatchSession); null (nothing to watch) outside a
+  // session. NOT_FOUND when the session already ended.
+  absl::StatusOr<std::unique_ptr<SessionManager::Watch>> WatchSession(const Caller& caller,
+                                                                      std::function<void()> on_end);
   // REQUIRES: called before the server starts; `sessions` outlives the gate.
   void set_sessions(SessionManager* sessions) { sessions_ = sessions; }
 

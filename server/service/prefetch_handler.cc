@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "server/service/from_proto.h"
@@ -61,6 +62,20 @@ class PrefetchReactor final
           gate->OpenStream(*caller, context, /*reapable=*/false);
       status = lease.status();
       if (lease.ok()) lease_ = *std::move(lease);
+    }
+    if (status.ok()) {
+      // A stream opened in a session belongs to it: when the session is
+      // closed or its lease expires, the stream is cancelled and every
+      // batch it staged is freed.
+      const std::string session = caller_.session_id;
+      auto watch = gate->WatchSession(caller_, [this, session] {
+        absl::MutexLock lock(&mu_);
+        FinishLocked(absl::CancelledError(
+            absl::StrCat("the prefetch stream's session '", session,
+                         "' ended (closed, or its lease expired); its staged batches were freed")));
+      });
+      status = watch.status();
+      if (watch.ok()) session_watch_ = *std::move(watch);
     }
     if (status.ok()) {
       absl::StatusOr<int64_t> id = manager_->Register([this](const absl::Status& why) {
@@ -123,6 +138,7 @@ class PrefetchReactor final
   }
 
   void OnDone() override {
+    session_watch_.reset();  // no session callback runs after this
     if (stream_id_.has_value()) manager_->Unregister(*stream_id_);
     delete this;
   }
@@ -153,8 +169,7 @@ class PrefetchReactor final
       return absl::OkStatus();
     }
     if (pipeline_ == nullptr) {
-      return absl::InvalidArgumentError(
-          "the first message of a prefetch stream must be `open`");
+      return absl::InvalidArgumentError("the first message of a prefetch stream must be `open`");
     }
     switch (request.payload_case()) {
       case pb::PrefetchRequest::kBatch:
@@ -218,6 +233,7 @@ class PrefetchReactor final
   CallGate::Ticket ticket_;
   Caller caller_;  // set once in the constructor
   StreamRegistry::Lease lease_;
+  std::unique_ptr<SessionManager::Watch> session_watch_;  // null outside a session
   std::optional<int64_t> stream_id_;
   bool opened_ = false;
 

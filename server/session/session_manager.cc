@@ -105,7 +105,59 @@ absl::StatusOr<int64_t> SessionManager::Close(const Caller& caller, const std::s
     tensors = std::move((*session)->tensors);
     sessions_.erase(id);
   }
+  NotifyEnded(id);
   return DeleteTensors(tensors);
+}
+
+absl::StatusOr<std::unique_ptr<SessionManager::Watch>> SessionManager::WatchSession(
+    const std::string& id, std::function<void()> on_end) {
+  absl::MutexLock lock(&mu_);
+  if (!sessions_.contains(id)) {
+    return absl::NotFoundError(absl::StrCat("placement-session metadata: session '", id,
+                                            "' does not exist (closed, expired or never opened)"));
+  }
+  auto watcher = std::make_shared<Watcher>();
+  watcher->on_end = std::move(on_end);
+  absl::MutexLock watch_lock(&watch_mu_);
+  const int64_t key = next_watch_++;
+  watchers_[id][key] = watcher;
+  return std::unique_ptr<Watch>(new Watch(this, id, key, std::move(watcher)));
+}
+
+SessionManager::Watch::~Watch() {
+  {
+    absl::MutexLock lock(&manager_->watch_mu_);
+    auto it = manager_->watchers_.find(id_);
+    if (it != manager_->watchers_.end()) {
+      it->second.erase(key_);
+      if (it->second.empty()) manager_->watchers_.erase(it);
+    }
+  }
+  if (watcher_->running.load() == std::this_thread::get_id()) return;  // from inside on_end
+  absl::MutexLock lock(&watcher_->mu);  // waits for a run on another thread
+  watcher_->done = true;
+}
+
+void SessionManager::NotifyEnded(const std::string& id) {
+  std::vector<std::shared_ptr<Watcher>> ended;
+  {
+    absl::MutexLock lock(&watch_mu_);
+    auto it = watchers_.find(id);
+    if (it == watchers_.end()) return;
+    for (auto& [key, watcher] : it->second) ended.push_back(std::move(watcher));
+    watchers_.erase(it);
+  }
+  for (const auto& watcher : ended) {
+    watcher->running = std::this_thread::get_id();
+    {
+      absl::MutexLock lock(&watcher->mu);
+      if (!watcher->done) {
+        watcher->done = true;
+        watcher->on_end();
+      }
+    }
+    watcher->running = std::thread::id();
+  }
 }
 
 absl::Status SessionManager::CheckJoin(const Caller& caller, const std::string& id) const {
@@ -183,6 +235,7 @@ int64_t SessionManager::SweepExpired(absl::Time now) {
     }
   }
   for (const auto& [id, tensors] : expired) {
+    NotifyEnded(id);
     const int64_t deleted = DeleteTensors(tensors);
     LogInfo("session ", id, " expired (lease not renewed); deleted ", deleted, " tensor(s)");
   }

@@ -9,12 +9,20 @@
 // session's tensors are gone at most ttl + sweep_interval after its last
 // renewal.
 //
+// Streams that belong to a session (Prefetch) Watch it: when the session
+// ends, each watcher's callback runs once, on the thread that ended it
+// (CloseSession's handler or the sweeper), so the stream can cancel itself
+// and free what it staged.
+//
 // Thread-safe. The store must outlive the manager; the destructor stops the
 // sweeper (tensors of open sessions stay in the store).
 #ifndef PLACEMENT_SERVER_SESSION_SESSION_MANAGER_H_
 #define PLACEMENT_SERVER_SESSION_SESSION_MANAGER_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,7 +60,29 @@ inline constexpr size_t kMaxSessionIdLength = 64;
 inline constexpr size_t kMaxSessionNameLength = 128;
 
 class SessionManager {
+ private:
+  struct Watcher;
+
  public:
+  // A registration made by Watch(). Destroying it unregisters: afterwards the
+  // callback never starts, and a run in progress on another thread is waited
+  // for (a destruction from inside the callback itself does not wait).
+  class Watch {
+   public:
+    ~Watch();
+    Watch(const Watch&) = delete;
+    Watch& operator=(const Watch&) = delete;
+
+   private:
+    friend class SessionManager;
+    Watch(SessionManager* manager, std::string id, int64_t key, std::shared_ptr<Watcher> watcher)
+        : manager_(manager), id_(std::move(id)), key_(key), watcher_(std::move(watcher)) {}
+    SessionManager* const manager_;
+    const std::string id_;
+    const int64_t key_;
+    const std::shared_ptr<Watcher> watcher_;
+  };
+
   SessionManager(TensorStore* store, SessionOptions options);
   ~SessionManager();
   SessionManager(const SessionManager&) = delete;
@@ -75,6 +105,13 @@ class SessionManager {
   // be visible to the caller (NOT_FOUND otherwise, nothing changed).
   absl::Status Persist(const Caller& caller, const std::vector<std::string>& tensor_ids);
 
+  // Runs `on_end` once when session `id` ends (closed or expired), on the
+  // ending thread, before the session's tensors are deleted. NOT_FOUND
+  // (field "placement-session metadata") when it is not open now.
+  // REQUIRES: the Watch is destroyed before the manager.
+  absl::StatusOr<std::unique_ptr<Watch>> WatchSession(const std::string& id,
+                                                      std::function<void()> on_end);
+
   std::vector<SessionSnapshot> List(const Caller& caller) const;
   int64_t size() const;
   // Tensors held by open sessions, over all of them.
@@ -95,6 +132,14 @@ class SessionManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SessionSnapshot SnapshotLocked(const std::string& id, const Session& session) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct Watcher {
+    absl::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;   // ran, or unregistered
+    std::atomic<std::thread::id> running{};  // the thread inside on_end
+    std::function<void()> on_end;
+  };
+  // Runs and forgets the watchers of ended session `id` (outside mu_).
+  void NotifyEnded(const std::string& id);
   // Deletes every tensor of an ended session (outside mu_).
   int64_t DeleteTensors(const absl::flat_hash_set<std::string>& ids);
   void SweepLoop();
@@ -105,6 +150,11 @@ class SessionManager {
   absl::flat_hash_map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Lock order: mu_, then watch_mu_.
+  absl::Mutex watch_mu_;
+  absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, std::shared_ptr<Watcher>>> watchers_
+      ABSL_GUARDED_BY(watch_mu_);
+  int64_t next_watch_ ABSL_GUARDED_BY(watch_mu_) = 1;
   std::thread sweeper_;
 };
 

@@ -31,8 +31,10 @@ std::string Words(const CommandSpec& spec) { return absl::StrCat("'", spec.path,
 }  // namespace
 
 const std::vector<std::string>& GlobalFlags() {
-  static const auto* flags =
-      new std::vector<std::string>{"target", "json", "timeout_seconds", "connect_timeout"};
+  static const auto* flags = new std::vector<std::string>{
+      "target", "json", "timeout_seconds", "connect_timeout",
+      // security_options.h
+      "tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "token", "token_file", "session"};
   return *flags;
 }
 

@@ -14,6 +14,8 @@
 #include "absl/time/time.h"
 #include "tools/placectl/args.h"
 #include "tools/placectl/commands.h"
+#include "tools/placectl/output.h"
+#include "tools/placectl/security_options.h"
 #include "tools/placectl/session.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "placementd address: host:port or unix:/path.");
@@ -32,6 +34,8 @@ namespace {
 constexpr char kOverview[] =
     "placectl: the operator CLI of placementd.\n\n"
     "usage: placectl [--target=ADDR] [--json] [--connect_timeout=2s] [--timeout_seconds=30]\n"
+    "                [--tls_ca=PEM [--tls_cert=PEM --tls_key=PEM] [--tls_server_name=N]]\n"
+    "                [--token_file=PATH | --token=T | $PLACEMENT_TOKEN] [--session=ID]\n"
     "                COMMAND [ARGS] [FLAGS]\n\n"
     "Flags may come before or after the command words; '--' ends the flags (negative\n"
     "numbers need no '--'). Exit codes: 0 ok, 1 the call or a local file failed, 2 usage.\n\n"
@@ -105,6 +109,14 @@ int Main(const std::vector<std::string>& argv) {
   options.json = absl::GetFlag(FLAGS_json);
   options.call_timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds));
   options.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  absl::Status secured = ApplySecurityFlags(options.connection);
+  if (absl::IsInvalidArgument(secured)) return UsageFailure(secured.message());
+  if (!secured.ok()) return ReportError(secured);
+  if (!options.connection.token.empty() && !options.connection.tls &&
+      !IsLocalTarget(options.target)) {
+    std::fprintf(stderr, "placectl: warning: sending the token to %s without TLS (see --tls_ca)\n",
+                 options.target.c_str());
+  }
   std::set<std::string> given;
   for (const auto& [name, value] : line->flags) given.insert(name);
   Session session(options, &spec, std::move(given));

@@ -9,7 +9,7 @@ namespace placement::placectl {
 const client::Client* Session::client() {
   if (client_ != nullptr) return client_.get();
   if (!connect_status_.ok()) return nullptr;
-  client::ClientOptions options;
+  client::ClientOptions options = options_.connection;
   options.default_deadline = options_.call_timeout;
   options.connect_timeout = options_.connect_timeout;
   auto connected = client::Client::Connect(options_.target, options);

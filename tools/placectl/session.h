@@ -27,6 +27,9 @@ struct GlobalOptions {
   absl::Duration call_timeout = absl::Seconds(30);
   // How long to wait for the daemon to accept the connection.
   absl::Duration connect_timeout = absl::Seconds(2);
+  // TLS, token and session fields (security_options.h); the deadlines above
+  // override its own.
+  client::ClientOptions connection;
 };
 
 class Session {
