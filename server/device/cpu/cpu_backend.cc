@@ -1,5 +1,6 @@
 #include "server/device/cpu/cpu_backend.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -11,6 +12,14 @@ namespace placement::server {
 namespace {
 
 constexpr int64_t kAlignment = 64;
+
+// Blocks from this size up are mapped pages of their own (mmap/munmap), so a
+// freed block leaves the process at once: malloc would keep it in one of its
+// arenas (glibc raises its mmap threshold after the first large free), and the
+// daemon's RSS would grow past the device budget under an upload/delete churn
+// of varying sizes (tests/integration/rss_churn_test.cc). Smaller blocks come
+// from malloc, so that many tiny tensors do not cost a mapping each.
+constexpr int64_t kMappedBlockBytes = 256 * 1024;
 
 // Blocks are sized in whole pages so that cached blocks match allocations of
 // nearby sizes too.
@@ -64,7 +73,14 @@ CpuBackend::~CpuBackend() { ReleaseCache(); }
 int64_t CpuBackend::BlockSize(int64_t bytes) const { return RoundedSize(bytes); }
 
 absl::StatusOr<void*> CpuBackend::AllocateBlock(int local_index, int64_t block_bytes) {
-  void* data = std::aligned_alloc(kAlignment, static_cast<size_t>(block_bytes));
+  void* data = nullptr;
+  if (block_bytes >= kMappedBlockBytes) {
+    data = mmap(nullptr, static_cast<size_t>(block_bytes), PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (data == MAP_FAILED) data = nullptr;
+  } else {
+    data = std::aligned_alloc(kAlignment, static_cast<size_t>(block_bytes));
+  }
   if (data == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("device ", Devices()[local_index].id,
                                                      ": host allocation of ", block_bytes,
@@ -73,7 +89,13 @@ absl::StatusOr<void*> CpuBackend::AllocateBlock(int local_index, int64_t block_b
   return data;
 }
 
-void CpuBackend::FreeBlock(int, void* block, int64_t) { std::free(block); }
+void CpuBackend::FreeBlock(int, void* block, int64_t block_bytes) {
+  if (block_bytes >= kMappedBlockBytes) {
+    munmap(block, static_cast<size_t>(block_bytes));
+  } else {
+    std::free(block);
+  }
+}
 
 absl::Status CpuBackend::Write(const void* src, DeviceBuffer& dst, absl::Span<const ByteRun> runs) {
   auto* out = static_cast<char*>(dst.data());
