@@ -62,8 +62,8 @@ TEST(RssChurnTest, ResidentMemoryStaysWithinTheBudgetUnderUploadDeleteChurn) {
   // One small round first, so gRPC's own buffers are part of the baseline.
   std::vector<uint8_t> bytes(24 * kMiB, 0x5a);
   {
-    auto warm = tensors.Upload(HostArray{DType::kU8, {4096}, {bytes.data(), 4096}},
-                               Placement::Device(0));
+    auto warm =
+        tensors.Upload(HostArray{DType::kU8, {4096}, {bytes.data(), 4096}}, Placement::Device(0));
     ASSERT_TRUE(warm.ok()) << warm.status();
     ASSERT_TRUE(tensors.Delete({warm->id}).ok());
   }
@@ -83,18 +83,19 @@ TEST(RssChurnTest, ResidentMemoryStaysWithinTheBudgetUnderUploadDeleteChurn) {
       ASSERT_TRUE(tensors.Delete({live[device].front()}).ok());
       live[device].erase(live[device].begin());
     }
-    auto info = tensors.Upload(
-        HostArray{DType::kU8, {size}, {bytes.data(), static_cast<size_t>(size)}},
-        Placement::Device(device));
+    auto info =
+        tensors.Upload(HostArray{DType::kU8, {size}, {bytes.data(), static_cast<size_t>(size)}},
+                       Placement::Device(device));
     ASSERT_TRUE(info.ok()) << "upload " << i << " of " << size << " bytes: " << info.status();
     live[device].push_back(info->id);
     peak = std::max(peak, ResidentBytes((*daemon)->pid()));
   }
   const int64_t bound = baseline + kDevices * kDeviceBudget + kSlackBytes;
-  std::cout << "daemon RSS: baseline " << baseline << " bytes, peak " << peak << " bytes (peak - baseline = "
-            << (peak - baseline) << ", budget " << kDevices * kDeviceBudget << ")\n";
-  EXPECT_LE(peak, bound) << "peak RSS " << peak << " bytes, baseline " << baseline
-                         << ", budget " << kDevices * kDeviceBudget << ", slack " << kSlackBytes;
+  std::cout << "daemon RSS: baseline " << baseline << " bytes, peak " << peak
+            << " bytes (peak - baseline = " << (peak - baseline) << ", budget "
+            << kDevices * kDeviceBudget << ")\n";
+  EXPECT_LE(peak, bound) << "peak RSS " << peak << " bytes, baseline " << baseline << ", budget "
+                         << kDevices * kDeviceBudget << ", slack " << kSlackBytes;
 
   for (auto& ids : live) {
     for (const auto& id : ids) ASSERT_TRUE(tensors.Delete({id}).ok());
