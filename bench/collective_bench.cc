@@ -409,12 +409,16 @@ int Run() {
     row.bytes = bytes;
     {
       auto buffers = ZeroBuffers(backend->get(), n, bytes);
-      CollectiveItem item{DType::kF32, server::ReduceOp::kSum};
+      std::vector<const server::DeviceBuffer*> send;
+      std::vector<server::DeviceBuffer*> recv;
       for (auto& b : buffers) {
-        item.send.push_back(b.get());
-        item.recv.push_back(b.get());
+        send.push_back(b.get());
+        recv.push_back(b.get());
       }
-      row.local = TimeIt([&] { (void)engine.AllReduce({&item, 1}, {}); });
+      CollectiveItem item = server::AllLocalItem(DType::kF32, server::ReduceOp::kSum, send, recv);
+      row.local = TimeIt([&] {
+        (void)engine.Run(server::CollectiveKind::kAllReduce, {&item, 1}, {});
+      });
 #if PLACEMENT_WITH_GLOO
       if (!gloo_ranks.empty() && bytes <= absl::GetFlag(FLAGS_gloo_max_bytes)) {
         row.ring = TimeGloo<gloo::AllreduceRing>(gloo_ranks, buffers);

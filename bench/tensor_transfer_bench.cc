@@ -118,8 +118,8 @@ int Run() {
   config.backend.cpu.num_devices = devices;
   // Room for the source, a reshard destination and a replicated copy.
   config.backend.cpu.device_memory_bytes = 2 * bytes + (int64_t{64} << 20);
-  config.backend.cuda_logical_devices = devices;
-  config.backend.cuda_device_memory_bytes = config.backend.cpu.device_memory_bytes;
+  config.backend.cuda.logical_devices = devices;
+  config.backend.cuda.device_memory_bytes = config.backend.cpu.device_memory_bytes;
   const bool on_gpu = config.backend.kind == "cuda";
   auto daemon = server::Daemon::Start(config);
   if (!daemon.ok()) return Check(daemon.status(), "daemon") ? 0 : 1;

@@ -22,7 +22,7 @@ run() {
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --test-dir "$dir" --output-on-failure -j 2 -R "$regex"
 }
-asan_tests=${ASAN_TESTS:-'^(mesh_test|sharding_test|region_test|cpu_backend_test|call_gate_test|metrics_test|tensor_store_test|upload_session_test|download_plan_test|resharder_test|assembler_test|placement_rules_test|chunk_runs_test|reduce_kernels_test|local_engine_test|collective_plan_test|collective_service_core_test|prefetch_pipeline_test|prefetch_manager_test|daemon_test|tensor_service_test|collective_service_test|prefetch_test|region_bounds_test|region_registry_test|pinned_host_ranges_test|shared_region_test|prefetch_region_test)$'}
+asan_tests=${ASAN_TESTS:-'^(mesh_test|sharding_test|region_test|cpu_backend_test|budgeted_backend_test|block_cache_test|platform_selection_test|call_gate_test|metrics_test|tensor_store_test|upload_session_test|download_plan_test|resharder_test|assembler_test|placement_rules_test|chunk_runs_test|reduce_kernels_test|local_engine_test|collective_plan_test|collective_service_core_test|prefetch_pipeline_test|prefetch_manager_test|daemon_test|tensor_service_test|collective_service_test|prefetch_test|region_bounds_test|region_registry_test|pinned_host_ranges_test|shared_region_test|prefetch_region_test)$'}
 tsan_tests=${TSAN_TESTS:-'^(cpu_backend_test|call_gate_test|tensor_store_test|local_engine_test|prefetch_pipeline_test)$'}
 if [[ $which == address || $which == both ]]; then run address build-asan "$asan_tests"; fi
 if [[ $which == thread || $which == both ]]; then run thread build-tsan "$tsan_tests"; fi

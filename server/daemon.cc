@@ -159,10 +159,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     LogWarning("authentication is off (no --auth_file) on non-loopback ", config.listen,
                ": every client that reaches the port manages every tensor");
   }
-  ASSIGN_OR_RETURN(BackendSelection selection, CreateBackend(config.backend));
+  const PlatformConfig platform_config = MakePlatformConfig(config.backend, config.process_index);
+  ASSIGN_OR_RETURN(BackendSelection selection,
+                   SelectPlatform(config.backend.kind, platform_config));
   state->backend = std::move(selection.backend);
   LogInfo("backend: ", state->backend->Name(), ": ", selection.note);
   state->inventory = std::make_unique<DeviceInventory>(state->backend.get());
+  ASSIGN_OR_RETURN(std::unique_ptr<CollectiveEngine> engine,
+                   selection.platform->CreateEngine(state->backend.get(), platform_config));
 
   DaemonIdentity& id = state->identity;
   id.version = PlacementVersion();
@@ -170,7 +174,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   id.start_time = absl::Now();
   id.backend = std::string(state->backend->Name());
   id.backend_note = selection.note;
-  id.process_index = config.backend.cpu.process_index;
+  id.process_index = config.process_index;
 
   ServiceSetOptions service_options;
   service_options.max_tensor_bytes_per_owner = config.max_tensor_bytes_per_owner;
@@ -195,8 +199,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   service_options.regions.max_regions_per_tenant = config.tenant_max_regions;
   id.host_id = HostId();
   id.boot_id = BootId();
-  ASSIGN_OR_RETURN(state->services, ServiceSet::Create(state->inventory.get(), &state->gate,
-                                                       &state->metrics, service_options));
+  ASSIGN_OR_RETURN(state->services,
+                   ServiceSet::Create(state->inventory.get(), std::move(engine), &state->gate,
+                                      &state->metrics, service_options));
   id.region_socket = state->services->region_socket();
   state->device_handler = std::make_unique<DeviceHandler>(state->inventory.get(), &state->gate);
   DaemonCounts counts = state->services->counts();
@@ -245,6 +250,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                                {"platform", d.description.platform}};
         out->push_back({"placementd_device_memory_in_use_bytes", labels,
                         static_cast<double>(d.memory_in_use_bytes)});
+        out->push_back({"placementd_device_memory_cached_bytes", labels,
+                        static_cast<double>(d.memory_cached_bytes)});
         out->push_back({"placementd_device_memory_limit_bytes", labels,
                         static_cast<double>(d.description.memory_limit_bytes)});
       }
@@ -262,6 +269,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
                             "(--stream_idle_timeout).");
     state->metrics.Describe("placementd_device_memory_in_use_bytes", "gauge",
                             "Bytes the daemon holds on each device.");
+    state->metrics.Describe("placementd_device_memory_cached_bytes", "gauge",
+                            "Freed bytes kept for reuse on each device (within its budget).");
     state->metrics.Describe("placementd_device_memory_limit_bytes", "gauge",
                             "Byte budget of each device.");
     state->metrics.Describe("placementd_inflight_calls", "gauge", "RPCs currently running.");

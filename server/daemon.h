@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/auth/transport_security.h"
-#include "server/device/backend_factory.h"
+#include "server/platform/platform_selection.h"
 
 namespace placement::server {
 
@@ -23,7 +23,11 @@ struct DaemonConfig {
   // with metrics on, line 2 is "metrics=http://HOST:PORT/metrics" (https://
   // when the metrics port is off loopback and the daemon has --tls_cert).
   std::string ready_file;
+  // --backend and every platform's settings.
   BackendOptions backend;
+  // This node's index among the daemons of a job (--process_index): the
+  // daemon's identity, handed to whichever platform serves the devices.
+  int32_t process_index = 0;
   // host:port for Prometheus text metrics over HTTP; empty disables.
   std::string metrics_listen;
   // How long in-flight calls may run after draining starts.

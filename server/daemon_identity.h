@@ -13,7 +13,7 @@ struct DaemonIdentity {
   std::string version;
   std::string instance_id;  // random per process start
   absl::Time start_time;
-  std::string backend;       // "cpu" or "cuda"
+  std::string backend;       // the platform: "cpu", "cuda"
   std::string backend_note;  // why this backend
   std::string listen_address;
   int32_t process_index = 0;

@@ -105,10 +105,10 @@ int main(int argc, char** argv) {
   config.backend.kind = absl::GetFlag(FLAGS_backend);
   config.backend.cpu.num_devices = absl::GetFlag(FLAGS_cpu_devices);
   config.backend.cpu.device_memory_bytes = absl::GetFlag(FLAGS_cpu_device_memory);
-  config.backend.cpu.process_index = absl::GetFlag(FLAGS_process_index);
-  config.backend.cuda_memory_fraction = absl::GetFlag(FLAGS_cuda_memory_fraction);
-  config.backend.cuda_logical_devices = absl::GetFlag(FLAGS_cuda_logical_devices);
-  config.backend.cuda_device_memory_bytes = absl::GetFlag(FLAGS_cuda_device_memory);
+  config.backend.cuda.memory_fraction = absl::GetFlag(FLAGS_cuda_memory_fraction);
+  config.backend.cuda.logical_devices = absl::GetFlag(FLAGS_cuda_logical_devices);
+  config.backend.cuda.device_memory_bytes = absl::GetFlag(FLAGS_cuda_device_memory);
+  config.process_index = absl::GetFlag(FLAGS_process_index);
   config.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   config.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   config.max_tensor_bytes_per_owner = absl::GetFlag(FLAGS_max_tensor_bytes_per_owner);

@@ -5,8 +5,7 @@
 
 #include "common/status_macros.h"
 #include "server/collective/collective_service_core.h"
-#include "server/collective/engine_factory.h"
-#include "server/collective/local/worker_pool.h"
+#include "server/common/worker_pool.h"
 #include "server/mesh/mesh_registry.h"
 #include "server/prefetch/prefetch_manager.h"
 #include "server/service/collective_handler.h"
@@ -86,9 +85,9 @@ struct ServiceSet::Impl {
 ServiceSet::ServiceSet(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ServiceSet::~ServiceSet() = default;
 
-absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(DeviceInventory* inventory,
-                                                               CallGate* gate, Metrics* metrics,
-                                                               const ServiceSetOptions& options) {
+absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(
+    DeviceInventory* inventory, std::unique_ptr<CollectiveEngine> engine, CallGate* gate,
+    Metrics* metrics, const ServiceSetOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->inventory = inventory;
   impl->gate = gate;
@@ -121,10 +120,7 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(DeviceInventory* 
   impl->tensor_handler =
       std::make_unique<TensorHandler>(impl->ops(), gate, impl->region_registry.get());
 
-  absl::StatusOr<std::unique_ptr<CollectiveEngine>> engine =
-      CreateCollectiveEngine(inventory->backend());
-  if (!engine.ok()) return engine.status();
-  impl->collective_engine = std::move(*engine);
+  impl->collective_engine = std::move(engine);
   impl->collective_core = std::make_unique<CollectiveServiceCore>(
       impl->tensors(), impl->collective_engine.get(), metrics);
   // Collective RPCs wait on their engine call; 8 of them may do so at once,

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "grpcpp/server_builder.h"
+#include "server/collective/collective_engine.h"
 #include "server/device/device_inventory.h"
 #include "server/metrics/metrics.h"
 #include "server/region/region_registry.h"
@@ -33,9 +34,11 @@ struct ServiceSetOptions {
 
 class ServiceSet {
  public:
-  static absl::StatusOr<std::unique_ptr<ServiceSet>> Create(DeviceInventory* inventory,
-                                                            CallGate* gate, Metrics* metrics,
-                                                            const ServiceSetOptions& options);
+  // `engine` is the platform's collective engine for the inventory's
+  // backend (Platform::CreateEngine); the ServiceSet owns it.
+  static absl::StatusOr<std::unique_ptr<ServiceSet>> Create(
+      DeviceInventory* inventory, std::unique_ptr<CollectiveEngine> engine, CallGate* gate,
+      Metrics* metrics, const ServiceSetOptions& options);
   ~ServiceSet();
 
   // Registers every handler. REQUIRES: called once, before BuildAndStart.

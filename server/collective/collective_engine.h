@@ -1,14 +1,20 @@
 // CollectiveEngine: all-reduce, all-gather, reduce-scatter and broadcast over
 // groups of device buffers (NCCL / Gloo / MPI semantics), behind one seam so
 // the daemon's collective service does not care which technology moves the
-// bytes. Implementations:
-//   LocalEngine  (local/)  CPU virtual devices in one process: a fixed worker
-//                          pool reduces chunk by chunk straight between the
-//                          devices' host buffers.
-//   NcclEngine   (nccl/)   GPUs of this process: cached communicators per
-//                          device group, dedicated streams, async error polling.
-//   GlooEngine   (gloo/)   CPU across processes or nodes: Gloo's TCP transport,
-//                          rendezvous through a RendezvousStore, tags, timeouts.
+// bytes. Every engine has the same contract: Run(kind, items, context).
+// Implementations (each platform brings the intra-node one, see
+// server/platform/):
+//   LocalEngine       (local/)  groups entirely in this process on
+//                               host-addressable devices (CPU virtual
+//                               devices): a worker pool reduces chunk by
+//                               chunk straight between the host buffers.
+//   HostStagedEngine            groups in this process on devices that are
+//                               not host-addressable and that the device
+//                               engine cannot serve (ranks sharing a GPU).
+//   NcclEngine        (nccl/)   GPUs: cached communicators per device group,
+//                               dedicated streams, async error polling.
+//   GlooEngine        (gloo/)   CPU groups that span processes or nodes:
+//                               Gloo's TCP transport, rendezvous, tags.
 //
 // One call carries one or more CollectiveItems. Each item is one collective
 // over one group of ranks; the items of a call are independent of each other
@@ -16,16 +22,19 @@
 // a mesh axis (psum over 'data' on a 2x4 mesh is 4 groups) and the tensors of
 // a gradient batch travel in one call.
 //
-// Buffers: an in-process engine (Local, NCCL) receives the buffer of EVERY
-// rank of a group, in rank order. A cross-process engine (Gloo) receives the
-// buffers this process contributes and reaches the other ranks through its
-// own connections; see its header. Sizes per rank, for a group of n ranks and
-// a block of B bytes:
-//   AllReduce:      send[i] B,   recv[i] B        recv = op over all send
-//   AllGather:      send[i] B,   recv[i] n*B      recv = send[0] ++ ... ++ send[n-1]
-//   ReduceScatter:  send[i] n*B, recv[i] B        recv[i] = op over all send[*] block i
-//   Broadcast:      send[root] B (others unused, may be null), recv[i] B
-// recv[i] may be the same buffer as send[i] (in place) for AllReduce and
+// An item describes its group GLOBALLY -- `group` is the device id of every
+// rank in rank order, ranks on other processes (nodes) included -- and lists
+// THIS process's contributions in `local`, each tagged with its rank in the
+// group. An engine serving groups entirely in this process (Local,
+// HostStaged, NCCL today) requires `local` to hold every rank; an engine
+// spanning processes (Gloo) reaches the other ranks through its own
+// connections. Sizes per rank, for a group of n ranks and a block of B bytes:
+//   AllReduce:      send B,   recv B     recv = op over every rank's send
+//   AllGather:      send B,   recv n*B   recv = send of rank 0 ++ ... ++ rank n-1
+//   ReduceScatter:  send n*B, recv B     rank r's recv = op over every send's block r
+//   Broadcast:      send B on the root (others unused, may be null), recv B
+// MEAN divides by n, the number of ranks in the group, on every engine.
+// recv may be the same buffer as send (in place) for AllReduce and
 // Broadcast; for AllGather and ReduceScatter it must not overlap any send.
 // Buffers must stay alive and unmodified by others until the call returns.
 //
@@ -39,23 +48,45 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/dtype.h"
-#include "server/collective/reduce_op.h"
+#include "server/common/reduce_op.h"
 #include "server/device/device_backend.h"
 
 namespace placement::server {
+
+// The four collectives.
+enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kBroadcast };
+
+// "all_reduce", "all_gather", "reduce_scatter", "broadcast".
+absl::string_view CollectiveKindName(CollectiveKind kind);
+
+// One rank's buffers, contributed by this process.
+struct RankBuffers {
+  int32_t rank = 0;  // in the item's group
+  const DeviceBuffer* send = nullptr;
+  DeviceBuffer* recv = nullptr;
+};
 
 // One collective over one group of ranks. See the header comment for sizes.
 struct CollectiveItem {
   DType dtype = DType::kF32;
   ReduceOp op = ReduceOp::kSum;  // AllReduce and ReduceScatter only
-  int root = 0;                  // Broadcast only: rank of the source
-  std::vector<const DeviceBuffer*> send;
-  std::vector<DeviceBuffer*> recv;
+  int32_t root = 0;              // Broadcast only: the source's rank in the group
+  // The global group: the device id of every rank, in rank order.
+  std::vector<int64_t> group;
+  // This process's contributions, each tagged with its rank in `group`.
+  std::vector<RankBuffers> local;
 };
+
+// An item whose every rank is in this process: rank r sends send[r] and
+// receives into recv[r]; the group is the recv buffers' devices in order.
+// REQUIRES: send.size() == recv.size(); recv[r] non-null.
+CollectiveItem AllLocalItem(DType dtype, ReduceOp op, std::vector<const DeviceBuffer*> send,
+                            std::vector<DeviceBuffer*> recv, int32_t root = 0);
 
 // Per-call controls every engine honours.
 struct CollectiveContext {
@@ -80,41 +111,36 @@ class CollectiveEngine {
  public:
   virtual ~CollectiveEngine() = default;
 
-  // "local", "nccl", "gloo".
+  // "local", "host_staged", "nccl", "gloo" (logs and messages only).
   virtual absl::string_view Name() const = 0;
 
-  // Every method: INVALID_ARGUMENT when an item's buffers are inconsistent
-  // (count, sizes, a dtype or op the engine cannot reduce -- the message
-  // names the item and the numbers); CANCELLED / DEADLINE_EXCEEDED as
-  // CollectiveContext says; INTERNAL or UNAVAILABLE with the library's text
-  // when the transport fails. On error, receive buffers hold unspecified
-  // bytes; send buffers are untouched unless they are also receive buffers.
-  virtual absl::Status AllReduce(absl::Span<const CollectiveItem> items,
-                                 const CollectiveContext& context) = 0;
-  virtual absl::Status AllGather(absl::Span<const CollectiveItem> items,
-                                 const CollectiveContext& context) = 0;
-  virtual absl::Status ReduceScatter(absl::Span<const CollectiveItem> items,
-                                     const CollectiveContext& context) = 0;
-  virtual absl::Status Broadcast(absl::Span<const CollectiveItem> items,
-                                 const CollectiveContext& context) = 0;
+  // True when a small call completes in microseconds without setup or I/O
+  // (in-process memory copies), so a caller may run it on its own thread
+  // instead of handing it to a dispatch pool.
+  virtual bool CompletesInline() const { return false; }
+
+  // Runs `kind` over every item. INVALID_ARGUMENT when an item is
+  // inconsistent (group and contributions, sizes, a dtype or op the engine
+  // cannot reduce -- the message names the item, the rank and the numbers);
+  // CANCELLED / DEADLINE_EXCEEDED as CollectiveContext says; INTERNAL or
+  // UNAVAILABLE with the library's text when the transport fails. On error,
+  // receive buffers hold unspecified bytes; send buffers are untouched
+  // unless they are also receive buffers.
+  virtual absl::Status Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
+                           const CollectiveContext& context) = 0;
 };
 
-// The four collectives, for code that validates or dispatches generically.
-enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kBroadcast };
-
-absl::string_view CollectiveKindName(CollectiveKind kind);
-
-// Checks the sizes of every item against the table in the header comment for
-// an in-process engine (one send and one recv per rank). `what` prefixes the
-// messages ("all_reduce item 2: recv[3] is 4000 bytes, expected 4096").
-// Also rejects zero ranks, a root outside [0, n), sizes that are not a
-// multiple of the dtype size, and bool for reductions.
-absl::Status ValidateLocalItems(CollectiveKind kind, absl::Span<const CollectiveItem> items);
-
-// Dispatches to the engine's method for `kind`.
-absl::Status RunCollective(CollectiveEngine& engine, CollectiveKind kind,
-                           absl::Span<const CollectiveItem> items,
-                           const CollectiveContext& context);
+// For engines that serve groups entirely in this process: checks every item
+// against the size table (one contribution per rank, ranks 0..n-1 each
+// once, n = group size, each rank's recv on its group device) and returns
+// the items with `local` in rank order -- `items` itself when they already
+// are, else copies in `storage`. `what` prefixes messages
+// ("all_reduce item 2: recv[3] is 4000 bytes, expected 4096"). Also rejects
+// a root outside [0, n), sizes that are not a multiple of the dtype size,
+// and bool for reductions.
+absl::StatusOr<absl::Span<const CollectiveItem>> ValidateLocalItems(
+    CollectiveKind kind, absl::Span<const CollectiveItem> items,
+    std::vector<CollectiveItem>* storage);
 
 }  // namespace placement::server
 

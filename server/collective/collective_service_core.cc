@@ -16,10 +16,7 @@ TensorLayout LayoutOf(const Tensor& t) { return TensorLayout{t.dtype, t.shape, t
 // The op a request means: its own, else the input's partial op, else SUM.
 ReduceOp EffectiveOp(std::optional<ReduceOp> op, const Tensor& t) {
   if (op.has_value()) return *op;
-  if (t.partial_op != 0 && !t.sharding.partial_axes().empty()) {
-    absl::StatusOr<ReduceOp> partial = ReduceOpFromProtoValue(t.partial_op);
-    if (partial.ok()) return *partial;
-  }
+  if (t.partial_op.has_value() && !t.sharding.partial_axes().empty()) return *t.partial_op;
   return ReduceOp::kSum;
 }
 
@@ -29,9 +26,11 @@ absl::Status CheckReducible(const Tensor& t, CollectiveKind kind) {
                                                  "' has dtype bool, which cannot be reduced"));
 }
 
-// One item per group: rank r of a group is the shard at its mesh position.
-std::vector<CollectiveItem> ItemsFor(const CollectivePlan& plan, DType dtype, ReduceOp op,
-                                     const std::vector<const DeviceBuffer*>& send,
+// One item per group, described globally by the mesh's device ids; rank r
+// of a group is the shard at its r-th mesh position. Every shard of a tensor
+// is on this daemon today, so every rank is a local contribution.
+std::vector<CollectiveItem> ItemsFor(const CollectivePlan& plan, const Mesh& mesh, DType dtype,
+                                     ReduceOp op, const std::vector<const DeviceBuffer*>& send,
                                      const std::vector<DeviceBuffer*>& recv) {
   std::vector<CollectiveItem> items;
   items.reserve(plan.groups.size());
@@ -40,9 +39,12 @@ std::vector<CollectiveItem> ItemsFor(const CollectivePlan& plan, DType dtype, Re
     item.dtype = dtype;
     item.op = op;
     item.root = plan.root_rank;
-    for (int64_t position : group) {
-      item.send.push_back(send[position]);
-      item.recv.push_back(recv[position]);
+    item.group.reserve(group.size());
+    item.local.reserve(group.size());
+    for (size_t r = 0; r < group.size(); ++r) {
+      const int64_t position = group[r];
+      item.group.push_back(mesh.device_ids()[position]);
+      item.local.push_back(RankBuffers{static_cast<int32_t>(r), send[position], recv[position]});
     }
     items.push_back(std::move(item));
   }
@@ -62,8 +64,9 @@ std::vector<DeviceBuffer*> RecvBuffers(Tensor& t) {
 }
 
 // partial_op of a result: the input's while partial axes remain.
-int32_t ResultPartialOp(const Tensor& input, const CollectivePlan& plan) {
-  return plan.result_sharding.partial_axes().empty() ? 0 : input.partial_op;
+std::optional<ReduceOp> ResultPartialOp(const Tensor& input, const CollectivePlan& plan) {
+  if (plan.result_sharding.partial_axes().empty()) return std::nullopt;
+  return input.partial_op;
 }
 
 // Turns a donated input whose buffers now hold the result into the result.
@@ -124,9 +127,9 @@ void CollectiveServiceCore::Count(CollectiveKind kind, int64_t device_bytes) con
 }
 
 bool CollectiveServiceCore::IsQuick(const std::vector<std::string>& tensor_ids) const {
-  // Only the in-process CPU engine finishes small calls in microseconds; NCCL
-  // may build a communicator first, which must not block a gRPC thread.
-  if (engine_->Name() != "local") return false;
+  // Only engines that finish small calls in microseconds qualify; NCCL may
+  // build a communicator first, which must not block a gRPC thread.
+  if (!engine_->CompletesInline()) return false;
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> tensors = store_->GetMany(tensor_ids);
   if (!tensors.ok()) return true;
   int64_t bytes = 0;
@@ -197,9 +200,9 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunSameSize
     ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
                      AllocateResult(store_, *input, plan, target.name));
     RETURN_IF_ERROR(SameSizes(*input, *result));
-    std::vector<CollectiveItem> items =
-        ItemsFor(plan, input->dtype, op, SendBuffers(*input), RecvBuffers(*result));
-    RETURN_IF_ERROR(RunCollective(*engine_, plan.kind, items, context));
+    std::vector<CollectiveItem> items = ItemsFor(plan, input->sharding.mesh(), input->dtype, op,
+                                                 SendBuffers(*input), RecvBuffers(*result));
+    RETURN_IF_ERROR(engine_->Run(plan.kind, items, context));
     Count(plan.kind, input->device_bytes());
     return store_->Commit(std::move(result));
   }
@@ -211,9 +214,9 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunSameSize
   // queue must not consume the tensor it never touched.
   RETURN_IF_ERROR(context.Check());
   ASSIGN_OR_RETURN(std::unique_ptr<Tensor> donated, store_->TakeForDonation(id));
-  std::vector<CollectiveItem> items =
-      ItemsFor(plan, donated->dtype, op, SendBuffers(*donated), RecvBuffers(*donated));
-  RETURN_IF_ERROR(RunCollective(*engine_, plan.kind, items, context));
+  std::vector<CollectiveItem> items = ItemsFor(plan, donated->sharding.mesh(), donated->dtype, op,
+                                               SendBuffers(*donated), RecvBuffers(*donated));
+  RETURN_IF_ERROR(engine_->Run(plan.kind, items, context));
   Count(plan.kind, donated->device_bytes());
   RETURN_IF_ERROR(BecomeResult(donated.get(), plan, target.name));
   return store_->Commit(std::move(donated));
@@ -226,24 +229,24 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunResized(
                    AllocateResult(store_, *input, plan, target.name));
   DeviceBackend* backend = store_->backend();
   if (plan.contiguous) {
-    std::vector<CollectiveItem> items =
-        ItemsFor(plan, input->dtype, op, SendBuffers(*input), RecvBuffers(*result));
-    RETURN_IF_ERROR(RunCollective(*engine_, plan.kind, items, context));
+    std::vector<CollectiveItem> items = ItemsFor(plan, input->sharding.mesh(), input->dtype, op,
+                                                 SendBuffers(*input), RecvBuffers(*result));
+    RETURN_IF_ERROR(engine_->Run(plan.kind, items, context));
   } else if (plan.kind == CollectiveKind::kAllGather) {
     // Gather the blocks contiguously, then unpack them into the result's
     // boxes.
     ASSIGN_OR_RETURN(StagingBuffers staging, AllocateStaging(backend, *result));
-    std::vector<CollectiveItem> items =
-        ItemsFor(plan, input->dtype, op, SendBuffers(*input), staging.pointers());
-    RETURN_IF_ERROR(RunCollective(*engine_, plan.kind, items, context));
+    std::vector<CollectiveItem> items = ItemsFor(plan, input->sharding.mesh(), input->dtype, op,
+                                                 SendBuffers(*input), staging.pointers());
+    RETURN_IF_ERROR(engine_->Run(plan.kind, items, context));
     RETURN_IF_ERROR(UnpackGathered(backend, plan, *input, staging, result.get()));
   } else {
     // Pack every rank's blocks contiguously, then reduce-scatter them.
     ASSIGN_OR_RETURN(StagingBuffers staging, AllocateStaging(backend, *input));
     RETURN_IF_ERROR(PackForScatter(backend, plan, *input, *result, &staging));
-    std::vector<CollectiveItem> items =
-        ItemsFor(plan, input->dtype, op, staging.const_pointers(), RecvBuffers(*result));
-    RETURN_IF_ERROR(RunCollective(*engine_, plan.kind, items, context));
+    std::vector<CollectiveItem> items = ItemsFor(plan, input->sharding.mesh(), input->dtype, op,
+                                                 staging.const_pointers(), RecvBuffers(*result));
+    RETURN_IF_ERROR(engine_->Run(plan.kind, items, context));
   }
   Count(plan.kind, input->device_bytes());
   std::shared_ptr<const Tensor> committed = store_->Commit(std::move(result));
@@ -300,8 +303,9 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore
       ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
                        AllocateResult(store_, *inputs[i], plans[i], ""));
       RETURN_IF_ERROR(SameSizes(*inputs[i], *result));
-      std::vector<CollectiveItem> more = ItemsFor(plans[i], inputs[i]->dtype, ops[i],
-                                                  SendBuffers(*inputs[i]), RecvBuffers(*result));
+      std::vector<CollectiveItem> more =
+          ItemsFor(plans[i], inputs[i]->sharding.mesh(), inputs[i]->dtype, ops[i],
+                   SendBuffers(*inputs[i]), RecvBuffers(*result));
       items.insert(items.end(), more.begin(), more.end());
       results.push_back(std::move(result));
     }
@@ -310,15 +314,16 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore
     RETURN_IF_ERROR(context.Check());  // never consume inputs a stale call did not touch
     ASSIGN_OR_RETURN(results, store_->TakeAllForDonation(tensor_ids));
     for (size_t i = 0; i < results.size(); ++i) {
-      std::vector<CollectiveItem> more = ItemsFor(
-          plans[i], results[i]->dtype, ops[i], SendBuffers(*results[i]), RecvBuffers(*results[i]));
+      std::vector<CollectiveItem> more =
+          ItemsFor(plans[i], results[i]->sharding.mesh(), results[i]->dtype, ops[i],
+                   SendBuffers(*results[i]), RecvBuffers(*results[i]));
       items.insert(items.end(), more.begin(), more.end());
     }
   }
-  RETURN_IF_ERROR(engine_->AllReduce(items, context));
+  RETURN_IF_ERROR(engine_->Run(CollectiveKind::kAllReduce, items, context));
   int64_t bytes = 0;
   for (const CollectiveItem& item : items) {
-    for (const DeviceBuffer* b : item.send) bytes += b->size();
+    for (const RankBuffers& rank : item.local) bytes += rank.send->size();
   }
   Count(CollectiveKind::kAllReduce, bytes);
   std::vector<std::shared_ptr<const Tensor>> committed;

@@ -17,7 +17,7 @@
 // an input mid-collective removes its id at once and frees its memory when
 // the collective finishes; the collective still completes.
 // Ops: `op` unset means the input's partial_op when it has one, else SUM.
-// Integer MEAN truncates toward zero (see local/reduce_kernels.h).
+// Integer MEAN truncates toward zero (see kernels/reduce_kernels.h).
 // Results keep the input's owner and name unless `name` is given, and have
 // partial_op = the input's when partial axes remain, else unset.
 //

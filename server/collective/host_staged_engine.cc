@@ -61,29 +61,10 @@ HostStagedEngine::HostStagedEngine(DeviceBackend* backend, const LocalEngineOpti
 
 HostStagedEngine::~HostStagedEngine() = default;
 
-absl::Status HostStagedEngine::AllReduce(absl::Span<const CollectiveItem> items,
-                                         const CollectiveContext& context) {
-  return Run(CollectiveKind::kAllReduce, items, context);
-}
-
-absl::Status HostStagedEngine::AllGather(absl::Span<const CollectiveItem> items,
-                                         const CollectiveContext& context) {
-  return Run(CollectiveKind::kAllGather, items, context);
-}
-
-absl::Status HostStagedEngine::ReduceScatter(absl::Span<const CollectiveItem> items,
-                                             const CollectiveContext& context) {
-  return Run(CollectiveKind::kReduceScatter, items, context);
-}
-
-absl::Status HostStagedEngine::Broadcast(absl::Span<const CollectiveItem> items,
-                                         const CollectiveContext& context) {
-  return Run(CollectiveKind::kBroadcast, items, context);
-}
-
 absl::Status HostStagedEngine::Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                                    const CollectiveContext& context) {
-  RETURN_IF_ERROR(ValidateLocalItems(kind, items));
+  std::vector<CollectiveItem> sorted;
+  ASSIGN_OR_RETURN(items, ValidateLocalItems(kind, items, &sorted));
   // Host copies of every buffer; an in-place rank (recv == send) shares one.
   std::vector<std::unique_ptr<DeviceBuffer>> staged;
   std::vector<CollectiveItem> host_items(items.size());
@@ -93,10 +74,11 @@ absl::Status HostStagedEngine::Run(CollectiveKind kind, absl::Span<const Collect
     host.dtype = item.dtype;
     host.op = item.op;
     host.root = item.root;
-    for (size_t r = 0; r < item.recv.size(); ++r) {
+    host.group = item.group;
+    for (const RankBuffers& rank : item.local) {
       RETURN_IF_ERROR(context.Check());
       DeviceBuffer* host_send = nullptr;
-      if (const DeviceBuffer* send = item.send[r]; send != nullptr) {
+      if (const DeviceBuffer* send = rank.send; send != nullptr) {
         ASSIGN_OR_RETURN(std::unique_ptr<DeviceBuffer> copy,
                          host_->Allocate(send->device_id(), send->size()));
         RETURN_IF_ERROR(backend_->ReadBytes(*send, 0, copy->data(), send->size()));
@@ -104,22 +86,22 @@ absl::Status HostStagedEngine::Run(CollectiveKind kind, absl::Span<const Collect
         staged.push_back(std::move(copy));
       }
       DeviceBuffer* host_recv = host_send;
-      if (item.recv[r] != item.send[r]) {
+      if (rank.recv != rank.send) {
         ASSIGN_OR_RETURN(std::unique_ptr<DeviceBuffer> copy,
-                         host_->Allocate(item.recv[r]->device_id(), item.recv[r]->size()));
+                         host_->Allocate(rank.recv->device_id(), rank.recv->size()));
         host_recv = copy.get();
         staged.push_back(std::move(copy));
       }
-      host.send.push_back(host_send);
-      host.recv.push_back(host_recv);
+      host.local.push_back(RankBuffers{rank.rank, host_send, host_recv});
     }
   }
-  RETURN_IF_ERROR(RunCollective(local_, kind, host_items, context));
+  RETURN_IF_ERROR(local_.Run(kind, host_items, context));
   for (size_t i = 0; i < items.size(); ++i) {
-    for (size_t r = 0; r < items[i].recv.size(); ++r) {
+    for (size_t r = 0; r < items[i].local.size(); ++r) {
       RETURN_IF_ERROR(context.Check());
-      DeviceBuffer& dst = *items[i].recv[r];
-      RETURN_IF_ERROR(backend_->WriteBytes(host_items[i].recv[r]->data(), dst, 0, dst.size()));
+      DeviceBuffer& dst = *items[i].local[r].recv;
+      RETURN_IF_ERROR(
+          backend_->WriteBytes(host_items[i].local[r].recv->data(), dst, 0, dst.size()));
     }
   }
   return absl::OkStatus();

@@ -29,19 +29,8 @@ class HostStagedEngine final : public CollectiveEngine {
   ~HostStagedEngine() override;
 
   absl::string_view Name() const override { return "host_staged"; }
-  absl::Status AllReduce(absl::Span<const CollectiveItem> items,
-                         const CollectiveContext& context) override;
-  absl::Status AllGather(absl::Span<const CollectiveItem> items,
-                         const CollectiveContext& context) override;
-  absl::Status ReduceScatter(absl::Span<const CollectiveItem> items,
-                             const CollectiveContext& context) override;
-  absl::Status Broadcast(absl::Span<const CollectiveItem> items,
-                         const CollectiveContext& context) override;
-
-  // Same contract as the methods above (the per-rank buffer table of
-  // collective_engine.h).
   absl::Status Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
-                   const CollectiveContext& context);
+                   const CollectiveContext& context) override;
 
  private:
   class HostMemory;

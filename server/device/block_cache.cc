@@ -27,6 +27,20 @@ void BlockCache::Clear(absl::FunctionRef<void(void*)> release) {
   bytes_ = 0;
 }
 
+std::vector<std::pair<int64_t, void*>> BlockCache::TakeLargest(int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<int64_t, void*>> taken;
+  int64_t removed = 0;
+  while (!blocks_.empty() && removed < bytes) {
+    auto it = std::prev(blocks_.end());
+    taken.emplace_back(it->first, it->second);
+    removed += it->first;
+    bytes_ -= it->first;
+    blocks_.erase(it);
+  }
+  return taken;
+}
+
 int64_t BlockCache::bytes() const {
   absl::MutexLock lock(&mu_);
   return bytes_;

@@ -1,15 +1,19 @@
 // BlockCache: freed device blocks kept for reuse by later allocations of the
 // same (rounded) size, up to a byte limit -- the recycling that training
 // loops and prefetch streams need, since they re-allocate the same shapes
-// every step. Used by CpuBackend (avoids first-touch page faults) and
-// CudaBackend (avoids synchronising cudaFree/cudaMalloc).
+// every step. BudgetedBackend keeps one per device (CpuBackend: avoids
+// first-touch page faults; CudaBackend: avoids synchronising
+// cudaFree/cudaMalloc) and counts it against the device's budget.
 //
-// Thread-safe. The cache never frees blocks itself except in Clear.
+// Thread-safe. The cache never frees blocks itself: Clear and TakeLargest
+// hand them back to the caller.
 #ifndef PLACEMENT_SERVER_DEVICE_BLOCK_CACHE_H_
 #define PLACEMENT_SERVER_DEVICE_BLOCK_CACHE_H_
 
 #include <cstdint>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
@@ -31,6 +35,9 @@ class BlockCache {
   bool Put(int64_t size, void* block);
   // Hands every cached block to `release` and empties the cache.
   void Clear(absl::FunctionRef<void(void*)> release);
+  // Removes blocks, largest first, until at least `bytes` are removed or the
+  // cache is empty, and returns them as (size, block).
+  std::vector<std::pair<int64_t, void*>> TakeLargest(int64_t bytes);
   int64_t bytes() const;
 
  private:

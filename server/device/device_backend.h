@@ -5,7 +5,9 @@
 //
 // Every byte the daemon holds on a device is a DeviceBuffer obtained from
 // Allocate(); the backend accounts it against the device's budget until the
-// buffer is destroyed. All methods are thread-safe.
+// buffer is destroyed. Platforms implement backends on BudgetedBackend
+// (budgeted_backend.h), which owns the id lookup, the accounting and the
+// block cache. All methods are thread-safe.
 #ifndef PLACEMENT_SERVER_DEVICE_DEVICE_BACKEND_H_
 #define PLACEMENT_SERVER_DEVICE_DEVICE_BACKEND_H_
 
@@ -79,12 +81,16 @@ class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
 
-  // "cpu" or "cuda".
+  // The name of the platform that made it ("cpu", "cuda"): --backend.
   virtual absl::string_view Name() const = 0;
   // Every device, indexed by local index; ids are global.
   virtual const std::vector<DeviceDescription>& Devices() const = 0;
   // Bytes currently allocated on `device_id` (0 for unknown ids).
   virtual int64_t MemoryInUse(int64_t device_id) const = 0;
+  // Bytes of freed blocks the backend keeps for reuse on `device_id`; they
+  // count against the device's budget (memory_limit_bytes) besides
+  // MemoryInUse, and are released before an allocation would fail.
+  virtual int64_t MemoryCached(int64_t /*device_id*/) const { return 0; }
   // Host memory for CPU virtual devices: buffers are directly addressable.
   virtual bool HostAddressable() const = 0;
 

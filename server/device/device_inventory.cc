@@ -23,7 +23,7 @@ HardwareType DeviceInventory::hardware_type() const {
 std::vector<DeviceState> DeviceInventory::List() const {
   std::vector<DeviceState> out;
   for (const auto& d : backend_->Devices()) {
-    out.push_back(DeviceState{d, backend_->MemoryInUse(d.id)});
+    out.push_back(DeviceState{d, backend_->MemoryInUse(d.id), backend_->MemoryCached(d.id)});
   }
   return out;
 }

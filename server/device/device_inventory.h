@@ -16,6 +16,7 @@ namespace placement::server {
 struct DeviceState {
   DeviceDescription description;
   int64_t memory_in_use_bytes = 0;
+  int64_t memory_cached_bytes = 0;  // freed blocks kept for reuse, within the budget
 };
 
 struct DeviceInfoSummary {

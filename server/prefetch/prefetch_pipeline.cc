@@ -6,25 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "server/tensor/tensor_proto.h"
 
 namespace placement::server {
-
-namespace pb = placement::v1;
-
-absl::StatusOr<PrefetchConfig> PrefetchConfigFromProto(const pb::PrefetchOpen& open) {
-  if (open.buffer_size() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("open.buffer_size is ", open.buffer_size(),
-                     "; must be >= 1 (0 selects the default 2)"));
-  }
-  PrefetchConfig config;
-  config.buffer_size = open.buffer_size() == 0 ? 2 : open.buffer_size();
-  config.rule = open.rule();
-  config.name = open.name();
-  config.auto_release = open.auto_release();
-  return config;
-}
 
 PrefetchPipeline::PrefetchPipeline(const TensorOps* ops, PrefetchConfig config,
                                    PrefetchMetrics* metrics)
@@ -36,7 +19,7 @@ absl::Status PrefetchPipeline::InBatch(int64_t sequence, const absl::Status& sta
   return absl::Status(status.code(), absl::StrCat("batch ", sequence, ": ", status.message()));
 }
 
-absl::Status PrefetchPipeline::OnBatchHeader(const pb::BatchHeader& header) {
+absl::Status PrefetchPipeline::OnBatchHeader(const PrefetchBatchHeader& header) {
   if (input_done_ || closed_) {
     return absl::FailedPreconditionError("a batch arrived after the stream ended");
   }
@@ -50,26 +33,15 @@ absl::Status PrefetchPipeline::OnBatchHeader(const pb::BatchHeader& header) {
         "batch ", sequence, " arrived while ", held(), " batches are held (buffer_size ",
         config_.buffer_size, "); release a batch before sending the next one"));
   }
-  std::vector<BatchArraySpec> arrays;
+  if (!header.arrays.ok()) return InBatch(sequence, header.arrays.status());
+  const std::vector<BatchArraySpec>& arrays = *header.arrays;
   int64_t expected = 0;
-  for (int i = 0; i < header.arrays_size(); ++i) {
-    const pb::ArrayHeader& array = header.arrays(i);
-    absl::StatusOr<TensorSpec> spec =
-        TensorSpecFromProto(array.dtype(), array.shape(), "", "", absl::StrCat("arrays[", i, "]"));
-    if (!spec.ok()) {
-      return InBatch(sequence, absl::Status(spec.status().code(),
-                                            absl::StrCat("array '", array.key(), "': ",
-                                                         spec.status().message())));
-    }
-    expected += ByteSize(spec->dtype, spec->shape);
-    arrays.push_back(BatchArraySpec{array.key(), spec->dtype, std::move(spec->shape)});
-  }
-  std::string name = header.name();
+  for (const BatchArraySpec& array : arrays) expected += ByteSize(array.dtype, array.shape);
+  std::string name = header.name;
   if (name.empty() && !config_.name.empty()) name = absl::StrCat(config_.name, "/", sequence);
-  const pb::PlacementRule& rule =
-      header.rule().rule_case() != pb::PlacementRule::RULE_NOT_SET ? header.rule() : config_.rule;
+  const PlacementRule& rule = IsDefaultRule(header.rule) ? config_.rule : header.rule;
   absl::StatusOr<std::unique_ptr<BatchUploadSession>> session =
-      ops_->StartBatchUpload(arrays, rule, name, TensorOwner(config_.tenant, header.owner()));
+      ops_->StartBatchUpload(arrays, rule, name, TensorOwner(config_.tenant, header.owner));
   if (!session.ok()) return InBatch(sequence, session.status());
 
   const absl::Time now = absl::Now();

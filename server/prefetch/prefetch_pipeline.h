@@ -53,26 +53,34 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "placement/v1/prefetch_service.pb.h"
 #include "server/prefetch/prefetch_metrics.h"
 #include "server/tensor/batch_upload_session.h"
+#include "server/tensor/placement_rule.h"
 #include "server/tensor/tensor_ops.h"
 
 namespace placement::server {
 
-// What the client asked for in PrefetchOpen.
+// What the client asked for in PrefetchOpen (converted and validated at
+// the edge, server/service/from_proto.h).
 struct PrefetchConfig {
   int buffer_size = 2;
-  placement::v1::PlacementRule rule;  // unset = the default device
+  PlacementRule rule;  // unset = the default device
   std::string name;
   bool auto_release = false;
   // The caller's tenant: every batch's tensors belong to it.
   std::string tenant;
 };
 
-// buffer_size 0 -> 2; INVALID_ARGUMENT for a negative buffer_size
-// ("open.buffer_size is -1; must be >= 1 (0 selects the default 2)").
-absl::StatusOr<PrefetchConfig> PrefetchConfigFromProto(const placement::v1::PrefetchOpen& open);
+// One batch header (BatchHeader on the wire).
+struct PrefetchBatchHeader {
+  // The batch's arrays, or why the wire header's arrays or rule are
+  // malformed (INVALID_ARGUMENT naming the array or field): the pipeline
+  // reports it after its own stream-state checks, with the batch number.
+  absl::StatusOr<std::vector<BatchArraySpec>> arrays;
+  PlacementRule rule;  // unset = the stream's rule
+  std::string name;    // empty = "<stream name>/<sequence>" when the stream has a name
+  std::string owner;
+};
 
 // One output for the transport to write, in order.
 struct PrefetchOutput {
@@ -100,7 +108,7 @@ class PrefetchPipeline {
   // buffer_size batches are held; INVALID_ARGUMENT when the previous batch
   // is incomplete or the header is malformed; the allocation's and rule's
   // codes otherwise.
-  absl::Status OnBatchHeader(const placement::v1::BatchHeader& header);
+  absl::Status OnBatchHeader(const PrefetchBatchHeader& header);
   // Bytes of array `array_index` of the batch being received; commits the
   // batch when its last byte arrived. INVALID_ARGUMENT outside a batch, for
   // a bad index or too many bytes.

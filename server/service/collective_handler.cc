@@ -7,18 +7,17 @@
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "server/service/creating_reactor.h"
+#include "server/service/from_proto.h"
+#include "server/service/to_proto.h"
 #include "server/tensor/label_limits.h"
 #include "server/tensor/tenant_access.h"
-#include "server/tensor/tensor_proto.h"
 
 namespace placement::server {
 namespace {
 
 namespace pb = placement::v1;
 
-// Admits the call, then runs `fn` (returning absl::Status) and finishes the
-// reactor: on this gRPC thread when the core says the collective is quick,
-// otherwise on `dispatch`. The gate ticket lives until the call is done.
+// The ids of the tensors a response hands to the caller.
 std::vector<std::string> CreatedIds(const pb::CollectiveResponse& response) {
   if (response.tensor().id().empty()) return {};
   return {response.tensor().id()};
@@ -29,6 +28,9 @@ std::vector<std::string> CreatedIds(const pb::AllReduceBatchResponse& response) 
   return ids;
 }
 
+// Admits the call, then runs `fn` (returning absl::Status) and finishes the
+// reactor: on this gRPC thread when the core says the collective is quick,
+// otherwise on `dispatch`. The gate ticket lives until the call is done.
 template <typename Response, typename Fn>
 grpc::ServerUnaryReactor* RunAdmitted(grpc::CallbackServerContext* context, CallGate& gate,
                                       const CollectiveServiceCore& core, WorkerPool& dispatch,

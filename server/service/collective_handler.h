@@ -15,7 +15,7 @@
 
 #include "placement/v1/collective_service.grpc.pb.h"
 #include "server/collective/collective_service_core.h"
-#include "server/collective/local/worker_pool.h"
+#include "server/common/worker_pool.h"
 #include "server/service/call_gate.h"
 
 namespace placement::server {

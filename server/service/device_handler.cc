@@ -1,30 +1,13 @@
 #include "server/service/device_handler.h"
 
 #include "common/status_macros.h"
+#include "server/service/to_proto.h"
 #include "server/service/unary.h"
 
 namespace placement::server {
 namespace {
 
 namespace pb = placement::v1;
-
-pb::HardwareType ToProto(HardwareType type) { return static_cast<pb::HardwareType>(type); }
-
-void ToProto(const DeviceDescription& d, int64_t in_use, pb::Device* out) {
-  out->set_id(d.id);
-  out->set_process_index(d.process_index);
-  out->set_local_index(d.local_index);
-  out->set_platform(d.platform);
-  out->set_device_kind(d.device_kind);
-  out->set_hardware_type(ToProto(d.hardware_type));
-  out->set_memory_total_bytes(d.memory_total_bytes);
-  out->set_memory_in_use_bytes(in_use);
-  out->set_memory_limit_bytes(d.memory_limit_bytes);
-  out->set_compute_capability(d.compute_capability);
-  out->set_pci_bus_id(d.pci_bus_id);
-  out->set_numa_node(d.numa_node);
-  out->set_multiprocessor_count(d.multiprocessor_count);
-}
 
 // The hardware a request names (either oneof form), or the detected type.
 template <typename Request>
@@ -54,7 +37,7 @@ grpc::ServerUnaryReactor* DeviceHandler::ListDevices(grpc::CallbackServerContext
                                                      pb::ListDevicesResponse* response) {
   return RunUnary(context, *gate_, [&]() -> absl::Status {
     for (const DeviceState& d : inventory_->List()) {
-      ToProto(d.description, d.memory_in_use_bytes, response->add_devices());
+      DeviceToProto(d, response->add_devices());
     }
     return absl::OkStatus();
   });
@@ -66,7 +49,7 @@ grpc::ServerUnaryReactor* DeviceHandler::GetDeviceInfo(grpc::CallbackServerConte
   return RunUnary(context, *gate_, [&]() -> absl::Status {
     DeviceInfoSummary info = inventory_->Info();
     response->set_num_devices(info.num_devices);
-    response->set_hardware_type(ToProto(info.hardware_type));
+    response->set_hardware_type(HardwareTypeToProto(info.hardware_type));
     response->set_hardware_type_name(std::string(HardwareTypeName(info.hardware_type)));
     for (const auto& p : info.platforms) response->add_platforms(p);
     for (const auto& k : info.device_kinds) response->add_device_kinds(k);
@@ -88,7 +71,7 @@ grpc::ServerUnaryReactor* DeviceHandler::GetBatchSizeRecommendation(
     ASSIGN_OR_RETURN(HardwareType type, RequestedHardware(*request, *inventory_, &detected));
     BatchSizeRecommendation rec = placement::GetBatchSizeRecommendation(type);
     pb::BatchSizeRecommendation* out = response->mutable_recommendation();
-    out->set_hardware_type(ToProto(rec.hardware_type));
+    out->set_hardware_type(HardwareTypeToProto(rec.hardware_type));
     out->set_hardware_type_name(std::string(HardwareTypeName(rec.hardware_type)));
     out->set_min_batch_size(rec.min_batch_size);
     out->set_optimal_batch_size(rec.optimal_batch_size);
@@ -122,7 +105,7 @@ grpc::ServerUnaryReactor* DeviceHandler::ValidateBatchSize(
     response->set_valid(v.valid);
     response->set_message(v.message);
     for (const auto& w : v.warnings) response->add_warnings(w);
-    response->set_hardware_type(ToProto(type));
+    response->set_hardware_type(HardwareTypeToProto(type));
     return absl::OkStatus();
   });
 }

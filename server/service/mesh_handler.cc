@@ -6,47 +6,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/service/from_proto.h"
 #include "server/service/rule_meshes.h"
+#include "server/service/to_proto.h"
 #include "server/service/unary.h"
 #include "server/tensor/label_limits.h"
 #include "server/tensor/list_page.h"
 
 namespace placement::server {
-namespace {
 
 namespace pb = placement::v1;
-
-void MeshToProto(const RegisteredMesh& mesh, int64_t tensor_count, pb::Mesh* out) {
-  out->set_id(mesh.id);
-  for (const MeshAxis& axis : mesh.mesh.axes()) {
-    pb::MeshAxis* a = out->add_axes();
-    a->set_name(axis.name);
-    a->set_size(axis.size);
-  }
-  for (int64_t id : mesh.mesh.device_ids()) out->add_device_ids(id);
-  out->set_total_devices(mesh.mesh.num_devices());
-  out->set_tensor_count(tensor_count);
-}
-
-MeshPreset OneAxisPresetFromProto(MeshPresetKind kind, const pb::OneAxisPreset& proto) {
-  MeshPreset preset;
-  preset.kind = kind;
-  if (proto.has_num_devices()) preset.num_devices = proto.num_devices();
-  preset.axis_name = proto.axis_name();
-  return preset;
-}
-
-MeshPreset HybridPresetFromProto(const pb::HybridPreset& proto) {
-  MeshPreset preset;
-  preset.kind = MeshPresetKind::kHybrid;
-  if (proto.has_data_parallel_size()) preset.data_parallel_size = proto.data_parallel_size();
-  if (proto.has_model_parallel_size()) preset.model_parallel_size = proto.model_parallel_size();
-  preset.data_axis = proto.data_axis();
-  preset.model_axis = proto.model_axis();
-  return preset;
-}
-
-}  // namespace
 
 grpc::ServerUnaryReactor* MeshHandler::CreateMesh(grpc::CallbackServerContext* context,
                                                   const pb::CreateMeshRequest* request,

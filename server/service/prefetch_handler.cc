@@ -8,9 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
+#include "server/service/from_proto.h"
 #include "server/service/region_slices.h"
 #include "server/service/rule_meshes.h"
-#include "server/tensor/tensor_proto.h"
+#include "server/service/to_proto.h"
 
 namespace placement::server {
 namespace {
@@ -179,7 +180,7 @@ class PrefetchReactor final
             !s.ok()) {
           return s;
         }
-        return pipeline_->OnBatchHeader(request.batch());
+        return pipeline_->OnBatchHeader(BatchHeaderFromProto(request.batch()));
       case pb::PrefetchRequest::kChunk: {
         const pb::BatchChunk& chunk = request.chunk();
         if (!chunk.has_region()) return pipeline_->OnBatchChunk(chunk.array_index(), chunk.data());

@@ -6,9 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "server/service/from_proto.h"
+#include "server/service/to_proto.h"
 #include "server/service/region_slices.h"
 #include "server/tensor/tenant_access.h"
-#include "server/tensor/tensor_proto.h"
 
 namespace placement::server {
 namespace {

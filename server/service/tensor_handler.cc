@@ -4,14 +4,15 @@
 #include <vector>
 
 #include "common/status_macros.h"
+#include "server/service/from_proto.h"
 #include "server/service/rule_meshes.h"
 #include "server/service/tensor_download_reactor.h"
 #include "server/service/tensor_upload_reactor.h"
+#include "server/service/to_proto.h"
 #include "server/service/unary.h"
 #include "server/tensor/label_limits.h"
 #include "server/tensor/list_page.h"
 #include "server/tensor/tenant_access.h"
-#include "server/tensor/tensor_proto.h"
 
 namespace placement::server {
 namespace {
@@ -86,8 +87,9 @@ grpc::ServerUnaryReactor* TensorHandler::Place(grpc::CallbackServerContext* cont
         RETURN_IF_ERROR(CheckLength("name", request->name(), kMaxTensorNameLength));
         RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller, request->rule()));
         ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
-        ASSIGN_OR_RETURN(auto tensors, ops_->Place(Ids(request->tensor_ids()), request->rule(),
-                                                   source, request->name()));
+        ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(request->rule()));
+        ASSIGN_OR_RETURN(auto tensors,
+                         ops_->Place(Ids(request->tensor_ids()), rule, source, request->name()));
         for (const auto& tensor : tensors) {
           created->push_back(tensor->id);
           TensorToProto(*tensor, response->add_tensors());
@@ -108,9 +110,10 @@ grpc::ServerUnaryReactor* TensorHandler::Assemble(grpc::CallbackServerContext* c
         RETURN_IF_ERROR(CheckPlacementMeshVisible(*ops_->meshes(), caller, request->placement()));
         ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
         ASSIGN_OR_RETURN(Shape shape, ShapeFromProto(request->shape(), "shape"));
+        ASSIGN_OR_RETURN(TensorPlacement placement, PlacementFromProto(request->placement()));
         ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor,
-                         ops_->Assemble(std::move(shape), request->placement(),
-                                        Ids(request->tensor_ids()), source, request->name()));
+                         ops_->Assemble(std::move(shape), placement, Ids(request->tensor_ids()),
+                                        source, request->name()));
         created->push_back(tensor->id);
         TensorToProto(*tensor, response->mutable_tensor());
         return absl::OkStatus();

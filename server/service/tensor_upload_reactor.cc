@@ -4,10 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/service/from_proto.h"
 #include "server/service/region_slices.h"
 #include "server/service/rule_meshes.h"
+#include "server/service/to_proto.h"
 #include "server/tensor/label_limits.h"
-#include "server/tensor/tensor_proto.h"
 
 namespace placement::server {
 namespace {
@@ -42,7 +43,8 @@ absl::Status UploadReactor::Consume(const pb::UploadRequest& request) {
                                            header.owner(), "header"));
       spec.owner.tenant = caller().tenant;
       RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller(), header.rule()));
-      ASSIGN_OR_RETURN(session_, ops_->StartUpload(std::move(spec), header.rule()));
+      ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(header.rule()));
+      ASSIGN_OR_RETURN(session_, ops_->StartUpload(std::move(spec), rule));
       return absl::OkStatus();
     }
     case pb::UploadRequest::kChunk:
@@ -100,8 +102,9 @@ absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) 
                                                               absl::StrCat("arrays[", i, "]")));
         arrays.push_back(BatchArraySpec{array.key(), spec.dtype, std::move(spec.shape)});
       }
+      ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(header.rule()));
       ASSIGN_OR_RETURN(session_,
-                       ops_->StartBatchUpload(arrays, header.rule(), header.name(),
+                       ops_->StartBatchUpload(arrays, rule, header.name(),
                                               TensorOwner(caller().tenant, header.owner())));
       return absl::OkStatus();
     }

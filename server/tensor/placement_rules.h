@@ -1,13 +1,13 @@
-// PlacementResolver: turns a placement rule (placement.v1.PlacementRule or
-// Placement) into the NamedSharding a tensor of a given shape gets. This is
-// where the seeds' placement calls live:
+// PlacementResolver: turns a placement rule (PlacementRule or
+// TensorPlacement, placement_rule.h) into the NamedSharding a tensor of a
+// given shape gets. This is where the seeds' placement calls live:
 //
-//   Placement.device_id            place_on_device: one-device mesh (NOT_FOUND
+//   OnDevice                       place_on_device: one-device mesh (NOT_FOUND
 //                                  for unknown devices); unset rule or unset
 //                                  target = the default (first) device.
-//   Placement.sharding             distribute_batch / device_put: registered
+//   ShardingRequest                distribute_batch / device_put: registered
 //                                  mesh + PartitionSpec (+ partial axes, mode).
-//   Placement.replicated_mesh_id   P() on a registered mesh.
+//   ReplicatedOnMesh               P() on a registered mesh.
 //   ShardBatchDimRule              shard_batch_dim(batch_axis=0, mesh_axis="data"):
 //                                  rank 0 or batch_axis >= rank -> replicated;
 //                                  negative batch_axis counts from the end.
@@ -38,9 +38,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "placement/v1/tensor_service.pb.h"
-#include "placement/v1/types.pb.h"
 #include "server/mesh/mesh_registry.h"
+#include "server/tensor/placement_rule.h"
 #include "server/tensor/tensor_spec.h"
 
 namespace placement::server {
@@ -52,24 +51,24 @@ class PlacementResolver {
   // REQUIRES: meshes (and its inventory) outlive the resolver.
   explicit PlacementResolver(const MeshRegistry* meshes) : meshes_(meshes) {}
 
-  absl::StatusOr<ResolvedSharding> Resolve(const placement::v1::PlacementRule& rule,
+  absl::StatusOr<ResolvedSharding> Resolve(const PlacementRule& rule,
                                            absl::Span<const int64_t> shape,
                                            RuleScope scope = RuleScope::kSingleTensor) const;
   absl::StatusOr<ResolvedSharding> ResolvePlacement(
-      const placement::v1::Placement& placement, absl::Span<const int64_t> shape,
+      const TensorPlacement& placement, absl::Span<const int64_t> shape,
       RuleScope scope = RuleScope::kSingleTensor) const;
-  // A Sharding message on its registered mesh, not yet checked against a
-  // shape. NOT_FOUND for an unknown mesh; INVALID_ARGUMENT for an empty
-  // mesh_id, unknown or repeated axes, or bad mode / partial_op values.
-  absl::StatusOr<ResolvedSharding> ResolveSharding(const placement::v1::Sharding& sharding) const;
+  // A sharding on its registered mesh, not yet checked against a shape.
+  // NOT_FOUND for an unknown mesh; INVALID_ARGUMENT for an empty mesh_id,
+  // unknown or repeated axes.
+  absl::StatusOr<ResolvedSharding> ResolveSharding(const ShardingRequest& sharding) const;
 
  private:
-  absl::StatusOr<ResolvedSharding> ShardBatchDim(const placement::v1::ShardBatchDimRule& rule,
+  absl::StatusOr<ResolvedSharding> ShardBatchDim(const ShardBatchDimRule& rule,
                                                  absl::Span<const int64_t> shape) const;
-  absl::StatusOr<ResolvedSharding> Replicate(const placement::v1::ReplicateRule& rule) const;
-  absl::StatusOr<ResolvedSharding> ModelState(const placement::v1::ModelStateRule& rule) const;
-  absl::StatusOr<ResolvedSharding> DataPartition(const placement::v1::DataPartitionRule& rule,
-                                                 absl::Span<const int64_t> shape) const;
+  absl::StatusOr<ResolvedSharding> Replicate(const ReplicateRule& rule) const;
+  absl::StatusOr<ResolvedSharding> ModelState(const ModelStateRule& rule) const;
+  absl::StatusOr<ResolvedSharding> DataPartitionSharding(const DataPartitionRule& rule,
+                                                         absl::Span<const int64_t> shape) const;
   absl::StatusOr<RegisteredMesh> FindMesh(const std::string& mesh_id,
                                           absl::string_view field) const;
 

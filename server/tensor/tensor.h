@@ -11,12 +11,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/dtype.h"
 #include "common/shape.h"
 #include "common/sharding.h"
+#include "server/common/reduce_op.h"
 #include "server/device/device_backend.h"
 #include "server/tensor/tensor_owner.h"
 
@@ -38,9 +40,9 @@ struct Tensor {
   // device, or a "replica" mesh over explicit device ids).
   std::string mesh_id;
   std::vector<Shard> shards;  // one per mesh device, in mesh (row-major) order
-  // placement.v1.ReduceOp value combining the partial contributions when the
-  // sharding has partial axes (0 = unspecified / none).
-  int32_t partial_op = 0;
+  // The reduction combining the partial contributions when the sharding has
+  // partial axes; nullopt otherwise.
+  std::optional<ReduceOp> partial_op;
   // The owner-quota charge for this tensor's device bytes (TensorStore);
   // released when the Tensor is destroyed. Null when uncharged.
   std::shared_ptr<void> quota_charge;

@@ -18,15 +18,15 @@ absl::Status Prefixed(absl::string_view what, const absl::Status& status) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<UploadSession>> TensorOps::StartUpload(
-    TensorSpec spec, const placement::v1::PlacementRule& rule) const {
+    TensorSpec spec, const PlacementRule& rule) const {
   RETURN_IF_ERROR(ValidateShape(spec.shape, spec.dtype));
   ASSIGN_OR_RETURN(ResolvedSharding target, resolver_.Resolve(rule, spec.shape));
   return UploadSession::Start(store_, std::move(spec), std::move(target));
 }
 
 absl::StatusOr<std::unique_ptr<BatchUploadSession>> TensorOps::StartBatchUpload(
-    const std::vector<BatchArraySpec>& arrays, const placement::v1::PlacementRule& rule,
-    const std::string& name, const TensorOwner& owner) const {
+    const std::vector<BatchArraySpec>& arrays, const PlacementRule& rule, const std::string& name,
+    const TensorOwner& owner) const {
   std::vector<BatchArray> resolved;
   resolved.reserve(arrays.size());
   for (size_t i = 0; i < arrays.size(); ++i) {
@@ -50,8 +50,8 @@ absl::StatusOr<std::unique_ptr<DownloadPlan>> TensorOps::OpenDownload(
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> TensorOps::Place(
-    const std::vector<std::string>& ids, const placement::v1::PlacementRule& rule,
-    SourceHandling source, const std::string& name) const {
+    const std::vector<std::string>& ids, const PlacementRule& rule, SourceHandling source,
+    const std::string& name) const {
   if (ids.empty()) {
     return absl::InvalidArgumentError("tensor_ids is empty; name the tensors to place");
   }
@@ -94,8 +94,8 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> TensorOps::Place(
 }
 
 absl::StatusOr<std::shared_ptr<const Tensor>> TensorOps::Assemble(
-    Shape global_shape, const placement::v1::Placement& placement,
-    const std::vector<std::string>& ids, SourceHandling source, std::string name) const {
+    Shape global_shape, const TensorPlacement& placement, const std::vector<std::string>& ids,
+    SourceHandling source, std::string name) const {
   ASSIGN_OR_RETURN(ResolvedSharding target, resolver_.ResolvePlacement(placement, global_shape));
   ASSIGN_OR_RETURN(
       std::unique_ptr<Tensor> tensor,

@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "placement/v1/tensor_service.pb.h"
 #include "server/mesh/mesh_registry.h"
 #include "server/tensor/batch_upload_session.h"
 #include "server/tensor/download_plan.h"
+#include "server/tensor/placement_rule.h"
 #include "server/tensor/placement_rules.h"
 #include "server/tensor/tensor_spec.h"
 #include "server/tensor/tensor_store.h"
@@ -49,13 +49,13 @@ class TensorOps {
   MeshRegistry* meshes() const { return meshes_; }
   const PlacementResolver& resolver() const { return resolver_; }
 
-  absl::StatusOr<std::unique_ptr<UploadSession>> StartUpload(
-      TensorSpec spec, const placement::v1::PlacementRule& rule) const;
+  absl::StatusOr<std::unique_ptr<UploadSession>> StartUpload(TensorSpec spec,
+                                                             const PlacementRule& rule) const;
 
   // Tensors are named "<name>/<key>" when `name` is set.
   absl::StatusOr<std::unique_ptr<BatchUploadSession>> StartBatchUpload(
-      const std::vector<BatchArraySpec>& arrays, const placement::v1::PlacementRule& rule,
-      const std::string& name, const TensorOwner& owner) const;
+      const std::vector<BatchArraySpec>& arrays, const PlacementRule& rule, const std::string& name,
+      const TensorOwner& owner) const;
 
   // NOT_FOUND for unknown ids; see DownloadPlan::Create.
   absl::StatusOr<std::unique_ptr<DownloadPlan>> OpenDownload(
@@ -67,11 +67,11 @@ class TensorOps {
   // renames a single result (INVALID_ARGUMENT with several ids); results keep
   // their source's name and owner otherwise.
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> Place(
-      const std::vector<std::string>& ids, const placement::v1::PlacementRule& rule,
-      SourceHandling source, const std::string& name) const;
+      const std::vector<std::string>& ids, const PlacementRule& rule, SourceHandling source,
+      const std::string& name) const;
 
   absl::StatusOr<std::shared_ptr<const Tensor>> Assemble(Shape global_shape,
-                                                         const placement::v1::Placement& placement,
+                                                         const TensorPlacement& placement,
                                                          const std::vector<std::string>& ids,
                                                          SourceHandling source,
                                                          std::string name) const;

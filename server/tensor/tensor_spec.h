@@ -5,11 +5,13 @@
 #define PLACEMENT_SERVER_TENSOR_TENSOR_SPEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/dtype.h"
 #include "common/shape.h"
 #include "common/sharding.h"
+#include "server/common/reduce_op.h"
 #include "server/tensor/tensor_owner.h"
 
 namespace placement::server {
@@ -27,7 +29,8 @@ struct TensorSpec {
 struct ResolvedSharding {
   NamedSharding sharding = NamedSharding::SingleDevice(0);
   std::string mesh_id;
-  int32_t partial_op = 0;  // placement.v1.ReduceOp value when partial axes exist
+  // The reduction of the partial axes' contributions; nullopt without them.
+  std::optional<ReduceOp> partial_op;
 };
 
 // What happens to the inputs of Place / Assemble / Disassemble.

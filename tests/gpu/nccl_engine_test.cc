@@ -14,10 +14,12 @@
 namespace placement::server {
 namespace {
 
+using testing::AddRank;
 using testing::Decode;
 using testing::Encode;
 using testing::Near;
 using testing::Reference;
+using testing::SetRanks;
 using testing::TestValues;
 
 class NcclEngineTest : public ::testing::Test {
@@ -61,10 +63,9 @@ TEST_F(NcclEngineTest, AllReduceEveryGpuMatchesReference) {
         values.push_back(TestValues(dtype, kCount, static_cast<uint32_t>(r + 1)));
         send.push_back(Upload(ids_[r], dtype, values.back()));
         recv.push_back(*backend_->Allocate(ids_[r], send.back()->size()));
-        item.send.push_back(send.back().get());
-        item.recv.push_back(recv.back().get());
+        AddRank(item, send.back().get(), recv.back().get());
       }
-      absl::Status status = engine_->AllReduce({&item, 1}, {});
+      absl::Status status = engine_->Run(CollectiveKind::kAllReduce, {&item, 1}, {});
       ASSERT_TRUE(status.ok()) << status;
       for (int r = 0; r < n; ++r) {
         std::vector<double> got = Download(*recv[r], dtype);
@@ -88,12 +89,11 @@ TEST_F(NcclEngineTest, BatchedItemsAndSingleGpuGroups) {
     for (int t = 0; t < 3; ++t) {
       bufs.push_back(Upload(id, DType::kF32, std::vector<double>(1000 + t, 2.5)));
       CollectiveItem item{DType::kF32, ReduceOp::kSum};
-      item.send = {bufs.back().get()};
-      item.recv = {bufs.back().get()};
+      SetRanks(item, {bufs.back().get()}, {bufs.back().get()});
       items.push_back(item);
     }
   }
-  ASSERT_TRUE(engine_->AllReduce(items, {}).ok());
+  ASSERT_TRUE(engine_->Run(CollectiveKind::kAllReduce, items, {}).ok());
   for (const auto& b : bufs) {
     for (double v : Download(*b, DType::kF32)) ASSERT_EQ(v, 2.5);
   }
@@ -111,16 +111,13 @@ TEST_F(NcclEngineTest, GatherScatterBroadcast) {
     gathered.push_back(*backend_->Allocate(ids_[r], n * kBlock * 4));
     whole.push_back(Upload(ids_[r], DType::kF32, std::vector<double>(n * kBlock, 1.0)));
     scattered.push_back(*backend_->Allocate(ids_[r], kBlock * 4));
-    gather.send.push_back(send[r].get());
-    gather.recv.push_back(gathered[r].get());
-    scatter.send.push_back(whole[r].get());
-    scatter.recv.push_back(scattered[r].get());
-    bcast.send.push_back(send[r].get());
-    bcast.recv.push_back(send[r].get());
+    AddRank(gather, send[r].get(), gathered[r].get());
+    AddRank(scatter, whole[r].get(), scattered[r].get());
+    AddRank(bcast, send[r].get(), send[r].get());
   }
-  ASSERT_TRUE(engine_->AllGather({&gather, 1}, {}).ok());
-  ASSERT_TRUE(engine_->ReduceScatter({&scatter, 1}, {}).ok());
-  ASSERT_TRUE(engine_->Broadcast({&bcast, 1}, {}).ok());
+  ASSERT_TRUE(engine_->Run(CollectiveKind::kAllGather, {&gather, 1}, {}).ok());
+  ASSERT_TRUE(engine_->Run(CollectiveKind::kReduceScatter, {&scatter, 1}, {}).ok());
+  ASSERT_TRUE(engine_->Run(CollectiveKind::kBroadcast, {&bcast, 1}, {}).ok());
   for (int r = 0; r < n; ++r) {
     std::vector<double> g = Download(*gathered[r], DType::kF32);
     for (int q = 0; q < n; ++q) ASSERT_EQ(g[q * kBlock], q + 1);
@@ -132,39 +129,38 @@ TEST_F(NcclEngineTest, GatherScatterBroadcast) {
 TEST_F(NcclEngineTest, AbortedCommunicatorsAreRebuilt) {
   auto buf = Upload(ids_[0], DType::kF32, std::vector<double>(64, 1.0));
   CollectiveItem item{DType::kF32, ReduceOp::kSum};
-  item.send = {buf.get()};
-  item.recv = {buf.get()};
-  ASSERT_TRUE(engine_->AllReduce({&item, 1}, {}).ok());
+  SetRanks(item, {buf.get()}, {buf.get()});
+  ASSERT_TRUE(engine_->Run(CollectiveKind::kAllReduce, {&item, 1}, {}).ok());
   ASSERT_EQ(engine_->cached_groups(), 1);
   ASSERT_TRUE(engine_->AbortGroup({ids_[0]}).ok());
   EXPECT_EQ(engine_->cached_groups(), 0);
   EXPECT_EQ(engine_->AbortGroup({ids_[0]}).code(), absl::StatusCode::kNotFound);
-  ASSERT_TRUE(engine_->AllReduce({&item, 1}, {}).ok());
+  ASSERT_TRUE(engine_->Run(CollectiveKind::kAllReduce, {&item, 1}, {}).ok());
   EXPECT_EQ(engine_->cached_groups(), 1);
 }
 
 TEST_F(NcclEngineTest, CancellationAndUnsupportedTypes) {
   auto buf = Upload(ids_[0], DType::kF32, std::vector<double>(1 << 24, 1.0));
   CollectiveItem item{DType::kF32, ReduceOp::kSum};
-  item.send = {buf.get()};
-  item.recv = {buf.get()};
+  SetRanks(item, {buf.get()}, {buf.get()});
   CollectiveContext cancelled;
   cancelled.cancelled = [] { return true; };
-  EXPECT_EQ(engine_->AllReduce({&item, 1}, cancelled).code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(engine_->Run(CollectiveKind::kAllReduce, {&item, 1}, cancelled).code(),
+            absl::StatusCode::kCancelled);
   // Cancelled while waiting: either the GPU finished first, or the group was
   // aborted and the next call rebuilds it. Both leave the engine usable.
   int polls = 0;
   CollectiveContext late;
   late.cancelled = [&polls] { return ++polls > 1; };
-  absl::Status status = engine_->AllReduce({&item, 1}, late);
+  absl::Status status = engine_->Run(CollectiveKind::kAllReduce, {&item, 1}, late);
   EXPECT_TRUE(status.ok() || status.code() == absl::StatusCode::kCancelled) << status;
-  EXPECT_TRUE(engine_->AllReduce({&item, 1}, {}).ok());
+  EXPECT_TRUE(engine_->Run(CollectiveKind::kAllReduce, {&item, 1}, {}).ok());
 
   auto small = *backend_->Allocate(ids_[0], 64);
   CollectiveItem i16{DType::kI16, ReduceOp::kSum};
-  i16.send = {small.get()};
-  i16.recv = {small.get()};
-  EXPECT_EQ(engine_->AllReduce({&i16, 1}, {}).code(), absl::StatusCode::kInvalidArgument);
+  SetRanks(i16, {small.get()}, {small.get()});
+  EXPECT_EQ(engine_->Run(CollectiveKind::kAllReduce, {&i16, 1}, {}).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // Logical devices: 4 per GPU. A group of the 4 devices of GPU 0 cannot be an
@@ -201,19 +197,17 @@ TEST(NcclLogicalDevicesTest, GroupsSharingAGpuRunHostStaged) {
         values.push_back(TestValues(dtype, kCount, static_cast<uint32_t>(r + 11)));
         send.push_back(upload(r, dtype, values.back()));
         recv.push_back(*b.Allocate(r, send.back()->size()));
-        shared.send.push_back(send.back().get());
-        shared.recv.push_back(recv.back().get());
+        AddRank(shared, send.back().get(), recv.back().get());
       }
       std::vector<CollectiveItem> items = {shared};
       std::unique_ptr<DeviceBuffer> single;
       if (dtype != DType::kI16) {  // one rank on GPU 0: NCCL
         single = upload(0, dtype, std::vector<double>(1000, 3.0));
         CollectiveItem alone{dtype, op};
-        alone.send = {single.get()};
-        alone.recv = {single.get()};
+        SetRanks(alone, {single.get()}, {single.get()});
         items.push_back(alone);
       }
-      absl::Status status = (*engine)->AllReduce(items, {});
+      absl::Status status = (*engine)->Run(CollectiveKind::kAllReduce, items, {});
       ASSERT_TRUE(status.ok()) << status;
       for (int r = 0; r < 4; ++r) {
         std::vector<double> got = download(*recv[r], dtype);
@@ -239,13 +233,11 @@ TEST(NcclLogicalDevicesTest, GroupsSharingAGpuRunHostStaged) {
   for (int r = 0; r < 4; ++r) {
     parts.push_back(upload(r, DType::kF32, std::vector<double>(kBlock, r + 1)));
     gathered.push_back(*b.Allocate(r, 4 * kBlock * 4));
-    gather.send.push_back(parts[r].get());
-    gather.recv.push_back(gathered[r].get());
-    bcast.send.push_back(r == 2 ? parts[r].get() : nullptr);
-    bcast.recv.push_back(parts[r].get());
+    AddRank(gather, parts[r].get(), gathered[r].get());
+    AddRank(bcast, r == 2 ? parts[r].get() : nullptr, parts[r].get());
   }
-  ASSERT_TRUE((*engine)->AllGather({&gather, 1}, {}).ok());
-  ASSERT_TRUE((*engine)->Broadcast({&bcast, 1}, {}).ok());
+  ASSERT_TRUE((*engine)->Run(CollectiveKind::kAllGather, {&gather, 1}, {}).ok());
+  ASSERT_TRUE((*engine)->Run(CollectiveKind::kBroadcast, {&bcast, 1}, {}).ok());
   for (int r = 0; r < 4; ++r) {
     std::vector<double> g = download(*gathered[r], DType::kF32);
     for (int q = 0; q < 4; ++q) ASSERT_EQ(g[q * kBlock], q + 1);
@@ -253,7 +245,8 @@ TEST(NcclLogicalDevicesTest, GroupsSharingAGpuRunHostStaged) {
   }
   CollectiveContext cancelled;
   cancelled.cancelled = [] { return true; };
-  EXPECT_EQ((*engine)->AllGather({&gather, 1}, cancelled).code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ((*engine)->Run(CollectiveKind::kAllGather, {&gather, 1}, cancelled).code(),
+            absl::StatusCode::kCancelled);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/collective/local/reduce_kernels.h"
+#include "server/collective/kernels/reduce_kernels.h"
 
 namespace placement::server {
 namespace {
@@ -79,14 +79,34 @@ std::byte* Bytes(const DeviceBuffer* b) { return static_cast<std::byte*>(b->data
 
 absl::Status ValidateGlooItem(CollectiveKind kind, const CollectiveItem& item, int size, int rank,
                               const std::string& where) {
-  const size_t k = item.recv.size();
-  if (k == 0 || item.send.size() != k) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", item.send.size(), " send and ", k,
-                                                   " recv buffers; expected the same count >= 1"));
+  const size_t k = item.local.size();
+  const int64_t n = static_cast<int64_t>(item.group.size());
+  if (k == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": no local contributions; every process contributes to the group"));
+  }
+  if (n != static_cast<int64_t>(size) * static_cast<int64_t>(k)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": a group of ", n, " ranks with ", k, " contributions from each of ", size,
+        " processes; the Gloo engine needs every process to contribute the same number"));
   }
   if (kind != CollectiveKind::kAllReduce && k != 1) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": Gloo ", CollectiveKindName(kind),
                                                    " takes one local buffer per process, got ", k));
+  }
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  for (const RankBuffers& r : item.local) {
+    if (r.rank < 0 || r.rank >= n || seen[r.rank]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": rank ", r.rank, " outside [0, ", n, ") or listed twice"));
+    }
+    seen[r.rank] = true;
+  }
+  // Gloo orders blocks and roots by process: group rank r is process r.
+  if (kind != CollectiveKind::kAllReduce && item.local[0].rank != rank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": this process (Gloo rank ", rank, ") contributes group rank ", item.local[0].rank,
+        "; for ", CollectiveKindName(kind), " group rank r must be Gloo rank r"));
   }
   const bool reduces = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter;
   if (reduces && !IsReducible(item.dtype)) {
@@ -107,25 +127,29 @@ absl::Status ValidateGlooItem(CollectiveKind kind, const CollectiveItem& item, i
   }
   const bool is_root = kind == CollectiveKind::kBroadcast && item.root == rank;
   const int64_t elem = DTypeSize(item.dtype);
-  const int64_t block = (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kAllGather)
-                            ? (item.send[0] ? item.send[0]->size() : -1)
-                            : item.recv[0]->size();
+  const RankBuffers& first = item.local[0];
+  int64_t block = -1;
+  if (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kAllGather) {
+    if (first.send != nullptr) block = first.send->size();
+  } else if (first.recv != nullptr) {
+    block = first.recv->size();
+  }
   if (block < 0 || block % elem != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": block of ", block, " bytes is not whole ", DTypeName(item.dtype), " elements"));
   }
   const int64_t send_size = kind == CollectiveKind::kReduceScatter ? size * block : block;
   const int64_t recv_size = kind == CollectiveKind::kAllGather ? size * block : block;
-  for (size_t i = 0; i < k; ++i) {
+  for (const RankBuffers& r : item.local) {
     const bool needs_send = kind != CollectiveKind::kBroadcast || is_root;
-    if (needs_send && (item.send[i] == nullptr || item.send[i]->size() != send_size)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": send[", i, "] is ",
-                                                     item.send[i] ? item.send[i]->size() : 0,
+    if (needs_send && (r.send == nullptr || r.send->size() != send_size)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": send[", r.rank, "] is ",
+                                                     r.send ? r.send->size() : 0,
                                                      " bytes, expected ", send_size));
     }
-    if (item.recv[i] == nullptr || item.recv[i]->size() != recv_size) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": recv[", i, "] is ",
-                                                     item.recv[i] ? item.recv[i]->size() : 0,
+    if (r.recv == nullptr || r.recv->size() != recv_size) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": recv[", r.rank, "] is ",
+                                                     r.recv ? r.recv->size() : 0,
                                                      " bytes, expected ", recv_size));
     }
   }
@@ -211,26 +235,6 @@ absl::StatusOr<std::unique_ptr<GlooEngine>> GlooEngine::Create(const GlooEngineO
   }
 }
 
-absl::Status GlooEngine::AllReduce(absl::Span<const CollectiveItem> items,
-                                   const CollectiveContext& context) {
-  return Run(CollectiveKind::kAllReduce, items, context);
-}
-
-absl::Status GlooEngine::AllGather(absl::Span<const CollectiveItem> items,
-                                   const CollectiveContext& context) {
-  return Run(CollectiveKind::kAllGather, items, context);
-}
-
-absl::Status GlooEngine::ReduceScatter(absl::Span<const CollectiveItem> items,
-                                       const CollectiveContext& context) {
-  return Run(CollectiveKind::kReduceScatter, items, context);
-}
-
-absl::Status GlooEngine::Broadcast(absl::Span<const CollectiveItem> items,
-                                   const CollectiveContext& context) {
-  return Run(CollectiveKind::kBroadcast, items, context);
-}
-
 void GlooEngine::RunItem(CollectiveKind kind, const CollectiveItem& item, uint32_t tag,
                          std::chrono::milliseconds timeout) {
   const int64_t elem = DTypeSize(item.dtype);
@@ -238,39 +242,42 @@ void GlooEngine::RunItem(CollectiveKind kind, const CollectiveItem& item, uint32
     case CollectiveKind::kAllReduce: {
       std::vector<std::byte*> inputs, outputs;
       bool in_place = true;
-      for (size_t i = 0; i < item.recv.size(); ++i) {
-        in_place = in_place && item.send[i] == item.recv[i];
-        inputs.push_back(Bytes(item.send[i]));
-        outputs.push_back(Bytes(item.recv[i]));
+      for (const RankBuffers& r : item.local) {
+        in_place = in_place && r.send == r.recv;
+        inputs.push_back(Bytes(r.send));
+        outputs.push_back(Bytes(r.recv));
       }
       if (in_place) inputs.clear();
-      const int64_t bytes = item.recv[0]->size();
+      const int64_t bytes = item.local[0].recv->size();
       GlooAllReduce(context_, item.dtype, item.op, algorithm_, inputs, outputs, bytes, tag,
                     timeout);
       if (item.op == ReduceOp::kMean) {
-        const int64_t contributions = static_cast<int64_t>(size_) * item.recv.size();
-        for (std::byte* out : outputs) DivideInPlace(item.dtype, out, bytes / elem, contributions);
+        // MEAN divides by the group size, as on every engine.
+        const int64_t ranks = static_cast<int64_t>(item.group.size());
+        for (std::byte* out : outputs) DivideInPlace(item.dtype, out, bytes / elem, ranks);
       }
       return;
     }
     case CollectiveKind::kReduceScatter: {
-      const int64_t block = item.recv[0]->size();
-      std::vector<std::byte> scratch(static_cast<size_t>(item.send[0]->size()));
-      std::memcpy(scratch.data(), item.send[0]->data(), scratch.size());
+      const RankBuffers& mine = item.local[0];
+      const int64_t block = mine.recv->size();
+      std::vector<std::byte> scratch(static_cast<size_t>(mine.send->size()));
+      std::memcpy(scratch.data(), mine.send->data(), scratch.size());
       GlooAllReduce(context_, item.dtype, item.op, algorithm_, {}, {scratch.data()},
                     static_cast<int64_t>(scratch.size()), tag, timeout);
-      std::byte* out = Bytes(item.recv[0]);
+      std::byte* out = Bytes(mine.recv);
       std::memcpy(out, scratch.data() + rank_ * block, static_cast<size_t>(block));
       if (item.op == ReduceOp::kMean) DivideInPlace(item.dtype, out, block / elem, size_);
       return;
     }
     case CollectiveKind::kAllGather: {
       gloo::AllgatherOptions opts(context_);
-      const size_t elements = static_cast<size_t>(item.send[0]->size() / elem);
+      const RankBuffers& mine = item.local[0];
+      const size_t elements = static_cast<size_t>(mine.send->size() / elem);
       WithElementType(item.dtype, [&](auto proto) {
         using T = decltype(proto);
-        opts.setInput(static_cast<T*>(item.send[0]->data()), elements);
-        opts.setOutput(static_cast<T*>(item.recv[0]->data()), elements * size_);
+        opts.setInput(static_cast<T*>(mine.send->data()), elements);
+        opts.setOutput(static_cast<T*>(mine.recv->data()), elements * size_);
       });
       opts.setTag(tag);
       opts.setTimeout(timeout);
@@ -279,13 +286,14 @@ void GlooEngine::RunItem(CollectiveKind kind, const CollectiveItem& item, uint32
     }
     case CollectiveKind::kBroadcast: {
       gloo::BroadcastOptions opts(context_);
-      const size_t elements = static_cast<size_t>(item.recv[0]->size() / elem);
+      const RankBuffers& mine = item.local[0];
+      const size_t elements = static_cast<size_t>(mine.recv->size() / elem);
       WithElementType(item.dtype, [&](auto proto) {
         using T = decltype(proto);
-        if (item.root == rank_ && item.send[0] != item.recv[0]) {
-          opts.setInput(static_cast<T*>(item.send[0]->data()), elements);
+        if (item.root == rank_ && mine.send != mine.recv) {
+          opts.setInput(static_cast<T*>(mine.send->data()), elements);
         }
-        opts.setOutput(static_cast<T*>(item.recv[0]->data()), elements);
+        opts.setOutput(static_cast<T*>(mine.recv->data()), elements);
       });
       opts.setRoot(item.root);
       opts.setTag(tag);

@@ -7,17 +7,18 @@
 // connects a full mesh to the other ranks (every rank must call it with the
 // same prefix and size; it blocks until all have joined or `timeout`).
 //
-// Buffers: an item lists the buffers THIS process contributes (usually one:
-// the device shard this rank holds). The group is every contribution of
-// every process, so every process must pass the same number per item.
+// Items (collective_engine.h): `local` lists the k contributions THIS
+// process makes, `group` every rank of every process, so every process
+// must contribute the same number: group size n = size * k.
 //   AllReduce:      k >= 1 local buffers; each recv gets the op over all
-//                   size * k contributions (MEAN divides by size * k).
-//   AllGather:      k == 1; recv is size * B: rank r's block at r * B.
-//   ReduceScatter:  k == 1; send is size * B, recv gets block `rank` of the
+//                   n contributions (MEAN divides by n, as everywhere).
+//   AllGather:      k == 1 and group rank r is Gloo rank r; recv is size * B:
+//                   rank r's block at r * B.
+//   ReduceScatter:  k == 1 (rank r = Gloo rank r); send is size * B, recv gets block `rank` of the
 //                   reduction (Gloo 0.5 has no options-style reduce-scatter,
 //                   so this is an all-reduce into a scratch copy followed by
 //                   a copy of this rank's block: 2x the optimal traffic).
-//   Broadcast:      k == 1; `root` is a process rank; send is read on it.
+//   Broadcast:      k == 1 (rank r = Gloo rank r); send is read on `root`.
 // Reductions combine pairs with the LocalEngine's kernels (16-bit floats are
 // rounded to their dtype after every pairwise step, unlike the LocalEngine's
 // f32 accumulation); MEAN sums, then divides locally.
@@ -86,23 +87,12 @@ class GlooEngine final : public CollectiveEngine {
   // it as a baseline).
   std::shared_ptr<gloo::Context> context() const { return context_; }
 
-  absl::Status AllReduce(absl::Span<const CollectiveItem> items,
-                         const CollectiveContext& context) override;
-  absl::Status AllGather(absl::Span<const CollectiveItem> items,
-                         const CollectiveContext& context) override;
-  absl::Status ReduceScatter(absl::Span<const CollectiveItem> items,
-                             const CollectiveContext& context) override;
-  absl::Status Broadcast(absl::Span<const CollectiveItem> items,
-                         const CollectiveContext& context) override;
+  absl::Status Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
+                   const CollectiveContext& context) override;
 
  private:
   GlooEngine(const GlooEngineOptions& options, std::shared_ptr<gloo::Context> context);
 
-  // Validates `items` for `kind` (this process's buffers), then runs `op`
-  // for each item under the engine lock with the call's tag and timeout,
-  // translating Gloo's exceptions.
-  absl::Status Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
-                   const CollectiveContext& context);
   void RunItem(CollectiveKind kind, const CollectiveItem& item, uint32_t tag,
                std::chrono::milliseconds timeout);
 

@@ -7,7 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
-#include "server/collective/local/reduce_kernels.h"
+#include "server/collective/kernels/reduce_kernels.h"
 
 namespace placement::server {
 namespace {
@@ -29,10 +29,10 @@ int64_t BlockBytes(CollectiveKind kind, const CollectiveItem& item) {
   switch (kind) {
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kAllGather:
-      return item.send[0]->size();
+      return item.local[0].send->size();
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kBroadcast:
-      return item.recv[0]->size();
+      return item.local[0].recv->size();
   }
   return 0;
 }
@@ -47,7 +47,7 @@ std::vector<Task> PlanTasks(CollectiveKind kind, absl::Span<const CollectiveItem
     const int64_t block = BlockBytes(kind, item);
     const bool per_rank =
         kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather;
-    const int parts = per_rank ? static_cast<int>(item.recv.size()) : 1;
+    const int parts = per_rank ? static_cast<int>(item.local.size()) : 1;
     for (int part = 0; part < parts; ++part) {
       for (int64_t begin = 0; begin < block; begin += chunk) {
         tasks.push_back(Task{static_cast<int32_t>(i), part, begin, std::min(chunk, block - begin)});
@@ -57,34 +57,36 @@ std::vector<Task> PlanTasks(CollectiveKind kind, absl::Span<const CollectiveItem
   return tasks;
 }
 
+// REQUIRES: item.local in rank order (ValidateLocalItems).
 void RunTask(CollectiveKind kind, const CollectiveItem& item, const Task& task) {
-  const size_t n = item.recv.size();
+  const std::vector<RankBuffers>& ranks = item.local;
+  const size_t n = ranks.size();
   const int64_t elem = DTypeSize(item.dtype);
   absl::InlinedVector<const std::byte*, 16> inputs;
   absl::InlinedVector<std::byte*, 16> outputs;
   switch (kind) {
     case CollectiveKind::kAllReduce:
-      for (size_t j = 0; j < n; ++j) inputs.push_back(Bytes(item.send[j]) + task.begin);
-      for (size_t j = 0; j < n; ++j) outputs.push_back(Bytes(item.recv[j]) + task.begin);
+      for (size_t j = 0; j < n; ++j) inputs.push_back(Bytes(ranks[j].send) + task.begin);
+      for (size_t j = 0; j < n; ++j) outputs.push_back(Bytes(ranks[j].recv) + task.begin);
       ReduceInto(item.dtype, item.op, inputs, outputs, task.length / elem);
       return;
     case CollectiveKind::kReduceScatter: {
-      const int64_t offset = task.part * item.recv[0]->size() + task.begin;
-      for (size_t j = 0; j < n; ++j) inputs.push_back(Bytes(item.send[j]) + offset);
-      outputs.push_back(Bytes(item.recv[task.part]) + task.begin);
+      const int64_t offset = task.part * ranks[0].recv->size() + task.begin;
+      for (size_t j = 0; j < n; ++j) inputs.push_back(Bytes(ranks[j].send) + offset);
+      outputs.push_back(Bytes(ranks[task.part].recv) + task.begin);
       ReduceInto(item.dtype, item.op, inputs, outputs, task.length / elem);
       return;
     }
     case CollectiveKind::kAllGather: {
-      const std::byte* src = Bytes(item.send[task.part]) + task.begin;
-      const int64_t offset = task.part * item.send[0]->size() + task.begin;
-      for (size_t j = 0; j < n; ++j) std::memcpy(Bytes(item.recv[j]) + offset, src, task.length);
+      const std::byte* src = Bytes(ranks[task.part].send) + task.begin;
+      const int64_t offset = task.part * ranks[0].send->size() + task.begin;
+      for (size_t j = 0; j < n; ++j) std::memcpy(Bytes(ranks[j].recv) + offset, src, task.length);
       return;
     }
     case CollectiveKind::kBroadcast: {
-      const std::byte* src = Bytes(item.send[item.root]) + task.begin;
+      const std::byte* src = Bytes(ranks[item.root].send) + task.begin;
       for (size_t j = 0; j < n; ++j) {
-        std::byte* dst = Bytes(item.recv[j]) + task.begin;
+        std::byte* dst = Bytes(ranks[j].recv) + task.begin;
         if (dst != src) std::memcpy(dst, src, task.length);
       }
       return;
@@ -103,31 +105,14 @@ LocalEngine::LocalEngine(const LocalEngineOptions& options)
 
 LocalEngine::~LocalEngine() = default;
 
-absl::Status LocalEngine::AllReduce(absl::Span<const CollectiveItem> items,
-                                    const CollectiveContext& context) {
-  return Run(CollectiveKind::kAllReduce, items, context);
-}
-
-absl::Status LocalEngine::AllGather(absl::Span<const CollectiveItem> items,
-                                    const CollectiveContext& context) {
-  return Run(CollectiveKind::kAllGather, items, context);
-}
-
-absl::Status LocalEngine::ReduceScatter(absl::Span<const CollectiveItem> items,
-                                        const CollectiveContext& context) {
-  return Run(CollectiveKind::kReduceScatter, items, context);
-}
-
-absl::Status LocalEngine::Broadcast(absl::Span<const CollectiveItem> items,
-                                    const CollectiveContext& context) {
-  return Run(CollectiveKind::kBroadcast, items, context);
-}
-
 absl::Status LocalEngine::Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                               const CollectiveContext& context) {
-  absl::Status status = ValidateLocalItems(kind, items);
-  if (!status.ok()) return status;
-  status = context.Check();
+  std::vector<CollectiveItem> sorted;
+  absl::StatusOr<absl::Span<const CollectiveItem>> ordered =
+      ValidateLocalItems(kind, items, &sorted);
+  if (!ordered.ok()) return ordered.status();
+  items = *ordered;
+  absl::Status status = context.Check();
   if (!status.ok()) return status;
   const std::vector<Task> tasks = PlanTasks(kind, items, options_.chunk_bytes);
 

@@ -1,6 +1,8 @@
-// LocalEngine: collectives between CPU virtual devices of this process
-// (CpuBackend buffers are host memory, so every rank's buffer is directly
-// addressable).
+// LocalEngine: collectives over groups whose every rank is a host-addressable
+// device of this process (CPU virtual devices: CpuBackend buffers are host
+// memory, so every rank's buffer is directly addressable). Items must list
+// every rank of their group (ValidateLocalItems); MEAN divides by the group
+// size.
 //
 // Algorithm: the buffers are cut into chunks (chunk_bytes, default 256 KiB);
 // the chunks of every item of a call form one task list that the calling
@@ -29,7 +31,7 @@
 #include <memory>
 
 #include "server/collective/collective_engine.h"
-#include "server/collective/local/worker_pool.h"
+#include "server/common/worker_pool.h"
 
 namespace placement::server {
 
@@ -46,21 +48,13 @@ class LocalEngine final : public CollectiveEngine {
   ~LocalEngine() override;
 
   absl::string_view Name() const override { return "local"; }
-  absl::Status AllReduce(absl::Span<const CollectiveItem> items,
-                         const CollectiveContext& context) override;
-  absl::Status AllGather(absl::Span<const CollectiveItem> items,
-                         const CollectiveContext& context) override;
-  absl::Status ReduceScatter(absl::Span<const CollectiveItem> items,
-                             const CollectiveContext& context) override;
-  absl::Status Broadcast(absl::Span<const CollectiveItem> items,
-                         const CollectiveContext& context) override;
+  bool CompletesInline() const override { return true; }
+  absl::Status Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
+                   const CollectiveContext& context) override;
 
   int num_threads() const { return pool_->num_threads(); }
 
  private:
-  absl::Status Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
-                   const CollectiveContext& context);
-
   LocalEngineOptions options_;
   std::unique_ptr<WorkerPool> pool_;
 };

@@ -209,26 +209,6 @@ absl::Status NcclEngine::AbortGroup(const std::vector<int64_t>& device_ids) {
   return absl::OkStatus();
 }
 
-absl::Status NcclEngine::AllReduce(absl::Span<const CollectiveItem> items,
-                                   const CollectiveContext& context) {
-  return Run(CollectiveKind::kAllReduce, items, context);
-}
-
-absl::Status NcclEngine::AllGather(absl::Span<const CollectiveItem> items,
-                                   const CollectiveContext& context) {
-  return Run(CollectiveKind::kAllGather, items, context);
-}
-
-absl::Status NcclEngine::ReduceScatter(absl::Span<const CollectiveItem> items,
-                                       const CollectiveContext& context) {
-  return Run(CollectiveKind::kReduceScatter, items, context);
-}
-
-absl::Status NcclEngine::Broadcast(absl::Span<const CollectiveItem> items,
-                                   const CollectiveContext& context) {
-  return Run(CollectiveKind::kBroadcast, items, context);
-}
-
 namespace {
 
 // Enqueues one item on its group's communicators (inside a group call).
@@ -245,25 +225,27 @@ absl::Status Enqueue(CollectiveKind kind, const CollectiveItem& item,
     elem = static_cast<size_t>(DTypeSize(item.dtype));
   }
   const ncclRedOp_t op = NcclOp(item.op);
-  for (size_t r = 0; r < item.recv.size(); ++r) {
-    void* recv = item.recv[r]->data();
-    const void* send = item.send[r] != nullptr ? item.send[r]->data() : recv;
+  // REQUIRES: item.local in rank order (ValidateLocalItems).
+  for (size_t r = 0; r < item.local.size(); ++r) {
+    const RankBuffers& rank = item.local[r];
+    void* recv = rank.recv->data();
+    const void* send = rank.send != nullptr ? rank.send->data() : recv;
     ncclResult_t result = ncclSuccess;
     switch (kind) {
       case CollectiveKind::kAllReduce:
         result =
-            ncclAllReduce(send, recv, item.recv[r]->size() / elem, type, op, comms[r], streams[r]);
+            ncclAllReduce(send, recv, rank.recv->size() / elem, type, op, comms[r], streams[r]);
         break;
       case CollectiveKind::kReduceScatter:
-        result = ncclReduceScatter(send, recv, item.recv[r]->size() / elem, type, op, comms[r],
-                                   streams[r]);
+        result =
+            ncclReduceScatter(send, recv, rank.recv->size() / elem, type, op, comms[r], streams[r]);
         break;
       case CollectiveKind::kAllGather:
-        result = ncclAllGather(send, recv, item.send[r]->size(), type, comms[r], streams[r]);
+        result = ncclAllGather(send, recv, rank.send->size(), type, comms[r], streams[r]);
         break;
       case CollectiveKind::kBroadcast:
         result =
-            ncclBroadcast(send, recv, item.recv[r]->size(), type, item.root, comms[r], streams[r]);
+            ncclBroadcast(send, recv, rank.recv->size(), type, item.root, comms[r], streams[r]);
         break;
     }
     if (result != ncclSuccess) {
@@ -278,13 +260,17 @@ absl::Status Enqueue(CollectiveKind kind, const CollectiveItem& item,
 
 absl::Status NcclEngine::Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                              const CollectiveContext& context) {
-  if (absl::Status s = ValidateLocalItems(kind, items); !s.ok()) return s;
+  std::vector<CollectiveItem> sorted;
+  absl::StatusOr<absl::Span<const CollectiveItem>> ordered =
+      ValidateLocalItems(kind, items, &sorted);
+  if (!ordered.ok()) return ordered.status();
+  items = *ordered;
   // Items whose ranks share a GPU go host-staged; the rest to NCCL.
   std::vector<CollectiveItem> nccl_items, staged_items;
   for (const CollectiveItem& item : items) {
     std::set<int> gpus;
-    for (const DeviceBuffer* b : item.recv) gpus.insert(backend_->Ordinal(b->device_id()));
-    (gpus.size() == item.recv.size() ? nccl_items : staged_items).push_back(item);
+    for (int64_t device : item.group) gpus.insert(backend_->Ordinal(device));
+    (gpus.size() == item.group.size() ? nccl_items : staged_items).push_back(item);
   }
   if (staged_items.empty()) return RunNccl(kind, items, context);
   if (absl::Status s = staged_.Run(kind, staged_items, context); !s.ok()) return s;
@@ -305,8 +291,7 @@ absl::Status NcclEngine::RunNccl(CollectiveKind kind, absl::Span<const Collectiv
   std::vector<std::shared_ptr<Group>> item_groups;
   std::map<std::vector<int64_t>, std::shared_ptr<Group>> distinct;
   for (const CollectiveItem& item : items) {
-    std::vector<int64_t> ids;
-    for (const DeviceBuffer* b : item.recv) ids.push_back(b->device_id());
+    const std::vector<int64_t>& ids = item.group;
     absl::StatusOr<std::shared_ptr<Group>> group = GetGroup(ids);
     if (!group.ok()) return group.status();
     item_groups.push_back(*group);

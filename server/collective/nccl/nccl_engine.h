@@ -65,14 +65,8 @@ class NcclEngine final : public CollectiveEngine {
   ~NcclEngine() override;
 
   absl::string_view Name() const override { return "nccl"; }
-  absl::Status AllReduce(absl::Span<const CollectiveItem> items,
-                         const CollectiveContext& context) override;
-  absl::Status AllGather(absl::Span<const CollectiveItem> items,
-                         const CollectiveContext& context) override;
-  absl::Status ReduceScatter(absl::Span<const CollectiveItem> items,
-                             const CollectiveContext& context) override;
-  absl::Status Broadcast(absl::Span<const CollectiveItem> items,
-                         const CollectiveContext& context) override;
+  absl::Status Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
+                   const CollectiveContext& context) override;
 
   // Device groups with live communicators (tests: caching and rebuilding).
   int64_t cached_groups() const;
@@ -89,9 +83,6 @@ class NcclEngine final : public CollectiveEngine {
   struct Group;
   NcclEngine(CudaBackend* backend, NcclEngineOptions options, int nccl_version);
 
-  // Splits the items between NCCL and the host-staged engine.
-  absl::Status Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
-                   const CollectiveContext& context);
   // REQUIRES: every item's ranks are on distinct GPUs.
   absl::Status RunNccl(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                        const CollectiveContext& context);

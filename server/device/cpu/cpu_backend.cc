@@ -1,5 +1,6 @@
 #include "server/device/cpu/cpu_backend.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -11,6 +12,14 @@ namespace placement::server {
 namespace {
 
 constexpr int64_t kAlignment = 64;
+
+// Blocks from this size up are mapped pages of their own (mmap/munmap), so a
+// freed block leaves the process at once: malloc would keep it in one of its
+// arenas (glibc raises its mmap threshold after the first large free), and the
+// daemon's RSS would grow past the device budget under an upload/delete churn
+// of varying sizes (tests/integration/rss_churn_test.cc). Smaller blocks come
+// from malloc, so that many tiny tensors do not cost a mapping each.
+constexpr int64_t kMappedBlockBytes = 256 * 1024;
 
 // Blocks are sized in whole pages so that cached blocks match allocations of
 // nearby sizes too.
@@ -59,68 +68,33 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
       new CpuBackend(std::move(devices), options.cache_bytes_per_device));
 }
 
-CpuBackend::CpuBackend(std::vector<DeviceDescription> devices, int64_t cache_bytes_per_device)
-    : devices_(std::move(devices)),
-      in_use_(std::make_unique<std::atomic<int64_t>[]>(devices_.size())) {
-  for (size_t i = 0; i < devices_.size(); ++i) {
-    in_use_[i].store(0);
-    caches_.push_back(std::make_unique<BlockCache>(cache_bytes_per_device));
-  }
-}
+CpuBackend::~CpuBackend() { ReleaseCache(); }
 
-CpuBackend::~CpuBackend() {
-  for (auto& cache : caches_) cache->Clear([](void* block) { std::free(block); });
-}
+int64_t CpuBackend::BlockSize(int64_t bytes) const { return RoundedSize(bytes); }
 
-int CpuBackend::LocalIndex(int64_t device_id) const {
-  if (devices_.empty()) return -1;
-  int64_t local = device_id - devices_.front().id;
-  if (local < 0 || local >= static_cast<int64_t>(devices_.size())) return -1;
-  return static_cast<int>(local);
-}
-
-int64_t CpuBackend::MemoryInUse(int64_t device_id) const {
-  int idx = LocalIndex(device_id);
-  return idx < 0 ? 0 : in_use_[idx].load(std::memory_order_relaxed);
-}
-
-absl::StatusOr<std::unique_ptr<DeviceBuffer>> CpuBackend::Allocate(int64_t device_id,
-                                                                   int64_t bytes) {
-  int idx = LocalIndex(device_id);
-  if (idx < 0) {
-    return absl::NotFoundError(absl::StrCat("device ", device_id, " does not exist; this daemon has ",
-                                            devices_.size(), " cpu devices"));
-  }
-  if (bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("allocation size must be >= 0, got ", bytes));
-  }
-  const int64_t limit = devices_[idx].memory_limit_bytes;
-  // Reserve first so concurrent allocations cannot both pass the check.
-  int64_t before = in_use_[idx].fetch_add(bytes);
-  if (before + bytes > limit) {
-    in_use_[idx].fetch_sub(bytes);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("device ", device_id, ": cannot allocate ", bytes, " bytes; ", before, " of ",
-                     limit, " bytes in use"));
-  }
+absl::StatusOr<void*> CpuBackend::AllocateBlock(int local_index, int64_t block_bytes) {
   void* data = nullptr;
-  if (bytes > 0) {
-    const int64_t rounded = RoundedSize(bytes);
-    data = caches_[idx]->Take(rounded);
-    if (data == nullptr) data = std::aligned_alloc(kAlignment, rounded);
-    if (data == nullptr) {
-      in_use_[idx].fetch_sub(bytes);
-      return absl::ResourceExhaustedError(
-          absl::StrCat("device ", device_id, ": host allocation of ", bytes, " bytes failed"));
-    }
+  if (block_bytes >= kMappedBlockBytes) {
+    data = mmap(nullptr, static_cast<size_t>(block_bytes), PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (data == MAP_FAILED) data = nullptr;
+  } else {
+    data = std::aligned_alloc(kAlignment, static_cast<size_t>(block_bytes));
   }
-  return std::make_unique<DeviceBuffer>(this, device_id, data, bytes);
+  if (data == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("device ", Devices()[local_index].id,
+                                                     ": host allocation of ", block_bytes,
+                                                     " bytes failed"));
+  }
+  return data;
 }
 
-void CpuBackend::Release(int64_t device_id, void* data, int64_t size) {
-  int idx = LocalIndex(device_id);
-  if (data != nullptr && (idx < 0 || !caches_[idx]->Put(RoundedSize(size), data))) std::free(data);
-  if (idx >= 0) in_use_[idx].fetch_sub(size);
+void CpuBackend::FreeBlock(int, void* block, int64_t block_bytes) {
+  if (block_bytes >= kMappedBlockBytes) {
+    munmap(block, static_cast<size_t>(block_bytes));
+  } else {
+    std::free(block);
+  }
 }
 
 absl::Status CpuBackend::Write(const void* src, DeviceBuffer& dst, absl::Span<const ByteRun> runs) {

@@ -136,22 +136,14 @@ struct CudaBackend::Staging {
 
 CudaBackend::CudaBackend(std::vector<DeviceDescription> devices, std::vector<int> ordinals,
                          int num_gpus, const CudaBackendOptions& options)
-    : devices_(std::move(devices)),
+    : BudgetedBackend(std::move(devices), options.cache_bytes_per_device),
       ordinals_(std::move(ordinals)),
-      in_use_(std::make_unique<std::atomic<int64_t>[]>(devices_.size())),
       staging_bytes_(options.staging_bytes) {
-  for (size_t i = 0; i < devices_.size(); ++i) {
-    in_use_[i].store(0);
-    caches_.push_back(std::make_unique<BlockCache>(options.cache_bytes_per_device));
-  }
   for (int g = 0; g < num_gpus; ++g) staging_.push_back(std::make_unique<Staging>());
 }
 
 CudaBackend::~CudaBackend() {
-  for (size_t i = 0; i < devices_.size(); ++i) {
-    cudaSetDevice(ordinals_[i]);
-    caches_[i]->Clear([](void* block) { cudaFree(block); });
-  }
+  ReleaseCache();
   for (size_t i = 0; i < staging_.size(); ++i) {
     cudaSetDevice(static_cast<int>(i));
     Staging& s = *staging_[i];
@@ -188,73 +180,29 @@ absl::StatusOr<CudaBackend::Staging*> CudaBackend::StagingFor(int ordinal) {
   return &s;
 }
 
-int CudaBackend::LocalIndex(int64_t device_id) const {
-  if (devices_.empty()) return -1;
-  int64_t local = device_id - devices_.front().id;
-  if (local < 0 || local >= static_cast<int64_t>(devices_.size())) return -1;
-  return static_cast<int>(local);
-}
-
 int CudaBackend::Ordinal(int64_t device_id) const {
   int idx = LocalIndex(device_id);
   return idx < 0 ? -1 : ordinals_[idx];
 }
 
-int64_t CudaBackend::MemoryInUse(int64_t device_id) const {
-  int idx = LocalIndex(device_id);
-  return idx < 0 ? 0 : in_use_[idx].load(std::memory_order_relaxed);
+int64_t CudaBackend::BlockSize(int64_t bytes) const {
+  return static_cast<int64_t>(CachedSize(bytes));
 }
 
-absl::StatusOr<std::unique_ptr<DeviceBuffer>> CudaBackend::Allocate(int64_t device_id,
-                                                                    int64_t bytes) {
-  int idx = LocalIndex(device_id);
-  if (idx < 0) {
-    return absl::NotFoundError(absl::StrCat("device ", device_id,
-                                            " does not exist; this daemon has ", devices_.size(),
-                                            " gpu devices"));
-  }
-  if (bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("allocation size must be >= 0, got ", bytes));
-  }
-  const int64_t limit = devices_[idx].memory_limit_bytes;
-  int64_t before = in_use_[idx].fetch_add(bytes);
-  if (before + bytes > limit) {
-    in_use_[idx].fetch_sub(bytes);
-    return absl::ResourceExhaustedError(absl::StrCat("device ", device_id, ": cannot allocate ",
-                                                     bytes, " bytes; ", before, " of ", limit,
-                                                     " bytes in use"));
-  }
+absl::StatusOr<void*> CudaBackend::AllocateBlock(int local_index, int64_t block_bytes) {
+  cudaSetDevice(ordinals_[local_index]);
   void* data = nullptr;
-  if (bytes > 0) {
-    cudaSetDevice(ordinals_[idx]);
-    data = caches_[idx]->Take(CachedSize(bytes));
-    cudaError_t err = data != nullptr ? cudaSuccess : cudaMalloc(&data, CachedSize(bytes));
-    if (err == cudaErrorMemoryAllocation) {
-      // Cached blocks of other sizes (of any logical device of this GPU)
-      // may be what stands in the way.
-      for (size_t j = 0; j < caches_.size(); ++j) {
-        if (ordinals_[j] == ordinals_[idx]) caches_[j]->Clear([](void* block) { cudaFree(block); });
-      }
-      cudaGetLastError();
-      err = cudaMalloc(&data, CachedSize(bytes));
-    }
-    if (err != cudaSuccess) {
-      in_use_[idx].fetch_sub(bytes);
-      return absl::ResourceExhaustedError(absl::StrCat("device ", device_id, ": cudaMalloc of ",
-                                                       bytes,
-                                                       " bytes failed: ", cudaGetErrorString(err)));
-    }
-  }
-  return std::make_unique<DeviceBuffer>(this, device_id, data, bytes);
+  cudaError_t err = cudaMalloc(&data, static_cast<size_t>(block_bytes));
+  if (err == cudaSuccess) return data;
+  cudaGetLastError();  // clear the error so later runtime calls do not report it
+  const std::string message = absl::StrCat("device ", Devices()[local_index].id, ": cudaMalloc of ",
+                                           block_bytes, " bytes failed: ", cudaGetErrorString(err));
+  return absl::ResourceExhaustedError(message);
 }
 
-void CudaBackend::Release(int64_t device_id, void* data, int64_t size) {
-  int idx = LocalIndex(device_id);
-  if (data != nullptr && (idx < 0 || !caches_[idx]->Put(CachedSize(size), data))) {
-    if (idx >= 0) cudaSetDevice(ordinals_[idx]);
-    cudaFree(data);
-  }
-  if (idx >= 0) in_use_[idx].fetch_sub(size);
+void CudaBackend::FreeBlock(int local_index, void* block, int64_t) {
+  cudaSetDevice(ordinals_[local_index]);
+  cudaFree(block);
 }
 
 absl::Status CudaBackend::Write(const void* src, DeviceBuffer& dst,

@@ -1,6 +1,9 @@
 // CudaBackend: the GPUs the CUDA runtime reports, with cudaMalloc'd buffers
 // accounted against a per-device budget (a fraction of the memory free at
-// start) and recycled through a block cache. Host <-> device transfers go
+// start) and recycled through the budgeted block cache (BudgetedBackend;
+// cached blocks count against the budget and are released, for every
+// logical device of the GPU, before a cudaMalloc would fail). The "cuda"
+// platform's backend (server/platform/cuda/). Host <-> device transfers go
 // through double-buffered pinned staging on a dedicated copy stream per
 // GPU, so the host-side copy of one piece overlaps the DMA of the last.
 //
@@ -16,12 +19,11 @@
 #ifndef PLACEMENT_SERVER_DEVICE_CUDA_CUDA_BACKEND_H_
 #define PLACEMENT_SERVER_DEVICE_CUDA_CUDA_BACKEND_H_
 
-#include <atomic>
 #include <memory>
+#include <string>
 #include <vector>
 
-#include "server/device/block_cache.h"
-#include "server/device/device_backend.h"
+#include "server/device/budgeted_backend.h"
 #include "server/device/pinned_host_ranges.h"
 
 namespace placement::server {
@@ -29,6 +31,7 @@ namespace placement::server {
 struct CudaBackendOptions {
   // Fraction of each GPU's free memory at start that the daemon may use.
   double memory_fraction = 0.9;
+  // Node identity, given by the daemon.
   int32_t process_index = 0;
   // Devices each GPU is presented as (>= 1).
   int32_t logical_devices_per_gpu = 1;
@@ -38,14 +41,14 @@ struct CudaBackendOptions {
   int64_t device_memory_bytes = 0;
   // Freed cudaMalloc blocks kept per device for reuse by allocations of the
   // same 2 MiB-rounded size (cudaFree synchronises the device); cached bytes
-  // do not count as in use. 0 disables.
+  // count against the budget, not as in use. 0 disables.
   int64_t cache_bytes_per_device = int64_t{2} << 30;
   // Pinned host staging per device: two buffers of this size, so the host
   // copy of piece k+1 overlaps the DMA of piece k.
   int64_t staging_bytes = int64_t{8} << 20;
 };
 
-class CudaBackend final : public DeviceBackend {
+class CudaBackend final : public BudgetedBackend {
  public:
   // FAILED_PRECONDITION with the CUDA runtime's text when no driver or no
   // GPU is present ("CUDA unavailable: no CUDA-capable device is detected").
@@ -53,10 +56,7 @@ class CudaBackend final : public DeviceBackend {
   ~CudaBackend() override;
 
   absl::string_view Name() const override { return "cuda"; }
-  const std::vector<DeviceDescription>& Devices() const override { return devices_; }
-  int64_t MemoryInUse(int64_t device_id) const override;
   bool HostAddressable() const override { return false; }
-  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t device_id, int64_t bytes) override;
   absl::Status Write(const void* src, DeviceBuffer& dst, absl::Span<const ByteRun> runs) override;
   absl::Status Read(const DeviceBuffer& src, void* dst, absl::Span<const ByteRun> runs) override;
   absl::Status Copy(const DeviceBuffer& src, DeviceBuffer& dst,
@@ -70,7 +70,12 @@ class CudaBackend final : public DeviceBackend {
   int Ordinal(int64_t device_id) const;
 
  protected:
-  void Release(int64_t device_id, void* data, int64_t size) override;
+  // 2 MiB-rounded cudaMalloc blocks on the device's GPU.
+  int64_t BlockSize(int64_t bytes) const override;
+  absl::StatusOr<void*> AllocateBlock(int local_index, int64_t block_bytes) override;
+  void FreeBlock(int local_index, void* block, int64_t block_bytes) override;
+  // Logical devices of one GPU share its memory.
+  bool SharesMemoryWith(int a, int b) const override { return ordinals_[a] == ordinals_[b]; }
 
  private:
   // A device's copy stream and double-buffered pinned staging, created on
@@ -80,13 +85,8 @@ class CudaBackend final : public DeviceBackend {
   CudaBackend(std::vector<DeviceDescription> devices, std::vector<int> ordinals, int num_gpus,
               const CudaBackendOptions& options);
   absl::StatusOr<Staging*> StagingFor(int ordinal);
-  // Index of a global device id into devices_, or -1.
-  int LocalIndex(int64_t device_id) const;
 
-  std::vector<DeviceDescription> devices_;
-  std::vector<int> ordinals_;                        // per device: its GPU
-  std::unique_ptr<std::atomic<int64_t>[]> in_use_;   // per device
-  std::vector<std::unique_ptr<BlockCache>> caches_;  // per device, freed blocks
+  std::vector<int> ordinals_;  // per device: its GPU
   const int64_t staging_bytes_;
   std::vector<std::unique_ptr<Staging>> staging_;  // per GPU
   PinnedHostRanges pinned_;                        // RegisterHostMemory'd

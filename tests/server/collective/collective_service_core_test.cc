@@ -66,7 +66,7 @@ class CollectiveCoreTest : public ::testing::Test {
 
   std::shared_ptr<const Tensor> Make(DType dtype, Shape shape, const Mesh& mesh, PartitionSpec spec,
                                      std::vector<std::string> partial, const ValueFn& value,
-                                     int32_t partial_op = 0) {
+                                     std::optional<ReduceOp> partial_op = std::nullopt) {
     NamedSharding sharding = *NamedSharding::Create(mesh, std::move(spec), std::move(partial));
     auto tensor = *store_->Allocate(dtype, shape, sharding, "mesh", "t", "tests");
     tensor->partial_op = partial_op;
@@ -146,7 +146,7 @@ TEST_F(CollectiveCoreTest, AllReduceDim0BlocksAndDefaultOp) {
   auto partial = Make(
       DType::kF64, {4}, mesh24_, {}, {"model"},
       [](int64_t p, int64_t) { return static_cast<double>(p % 4); },
-      /*partial_op=*/2);
+      /*partial_op=*/ReduceOp::kMean);
   auto mean = core_->AllReduce({partial->id, {"model"}}, std::nullopt, {});
   ASSERT_TRUE(mean.ok()) << mean.status();
   ExpectValues(**mean, [](int64_t, int64_t) { return 1.5; });

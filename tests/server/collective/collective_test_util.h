@@ -13,10 +13,41 @@
 #include <vector>
 
 #include "common/dtype.h"
-#include "server/collective/local/half_float.h"
-#include "server/collective/reduce_op.h"
+#include "server/collective/collective_engine.h"
+#include "server/collective/kernels/half_float.h"
+#include "server/common/reduce_op.h"
 
 namespace placement::server::testing {
+
+// Appends the next rank of a group whose every rank is in this process:
+// rank = the ranks already listed, group device = recv's device.
+inline void AddRank(CollectiveItem& item, const DeviceBuffer* send, DeviceBuffer* recv) {
+  item.group.push_back(recv->device_id());
+  item.local.push_back(RankBuffers{static_cast<int32_t>(item.local.size()), send, recv});
+}
+
+// Replaces the ranks of `item` by send[r] / recv[r], r = 0, 1, ...
+inline void SetRanks(CollectiveItem& item, const std::vector<const DeviceBuffer*>& send,
+                     const std::vector<DeviceBuffer*>& recv) {
+  item.group.clear();
+  item.local.clear();
+  for (size_t r = 0; r < recv.size(); ++r) AddRank(item, send[r], recv[r]);
+}
+
+// For a cross-process engine: `process` of `processes` contributes k =
+// send.size() ranks, process * k + j; the group has processes * k ranks
+// (rank q * k + j's device is q, standing in for a device of process q).
+inline void SetProcessRanks(CollectiveItem& item, int process, int processes,
+                            const std::vector<const DeviceBuffer*>& send,
+                            const std::vector<DeviceBuffer*>& recv) {
+  const int k = static_cast<int>(recv.size());
+  item.group.clear();
+  item.local.clear();
+  for (int q = 0; q < processes; ++q) {
+    for (int j = 0; j < k; ++j) item.group.push_back(q);
+  }
+  for (int j = 0; j < k; ++j) item.local.push_back(RankBuffers{process * k + j, send[j], recv[j]});
+}
 
 inline constexpr DType kReducibleDTypes[] = {DType::kF32,  DType::kF64, DType::kF16,
                                              DType::kBF16, DType::kI8,  DType::kI16,

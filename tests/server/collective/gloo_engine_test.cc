@@ -25,6 +25,7 @@ using testing::Encode;
 using ::testing::HasSubstr;
 using testing::Near;
 using testing::Reference;
+using testing::SetProcessRanks;
 using testing::TestValues;
 
 constexpr int kRanks = 4;
@@ -103,9 +104,8 @@ TEST_F(GlooEngineTest, AllReduceMatchesReference) {
         }
         auto statuses = OnAllRanks([&](int r) {
           CollectiveItem item{dtype, op};
-          item.send = {bufs[r].get()};
-          item.recv = {bufs[r].get()};
-          return engines[r]->AllReduce({&item, 1}, {});
+          SetProcessRanks(item, r, kRanks, {bufs[r].get()}, {bufs[r].get()});
+          return engines[r]->Run(CollectiveKind::kAllReduce, {&item, 1}, {});
         });
         if (op == ReduceOp::kMean && dtype != DType::kF32 && dtype != DType::kF64) {
           // Pairwise sums in the element type would wrap: refused up front.
@@ -145,11 +145,10 @@ TEST_F(GlooEngineTest, TwoLocalBuffersPerRankAndExplicitTags) {
   }
   auto statuses = OnAllRanks([&](int r) {
     CollectiveItem item{DType::kF32, ReduceOp::kMean};
-    item.send = {a[r].get(), b[r].get()};
-    item.recv = {out_a[r].get(), out_b[r].get()};
+    SetProcessRanks(item, r, kRanks, {a[r].get(), b[r].get()}, {out_a[r].get(), out_b[r].get()});
     CollectiveContext context;
     context.tag = 77;
-    return engines[r]->AllReduce({&item, 1}, context);
+    return engines[r]->Run(CollectiveKind::kAllReduce, {&item, 1}, context);
   });
   for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
   // Mean of 8 contributions: (0+1+2+3) * 11 / 8.
@@ -175,18 +174,18 @@ TEST_F(GlooEngineTest, AllGatherReduceScatterBroadcast) {
   }
   auto statuses = OnAllRanks([&](int r) -> absl::Status {
     CollectiveItem gather{DType::kI64};
-    gather.send = {send[r].get()};
-    gather.recv = {gathered[r].get()};
-    if (absl::Status s = engines[r]->AllGather({&gather, 1}, {}); !s.ok()) return s;
+    SetProcessRanks(gather, r, kRanks, {send[r].get()}, {gathered[r].get()});
+    if (absl::Status s = engines[r]->Run(CollectiveKind::kAllGather, {&gather, 1}, {}); !s.ok())
+      return s;
     CollectiveItem scatter{DType::kI64, ReduceOp::kSum};
-    scatter.send = {whole[r].get()};
-    scatter.recv = {scattered[r].get()};
-    if (absl::Status s = engines[r]->ReduceScatter({&scatter, 1}, {}); !s.ok()) return s;
+    SetProcessRanks(scatter, r, kRanks, {whole[r].get()}, {scattered[r].get()});
+    if (absl::Status s = engines[r]->Run(CollectiveKind::kReduceScatter, {&scatter, 1}, {});
+        !s.ok())
+      return s;
     CollectiveItem broadcast{DType::kI64};
     broadcast.root = 2;
-    broadcast.send = {send[r].get()};
-    broadcast.recv = {send[r].get()};
-    return engines[r]->Broadcast({&broadcast, 1}, {});
+    SetProcessRanks(broadcast, r, kRanks, {send[r].get()}, {send[r].get()});
+    return engines[r]->Run(CollectiveKind::kBroadcast, {&broadcast, 1}, {});
   });
   for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
   std::vector<double> concat;
@@ -214,9 +213,8 @@ TEST_F(GlooEngineTest, FileStoreRendezvous) {
   for (int r = 0; r < kRanks; ++r) bufs.push_back(Buffer(r, DType::kF32, {1.0 * r, 2.0}));
   auto statuses = OnAllRanks([&](int r) {
     CollectiveItem item{DType::kF32, ReduceOp::kSum};
-    item.send = {bufs[r].get()};
-    item.recv = {bufs[r].get()};
-    return engines[r]->AllReduce({&item, 1}, {});
+    SetProcessRanks(item, r, kRanks, {bufs[r].get()}, {bufs[r].get()});
+    return engines[r]->Run(CollectiveKind::kAllReduce, {&item, 1}, {});
   });
   for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(Decode(DType::kF32, bufs[3]->data(), 2), (std::vector<double>{6.0, 8.0}));
@@ -248,9 +246,8 @@ TEST_F(GlooEngineTest, RejectsBadOptionsAndItems) {
   ASSERT_TRUE(engine.ok()) << engine.status();
   auto a = *backend_->Allocate(0, 16), b = *backend_->Allocate(0, 12);
   CollectiveItem item{DType::kF32};
-  item.send = {a.get()};
-  item.recv = {b.get()};
-  absl::Status s = (*engine)->AllReduce({&item, 1}, {});
+  SetProcessRanks(item, /*process=*/0, /*processes=*/1, {a.get()}, {b.get()});
+  absl::Status s = (*engine)->Run(CollectiveKind::kAllReduce, {&item, 1}, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("recv[0] is 12 bytes, expected 16"));
 }

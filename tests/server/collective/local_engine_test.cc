@@ -8,13 +8,14 @@
 #include "common/mesh.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/collective/engine_factory.h"
 #include "server/device/cpu/cpu_backend.h"
+#include "server/platform/platform_selection.h"
 #include "tests/server/collective/collective_test_util.h"
 
 namespace placement::server {
 namespace {
 
+using testing::AddRank;
 using testing::Decode;
 using testing::Encode;
 using ::testing::HasSubstr;
@@ -22,6 +23,7 @@ using testing::kAllOps;
 using testing::kReducibleDTypes;
 using testing::Near;
 using testing::Reference;
+using testing::SetRanks;
 using testing::TestValues;
 
 class LocalEngineTest : public ::testing::Test {
@@ -84,12 +86,11 @@ TEST_F(LocalEngineTest, AllReduceEveryOpAndDTypeOnMeshGroups) {
           for (const auto& group : groups) {
             CollectiveItem item{dtype, op};
             for (int64_t d : group) {
-              item.send.push_back(send[d].get());
-              item.recv.push_back(in_place ? send[d].get() : recv[d].get());
+              AddRank(item, send[d].get(), in_place ? send[d].get() : recv[d].get());
             }
             items.push_back(item);
           }
-          ASSERT_TRUE(engine_->AllReduce(items, {}).ok());
+          ASSERT_TRUE(engine_->Run(CollectiveKind::kAllReduce, items, {}).ok());
           for (const auto& group : groups) {
             for (int64_t d : group) {
               const DeviceBuffer* out = in_place ? send[d].get() : recv[d].get();
@@ -125,12 +126,11 @@ TEST_F(LocalEngineTest, AllGatherConcatenatesRanks) {
   for (const auto& group : groups) {
     CollectiveItem item{DType::kI16};
     for (int64_t d : group) {
-      item.send.push_back(send[d].get());
-      item.recv.push_back(recv[d].get());
+      AddRank(item, send[d].get(), recv[d].get());
     }
     items.push_back(item);
   }
-  ASSERT_TRUE(engine_->AllGather(items, {}).ok());
+  ASSERT_TRUE(engine_->Run(CollectiveKind::kAllGather, items, {}).ok());
   for (const auto& group : groups) {
     std::vector<double> want;
     for (int64_t d : group) want.insert(want.end(), values[d].begin(), values[d].end());
@@ -154,12 +154,11 @@ TEST_F(LocalEngineTest, ReduceScatterGivesEachRankItsBlock) {
     for (const auto& group : groups) {
       CollectiveItem item{dtype, ReduceOp::kSum};
       for (int64_t d : group) {
-        item.send.push_back(send[d].get());
-        item.recv.push_back(recv[d].get());
+        AddRank(item, send[d].get(), recv[d].get());
       }
       items.push_back(item);
     }
-    ASSERT_TRUE(engine_->ReduceScatter(items, {}).ok());
+    ASSERT_TRUE(engine_->Run(CollectiveKind::kReduceScatter, items, {}).ok());
     for (const auto& group : groups) {
       for (size_t r = 0; r < group.size(); ++r) {
         std::vector<double> got = Decode(dtype, recv[group[r]]->data(), kBlock);
@@ -185,10 +184,9 @@ TEST_F(LocalEngineTest, BroadcastCopiesTheRootsBlock) {
   CollectiveItem item{DType::kF64};
   item.root = 2;
   for (auto& b : bufs) {
-    item.send.push_back(b.get());
-    item.recv.push_back(b.get());
+    AddRank(item, b.get(), b.get());
   }
-  ASSERT_TRUE(engine_->Broadcast({&item, 1}, {}).ok());
+  ASSERT_TRUE(engine_->Run(CollectiveKind::kBroadcast, {&item, 1}, {}).ok());
   for (auto& b : bufs) EXPECT_EQ(Decode(DType::kF64, b->data(), kCount), values[2]);
 }
 
@@ -204,15 +202,14 @@ TEST_F(LocalEngineTest, BatchedItemsOfDifferentSizes) {
     for (int64_t d = 0; d < 8; ++d) {
       values.back().push_back(TestValues(DType::kF32, count, static_cast<uint32_t>(t * 8 + d)));
       keep.push_back(Buffer(d, DType::kF32, values.back().back()));
-      item.send.push_back(keep.back().get());
-      item.recv.push_back(keep.back().get());
+      AddRank(item, keep.back().get(), keep.back().get());
     }
     items.push_back(item);
   }
-  ASSERT_TRUE(engine_->AllReduce(items, {}).ok());
+  ASSERT_TRUE(engine_->Run(CollectiveKind::kAllReduce, items, {}).ok());
   for (int t = 0; t < 20; ++t) {
     const int64_t count = t * 37;
-    std::vector<double> got = Decode(DType::kF32, items[t].recv[5]->data(), count);
+    std::vector<double> got = Decode(DType::kF32, items[t].local[5].recv->data(), count);
     for (int64_t i = 0; i < count; ++i) {
       std::vector<double> column;
       for (int d = 0; d < 8; ++d) column.push_back(values[t][d][i]);
@@ -228,22 +225,22 @@ TEST_F(LocalEngineTest, CancellationStopsBetweenChunks) {
     CollectiveItem item{DType::kF32};
     for (int64_t d = 0; d < 8; ++d) {
       bufs.push_back(Buffer(d, DType::kF32, std::vector<double>(1 << 16, 1.0)));
-      item.send.push_back(bufs.back().get());
-      item.recv.push_back(bufs.back().get());
+      AddRank(item, bufs.back().get(), bufs.back().get());
     }
     std::atomic<int> polls{0};
     CollectiveContext context;
     context.cancelled = [&polls] { return polls.fetch_add(1) >= 5; };
-    absl::Status status = engine_->AllReduce({&item, 1}, context);
+    absl::Status status = engine_->Run(CollectiveKind::kAllReduce, {&item, 1}, context);
     EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
     // 64 chunks; the call stopped long before polling all of them again.
     EXPECT_LT(polls.load(), 64 + 8);
 
     CollectiveContext late;
     late.deadline = absl::Now() - absl::Seconds(1);
-    EXPECT_EQ(engine_->AllReduce({&item, 1}, late).code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_EQ(engine_->Run(CollectiveKind::kAllReduce, {&item, 1}, late).code(),
+              absl::StatusCode::kDeadlineExceeded);
     // The engine keeps working after a cancelled call.
-    EXPECT_TRUE(engine_->AllReduce({&item, 1}, {}).ok());
+    EXPECT_TRUE(engine_->Run(CollectiveKind::kAllReduce, {&item, 1}, {}).ok());
   }
   EXPECT_EQ(InUse(), baseline);
 }
@@ -251,29 +248,27 @@ TEST_F(LocalEngineTest, CancellationStopsBetweenChunks) {
 TEST_F(LocalEngineTest, RejectsInconsistentItems) {
   auto a = Empty(0, 64), b = Empty(1, 60), c = Empty(1, 64), big = Empty(1, 128);
   CollectiveItem mismatched{DType::kF32};
-  mismatched.send = {a.get(), b.get()};
-  mismatched.recv = {a.get(), b.get()};
-  absl::Status s = engine_->AllReduce({&mismatched, 1}, {});
+  SetRanks(mismatched, {a.get(), b.get()}, {a.get(), b.get()});
+  absl::Status s = engine_->Run(CollectiveKind::kAllReduce, {&mismatched, 1}, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("send[1] is 60 bytes, expected 64"));
 
   CollectiveItem in_place_gather{DType::kF32};
-  in_place_gather.send = {a.get(), c.get()};
-  in_place_gather.recv = {big.get(), c.get()};
-  s = engine_->AllGather({&in_place_gather, 1}, {});
+  SetRanks(in_place_gather, {a.get(), c.get()}, {big.get(), c.get()});
+  s = engine_->Run(CollectiveKind::kAllGather, {&in_place_gather, 1}, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
 
   CollectiveItem boolean{DType::kBool};
-  boolean.send = {a.get(), c.get()};
-  boolean.recv = {a.get(), c.get()};
-  EXPECT_EQ(engine_->AllReduce({&boolean, 1}, {}).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(engine_->Broadcast({&boolean, 1}, {}).ok());  // data movement: any dtype
+  SetRanks(boolean, {a.get(), c.get()}, {a.get(), c.get()});
+  EXPECT_EQ(engine_->Run(CollectiveKind::kAllReduce, {&boolean, 1}, {}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(engine_->Run(CollectiveKind::kBroadcast, {&boolean, 1}, {})
+                  .ok());  // data movement: any dtype
 
   CollectiveItem bad_root{DType::kF32};
   bad_root.root = 2;
-  bad_root.send = {a.get(), c.get()};
-  bad_root.recv = {a.get(), c.get()};
-  s = engine_->Broadcast({&bad_root, 1}, {});
+  SetRanks(bad_root, {a.get(), c.get()}, {a.get(), c.get()});
+  s = engine_->Run(CollectiveKind::kBroadcast, {&bad_root, 1}, {});
   EXPECT_THAT(std::string(s.message()), HasSubstr("root rank 2 outside [0, 2)"));
 }
 
@@ -290,11 +285,10 @@ TEST_F(LocalEngineTest, ConcurrentCallersShareThePool) {
       CollectiveItem item{DType::kF32, ReduceOp::kSum};
       for (int64_t d = 0; d < 4; ++d) {
         bufs.push_back(Buffer((t + d) % 8, DType::kF32, std::vector<double>(kCount, d + t)));
-        item.send.push_back(bufs.back().get());
-        item.recv.push_back(bufs.back().get());
+        AddRank(item, bufs.back().get(), bufs.back().get());
       }
       for (int round = 0; round < 5; ++round) {
-        if (!engine_->AllReduce({&item, 1}, {}).ok()) failures.fetch_add(1);
+        if (!engine_->Run(CollectiveKind::kAllReduce, {&item, 1}, {}).ok()) failures.fetch_add(1);
       }
       // After 5 in-place sums of 4 ranks: (0+1+2+3 + 4t) * 4^4.
       const double want = (6.0 + 4.0 * t) * 256.0;

@@ -1,11 +1,12 @@
-#include "server/collective/local/reduce_kernels.h"
+#include "server/collective/kernels/reduce_kernels.h"
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "server/collective/local/half_float.h"
+#include "server/collective/kernels/half_float.h"
+#include "server/service/from_proto.h"
 #include "tests/server/collective/collective_test_util.h"
 
 namespace placement::server {

@@ -1,7 +1,6 @@
-#include "server/device/backend_factory.h"
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/platform/platform_selection.h"
 
 namespace placement::server {
 namespace {

@@ -34,6 +34,25 @@ TEST(BlockCacheTest, ClearReleasesEverything) {
   EXPECT_EQ(cache.Take(10), nullptr);
 }
 
+TEST(BlockCacheTest, TakeLargestRemovesBiggestBlocksUntilEnough) {
+  BlockCache cache(1000);
+  int a = 0, b = 0, c = 0;
+  ASSERT_TRUE(cache.Put(10, &a));
+  ASSERT_TRUE(cache.Put(30, &b));
+  ASSERT_TRUE(cache.Put(20, &c));
+  auto taken = cache.TakeLargest(25);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].first, 30);
+  EXPECT_EQ(taken[0].second, &b);
+  EXPECT_EQ(cache.bytes(), 30);
+  taken = cache.TakeLargest(25);  // 20, then 10: at least 25 bytes
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(taken[0].first, 20);
+  EXPECT_EQ(taken[1].first, 10);
+  EXPECT_EQ(cache.bytes(), 0);
+  EXPECT_TRUE(cache.TakeLargest(5).empty());
+}
+
 TEST(BlockCacheTest, ZeroLimitKeepsNothing) {
   BlockCache cache(0);
   int a = 0;

@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/service/from_proto.h"
 #include "tests/server/tensor/tensor_test_util.h"
 
 namespace placement::server {
@@ -53,7 +54,7 @@ TEST(PrefetchManagerTest, PipelinesFeedCountersAndGauges) {
   array->set_key("x");
   array->set_dtype(pb::DTYPE_F32);
   array->add_shape(16);
-  ASSERT_TRUE(pipeline->OnBatchHeader(header).ok());
+  ASSERT_TRUE(pipeline->OnBatchHeader(BatchHeaderFromProto(header)).ok());
   EXPECT_THAT(metrics.Render(), HasSubstr("placementd_prefetch_batches_held 1"));
   ASSERT_TRUE(pipeline->OnBatchChunk(0, std::string(64, 'a')).ok());
   EXPECT_EQ(metrics.CounterValue("placementd_prefetch_batches_staged_total"), 1);

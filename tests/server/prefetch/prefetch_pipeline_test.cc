@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/prefetch/prefetch_metrics.h"
+#include "server/service/from_proto.h"
 #include "tests/server/tensor/tensor_test_util.h"
 
 namespace placement::server {
@@ -28,7 +29,8 @@ struct Array {
   std::vector<int64_t> shape;
 };
 
-pb::BatchHeader Header(const std::vector<Array>& arrays) {
+// A wire BatchHeader, converted as the handler does.
+PrefetchBatchHeader Header(const std::vector<Array>& arrays) {
   pb::BatchHeader header;
   for (const Array& a : arrays) {
     pb::ArrayHeader* h = header.add_arrays();
@@ -36,7 +38,7 @@ pb::BatchHeader Header(const std::vector<Array>& arrays) {
     h->set_dtype(a.dtype);
     for (int64_t d : a.shape) h->add_shape(d);
   }
-  return header;
+  return BatchHeaderFromProto(header);
 }
 
 // images f32[4,8] (128 bytes) + labels i32[4] (16 bytes).

@@ -35,7 +35,7 @@ class AssemblerTest : public ::testing::Test {
     for (const auto& t : tensors) ids.push_back(t->id);
     return ids;
   }
-  pb::Placement Target() { return ShardingRule(r4_, {{"r"}}).placement(); }
+  testing::TestPlacement Target() { return ShardingRule(r4_, {{"r"}}).placement(); }
 
   TestRig rig_;
   std::string r4_;
@@ -106,7 +106,7 @@ TEST_F(AssemblerTest, ErrorsNameTheDeviceAndShapes) {
   std::vector<std::string> ids = Ids(*pieces);
   const int64_t before = rig_.MemoryInUse();
   auto expect_invalid = [&](const std::vector<std::string>& use, const Shape& shape,
-                            const pb::Placement& target, const std::string& fragment) {
+                            const testing::TestPlacement& target, const std::string& fragment) {
     auto r = rig_.ops->Assemble(shape, target, use, SourceHandling::kKeep, "");
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
     EXPECT_NE(r.status().message().find(fragment), std::string::npos) << r.status();
@@ -156,7 +156,7 @@ TEST_F(AssemblerTest, ReplicatedAndPartialTargets) {
       rig_.ops->Assemble({2, 3}, ShardingRule(r2, {}, pb::SHARDING_MODE_EVEN, {"r"}).placement(),
                          {(*b)->id, (*a)->id}, SourceHandling::kKeep, "");
   ASSERT_TRUE(partial.ok()) << partial.status();
-  EXPECT_EQ((*partial)->partial_op, pb::REDUCE_OP_SUM);
+  EXPECT_EQ((*partial)->partial_op, ReduceOp::kSum);
   EXPECT_EQ(ShardBytes((*partial)->shards[0]), a_bytes);
   EXPECT_EQ(ShardBytes((*partial)->shards[1]), b_bytes);
   EXPECT_EQ(DownloadWhole(*rig_.ops, (*partial)->id).status().code(),

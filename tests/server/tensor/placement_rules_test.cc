@@ -29,13 +29,16 @@ class PlacementRulesTest : public ::testing::Test {
   const PlacementResolver& resolver() { return rig_.ops->resolver(); }
   ResolvedSharding MustResolve(const pb::PlacementRule& rule, const Shape& shape,
                                RuleScope scope = RuleScope::kSingleTensor) {
-    auto r = resolver().Resolve(rule, shape, scope);
+    auto r = resolver().Resolve(testing::Core(rule), shape, scope);
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : ResolvedSharding{};
   }
   absl::Status Error(const pb::PlacementRule& rule, const Shape& shape,
                      RuleScope scope = RuleScope::kSingleTensor) {
-    return resolver().Resolve(rule, shape, scope).status();
+    // Malformed enums are refused where the wire form is converted.
+    absl::StatusOr<PlacementRule> core = PlacementRuleFromProto(rule);
+    if (!core.ok()) return core.status();
+    return resolver().Resolve(*core, shape, scope).status();
   }
 
   TestRig rig_;
@@ -81,7 +84,7 @@ TEST_F(PlacementRulesTest, ExplicitSharding) {
   // Partial axes default to SUM.
   ResolvedSharding partial =
       MustResolve(ShardingRule(xy_, {{"x"}}, pb::SHARDING_MODE_EVEN, {"y"}), {4});
-  EXPECT_EQ(partial.partial_op, pb::REDUCE_OP_SUM);
+  EXPECT_EQ(partial.partial_op, ReduceOp::kSum);
   EXPECT_EQ(partial.sharding.partial_axes(), std::vector<std::string>{"y"});
 }
 

@@ -38,7 +38,7 @@ void RunChain(TestRig& rig, DType dtype, const Shape& shape,
   for (size_t step = 1; step <= rules.size(); ++step) {
     const pb::PlacementRule& rule = rules[step % rules.size()];
     SCOPED_TRACE("step " + std::to_string(step) + ": " + rule.ShortDebugString());
-    auto placed = rig.ops->Place({id}, rule, SourceHandling::kDonate, "");
+    auto placed = rig.ops->Place({id}, testing::Core(rule), SourceHandling::kDonate, "");
     ASSERT_TRUE(placed.ok()) << placed.status();
     ASSERT_EQ(placed->size(), 1u);
     EXPECT_EQ(rig.store->Get(id).status().code(), absl::StatusCode::kNotFound);
@@ -153,7 +153,8 @@ TEST(ResharderTest, PartialTensorsCannotBeMovedOrCreated) {
   auto b = UploadBytes(*rig.ops, DType::kF32, {4}, DeviceRule(1), PatternBytes(16));
   ASSERT_TRUE(a.ok() && b.ok());
   pb::Placement partial = ShardingRule(r2, {}, pb::SHARDING_MODE_EVEN, {"r"}).placement();
-  auto assembled = rig.ops->Assemble({4}, partial, {(*a)->id, (*b)->id}, SourceHandling::kKeep, "");
+  auto assembled = rig.ops->Assemble({4}, testing::Core(partial), {(*a)->id, (*b)->id},
+                                     SourceHandling::kKeep, "");
   ASSERT_TRUE(assembled.ok()) << assembled.status();
   auto moved = rig.ops->Place({(*assembled)->id}, DeviceRule(2), SourceHandling::kKeep, "");
   EXPECT_EQ(moved.status().code(), absl::StatusCode::kFailedPrecondition);

@@ -1,8 +1,8 @@
-#include "server/tensor/tensor_proto.h"
-
 #include <string>
 
 #include "gtest/gtest.h"
+#include "server/service/from_proto.h"
+#include "server/service/to_proto.h"
 #include "tests/server/tensor/tensor_test_util.h"
 
 namespace placement::server {

@@ -17,6 +17,7 @@
 #include "server/device/cpu/cpu_backend.h"
 #include "server/device/device_inventory.h"
 #include "server/mesh/mesh_registry.h"
+#include "server/service/from_proto.h"
 #include "server/tensor/download_plan.h"
 #include "server/tensor/tensor_ops.h"
 #include "server/tensor/tensor_store.h"
@@ -103,20 +104,48 @@ inline void ExpectShardsMatch(const Tensor& tensor, const std::string& global) {
   }
 }
 
-inline pb::PlacementRule DeviceRule(int64_t device) {
-  pb::PlacementRule rule;
-  rule.mutable_placement()->set_device_id(device);
+// The core form of wire rules, converted as the handlers convert them
+// (server/service/from_proto.h); a conversion error fails the test.
+inline PlacementRule Core(const pb::PlacementRule& rule) {
+  absl::StatusOr<PlacementRule> core = PlacementRuleFromProto(rule);
+  EXPECT_TRUE(core.ok()) << core.status();
+  return core.ok() ? *std::move(core) : PlacementRule();
+}
+inline TensorPlacement Core(const pb::Placement& placement) {
+  absl::StatusOr<TensorPlacement> core = PlacementFromProto(placement);
+  EXPECT_TRUE(core.ok()) << core.status();
+  return core.ok() ? *std::move(core) : TensorPlacement();
+}
+
+// Wire rules as the tests write them; they convert implicitly to the core's
+// form (Core) where TensorOps takes one.
+struct TestPlacement {
+  pb::Placement proto;
+  operator const pb::Placement&() const { return proto; }   // NOLINT
+  operator TensorPlacement() const { return Core(proto); }  // NOLINT
+};
+struct TestRule {
+  pb::PlacementRule proto;
+  operator const pb::PlacementRule&() const { return proto; }  // NOLINT
+  operator PlacementRule() const { return Core(proto); }       // NOLINT
+  TestPlacement placement() const { return TestPlacement{proto.placement()}; }
+  pb::Placement* mutable_placement() { return proto.mutable_placement(); }
+};
+
+inline TestRule DeviceRule(int64_t device) {
+  TestRule rule;
+  rule.proto.mutable_placement()->set_device_id(device);
   return rule;
 }
 
 // A Placement rule with a sharding over `mesh_id`; `spec` lists the axes of
 // each dimension ({} = None).
-inline pb::PlacementRule ShardingRule(const std::string& mesh_id,
-                                      const std::vector<std::vector<std::string>>& spec,
-                                      pb::ShardingMode mode = pb::SHARDING_MODE_EVEN,
-                                      const std::vector<std::string>& partial_axes = {}) {
-  pb::PlacementRule rule;
-  pb::Sharding* sharding = rule.mutable_placement()->mutable_sharding();
+inline TestRule ShardingRule(const std::string& mesh_id,
+                             const std::vector<std::vector<std::string>>& spec,
+                             pb::ShardingMode mode = pb::SHARDING_MODE_EVEN,
+                             const std::vector<std::string>& partial_axes = {}) {
+  TestRule rule;
+  pb::Sharding* sharding = rule.proto.mutable_placement()->mutable_sharding();
   sharding->set_mesh_id(mesh_id);
   for (const auto& axes : spec) {
     pb::DimSharding* dim = sharding->mutable_spec()->add_dims();
@@ -127,9 +156,9 @@ inline pb::PlacementRule ShardingRule(const std::string& mesh_id,
   return rule;
 }
 
-inline pb::PlacementRule ReplicatedRule(const std::string& mesh_id) {
-  pb::PlacementRule rule;
-  rule.mutable_placement()->set_replicated_mesh_id(mesh_id);
+inline TestRule ReplicatedRule(const std::string& mesh_id) {
+  TestRule rule;
+  rule.proto.mutable_placement()->set_replicated_mesh_id(mesh_id);
   return rule;
 }
 
@@ -138,7 +167,7 @@ inline absl::StatusOr<std::shared_ptr<const Tensor>> UploadBytes(
     const TensorOps& ops, DType dtype, Shape shape, const pb::PlacementRule& rule,
     const std::string& bytes, int64_t chunk = 1 << 20, std::string name = "") {
   absl::StatusOr<std::unique_ptr<UploadSession>> session =
-      ops.StartUpload(TensorSpec{dtype, std::move(shape), std::move(name), ""}, rule);
+      ops.StartUpload(TensorSpec{dtype, std::move(shape), std::move(name), ""}, Core(rule));
   if (!session.ok()) return session.status();
   for (int64_t offset = 0; offset < static_cast<int64_t>(bytes.size()); offset += chunk) {
     absl::Status status = (*session)->Write(absl::string_view(bytes).substr(offset, chunk));

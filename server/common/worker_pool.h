@@ -7,8 +7,8 @@
 // callers cannot deadlock each other, they only share the helpers.
 //
 // Thread-safe. The destructor finishes queued jobs and joins the threads.
-#ifndef PLACEMENT_SERVER_COLLECTIVE_LOCAL_WORKER_POOL_H_
-#define PLACEMENT_SERVER_COLLECTIVE_LOCAL_WORKER_POOL_H_
+#ifndef PLACEMENT_SERVER_COMMON_WORKER_POOL_H_
+#define PLACEMENT_SERVER_COMMON_WORKER_POOL_H_
 
 #include <cstdint>
 #include <deque>
@@ -57,4 +57,4 @@ class WorkerPool {
 
 }  // namespace placement::server
 
-#endif  // PLACEMENT_SERVER_COLLECTIVE_LOCAL_WORKER_POOL_H_
+#endif  // PLACEMENT_SERVER_COMMON_WORKER_POOL_H_

@@ -1,4 +1,4 @@
-#include "server/collective/local/worker_pool.h"
+#include "server/common/worker_pool.h"
 
 #include <algorithm>
 #include <atomic>

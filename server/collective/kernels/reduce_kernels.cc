@@ -1,9 +1,9 @@
-#include "server/collective/local/reduce_kernels.h"
+#include "server/collective/kernels/reduce_kernels.h"
 
 #include <cstring>
 #include <type_traits>
 
-#include "server/collective/local/half_float.h"
+#include "server/collective/kernels/half_float.h"
 
 namespace placement::server {
 namespace {

@@ -1,4 +1,5 @@
-// Element-wise reduction kernels of the LocalEngine: n input ranges reduced
+// Element-wise reduction kernels shared by the engines that reduce on the host
+// (LocalEngine; GlooEngine pairwise): n input ranges reduced
 // into one result written to one or more output ranges, in cache-sized
 // sub-blocks, so a chunk is read once from each input and written once to
 // each output.
@@ -13,15 +14,15 @@
 // bool is not reducible (callers reject it first).
 //
 // Pure functions; thread-safe.
-#ifndef PLACEMENT_SERVER_COLLECTIVE_LOCAL_REDUCE_KERNELS_H_
-#define PLACEMENT_SERVER_COLLECTIVE_LOCAL_REDUCE_KERNELS_H_
+#ifndef PLACEMENT_SERVER_COLLECTIVE_KERNELS_REDUCE_KERNELS_H_
+#define PLACEMENT_SERVER_COLLECTIVE_KERNELS_REDUCE_KERNELS_H_
 
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/types/span.h"
 #include "common/dtype.h"
-#include "server/collective/reduce_op.h"
+#include "server/common/reduce_op.h"
 
 namespace placement::server {
 
@@ -45,4 +46,4 @@ bool IsReducible(DType dtype);
 
 }  // namespace placement::server
 
-#endif  // PLACEMENT_SERVER_COLLECTIVE_LOCAL_REDUCE_KERNELS_H_
+#endif  // PLACEMENT_SERVER_COLLECTIVE_KERNELS_REDUCE_KERNELS_H_

@@ -4,8 +4,8 @@
 // f16 subnormals are produced and read exactly.
 //
 // Pure inline functions; thread-safe.
-#ifndef PLACEMENT_SERVER_COLLECTIVE_LOCAL_HALF_FLOAT_H_
-#define PLACEMENT_SERVER_COLLECTIVE_LOCAL_HALF_FLOAT_H_
+#ifndef PLACEMENT_SERVER_COLLECTIVE_KERNELS_HALF_FLOAT_H_
+#define PLACEMENT_SERVER_COLLECTIVE_KERNELS_HALF_FLOAT_H_
 
 #include <cstdint>
 #include <cstring>
@@ -71,4 +71,4 @@ inline uint16_t FloatToF16(float f) {
 
 }  // namespace placement::server
 
-#endif  // PLACEMENT_SERVER_COLLECTIVE_LOCAL_HALF_FLOAT_H_
+#endif  // PLACEMENT_SERVER_COLLECTIVE_KERNELS_HALF_FLOAT_H_

@@ -1,12 +1,12 @@
 // ReduceOp: the element-wise reductions collectives apply (JAX psum / pmean /
 // pmax / pmin, DTensor Partial's reduce_op, NCCL's ncclRedOp_t), with the
-// names the seed's `reduce_type` strings use and their proto values.
+// names the seed's `reduce_type` strings use. A core type: the wire enum
+// (placement.v1.ReduceOp, same values) is converted at the edge
+// (server/service/from_proto.h, to_proto.h).
 //
 // Pure value helpers; thread-safe.
-#ifndef PLACEMENT_SERVER_COLLECTIVE_REDUCE_OP_H_
-#define PLACEMENT_SERVER_COLLECTIVE_REDUCE_OP_H_
-
-#include <optional>
+#ifndef PLACEMENT_SERVER_COMMON_REDUCE_OP_H_
+#define PLACEMENT_SERVER_COMMON_REDUCE_OP_H_
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -30,16 +30,6 @@ absl::string_view ReduceOpName(ReduceOp op);
 // 'min' or 'prod'."
 absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
 
-// From placement.v1.ReduceOp's integer value. INVALID_ARGUMENT for
-// REDUCE_OP_UNSPECIFIED (0) and unknown values.
-absl::StatusOr<ReduceOp> ReduceOpFromProtoValue(int value);
-
-// The op a request names: the enum when set, else `op_name`; nullopt when
-// neither is set (the caller picks the default). INVALID_ARGUMENT when
-// either is unknown, or both are set and disagree.
-absl::StatusOr<std::optional<ReduceOp>> RequestedReduceOp(int proto_value,
-                                                          absl::string_view op_name);
-
 }  // namespace placement::server
 
-#endif  // PLACEMENT_SERVER_COLLECTIVE_REDUCE_OP_H_
+#endif  // PLACEMENT_SERVER_COMMON_REDUCE_OP_H_

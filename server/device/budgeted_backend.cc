@@ -1,0 +1,140 @@
+#include "server/device/budgeted_backend.h"
+
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/device/block_cache.h"
+
+namespace placement::server {
+
+// One device's counters and cache. Every change to `in_use` and to `cache`
+// happens under `mu`, so in use + cached is checked against the budget
+// atomically; MemoryInUse / MemoryCached read snapshots without it.
+struct BudgetedBackend::DeviceMemory {
+  explicit DeviceMemory(int64_t cache_limit) : cache(cache_limit) {}
+  absl::Mutex mu;
+  std::atomic<int64_t> in_use{0};
+  BlockCache cache;
+};
+
+BudgetedBackend::BudgetedBackend(std::vector<DeviceDescription> devices,
+                                 int64_t cache_bytes_per_device)
+    : devices_(std::move(devices)) {
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    memory_.push_back(std::make_unique<DeviceMemory>(cache_bytes_per_device));
+  }
+}
+
+// The platform's destructor has already called ReleaseCache (its FreeBlock
+// is gone by now); buffers must not outlive the backend.
+BudgetedBackend::~BudgetedBackend() = default;
+
+int BudgetedBackend::LocalIndex(int64_t device_id) const {
+  if (devices_.empty()) return -1;
+  const int64_t local = device_id - devices_.front().id;
+  if (local < 0 || local >= static_cast<int64_t>(devices_.size())) return -1;
+  return static_cast<int>(local);
+}
+
+int64_t BudgetedBackend::MemoryInUse(int64_t device_id) const {
+  const int idx = LocalIndex(device_id);
+  return idx < 0 ? 0 : memory_[idx]->in_use.load(std::memory_order_relaxed);
+}
+
+int64_t BudgetedBackend::MemoryCached(int64_t device_id) const {
+  const int idx = LocalIndex(device_id);
+  return idx < 0 ? 0 : memory_[idx]->cache.bytes();
+}
+
+void BudgetedBackend::Evict(int index, int64_t bytes) {
+  DeviceMemory& m = *memory_[index];
+  std::vector<std::pair<int64_t, void*>> freed;
+  {
+    absl::MutexLock lock(&m.mu);
+    freed = m.cache.TakeLargest(bytes < 0 ? std::numeric_limits<int64_t>::max() : bytes);
+  }
+  for (const auto& [size, block] : freed) FreeBlock(index, block, size);
+}
+
+void BudgetedBackend::ReleaseCache() {
+  for (size_t i = 0; i < memory_.size(); ++i) Evict(static_cast<int>(i), -1);
+}
+
+absl::StatusOr<std::unique_ptr<DeviceBuffer>> BudgetedBackend::Allocate(int64_t device_id,
+                                                                        int64_t bytes) {
+  const int idx = LocalIndex(device_id);
+  if (idx < 0) {
+    return absl::NotFoundError(absl::StrCat("device ", device_id,
+                                            " does not exist; this daemon has ", devices_.size(),
+                                            " ", Name(), " devices"));
+  }
+  if (bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("allocation size must be >= 0, got ", bytes));
+  }
+  DeviceMemory& m = *memory_[idx];
+  const int64_t limit = devices_[idx].memory_limit_bytes;
+  const int64_t block_bytes = bytes > 0 ? BlockSize(bytes) : 0;
+  void* data = nullptr;
+  std::vector<std::pair<int64_t, void*>> evicted;  // cached blocks making room
+  {
+    // Reserve first, under the device's lock, so concurrent allocations
+    // cannot both pass the check.
+    absl::MutexLock lock(&m.mu);
+    const int64_t before = m.in_use.load(std::memory_order_relaxed);
+    if (before + bytes > limit) {
+      return absl::ResourceExhaustedError(absl::StrCat("device ", device_id, ": cannot allocate ",
+                                                       bytes, " bytes; ", before, " of ", limit,
+                                                       " bytes in use"));
+    }
+    m.in_use.fetch_add(bytes, std::memory_order_relaxed);
+    if (bytes > 0) {
+      data = m.cache.Take(block_bytes);
+      if (data == nullptr) {
+        // The cache counts against the budget: make room in it first.
+        const int64_t over = before + bytes + m.cache.bytes() - limit;
+        if (over > 0) evicted = m.cache.TakeLargest(over);
+      }
+    }
+  }
+  for (const auto& [size, block] : evicted) FreeBlock(idx, block, size);
+  if (bytes == 0 || data != nullptr) {
+    return std::make_unique<DeviceBuffer>(this, device_id, data, bytes);
+  }
+  absl::StatusOr<void*> block = AllocateBlock(idx, block_bytes);
+  if (absl::IsResourceExhausted(block.status())) {
+    // Cached blocks of other sizes (of any device on the same memory) may be
+    // what stands in the way.
+    for (size_t j = 0; j < memory_.size(); ++j) {
+      if (SharesMemoryWith(idx, static_cast<int>(j))) Evict(static_cast<int>(j), -1);
+    }
+    block = AllocateBlock(idx, block_bytes);
+  }
+  if (!block.ok()) {
+    absl::MutexLock lock(&m.mu);
+    m.in_use.fetch_sub(bytes, std::memory_order_relaxed);
+    return block.status();
+  }
+  return std::make_unique<DeviceBuffer>(this, device_id, *block, bytes);
+}
+
+void BudgetedBackend::Release(int64_t device_id, void* data, int64_t size) {
+  const int idx = LocalIndex(device_id);
+  if (idx < 0) return;  // DeviceBuffers of this backend only come from Allocate
+  DeviceMemory& m = *memory_[idx];
+  const int64_t block_bytes = data != nullptr ? BlockSize(size) : 0;
+  {
+    absl::MutexLock lock(&m.mu);
+    const int64_t in_use = m.in_use.fetch_sub(size, std::memory_order_relaxed) - size;
+    if (data == nullptr) return;
+    // Cache the block only while in use + cached stays within the budget;
+    // BlockCache::Put also enforces the cache's own bound.
+    if (in_use + m.cache.bytes() + block_bytes <= devices_[idx].memory_limit_bytes &&
+        m.cache.Put(block_bytes, data)) {
+      return;
+    }
+  }
+  FreeBlock(idx, data, block_bytes);
+}
+
+}  // namespace placement::server

@@ -1,0 +1,88 @@
+// BudgetedBackend: the allocator every DeviceBackend shares -- device-id
+// lookup, exact per-device byte accounting against a budget, and a bounded
+// cache of freed blocks -- so a platform only says how to get, free and copy
+// raw blocks (CpuBackend: aligned host memory; CudaBackend: cudaMalloc).
+//
+// Accounting, per device:
+//   in use   the bytes of live DeviceBuffers, exactly as requested
+//            (MemoryInUse; what ListDevices reports as memory_in_use_bytes);
+//   cached   freed blocks kept for reuse by allocations of the same block
+//            size (MemoryCached; memory_cached_bytes), counted at their real
+//            block size.
+// Both count against the device's memory_limit_bytes: in use + cached never
+// exceeds the budget (a freed block that does not fit is returned to the
+// platform instead of cached), and an allocation that does not fit beside
+// the cache first releases cached blocks (of every device that shares the
+// memory, see SharesMemoryWith), so the cache never makes an allocation
+// fail. RESOURCE_EXHAUSTED only when in use + requested exceeds the budget,
+// or when the platform itself is out of memory after the cache was emptied.
+//
+// Thread-safe: each device's counters and cache are guarded by that device's
+// own lock; allocations on different devices never contend.
+#ifndef PLACEMENT_SERVER_DEVICE_BUDGETED_BACKEND_H_
+#define PLACEMENT_SERVER_DEVICE_BUDGETED_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/device/device_backend.h"
+
+namespace placement::server {
+
+class BudgetedBackend : public DeviceBackend {
+ public:
+  ~BudgetedBackend() override;
+
+  const std::vector<DeviceDescription>& Devices() const final { return devices_; }
+  int64_t MemoryInUse(int64_t device_id) const final;
+  int64_t MemoryCached(int64_t device_id) const final;
+
+  // NOT_FOUND for an unknown device, INVALID_ARGUMENT for a negative size,
+  // RESOURCE_EXHAUSTED as the header says ("device 3: cannot allocate 4096
+  // bytes; 1024 of 2048 bytes in use"). A zero-byte allocation succeeds and
+  // holds no memory.
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t device_id, int64_t bytes) final;
+
+  // Frees every cached block of every device. Platforms also call it in
+  // their destructor, while their FreeBlock still works.
+  void ReleaseCache();
+
+ protected:
+  // `devices` ids must be consecutive (the first one's id + local index),
+  // as DeviceDescription promises; `cache_bytes_per_device` bounds each
+  // device's cache (0 disables it) besides the budget.
+  BudgetedBackend(std::vector<DeviceDescription> devices, int64_t cache_bytes_per_device);
+
+  // Index of a global id into Devices(), or -1.
+  int LocalIndex(int64_t device_id) const;
+
+  // The platform's raw memory. BlockSize rounds a request to the size of
+  // the block that serves it (cached blocks are matched by this size).
+  // AllocateBlock returns RESOURCE_EXHAUSTED when the platform is out of
+  // memory (the base then empties the caches SharesMemoryWith names and
+  // retries once), any other error as is.
+  virtual int64_t BlockSize(int64_t bytes) const = 0;
+  virtual absl::StatusOr<void*> AllocateBlock(int local_index, int64_t block_bytes) = 0;
+  virtual void FreeBlock(int local_index, void* block, int64_t block_bytes) = 0;
+  // Whether devices `a` and `b` draw on the same physical memory (logical
+  // devices of one GPU): their caches are released together when the
+  // platform runs out. Default: only a device itself.
+  virtual bool SharesMemoryWith(int a, int b) const { return a == b; }
+
+ private:
+  struct DeviceMemory;
+
+  void Release(int64_t device_id, void* data, int64_t size) final;
+  // Frees device `index`'s cached blocks until at least `bytes` are freed
+  // (or all of them, when bytes < 0).
+  void Evict(int index, int64_t bytes);
+
+  std::vector<DeviceDescription> devices_;
+  std::vector<std::unique_ptr<DeviceMemory>> memory_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_DEVICE_BUDGETED_BACKEND_H_

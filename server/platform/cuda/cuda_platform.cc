@@ -1,0 +1,61 @@
+// The "cuda" platform: the GPUs the CUDA runtime reports (CudaBackend,
+// optionally split into logical devices) and the NcclEngine over them
+// (host-staged for groups whose ranks share a GPU). Highest
+// --backend=auto priority; built only when the CUDA toolkit is found
+// (cuda_platform_unavailable.cc stands in otherwise).
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/collective/nccl/nccl_engine.h"
+#include "server/device/cuda/cuda_backend.h"
+#include "server/platform/platform.h"
+#include "server/platform/platform_registry.h"
+
+namespace placement::server {
+namespace {
+
+class CudaPlatform final : public Platform {
+ public:
+  absl::string_view name() const override { return "cuda"; }
+  absl::string_view device_noun() const override { return "GPU"; }
+  int auto_priority() const override { return 100; }
+
+  absl::StatusOr<std::unique_ptr<DeviceBackend>> CreateBackend(
+      const PlatformConfig& config) const override {
+    CudaBackendOptions options;
+    options.memory_fraction = config.cuda.memory_fraction;
+    options.process_index = config.process_index;
+    options.logical_devices_per_gpu = config.cuda.logical_devices;
+    options.device_memory_bytes = config.cuda.device_memory_bytes;
+    absl::StatusOr<std::unique_ptr<CudaBackend>> backend = CudaBackend::Create(options);
+    if (!backend.ok()) return backend.status();
+    return std::unique_ptr<DeviceBackend>(std::move(*backend));
+  }
+
+  absl::StatusOr<std::unique_ptr<CollectiveEngine>> CreateEngine(
+      DeviceBackend* backend, const PlatformConfig&) const override {
+    auto* cuda = dynamic_cast<CudaBackend*>(backend);
+    if (cuda == nullptr) {
+      return absl::FailedPreconditionError("the 'cuda' backend is not a CudaBackend");
+    }
+    absl::StatusOr<std::unique_ptr<NcclEngine>> engine = NcclEngine::Create(cuda);
+    if (!engine.ok()) return engine.status();
+    return std::unique_ptr<CollectiveEngine>(std::move(*engine));
+  }
+
+  std::string DescribeDevices(const DeviceBackend& backend,
+                              const PlatformConfig& config) const override {
+    std::string text = absl::StrCat(backend.Devices().size(), " CUDA device(s)");
+    if (config.cuda.logical_devices > 1) {
+      absl::StrAppend(&text, " (", config.cuda.logical_devices, " logical per GPU)");
+    }
+    return text;
+  }
+};
+
+}  // namespace
+
+PLACEMENT_REGISTER_PLATFORM(cuda, std::make_unique<CudaPlatform>());
+
+}  // namespace placement::server
