@@ -238,7 +238,7 @@ int Run() {
   const int rounds = std::max(1, absl::GetFlag(FLAGS_rounds));
   std::printf("prefetch path: %s; step = factor x %s\n", absl::GetFlag(FLAGS_path).c_str(),
               absl::GetFlag(FLAGS_calibrate) == "pipeline" ? "the pipeline's per-batch time"
-                                                          : "one serial UploadBatch");
+                                                           : "one serial UploadBatch");
   std::printf("medians of %d rounds (serial and prefetch alternate):\n", rounds);
   std::printf("%-7s %-9s %-11s %-11s %-8s %-11s %-13s %-12s\n", "factor", "step", "serial",
               "prefetch", "speedup", "stall/step", "stall(excl1)", "daemon stall");

@@ -188,8 +188,8 @@ int Run() {
                          bytes};
   Series up_auto{absl::StrCat("upload   auto (staged region), P('data') x", devices), bytes};
   Series down_region_one{"download region, 1 device", bytes};
-  Series down_region_eight{
-      absl::StrCat("download region, P('data') over ", devices, " devices"), bytes};
+  Series down_region_eight{absl::StrCat("download region, P('data') over ", devices, " devices"),
+                           bytes};
   Series down_auto{absl::StrCat("download auto (staged region), P('data') x", devices), bytes};
   Series reshard{"reshard  P('data',None) -> P(None,'data')", bytes};
   Series replicate{absl::StrCat("reshard  P('data') -> replicated (", devices, "x bytes)"),

@@ -40,8 +40,8 @@ absl::StatusOr<DownloadHeader> TensorClient::Download(const std::string& tensor_
                                                       const ChunkSink& on_chunk,
                                                       const DownloadSelection& selection,
                                                       const DownloadOptions& options) const {
-  if (auto through_region =
-          DownloadToSinksThroughStaging(client_, tensor_id, on_header, on_chunk, selection, options)) {
+  if (auto through_region = DownloadToSinksThroughStaging(client_, tensor_id, on_header, on_chunk,
+                                                          selection, options)) {
     return *std::move(through_region);
   }
   pb::DownloadRequest request;

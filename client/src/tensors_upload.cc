@@ -198,7 +198,8 @@ absl::StatusOr<TensorInfo> TensorClient::Upload(const HostArray& array, const Ru
 absl::StatusOr<TensorInfo> TensorClient::UploadFrom(DType dtype, std::vector<int64_t> shape,
                                                     const ByteReader& reader, const Rule& rule,
                                                     const UploadOptions& options) const {
-  if (auto through_region = UploadFromThroughStaging(client_, dtype, shape, reader, rule, options)) {
+  if (auto through_region =
+          UploadFromThroughStaging(client_, dtype, shape, reader, rule, options)) {
     return *std::move(through_region);
   }
   auto uploader = StartUpload(dtype, std::move(shape), rule, options);

@@ -239,7 +239,7 @@ class PrefetchReactor final
   PrefetchManager* manager_;
   CallGate::Ticket ticket_;
   RegionRegistry* regions_;  // null: region chunks are refused
-  Caller caller_;  // set once in the constructor
+  Caller caller_;            // set once in the constructor
   StreamRegistry::Lease lease_;
   std::unique_ptr<SessionManager::Watch> session_watch_;  // null outside a session
   std::optional<int64_t> stream_id_;

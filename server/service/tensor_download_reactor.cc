@@ -7,8 +7,8 @@
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "server/service/from_proto.h"
-#include "server/service/to_proto.h"
 #include "server/service/region_slices.h"
+#include "server/service/to_proto.h"
 #include "server/tensor/tenant_access.h"
 
 namespace placement::server {
