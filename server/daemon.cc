@@ -19,6 +19,8 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/auth/authenticator.h"
 #include "server/auth/transport_security.h"
+#include "server/cluster/cluster.h"
+#include "server/cluster/coordinator.h"
 #include "server/daemon_identity.h"
 #include "server/device/device_inventory.h"
 #include "server/listen_address.h"
@@ -26,6 +28,7 @@
 #include "server/metrics/http_server.h"
 #include "server/metrics/metrics.h"
 #include "server/service/call_gate.h"
+#include "server/service/cluster_handler.h"
 #include "server/service/daemon_handler.h"
 #include "server/service/device_handler.h"
 #include "server/service/malformed_request_interceptor.h"
@@ -57,10 +60,12 @@ absl::Status CheckUnixSocketFree(const std::string& path) {
   return absl::OkStatus();
 }
 
-// Line 1: the gRPC address. With metrics on, line 2:
-// "metrics=http://HOST:PORT/metrics".
+// Line 1: the gRPC address. With metrics on, a line
+// "metrics=http://HOST:PORT/metrics"; in a cluster, "peer=HOST:PORT" (what
+// other daemons dial; process 0's is the --coordinator of the others).
 absl::Status WriteReadyFile(const std::string& path, const std::string& address,
-                            const MetricsHttpServer* metrics_http) {
+                            const MetricsHttpServer* metrics_http,
+                            const std::string& peer_address) {
   std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
@@ -69,6 +74,7 @@ absl::Status WriteReadyFile(const std::string& path, const std::string& address,
       out << "metrics=" << metrics_http->scheme() << "://" << metrics_http->address()
           << "/metrics\n";
     }
+    if (!peer_address.empty()) out << "peer=" << peer_address << "\n";
     if (!out.good()) return absl::InternalError(absl::StrCat("cannot write --ready_file ", tmp));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -86,15 +92,25 @@ struct Daemon::State {
   std::unique_ptr<Authenticator> authenticator;
   std::unique_ptr<StreamRegistry> streams;
   CallGate gate;
+  // The daemon-to-daemon services' gate: it never waits for the cluster.
+  CallGate peer_gate;
   std::unique_ptr<DeviceBackend> backend;
   std::unique_ptr<DeviceInventory> inventory;
+  // Cluster membership (disabled for a lone daemon); process 0 also runs
+  // the coordinator and its ClusterService.
+  std::unique_ptr<Cluster> cluster;
+  std::unique_ptr<Coordinator> coordinator;
+  std::unique_ptr<ClusterHandler> cluster_handler;
   std::unique_ptr<ServiceSet> services;
   std::unique_ptr<DeviceHandler> device_handler;
   std::unique_ptr<DaemonHandler> daemon_handler;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<MetricsHttpServer> metrics_http;
+  // The peer port when it is not the public one.
+  std::unique_ptr<grpc::Server> peer_server;
   SystemdNotifier systemd;
   std::string address;
+  std::string peer_address;  // advertised; empty outside a cluster
   absl::Mutex drain_mu;
   bool drained = false;
 };
@@ -127,6 +143,17 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     }
   }
   if (listen.is_unix) RETURN_IF_ERROR(CheckUnixSocketFree(listen.path));
+  const bool in_cluster = config.cluster.enabled();
+  PeerListen peer_listen;
+  ListenAddress peer_bind;
+  if (in_cluster) {
+    ASSIGN_OR_RETURN(peer_listen, ResolvePeerListen(config.cluster, config.process_index,
+                                                    config.listen, listen));
+    ASSIGN_OR_RETURN(peer_bind, ParseListenAddress(peer_listen.address));
+    if (absl::Status s = ValidateTransportSecurity(config.transport, peer_bind); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("peer port: ", s.message()));
+    }
+  }
 
   auto state = std::make_unique<State>();
   state->config = config;
@@ -140,6 +167,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     state->authenticator = std::move(*authenticator);
   }
   state->gate.set_authenticator(state->authenticator.get());
+  state->peer_gate.set_authenticator(state->authenticator.get());
   if (config.max_streams < 0 || config.tenant_max_streams < 0) {
     return absl::InvalidArgumentError("--max_streams and --tenant_max_streams must be >= 0");
   }
@@ -199,16 +227,48 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   service_options.regions.max_regions_per_tenant = config.tenant_max_regions;
   id.host_id = HostId();
   id.boot_id = BootId();
+  if (in_cluster) {
+    ASSIGN_OR_RETURN(std::string token, ReadPeerToken(config.cluster.peer_token_file));
+    ClusterConfig cluster_config;
+    cluster_config.coordinator = config.cluster.coordinator;
+    cluster_config.process_index = config.process_index;
+    cluster_config.num_processes = config.cluster.num_processes;
+    cluster_config.init_timeout = config.cluster.init_timeout;
+    cluster_config.heartbeat_interval = config.cluster.heartbeat_interval;
+    cluster_config.heartbeat_misses = config.cluster.heartbeat_misses;
+    cluster_config.op_timeout = config.cluster.op_timeout;
+    state->cluster = std::make_unique<Cluster>(
+        cluster_config,
+        PeerSecurity{config.transport, config.cluster.peer_tls_server_name, std::move(token)});
+    if (config.process_index == 0) {
+      MembershipOptions membership;
+      membership.num_processes = config.cluster.num_processes;
+      membership.coordinator_instance_id = id.instance_id;
+      membership.heartbeat_interval = config.cluster.heartbeat_interval;
+      membership.heartbeat_misses = config.cluster.heartbeat_misses;
+      state->coordinator = std::make_unique<Coordinator>(membership);
+      state->cluster_handler =
+          std::make_unique<ClusterHandler>(state->coordinator.get(), &state->peer_gate);
+    }
+  } else {
+    ClusterConfig lone;
+    lone.process_index = config.process_index;
+    state->cluster = std::make_unique<Cluster>(lone, PeerSecurity{});
+  }
+  service_options.cluster = state->cluster.get();
+  service_options.peer_gate = &state->peer_gate;
   ASSIGN_OR_RETURN(state->services,
                    ServiceSet::Create(state->inventory.get(), std::move(engine), &state->gate,
                                       &state->metrics, service_options));
   id.region_socket = state->services->region_socket();
+  if (state->cluster_handler) state->cluster_handler->set_meshes(state->services->mesh_authority());
   state->device_handler = std::make_unique<DeviceHandler>(state->inventory.get(), &state->gate);
   DaemonCounts counts = state->services->counts();
   StreamRegistry* streams = state->streams.get();
   counts.open_streams = [streams] { return streams->open_streams(); };
-  state->daemon_handler = std::make_unique<DaemonHandler>(&state->identity, state->inventory.get(),
-                                                          std::move(counts), &state->gate);
+  state->daemon_handler =
+      std::make_unique<DaemonHandler>(&state->identity, state->inventory.get(), std::move(counts),
+                                      &state->gate, state->cluster.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   // Reflection describes only services whose descriptors are linked in; gRPC's
@@ -227,6 +287,15 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   builder.RegisterService(state->device_handler.get());
   builder.RegisterService(state->daemon_handler.get());
   state->services->Register(&builder);
+  if (in_cluster && peer_listen.shared) {
+    state->services->RegisterPeer(&builder);
+    if (state->cluster_handler) builder.RegisterService(state->cluster_handler.get());
+  }
+  if (in_cluster) {
+    state->gate.SetNotReady(absl::StrCat(
+        "placementd is joining its cluster as process ", config.process_index, " of ",
+        config.cluster.num_processes, "; it serves once every process has joined"));
+  }
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(MakeMalformedRequestInterceptorFactory());
   interceptors.push_back(MakeRpcMetricsInterceptorFactory(&state->metrics));
@@ -240,7 +309,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   state->address = listen.ToGrpcUri(selected_port);
   id.listen_address = state->address;
   grpc::HealthCheckServiceInterface* health = state->server->GetHealthCheckService();
-  health->SetServingStatus(true);
+  health->SetServingStatus(!in_cluster);
+  if (in_cluster) RETURN_IF_ERROR(JoinCluster(state.get(), peer_listen, peer_bind, selected_port));
 
   if (!config.metrics_listen.empty()) {
     State* raw = state.get();
@@ -303,9 +373,64 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
           state->inventory->num_devices(), " ", id.backend, " device(s); instance ",
           id.instance_id);
   if (!config.ready_file.empty())
-    RETURN_IF_ERROR(WriteReadyFile(config.ready_file, state->address, state->metrics_http.get()));
+    RETURN_IF_ERROR(WriteReadyFile(config.ready_file, state->address, state->metrics_http.get(),
+                                   state->peer_address));
   state->systemd.NotifyReady(absl::StrCat("serving on ", state->address));
   return std::unique_ptr<Daemon>(new Daemon(std::move(state)));
+}
+
+absl::Status Daemon::JoinCluster(State* state, const PeerListen& peer_listen,
+                                 const ListenAddress& peer_bind, int public_port) {
+  const DaemonConfig& config = state->config;
+  auto fail = [state](absl::Status status) {
+    if (state->coordinator) state->coordinator->Shutdown();
+    const auto now = absl::ToChronoTime(absl::Now());
+    if (state->peer_server) state->peer_server->Shutdown(now);
+    state->server->Shutdown(now);
+    return status;
+  };
+  int peer_port = public_port;
+  if (!peer_listen.shared) {
+    grpc::ServerBuilder builder;
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+    builder.AddListeningPort(peer_bind.ToGrpcUri(peer_bind.port),
+                             MakeServerCredentials(config.transport), &peer_port);
+    state->services->RegisterPeer(&builder);
+    if (state->cluster_handler) builder.RegisterService(state->cluster_handler.get());
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> chain;
+    chain.push_back(MakeMalformedRequestInterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(chain));
+    state->peer_server = builder.BuildAndStart();
+    if (state->peer_server == nullptr || peer_port == 0) {
+      return fail(absl::UnavailableError(
+          absl::StrCat("cannot listen on --peer_listen=", peer_listen.address,
+                       ": the address is already in use or not available on this host")));
+    }
+  }
+  state->peer_address = AdvertisedPeerAddress(config.cluster, peer_bind, peer_port);
+  state->cluster->SetAddresses(state->peer_address, HostOf(state->peer_address));
+  LogInfo("cluster: joining as process ", config.process_index, " of ",
+          config.cluster.num_processes, " through the coordinator at ",
+          state->cluster->config().coordinator, " (peer address ", state->peer_address, ")");
+  absl::StatusOr<std::shared_ptr<const ClusterView>> view =
+      state->cluster->Join(state->backend->Devices(), state->identity.instance_id);
+  if (!view.ok()) return fail(view.status());
+  const ProcessRecord& self = (*view)->processes[config.process_index];
+  if (absl::Status s = state->backend->AssignGlobalIds(self.first_device_id, config.process_index);
+      !s.ok()) {
+    return fail(s);
+  }
+  if (absl::Status s = state->services->AttachCluster(**view); !s.ok()) return fail(s);
+  state->cluster->StartHeartbeats();
+  state->gate.SetReady();
+  state->server->GetHealthCheckService()->SetServingStatus(true);
+  LogInfo("cluster: formed at epoch ", (*view)->epoch, " with ", (*view)->num_processes,
+          " processes and ", (*view)->AllDevices().size(), " devices; this daemon's are ids ",
+          self.first_device_id, "..",
+          self.first_device_id + static_cast<int64_t>(self.devices.size()) - 1);
+  return absl::OkStatus();
 }
 
 void Daemon::Reload() {
@@ -328,6 +453,12 @@ void Daemon::Drain() {
     LogWarning("drain deadline passed with ", s.gate.in_flight(), " call(s) in flight; cancelling");
   }
   if (s.services) s.services->StartShutdown();
+  if (s.cluster) s.cluster->Leave();
+  if (s.coordinator) s.coordinator->Shutdown();
+  if (s.peer_server) {
+    s.peer_server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    s.peer_server->Wait();
+  }
   if (s.server) {
     s.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
     s.server->Wait();

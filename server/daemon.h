@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/auth/transport_security.h"
+#include "server/daemon_cluster.h"
 #include "server/platform/platform_selection.h"
 
 namespace placement::server {
@@ -60,6 +61,8 @@ struct DaemonConfig {
   int64_t tenant_max_regions = 0;  // 0 = unlimited
   // Serve grpc.reflection (always unauthenticated, like health).
   bool reflection = true;
+  // Cluster membership (server/daemon_cluster.h, docs/cluster.md).
+  DaemonClusterConfig cluster;
 };
 
 class Daemon {
@@ -86,6 +89,11 @@ class Daemon {
  private:
   struct State;
   explicit Daemon(std::unique_ptr<State> state);
+  // Starts the peer server when it is not the public one, joins the
+  // cluster (blocking up to --cluster_init_timeout), assigns the global
+  // device ids and opens the gate. On error everything started is stopped.
+  static absl::Status JoinCluster(State* state, const PeerListen& peer_listen,
+                                  const ListenAddress& peer_bind, int public_port);
   std::unique_ptr<State> state_;
 };
 

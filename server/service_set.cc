@@ -1,9 +1,15 @@
 #include "server/service_set.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
 #include "common/status_macros.h"
+#include "server/cluster/cluster.h"
+#include "server/cluster/cluster_meshes.h"
+#include "server/cluster/cluster_tensors.h"
+#include "server/peer/peer_client.h"
+#include "server/service/peer_handler.h"
 #include "server/collective/collective_service_core.h"
 #include "server/common/worker_pool.h"
 #include "server/mesh/mesh_registry.h"
@@ -77,6 +83,13 @@ struct ServiceSet::Impl {
   std::unique_ptr<PrefetchManager> prefetch_manager;
   std::unique_ptr<PrefetchHandler> prefetch_handler;
 
+  // Cluster (null for a lone daemon): the calls to other daemons, the
+  // cluster-wide tensor records and meshes, the PeerService handler.
+  std::unique_ptr<PeerClient> peer_client;
+  std::unique_ptr<ClusterTensors> cluster_tensors;
+  std::unique_ptr<ClusterMeshes> cluster_meshes;
+  std::unique_ptr<PeerHandler> peer_handler;
+
   MeshRegistry* meshes() const { return mesh_registry.get(); }
   TensorStore* tensors() const { return tensor_store.get(); }
   TensorOps* ops() const { return tensor_ops.get(); }
@@ -143,6 +156,25 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(
   impl->prefetch_handler = std::make_unique<PrefetchHandler>(impl->prefetch_manager.get(), gate,
                                                              impl->region_registry.get());
 
+  Cluster* cluster = options.cluster;
+  if (cluster != nullptr && !cluster->enabled()) {
+    // A lone daemon: its shards report its --process_index.
+    TensorStoreHooks hooks;
+    const int32_t process = cluster->process_index();
+    hooks.process_of = [process](int64_t) { return process; };
+    impl->tensor_store->set_hooks(std::move(hooks));
+  }
+  if (cluster != nullptr && cluster->enabled()) {
+    impl->peer_client = std::make_unique<PeerClient>(cluster);
+    impl->cluster_tensors = std::make_unique<ClusterTensors>(
+        cluster, impl->tensors(), impl->peer_client.get(), cluster->config().op_timeout);
+    impl->cluster_meshes = std::make_unique<ClusterMeshes>(cluster, impl->meshes(), impl->ops(),
+                                                           impl->peer_client.get());
+    impl->peer_handler = std::make_unique<PeerHandler>(
+        cluster, inventory, impl->cluster_tensors.get(), impl->cluster_meshes.get(),
+        /*ops=*/nullptr, options.peer_gate);
+  }
+
   // Last, once nothing can fail: the collector points into this ServiceSet,
   // so the metrics endpoint must stop before the ServiceSet dies (the Daemon
   // stops it first).
@@ -179,6 +211,46 @@ void ServiceSet::Register(grpc::ServerBuilder* builder) {
   builder->RegisterService(impl_->prefetch_handler.get());
   builder->RegisterService(impl_->session_handler.get());
   builder->RegisterService(impl_->region_handler.get());
+}
+
+void ServiceSet::RegisterPeer(grpc::ServerBuilder* builder) {
+  if (impl_->peer_handler) builder->RegisterService(impl_->peer_handler.get());
+}
+
+absl::Status ServiceSet::AttachCluster(const ClusterView& view) {
+  if (!impl_->cluster_tensors) return absl::OkStatus();
+  Cluster* cluster = impl_->options.cluster;
+  // ListDevices shows every daemon's devices; the others' accounting comes
+  // from them when asked.
+  PeerClient* peers = impl_->peer_client.get();
+  impl_->inventory->SetClusterDevices(view.AllDevices(), [peers] {
+    const std::vector<int32_t> alive = peers->AlivePeers();
+    std::vector<std::vector<DeviceState>> per(alive.size());
+    PeerClient::ForEach(alive, [&](int32_t p) {
+      const size_t i = std::find(alive.begin(), alive.end(), p) - alive.begin();
+      absl::StatusOr<std::vector<DeviceState>> states =
+          peers->GetLocalDevices(p, absl::Seconds(2));
+      if (states.ok()) per[i] = *std::move(states);
+      return absl::OkStatus();
+    }).IgnoreError();
+    std::vector<DeviceState> out;
+    for (auto& v : per) out.insert(out.end(), v.begin(), v.end());
+    return out;
+  });
+  impl_->cluster_tensors->Attach();
+  impl_->cluster_meshes->Attach();
+  if (cluster->process_index() != 0) {
+    // A daemon that joins again finds the cluster's meshes and tensors.
+    RETURN_IF_ERROR(impl_->cluster_meshes->Sync());
+    RETURN_IF_ERROR(impl_->cluster_tensors->SyncFrom(0));
+  }
+  return absl::OkStatus();
+}
+
+MeshAuthority* ServiceSet::mesh_authority() const { return impl_->cluster_meshes.get(); }
+
+int64_t ServiceSet::pending_tensors() const {
+  return impl_->cluster_tensors ? impl_->cluster_tensors->pending_count() : 0;
 }
 
 std::string ServiceSet::region_socket() const { return impl_->region_registry->socket_address(); }

@@ -21,6 +21,12 @@
 
 namespace placement::server {
 
+class Cluster;
+struct ClusterView;
+class ClusterMeshes;
+class ClusterTensors;
+class MeshAuthority;
+
 struct ServiceSetOptions {
   int64_t max_tensor_bytes_per_owner = 0;   // 0 = unlimited
   int64_t max_device_bytes_per_tenant = 0;  // page-rounded; 0 = unlimited
@@ -30,6 +36,10 @@ struct ServiceSetOptions {
   // the registry's bounds.
   std::string region_socket;
   RegionRegistryOptions regions;
+  // The daemon's cluster membership (disabled for a lone daemon) and the
+  // gate of the daemon-to-daemon services; null in unit tests.
+  Cluster* cluster = nullptr;
+  CallGate* peer_gate = nullptr;
 };
 
 class ServiceSet {
@@ -43,6 +53,17 @@ class ServiceSet {
 
   // Registers every handler. REQUIRES: called once, before BuildAndStart.
   void Register(grpc::ServerBuilder* builder);
+  // Registers the PeerService (daemon to daemon) when in a cluster; on the
+  // public server when the peer address is the public one.
+  void RegisterPeer(grpc::ServerBuilder* builder);
+  // After the cluster formed (ids assigned): hooks the store, registry and
+  // ops to the cluster and copies what a rejoining daemon lacks.
+  absl::Status AttachCluster(const ClusterView& view);
+  // The mesh registry the coordinator serves (process 0); null when not in
+  // a cluster.
+  MeshAuthority* mesh_authority() const;
+  // Prepared-but-uncommitted tensors (cluster), for status and tests.
+  int64_t pending_tensors() const;
   // Live counts for GetStatus.
   DaemonCounts counts() const;
   // The fd-passing socket clients use for regions ("" when off).

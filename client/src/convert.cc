@@ -246,6 +246,18 @@ DaemonStatus FromProto(const pb::GetStatusResponse& status) {
   out.boot_id = status.boot_id();
   out.region_socket = status.region_socket();
   out.num_regions = status.num_regions();
+  const pb::ClusterStatus& c = status.cluster();
+  out.cluster.state = static_cast<ClusterState>(c.state());
+  out.cluster.epoch = c.epoch();
+  out.cluster.num_processes = c.num_processes();
+  out.cluster.coordinator_address = c.coordinator_address();
+  out.cluster.peer_address = c.peer_address();
+  for (const pb::ProcessStatus& p : c.processes()) {
+    out.cluster.processes.push_back(ProcessStatus{p.process_index(),
+                                                  static_cast<ProcessState>(p.state()),
+                                                  p.peer_address(), p.num_devices(),
+                                                  p.first_device_id(), p.joins()});
+  }
   return out;
 }
 
@@ -266,6 +278,7 @@ ShardInfo FromProto(const pb::ShardInfo& shard) {
   out.shape = ToVector(shard.shape());
   out.replica_id = shard.replica_id();
   out.size_bytes = shard.size_bytes();
+  out.process_index = shard.process_index();
   return out;
 }
 
@@ -394,6 +407,21 @@ pb::GetStatusResponse ToProto(const DaemonStatus& status) {
   out.set_boot_id(status.boot_id);
   out.set_region_socket(status.region_socket);
   out.set_num_regions(status.num_regions);
+  pb::ClusterStatus* c = out.mutable_cluster();
+  c->set_state(static_cast<pb::ClusterState>(status.cluster.state));
+  c->set_epoch(status.cluster.epoch);
+  c->set_num_processes(status.cluster.num_processes);
+  c->set_coordinator_address(status.cluster.coordinator_address);
+  c->set_peer_address(status.cluster.peer_address);
+  for (const ProcessStatus& p : status.cluster.processes) {
+    pb::ProcessStatus* o = c->add_processes();
+    o->set_process_index(p.process_index);
+    o->set_state(static_cast<pb::ProcessState>(p.state));
+    o->set_peer_address(p.peer_address);
+    o->set_num_devices(p.num_devices);
+    o->set_first_device_id(p.first_device_id);
+    o->set_joins(p.joins);
+  }
   return out;
 }
 
@@ -422,6 +450,7 @@ pb::ShardInfo ToProto(const ShardInfo& shard) {
   for (int64_t d : shard.shape) out.add_shape(d);
   out.set_replica_id(shard.replica_id);
   out.set_size_bytes(shard.size_bytes);
+  out.set_process_index(shard.process_index);
   return out;
 }
 

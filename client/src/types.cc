@@ -68,3 +68,39 @@ absl::string_view DataPartitionName(DataPartition partition) {
 }
 
 }  // namespace placement::client
+
+namespace placement::client {
+
+std::string ClusterStateName(ClusterState state) {
+  switch (state) {
+    case ClusterState::kSingle:
+      return "single";
+    case ClusterState::kForming:
+      return "forming";
+    case ClusterState::kFormed:
+      return "formed";
+    case ClusterState::kDegraded:
+      return "degraded";
+    case ClusterState::kFailed:
+      return "failed";
+    case ClusterState::kUnspecified:
+      break;
+  }
+  return "unspecified";
+}
+
+std::string ProcessStateName(ProcessState state) {
+  switch (state) {
+    case ProcessState::kJoining:
+      return "joining";
+    case ProcessState::kAlive:
+      return "alive";
+    case ProcessState::kLost:
+      return "lost";
+    case ProcessState::kUnspecified:
+      break;
+  }
+  return "unspecified";
+}
+
+}  // namespace placement::client

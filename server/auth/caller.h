@@ -14,6 +14,9 @@ namespace placement::server {
 enum class Role {
   kUser,   // sees and manages its own tenant's objects
   kAdmin,  // sees and manages every tenant's objects
+  // Another daemon of the cluster: may call the daemon-to-daemon services
+  // (ClusterService, PeerService); on the public ones, like kUser.
+  kPeer,
 };
 
 struct Caller {

@@ -58,9 +58,11 @@ absl::StatusOr<CredentialsFile> CredentialsFile::Parse(absl::string_view text,
       caller.role = Role::kUser;
     } else if (fields[3] == "admin") {
       caller.role = Role::kAdmin;
+    } else if (fields[3] == "peer") {
+      caller.role = Role::kPeer;
     } else {
-      return bad(
-          absl::StrCat("role must be 'user' or 'admin', got '", fields[3].substr(0, 32), "'"));
+      return bad(absl::StrCat("role must be 'user', 'admin' or 'peer', got '",
+                              fields[3].substr(0, 32), "'"));
     }
     const absl::string_view name = fields.size() == 5 ? fields[4] : fields[2];
     if (fields[0] == "token") {

@@ -11,7 +11,8 @@
 // the token itself: `printf %s "$TOKEN" | sha256sum`. `cert` entries name a
 // client certificate's subject alternative name (DNS, URI, email or IP, as
 // gRPC reports it) or, when it has none that match, its subject common name.
-// Tenants are 1-63 characters of [A-Za-z0-9._-]; roles are user or admin.
+// Tenants are 1-63 characters of [A-Za-z0-9._-]; roles are user, admin or
+// peer (another daemon of the cluster, docs/cluster.md).
 //
 // Immutable after Parse; thread-safe.
 #ifndef PLACEMENT_SERVER_AUTH_CREDENTIALS_FILE_H_

@@ -37,6 +37,20 @@ int BudgetedBackend::LocalIndex(int64_t device_id) const {
   return static_cast<int>(local);
 }
 
+absl::Status BudgetedBackend::AssignGlobalIds(int64_t first_id, int32_t process_index) {
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (memory_[i]->in_use.load() != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("device ", devices_[i].id, " holds memory; ids are assigned before use"));
+    }
+  }
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    devices_[i].id = first_id + static_cast<int64_t>(i);
+    devices_[i].process_index = process_index;
+  }
+  return absl::OkStatus();
+}
+
 int64_t BudgetedBackend::MemoryInUse(int64_t device_id) const {
   const int idx = LocalIndex(device_id);
   return idx < 0 ? 0 : memory_[idx]->in_use.load(std::memory_order_relaxed);

@@ -45,6 +45,9 @@ class BudgetedBackend : public DeviceBackend {
   // holds no memory.
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t device_id, int64_t bytes) final;
 
+  // See DeviceBackend. FAILED_PRECONDITION while any device holds memory.
+  absl::Status AssignGlobalIds(int64_t first_id, int32_t process_index) final;
+
   // Frees every cached block of every device. Platforms also call it in
   // their destructor, while their FreeBlock still works.
   void ReleaseCache();

@@ -120,6 +120,14 @@ class DeviceBackend {
   // Undoes RegisterHostMemory. REQUIRES: no copy uses the memory.
   virtual void UnregisterHostMemory(void* /*data*/) {}
 
+  // Renumbers the devices to first_id + local index and records the node's
+  // process index: a cluster assigns dense global ids once it has formed
+  // (server/cluster/cluster.h). REQUIRES: no buffer exists yet and no other
+  // thread uses the backend.
+  virtual absl::Status AssignGlobalIds(int64_t /*first_id*/, int32_t /*process_index*/) {
+    return absl::UnimplementedError("this backend cannot renumber its devices");
+  }
+
   // Convenience single-run forms.
   absl::Status WriteBytes(const void* src, DeviceBuffer& dst, int64_t dst_offset, int64_t length) {
     ByteRun run{0, dst_offset, length};

@@ -83,18 +83,29 @@ absl::StatusOr<RegisteredMesh> MeshRegistry::Create(std::string id, std::vector<
     }
   }
   ASSIGN_OR_RETURN(Mesh mesh, Mesh::Create(std::move(axes), std::move(device_ids)));
+  RegisteredMesh resolved{std::move(id), std::move(mesh), std::move(tenant)};
+  if (publisher_) return publisher_(resolved);
+  return Register(std::move(resolved));
+}
 
+absl::StatusOr<RegisteredMesh> MeshRegistry::Register(RegisteredMesh mesh) {
+  if (!mesh.id.empty()) RETURN_IF_ERROR(ValidateMeshId(mesh.id));
   absl::MutexLock lock(&mu_);
-  if (id.empty()) {
+  if (mesh.id.empty()) {
     do {
-      id = absl::StrCat("mesh-", next_id_++);
-    } while (meshes_.contains(id));
-  } else if (meshes_.contains(id)) {
-    return absl::AlreadyExistsError(absl::StrCat("mesh '", id, "' already exists"));
+      mesh.id = absl::StrCat("mesh-", next_id_++);
+    } while (meshes_.contains(mesh.id));
+  } else if (meshes_.contains(mesh.id)) {
+    return absl::AlreadyExistsError(absl::StrCat("mesh '", mesh.id, "' already exists"));
   }
-  RegisteredMesh registered{id, std::move(mesh), std::move(tenant)};
-  meshes_.emplace(id, registered);
-  return registered;
+  meshes_.emplace(mesh.id, mesh);
+  return mesh;
+}
+
+void MeshRegistry::Install(RegisteredMesh mesh) {
+  absl::MutexLock lock(&mu_);
+  const std::string id = mesh.id;
+  meshes_.insert_or_assign(id, std::move(mesh));
 }
 
 absl::StatusOr<RegisteredMesh> MeshRegistry::CreateFromPreset(std::string id,
@@ -138,7 +149,19 @@ int64_t MeshRegistry::size() const {
 }
 
 std::vector<int64_t> MeshRegistry::TopologyOrderedDevices() const {
-  return TopologyOrder(inventory_->backend()->Devices());
+  // Process by process (a cluster's), each in its own topology order, so
+  // the innermost mesh axes stay inside a node.
+  std::vector<int64_t> out;
+  const std::vector<DeviceDescription>& devices = inventory_->Devices();
+  for (size_t begin = 0; begin < devices.size();) {
+    size_t end = begin;
+    while (end < devices.size() && devices[end].process_index == devices[begin].process_index) ++end;
+    std::vector<int64_t> ordered = TopologyOrder(
+        std::vector<DeviceDescription>(devices.begin() + begin, devices.begin() + end));
+    out.insert(out.end(), ordered.begin(), ordered.end());
+    begin = end;
+  }
+  return out;
 }
 
 }  // namespace placement::server

@@ -8,6 +8,7 @@
 #ifndef PLACEMENT_SERVER_MESH_MESH_REGISTRY_H_
 #define PLACEMENT_SERVER_MESH_MESH_REGISTRY_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -46,6 +47,20 @@ class MeshRegistry {
   absl::StatusOr<RegisteredMesh> CreateFromPreset(std::string id, const MeshPreset& preset,
                                                   std::vector<int64_t> device_ids,
                                                   std::string tenant = {});
+  // In a cluster, meshes are registered by the coordinator
+  // (server/cluster/cluster_meshes.h): with a publisher set, Create and
+  // CreateFromPreset resolve and validate here, then return what
+  // `publish(resolved)` returns -- the mesh as the cluster registered it,
+  // which the publisher has installed here. REQUIRES: set before serving.
+  using Publisher = std::function<absl::StatusOr<RegisteredMesh>(const RegisteredMesh& resolved)>;
+  void set_publisher(Publisher publisher) { publisher_ = std::move(publisher); }
+  // Registers an already resolved mesh here, generating "mesh-N" for an
+  // empty id: what the coordinator does with a published mesh.
+  // ALREADY_EXISTS: id taken.
+  absl::StatusOr<RegisteredMesh> Register(RegisteredMesh mesh);
+  // Inserts or replaces `mesh` (a replica pushed by the coordinator).
+  void Install(RegisteredMesh mesh);
+
   // NOT_FOUND: "mesh 'x' does not exist".
   absl::StatusOr<RegisteredMesh> Get(const std::string& id) const;
   std::vector<RegisteredMesh> List() const;  // by id
@@ -58,6 +73,7 @@ class MeshRegistry {
 
  private:
   const DeviceInventory* inventory_;
+  Publisher publisher_;
   mutable absl::Mutex mu_;
   std::map<std::string, RegisteredMesh> meshes_ ABSL_GUARDED_BY(mu_);
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;

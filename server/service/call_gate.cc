@@ -9,7 +9,7 @@ void CallGate::Ticket::Reset() {
   gate_ = nullptr;
 }
 
-absl::Status CallGate::Enter(Ticket* ticket) {
+absl::Status CallGate::Enter(Ticket* ticket, bool even_if_not_ready) {
   ticket->Reset();
   {
     absl::MutexLock lock(&mu_);
@@ -17,14 +17,26 @@ absl::Status CallGate::Enter(Ticket* ticket) {
       return absl::UnavailableError(
           "placementd is draining (shutting down); retry on another node");
     }
+    if (!not_ready_.empty() && !even_if_not_ready) return absl::UnavailableError(not_ready_);
     ++in_flight_;
   }
   *ticket = Ticket(this);
   return absl::OkStatus();
 }
 
-absl::StatusOr<Caller> CallGate::Admit(const grpc::ServerContextBase& context, Ticket* ticket) {
-  if (absl::Status entered = Enter(ticket); !entered.ok()) return entered;
+void CallGate::SetNotReady(std::string reason) {
+  absl::MutexLock lock(&mu_);
+  not_ready_ = std::move(reason);
+}
+
+void CallGate::SetReady() {
+  absl::MutexLock lock(&mu_);
+  not_ready_.clear();
+}
+
+absl::StatusOr<Caller> CallGate::Admit(const grpc::ServerContextBase& context, Ticket* ticket,
+                                       bool even_if_not_ready) {
+  if (absl::Status entered = Enter(ticket, even_if_not_ready); !entered.ok()) return entered;
   absl::StatusOr<Caller> caller =
       authenticator_ == nullptr ? Caller{} : authenticator_->Authenticate(context);
   if (caller.ok() && sessions_ != nullptr) {

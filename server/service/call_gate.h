@@ -47,13 +47,16 @@ class CallGate {
   };
 
   // UNAVAILABLE ("placementd is draining ...") once StartDraining ran.
-  absl::Status Enter(Ticket* ticket);
+  // While not ready (SetNotReady) also UNAVAILABLE, unless `even_if_not_ready`
+  // (GetStatus answers while a cluster forms).
+  absl::Status Enter(Ticket* ticket, bool even_if_not_ready = false);
   // Enter, then authenticate `context` and join the session its
   // "placement-session" metadata names: the caller, or UNAVAILABLE while
   // draining, UNAUTHENTICATED / PERMISSION_DENIED (see Authenticator),
   // NOT_FOUND for a session that is not the caller's or no longer open. On
   // error the ticket is not held.
-  absl::StatusOr<Caller> Admit(const grpc::ServerContextBase& context, Ticket* ticket);
+  absl::StatusOr<Caller> Admit(const grpc::ServerContextBase& context, Ticket* ticket,
+                               bool even_if_not_ready = false);
   // Hands tensors a call committed to the caller's session (no-op outside a
   // session). When the session ended meanwhile they are deleted and the
   // error says so (SessionManager::Adopt).
@@ -80,6 +83,10 @@ class CallGate {
   void set_authenticator(const Authenticator* authenticator) { authenticator_ = authenticator; }
   void StartDraining();
   bool draining() const;
+  // While not ready (a cluster still forming), Enter refuses with
+  // UNAVAILABLE and `reason`. Ready by default.
+  void SetNotReady(std::string reason);
+  void SetReady();
   int64_t in_flight() const;
   // Blocks until no call is in flight or `deadline` passes; true if idle.
   bool WaitIdle(absl::Time deadline);
@@ -87,6 +94,7 @@ class CallGate {
  private:
   mutable absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  std::string not_ready_ ABSL_GUARDED_BY(mu_);  // empty = ready
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   const Authenticator* authenticator_ = nullptr;
   SessionManager* sessions_ = nullptr;

@@ -1,6 +1,8 @@
 #include "server/service/daemon_handler.h"
 
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "server/peer/cluster_proto.h"
 #include "server/service/unary.h"
 
 namespace placement::server {
@@ -8,7 +10,38 @@ namespace placement::server {
 grpc::ServerUnaryReactor* DaemonHandler::GetStatus(grpc::CallbackServerContext* context,
                                                    const placement::v1::GetStatusRequest*,
                                                    placement::v1::GetStatusResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
+  // Answers while a cluster forms too (operators watch it form).
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  CallGate::Ticket ticket;
+  absl::StatusOr<Caller> caller = gate_->Admit(*context, &ticket, /*even_if_not_ready=*/true);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller.status()));
+    return reactor;
+  }
+  {
+    placement::v1::ClusterStatus* cluster = response->mutable_cluster();
+    if (cluster_ == nullptr || !cluster_->enabled()) {
+      cluster->set_state(placement::v1::CLUSTER_STATE_SINGLE);
+      cluster->set_num_processes(1);
+    } else {
+      std::shared_ptr<const ClusterView> view = cluster_->view();
+      cluster->set_state(ClusterStateToProto(view->state));
+      cluster->set_epoch(view->epoch);
+      cluster->set_num_processes(view->num_processes);
+      cluster->set_coordinator_address(cluster_->config().coordinator);
+      cluster->set_peer_address(cluster_->config().peer_address);
+      for (const ProcessRecord& p : view->processes) {
+        placement::v1::ProcessStatus* out = cluster->add_processes();
+        out->set_process_index(p.process_index);
+        out->set_state(ProcessStateToProto(p.state));
+        out->set_peer_address(p.peer_address);
+        out->set_num_devices(static_cast<int64_t>(p.devices.size()));
+        out->set_first_device_id(p.first_device_id);
+        out->set_joins(p.joins);
+      }
+    }
+  }
+  reactor->Finish(ToGrpcStatus([&]() -> absl::Status {
     response->set_version(identity_->version);
     response->set_backend(identity_->backend);
     response->set_backend_note(identity_->backend_note);
@@ -36,7 +69,8 @@ grpc::ServerUnaryReactor* DaemonHandler::GetStatus(grpc::CallbackServerContext* 
     response->set_device_bytes_in_use(inventory_->TotalMemoryInUse());
     response->set_serving(!gate_->draining());
     return absl::OkStatus();
-  });
+  }()));
+  return reactor;
 }
 
 }  // namespace placement::server

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "placement/v1/daemon_service.grpc.pb.h"
+#include "server/cluster/cluster.h"
 #include "server/daemon_identity.h"
 #include "server/device/device_inventory.h"
 #include "server/service/call_gate.h"
@@ -24,9 +25,15 @@ struct DaemonCounts {
 
 class DaemonHandler final : public placement::v1::DaemonService::CallbackService {
  public:
+  // `cluster` may be null (unit tests): the status then reports a lone
+  // daemon.
   DaemonHandler(const DaemonIdentity* identity, const DeviceInventory* inventory,
-                DaemonCounts counts, CallGate* gate)
-      : identity_(identity), inventory_(inventory), counts_(std::move(counts)), gate_(gate) {}
+                DaemonCounts counts, CallGate* gate, const Cluster* cluster = nullptr)
+      : identity_(identity),
+        inventory_(inventory),
+        counts_(std::move(counts)),
+        gate_(gate),
+        cluster_(cluster) {}
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const placement::v1::GetStatusRequest* request,
@@ -37,6 +44,7 @@ class DaemonHandler final : public placement::v1::DaemonService::CallbackService
   const DeviceInventory* inventory_;
   DaemonCounts counts_;
   CallGate* gate_;
+  const Cluster* cluster_;
 };
 
 }  // namespace placement::server

@@ -52,8 +52,9 @@ absl::Status DownloadReactor::Open(const TensorOps* ops, const Caller& caller,
   header->set_dtype(static_cast<pb::DType>(static_cast<int>(plan_->dtype())));
   for (int64_t d : plan_->shape()) header->add_shape(d);
   header->set_total_bytes(plan_->total_bytes());
-  for (const ShardDomain& piece : plan_->pieces()) {
-    ShardToProto(piece, plan_->dtype(), header->add_pieces());
+  for (size_t i = 0; i < plan_->pieces().size(); ++i) {
+    ShardToProto(plan_->pieces()[i], plan_->dtype(), plan_->piece_process(i),
+                 header->add_pieces());
   }
   if (request.has_destination()) return CopyToRegion(caller, request.destination(), regions);
   return absl::OkStatus();

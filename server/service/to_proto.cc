@@ -20,8 +20,10 @@ placement::v1::ReduceOp ReduceOpToProto(ReduceOp op) {
   return placement::v1::REDUCE_OP_UNSPECIFIED;
 }
 
-void ShardToProto(const ShardDomain& domain, DType dtype, pb::ShardInfo* out) {
+void ShardToProto(const ShardDomain& domain, DType dtype, int32_t process_index,
+                  pb::ShardInfo* out) {
   out->set_device_id(domain.device_id);
+  out->set_process_index(process_index);
   for (const IndexRange& range : domain.box) {
     pb::IndexRange* r = out->add_ranges();
     r->set_begin(range.begin);
@@ -64,9 +66,9 @@ void TensorToProto(const Tensor& tensor, pb::TensorInfo* out) {
     *placement->mutable_sharding() = out->sharding();
   }
   for (const Shard& shard : tensor.shards)
-    ShardToProto(shard.domain, tensor.dtype, out->add_shards());
+    ShardToProto(shard.domain, tensor.dtype, shard.process_index, out->add_shards());
   out->set_size_bytes(tensor.logical_bytes());
-  out->set_device_bytes(tensor.device_bytes());
+  out->set_device_bytes(tensor.global_device_bytes());
   out->set_owner(tensor.owner.label);
   out->set_tenant(tensor.owner.tenant);
 }

@@ -32,7 +32,8 @@ void MeshToProto(const RegisteredMesh& mesh, int64_t tensor_count, placement::v1
 // anything else is the sharding itself (mesh_id empty for implicit
 // "replica" meshes; the shards list their devices).
 void TensorToProto(const Tensor& tensor, placement::v1::TensorInfo* out);
-void ShardToProto(const ShardDomain& domain, DType dtype, placement::v1::ShardInfo* out);
+void ShardToProto(const ShardDomain& domain, DType dtype, int32_t process_index,
+                  placement::v1::ShardInfo* out);
 void ShardingToProto(const Tensor& tensor, placement::v1::Sharding* out);
 
 }  // namespace placement::server

@@ -127,7 +127,8 @@ absl::StatusOr<std::unique_ptr<Tensor>> AssembleTensor(TensorStore* store, Shape
   auto charges = std::make_shared<std::vector<std::shared_ptr<void>>>();
   for (size_t i = 0; i < domains.size(); ++i) {
     Tensor& piece = *taken[match[i]];
-    out->shards.push_back(Shard{std::move(domains[i]), std::move(piece.shards.front().buffer)});
+    out->shards.push_back(Shard{std::move(domains[i]), std::move(piece.shards.front().buffer),
+                                piece.shards.front().process_index});
     if (piece.quota_charge) charges->push_back(std::move(piece.quota_charge));
   }
   out->quota_charge = std::move(charges);
@@ -175,7 +176,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> DisassembleTensor(TensorSto
     domain.device_id = shard.domain.device_id;
     domain.box = FullBox(piece->shape);
     domain.shard_shape = piece->shape;
-    piece->shards.push_back(Shard{std::move(domain), std::move(shard.buffer)});
+    piece->shards.push_back(Shard{std::move(domain), std::move(shard.buffer), shard.process_index});
     piece->quota_charge = tensor->quota_charge;
     out.push_back(std::move(piece));
   }

@@ -97,7 +97,7 @@ absl::StatusOr<std::unique_ptr<DownloadPlan>> DownloadPlan::Create(
       break;
     case DownloadSelectionKind::kProcess:
       for (const Shard& shard : t.shards) {
-        if (shard.domain.device_id / kMaxLocalDevices == selection.process_index) {
+        if (shard.process_index == selection.process_index) {
           devices.push_back(shard.domain.device_id);
         }
       }

@@ -60,6 +60,10 @@ class DownloadPlan {
   int64_t total_bytes() const { return total_bytes_; }
   // The shards streamed, in stream order; empty for kWhole.
   const std::vector<ShardDomain>& pieces() const { return pieces_; }
+  // The daemon holding pieces()[i].
+  int32_t piece_process(size_t i) const {
+    return tensor_->shards[piece_shards_[i]].process_index;
+  }
 
   // Copies stream bytes [offset, offset + length) into `dst`.
   // INVALID_ARGUMENT when the range is outside [0, total_bytes()].

@@ -25,8 +25,14 @@
 namespace placement::server {
 
 struct Shard {
-  ShardDomain domain;                    // device, box, replica id
-  std::unique_ptr<DeviceBuffer> buffer;  // exactly box bytes
+  ShardDomain domain;  // device, box, replica id
+  // Exactly box bytes. Null for a device of another daemon of the cluster
+  // (that daemon holds the bytes; docs/cluster.md).
+  std::unique_ptr<DeviceBuffer> buffer;
+  // The daemon (node) whose device holds the shard.
+  int32_t process_index = 0;
+
+  bool local() const { return buffer != nullptr; }
 };
 
 struct Tensor {
@@ -46,11 +52,28 @@ struct Tensor {
   // The owner-quota charge for this tensor's device bytes (TensorStore);
   // released when the Tensor is destroyed. Null when uncharged.
   std::shared_ptr<void> quota_charge;
+  // In a cluster: the session of the daemon the tensor was created through
+  // ("" = durable), carried in its record so every daemon lists it alike.
+  std::string session_id;
+
+  // Whether every shard is on this daemon.
+  bool all_local() const {
+    for (const Shard& s : shards) {
+      if (!s.local()) return false;
+    }
+    return true;
+  }
 
   int64_t logical_bytes() const { return ByteSize(dtype, shape); }
   int64_t device_bytes() const {
     int64_t total = 0;
     for (const Shard& s : shards) total += s.buffer ? s.buffer->size() : 0;
+    return total;
+  }
+  // Device bytes over every shard, this daemon's and the others'.
+  int64_t global_device_bytes() const {
+    int64_t total = 0;
+    for (const Shard& s : shards) total += BoxNumElements(s.domain.box) * DTypeSize(dtype);
     return total;
   }
 };

@@ -121,6 +121,18 @@ absl::StatusOr<int64_t> TensorOps::DeleteMesh(const std::string& mesh_id, bool f
         "mesh '", mesh_id, "' is used by ", users,
         " tensor(s); delete them first, or delete the mesh with force to delete them too"));
   }
+  if (mesh_remover_) return mesh_remover_(mesh_id, force);
+  RETURN_IF_ERROR(meshes_->Delete(mesh_id));
+  return force ? store_->DeleteUsingMesh(mesh_id) : 0;
+}
+
+absl::StatusOr<int64_t> TensorOps::DeleteMeshHere(const std::string& mesh_id, bool force) const {
+  ASSIGN_OR_RETURN(RegisteredMesh mesh, meshes_->Get(mesh_id));
+  const int64_t users = store_->CountUsingMesh(mesh_id);
+  if (users > 0 && !force) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("mesh '", mesh_id, "' is used by ", users, " tensor(s)"));
+  }
   RETURN_IF_ERROR(meshes_->Delete(mesh_id));
   return force ? store_->DeleteUsingMesh(mesh_id) : 0;
 }

@@ -16,6 +16,7 @@
 #ifndef PLACEMENT_SERVER_TENSOR_TENSOR_OPS_H_
 #define PLACEMENT_SERVER_TENSOR_TENSOR_OPS_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,11 +83,22 @@ class TensorOps {
   // Returns how many tensors were deleted with the mesh. NOT_FOUND for an
   // unknown mesh; FAILED_PRECONDITION while tensors use it and !force.
   absl::StatusOr<int64_t> DeleteMesh(const std::string& mesh_id, bool force) const;
+  // DeleteMesh on this daemon alone, whatever the remover: what a daemon
+  // does when the coordinator removes a mesh everywhere.
+  absl::StatusOr<int64_t> DeleteMeshHere(const std::string& mesh_id, bool force) const;
+
+  // In a cluster the coordinator removes meshes from every daemon
+  // (server/cluster/cluster_meshes.h): with a remover set, DeleteMesh makes
+  // its checks here, then returns remover(mesh_id, force). REQUIRES: set
+  // before serving.
+  using MeshRemover = std::function<absl::StatusOr<int64_t>(const std::string& mesh_id, bool force)>;
+  void set_mesh_remover(MeshRemover remover) { mesh_remover_ = std::move(remover); }
 
  private:
   TensorStore* store_;
   MeshRegistry* meshes_;
   PlacementResolver resolver_;
+  MeshRemover mesh_remover_;
 };
 
 }  // namespace placement::server

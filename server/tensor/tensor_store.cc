@@ -37,9 +37,12 @@ absl::StatusOr<std::unique_ptr<Tensor>> TensorStore::Allocate(DType dtype, Shape
                                                               TensorOwner owner) {
   RETURN_IF_ERROR(ValidateShape(shape, dtype));
   ASSIGN_OR_RETURN(std::vector<ShardDomain> domains, sharding.IndexDomains(shape));
+  // Only this daemon's shards are allocated (and charged) here.
+  auto remote = [this](int64_t device) { return hooks_.is_remote && hooks_.is_remote(device); };
   int64_t total = 0;
   int64_t page_rounded = 0;
   for (const ShardDomain& domain : domains) {
+    if (remote(domain.device_id)) continue;
     total += ShardBytes(dtype, domain);
     page_rounded += PageRoundedBytes(ShardBytes(dtype, domain));
   }
@@ -52,6 +55,11 @@ absl::StatusOr<std::unique_ptr<Tensor>> TensorStore::Allocate(DType dtype, Shape
       std::move(tenant_charge), std::move(owner_charge));
   tensor->shards.reserve(domains.size());
   for (ShardDomain& domain : domains) {
+    const int32_t process = hooks_.process_of ? hooks_.process_of(domain.device_id) : 0;
+    if (remote(domain.device_id)) {
+      tensor->shards.push_back(Shard{std::move(domain), nullptr, process});
+      continue;
+    }
     const int64_t bytes = ShardBytes(dtype, domain);
     absl::StatusOr<std::unique_ptr<DeviceBuffer>> buffer =
         backend_->Allocate(domain.device_id, bytes);
@@ -62,7 +70,7 @@ absl::StatusOr<std::unique_ptr<Tensor>> TensorStore::Allocate(DType dtype, Shape
           absl::StrCat("cannot place ", TypedShapeToString(dtype, shape), " (", total,
                        " bytes over ", domains.size(), " shards): ", buffer.status().message()));
     }
-    tensor->shards.push_back(Shard{std::move(domain), std::move(*buffer)});
+    tensor->shards.push_back(Shard{std::move(domain), std::move(*buffer), process});
   }
   tensor->name = std::move(name);
   tensor->owner = std::move(owner);
@@ -73,14 +81,36 @@ absl::StatusOr<std::unique_ptr<Tensor>> TensorStore::Allocate(DType dtype, Shape
   return tensor;
 }
 
-std::shared_ptr<const Tensor> TensorStore::Commit(std::unique_ptr<Tensor> tensor) {
+std::string TensorStore::NewId() {
+  absl::MutexLock lock(&mu_);
+  std::string id;
+  do {
+    id = absl::StrFormat("t-%016x%016x", absl::Uniform<uint64_t>(bitgen_),
+                         absl::Uniform<uint64_t>(bitgen_));
+  } while (tensors_.contains(id));
+  return id;
+}
+
+absl::StatusOr<std::shared_ptr<const Tensor>> TensorStore::Install(
+    std::unique_ptr<Tensor> tensor) {
+  if (tensor->id.empty()) return absl::InvalidArgumentError("a tensor to install needs its id");
   std::shared_ptr<Tensor> shared(std::move(tensor));
   absl::MutexLock lock(&mu_);
-  do {
-    shared->id = absl::StrFormat("t-%016x%016x", absl::Uniform<uint64_t>(bitgen_),
-                                 absl::Uniform<uint64_t>(bitgen_));
-  } while (tensors_.contains(shared->id));
-  tensors_.emplace(shared->id, shared);
+  auto [it, inserted] = tensors_.emplace(shared->id, shared);
+  return std::shared_ptr<const Tensor>(it->second);
+}
+
+std::shared_ptr<const Tensor> TensorStore::Commit(std::unique_ptr<Tensor> tensor) {
+  std::shared_ptr<Tensor> shared(std::move(tensor));
+  {
+    absl::MutexLock lock(&mu_);
+    do {
+      shared->id = absl::StrFormat("t-%016x%016x", absl::Uniform<uint64_t>(bitgen_),
+                                   absl::Uniform<uint64_t>(bitgen_));
+    } while (tensors_.contains(shared->id));
+    tensors_.emplace(shared->id, shared);
+  }
+  if (hooks_.on_commit) hooks_.on_commit(*shared);
   return shared;
 }
 
@@ -121,7 +151,40 @@ absl::StatusOr<int64_t> TensorStore::Delete(const std::vector<std::string>& ids)
       tensors_.erase(it);
     }
   }
+  if (hooks_.on_delete) hooks_.on_delete(ids);
   return freed;
+}
+
+int64_t TensorStore::DeleteHere(const std::vector<std::string>& ids) {
+  std::vector<std::shared_ptr<Tensor>> released;
+  int64_t freed = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& id : ids) {
+      auto it = tensors_.find(id);
+      if (it == tensors_.end()) continue;
+      freed += it->second->device_bytes();
+      released.push_back(std::move(it->second));
+      tensors_.erase(it);
+    }
+  }
+  return freed;
+}
+
+std::vector<std::string> TensorStore::DeleteIf(const std::function<bool(const Tensor&)>& pred) {
+  std::vector<std::shared_ptr<Tensor>> released;
+  std::vector<std::string> ids;
+  absl::MutexLock lock(&mu_);
+  for (auto it = tensors_.begin(); it != tensors_.end();) {
+    if (pred(*it->second)) {
+      ids.push_back(it->first);
+      released.push_back(std::move(it->second));
+      tensors_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  return ids;
 }
 
 absl::StatusOr<std::unique_ptr<Tensor>> TensorStore::TakeForDonation(const std::string& id) {

@@ -14,6 +14,7 @@
 #ifndef PLACEMENT_SERVER_TENSOR_TENSOR_STORE_H_
 #define PLACEMENT_SERVER_TENSOR_TENSOR_STORE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,23 @@ struct TensorStoreOptions {
   int64_t max_tensors_per_tenant = 0;
 };
 
+// In a cluster (docs/cluster.md) every daemon holds the record of every
+// tensor; the buffers of a shard live only on the daemon of its device.
+// `on_commit` and `on_delete` let the cluster layer tell the other daemons
+// (server/cluster/cluster_tensors.h). Both run synchronously on the thread
+// that commits or deletes, after the store's own change.
+struct TensorStoreHooks {
+  // Whether a device belongs to another daemon: Allocate leaves its shards
+  // without a buffer. Null: every device is this daemon's.
+  std::function<bool(int64_t device_id)> is_remote;
+  // The daemon of a device (for Shard::process_index). Null: process 0.
+  std::function<int32_t(int64_t device_id)> process_of;
+  // After Commit made a tensor visible here.
+  std::function<void(const Tensor&)> on_commit;
+  // After Delete / DeleteUsingMesh removed tensors here.
+  std::function<void(const std::vector<std::string>& ids)> on_delete;
+};
+
 struct TensorFilter {
   std::string name_prefix;  // empty = any
   std::string mesh_id;      // empty = any
@@ -60,8 +78,19 @@ class TensorStore {
                                                    std::string mesh_id, std::string name,
                                                    TensorOwner owner);
 
-  // Makes a fully written tensor visible under a fresh unguessable id.
+  // REQUIRES: called before the store is shared.
+  void set_hooks(TensorStoreHooks hooks) { hooks_ = std::move(hooks); }
+
+  // Makes a fully written tensor visible under a fresh unguessable id, then
+  // runs on_commit.
   std::shared_ptr<const Tensor> Commit(std::unique_ptr<Tensor> tensor);
+  // Makes `tensor` visible under its own id without telling anyone (a
+  // record another daemon committed). An id already present is kept as it
+  // is (OK). INVALID_ARGUMENT for an empty id.
+  absl::StatusOr<std::shared_ptr<const Tensor>> Install(std::unique_ptr<Tensor> tensor);
+  // A fresh unguessable id ("t-" + 32 hex digits) for a tensor the cluster
+  // layer is about to build on several daemons.
+  std::string NewId();
 
   // NOT_FOUND: "tensor 't-…' does not exist".
   absl::StatusOr<std::shared_ptr<const Tensor>> Get(const std::string& id) const;
@@ -72,6 +101,12 @@ class TensorStore {
   // Removes every id or none: NOT_FOUND names the first unknown id. Returns
   // the device bytes released.
   absl::StatusOr<int64_t> Delete(const std::vector<std::string>& ids);
+  // Removes whichever of `ids` exist, without on_delete (another daemon
+  // deleted them). Returns the device bytes released here.
+  int64_t DeleteHere(const std::vector<std::string>& ids);
+  // Removes, without on_delete, every tensor for which `pred` holds (a
+  // membership change); returns the ids.
+  std::vector<std::string> DeleteIf(const std::function<bool(const Tensor&)>& pred);
 
   // Removes `id` from the store and hands its exclusive ownership to the
   // caller (in-place collectives, donation). NOT_FOUND for unknown ids;
@@ -100,6 +135,7 @@ class TensorStore {
  private:
   DeviceBackend* backend_;
   TensorStoreOptions options_;
+  TensorStoreHooks hooks_;
   std::shared_ptr<OwnerQuota> quota_;
   std::shared_ptr<TenantQuota> tenant_quota_;
   mutable absl::Mutex mu_;

@@ -156,7 +156,7 @@ TEST(JsonTest, ShardIsTheWireShardInfo) {
   EXPECT_EQ(ToJson(shard),
             "{\"device_id\":\"2\",\"ranges\":[{\"begin\":\"0\",\"end\":\"2\"},"
             "{\"begin\":\"3\",\"end\":\"6\"}],\"shape\":[\"2\",\"3\"],\"replica_id\":\"0\","
-            "\"size_bytes\":\"24\"}");
+            "\"size_bytes\":\"24\",\"process_index\":0}");
 }
 
 }  // namespace

@@ -110,14 +110,26 @@ std::string WaitForFileLine(const std::string& path, absl::Duration timeout) {
 }
 
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(const DaemonOptions& options) {
+  auto d = Launch(options);
+  if (!d.ok()) return d.status();
+  if (absl::Status ready = (*d)->WaitReady(options.start_timeout); !ready.ok()) return ready;
+  return d;
+}
+
+absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Launch(const DaemonOptions& options) {
   std::unique_ptr<DaemonProcess> d(new DaemonProcess());
   d->dir_ = std::make_unique<TempDir>();
   const std::string ready = d->dir_->path() + "/ready";
+  d->ready_path_ = ready;
   d->stderr_path_ = d->dir_->path() + "/stderr";
-  std::vector<std::string> argv = {PlacementdBinary(), "--ready_file=" + ready,
-                                   "--drain_timeout=10s"};
-  argv.push_back(options.unix_socket ? "--listen=unix:" + d->dir_->path() + "/placementd.sock"
-                                     : "--listen=127.0.0.1:0");
+  std::vector<std::string> argv = options.command_prefix;
+  for (const std::string& a : {PlacementdBinary(), "--ready_file=" + ready,
+                               std::string("--drain_timeout=10s")}) {
+    argv.push_back(a);
+  }
+  argv.push_back(!options.listen.empty() ? "--listen=" + options.listen
+                 : options.unix_socket   ? "--listen=unix:" + d->dir_->path() + "/placementd.sock"
+                                         : "--listen=127.0.0.1:0");
   bool has_backend = false;
   for (const auto& f : options.extra_flags) has_backend |= f.rfind("--backend", 0) == 0;
   if (has_backend || TestBackend() != "cuda") {
@@ -140,23 +152,53 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(const Daemon
     }
     if (!has_count) argv.push_back("--cuda_logical_devices=8");
   }
-  d->pid_ = Spawn(argv, d->dir_->path() + "/stdout", d->stderr_path_);
-  if (d->pid_ < 0) return absl::InternalError("fork failed");
-  absl::Time deadline = absl::Now() + options.start_timeout;
-  while (absl::Now() < deadline) {
-    std::string line = WaitForFileLine(ready, absl::Milliseconds(50));
-    if (!line.empty()) {
-      d->address_ = line;
-      return d;
-    }
-    int status = 0;
-    if (waitpid(d->pid_, &status, WNOHANG) == d->pid_) {
-      d->pid_ = -1;
-      return absl::InternalError(absl::StrCat("placementd exited with ", DecodeExit(status),
-                                              " before ready: ", d->Stderr()));
+  if (argv[0] != PlacementdBinary()) {
+    // execv needs a path: resolve the prefix's program ("ip").
+    for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
+      if (access((dir + argv[0]).c_str(), X_OK) == 0) {
+        argv[0] = dir + argv[0];
+        break;
+      }
     }
   }
-  return absl::DeadlineExceededError(absl::StrCat("placementd not ready: ", d->Stderr()));
+  d->pid_ = Spawn(argv, d->dir_->path() + "/stdout", d->stderr_path_);
+  if (d->pid_ < 0) return absl::InternalError("fork failed");
+  return d;
+}
+
+absl::Status DaemonProcess::WaitReady(absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    std::string line = WaitForFileLine(ready_path_, absl::Milliseconds(50));
+    if (!line.empty()) {
+      address_ = line;
+      return absl::OkStatus();
+    }
+    int status = 0;
+    if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return absl::InternalError(absl::StrCat("placementd exited with ", DecodeExit(status),
+                                              " before ready: ", Stderr()));
+    }
+  }
+  return absl::DeadlineExceededError(absl::StrCat("placementd not ready: ", Stderr()));
+}
+
+int DaemonProcess::WaitExit(absl::Duration timeout) {
+  if (pid_ <= 0) return -1;
+  int status = WaitWithTimeout(pid_, timeout);
+  if (status == -1) return -1;
+  pid_ = -1;
+  return DecodeExit(status);
+}
+
+std::string DaemonProcess::ReadyValue(const std::string& key) const {
+  std::istringstream lines(ReadFile(ready_path_));
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (absl::StartsWith(line, key + "=")) return line.substr(key.size() + 1);
+  }
+  return "";
 }
 
 DaemonProcess::~DaemonProcess() {

@@ -33,6 +33,10 @@ struct DaemonOptions {
   std::vector<std::string> extra_flags;  // e.g. "--cpu_devices=4"
   bool unix_socket = false;
   absl::Duration start_timeout = absl::Seconds(30);
+  // --listen when set (e.g. an address inside a network namespace).
+  std::string listen;
+  // Runs the daemon under this command (e.g. {"ip", "netns", "exec", "ns"}).
+  std::vector<std::string> command_prefix;
 };
 
 class DaemonProcess {
@@ -40,9 +44,17 @@ class DaemonProcess {
   // Starts the daemon and waits for its ready file. The status carries the
   // daemon's stderr when it exits before becoming ready.
   static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(const DaemonOptions& options = {});
+  // Starts the daemon without waiting (daemons of a cluster are ready only
+  // once all have joined); WaitReady waits for the ready file.
+  static absl::StatusOr<std::unique_ptr<DaemonProcess>> Launch(const DaemonOptions& options);
+  absl::Status WaitReady(absl::Duration timeout);
+  // Waits (bounded) for the daemon to exit by itself; its exit code, or -1.
+  int WaitExit(absl::Duration timeout);
   ~DaemonProcess();
 
   const std::string& address() const { return address_; }
+  // A "key=value" line of the ready file ("peer" in a cluster), or "".
+  std::string ReadyValue(const std::string& key) const;
   pid_t pid() const { return pid_; }
   // A connected client with default options.
   absl::StatusOr<std::unique_ptr<client::Client>> Connect() const;
@@ -58,6 +70,7 @@ class DaemonProcess {
   pid_t pid_ = -1;
   std::string address_;
   std::string stderr_path_;
+  std::string ready_path_;
 };
 
 // Runs `argv` to completion (bounded by `timeout`), capturing stdout and

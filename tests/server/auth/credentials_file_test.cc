@@ -66,7 +66,7 @@ TEST(CredentialsFileTest, MalformedLinesNameFileLineAndField) {
       {"token abc team user\n", "creds:1: a token credential is 'sha256:' and 64 hex digits"},
       {"\nbearer " + digest + " team user\n",
        "creds:2: kind must be 'token' or 'cert', got 'bearer'"},
-      {"token " + digest + " team root\n", "creds:1: role must be 'user' or 'admin', got 'root'"},
+      {"token " + digest + " team root\n", "creds:1: role must be 'user', 'admin' or 'peer', got 'root'"},
       {"token " + digest + " te/am user\n", "creds:1: tenant must be 1-63 characters"},
       {"token " + digest + " team\n",
        "creds:1: expected 'KIND CREDENTIAL TENANT ROLE [NAME]', got 3"},

@@ -179,6 +179,34 @@ struct BatchSizeValidation {
 };
 
 // The daemon's own state (DaemonService.GetStatus).
+// A cluster's membership as a daemon reports it (docs/cluster.md).
+enum class ClusterState { kUnspecified, kSingle, kForming, kFormed, kDegraded, kFailed };
+enum class ProcessState { kUnspecified, kJoining, kAlive, kLost };
+
+struct ProcessStatus {
+  int32_t process_index = 0;
+  ProcessState state = ProcessState::kUnspecified;
+  std::string peer_address;
+  int64_t num_devices = 0;
+  int64_t first_device_id = 0;
+  int32_t joins = 0;  // restarts + 1
+  bool operator==(const ProcessStatus&) const = default;
+};
+
+struct ClusterStatus {
+  ClusterState state = ClusterState::kUnspecified;  // kSingle for a lone daemon
+  int64_t epoch = 0;          // advances on every membership change
+  int32_t num_processes = 1;
+  std::string coordinator_address;
+  std::string peer_address;   // this daemon's
+  std::vector<ProcessStatus> processes;
+  bool operator==(const ClusterStatus&) const = default;
+};
+
+// "single", "forming", "formed", "degraded", "failed"; "joining", "alive", "lost".
+std::string ClusterStateName(ClusterState state);
+std::string ProcessStateName(ProcessState state);
+
 struct DaemonStatus {
   std::string version;
   std::string backend;       // "cpu" or "cuda"
@@ -200,6 +228,7 @@ struct DaemonStatus {
   std::string boot_id;
   std::string region_socket;
   int64_t num_regions = 0;
+  ClusterStatus cluster;
 };
 
 // One named mesh axis.
@@ -256,6 +285,7 @@ struct ShardInfo {
   std::vector<int64_t> shape;      // extents of `ranges`
   int64_t replica_id = 0;          // earlier devices holding the same box
   int64_t size_bytes = 0;
+  int32_t process_index = 0;       // the daemon (node) holding it
 
   bool operator==(const ShardInfo&) const = default;
 };

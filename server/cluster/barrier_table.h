@@ -1,0 +1,104 @@
+// BarrierTable: the coordinator's barriers with payloads (a small
+// all-gather through the coordinator, like XLA's WaitAtBarrier plus a
+// key-value exchange). Multi-controller uploads meet here to agree on a
+// tensor's layout and id; collectives that span processes meet here to get
+// their place in their process set's order (a ticket).
+//
+// An instance of barrier `id` starts with the first arrival, which fixes
+// the participants and the deadline (its timeout); it completes when every
+// participant has arrived, and then it is gone: the next arrival with the
+// same id starts a new instance. Every participant leaves with every
+// payload (in participant order), one random token, and -- with a
+// sequence key -- the next ticket of that key in the current epoch (tickets
+// count 0, 1, 2, ... again in every epoch) and the key's generation.
+//
+// Failure: a waiter whose deadline passes fails the instance for everyone
+// (DEADLINE_EXCEEDED naming the processes that did not arrive); a
+// participant that membership loses fails it with UNAVAILABLE naming that
+// process. Participants must agree on the participant list
+// (INVALID_ARGUMENT otherwise); arriving twice is ALREADY_EXISTS.
+//
+// Thread-safe.
+#ifndef PLACEMENT_SERVER_CLUSTER_BARRIER_TABLE_H_
+#define PLACEMENT_SERVER_CLUSTER_BARRIER_TABLE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/random/random.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace placement::server {
+
+struct BarrierArrival {
+  std::string barrier_id;
+  int32_t process_index = 0;
+  std::vector<int32_t> participants;  // ascending, non-empty
+  std::string payload;
+  absl::Duration timeout = absl::Seconds(60);
+  std::string sequence_key;  // empty: no ticket
+};
+
+struct BarrierResult {
+  std::vector<int32_t> participants;
+  std::vector<std::string> payloads;  // by participant
+  std::string token;
+  int64_t ticket = 0;
+  int64_t generation = 0;
+  int64_t epoch = 0;
+};
+
+class BarrierTable {
+ public:
+  static constexpr size_t kMaxPayloadBytes = size_t{1} << 20;
+  static constexpr size_t kMaxOpenBarriers = 100000;
+
+  // Arrives and waits for the others. See the header comment for errors.
+  absl::StatusOr<BarrierResult> Arrive(const BarrierArrival& arrival);
+
+  // The membership moved to `epoch`; `lost` processes fail the instances
+  // that wait for them. Tickets restart at 0 in the new epoch.
+  void OnMembershipChange(int64_t epoch, const std::vector<int32_t>& lost);
+
+  // Bumps `sequence_key`'s generation if it still is `generation`; returns
+  // the generation now.
+  int64_t ReportFailure(const std::string& sequence_key, int64_t generation);
+
+  int64_t open_barriers() const;
+  // Fails every open barrier, and every later arrival, with UNAVAILABLE.
+  void Shutdown();
+
+ private:
+  struct Instance {
+    std::vector<int32_t> participants;
+    std::map<int32_t, std::string> payloads;
+    std::string sequence_key;
+    bool done = false;
+    absl::Status status;
+    BarrierResult result;
+  };
+  struct Sequence {
+    int64_t epoch = 0;
+    int64_t next = 0;
+    int64_t generation = 0;
+  };
+
+  void CompleteLocked(Instance* instance) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Instance>> open_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Sequence> sequences_ ABSL_GUARDED_BY(mu_);
+  int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_CLUSTER_BARRIER_TABLE_H_

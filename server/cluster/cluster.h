@@ -1,0 +1,180 @@
+// Cluster: one daemon's membership in a cluster of daemons (one per node),
+// modelled on JAX's multi-controller runtime (jax.distributed.initialize):
+// how it joins through the coordinator, what it knows of the others (a
+// ClusterView, refreshed by heartbeats), how it reaches them (PeerChannels,
+// CoordinatorClient) and who hears about membership changes.
+//
+// A daemon started without --num_processes/--coordinator has a disabled
+// Cluster: process_index() is its --process_index, every device is local,
+// nothing runs in the background.
+//
+// Lifecycle: construct, Join (blocks until the cluster formed), then
+// StartHeartbeats. Heartbeats run every heartbeat_interval on a thread of
+// their own; a newer epoch in the answer replaces the view and calls the
+// listeners. Failure handling:
+//   - the coordinator says this daemon is no longer a member (it was
+//     declared lost, e.g. after a partition): listeners hear `self_lost`,
+//     then the daemon joins again with the same instance id;
+//   - the coordinator does not answer heartbeat_misses beats in a row: the
+//     view's state becomes kFailed (listeners hear `coordinator_lost`) and
+//     the daemon keeps trying to join until a coordinator answers (a
+//     restarted process 0 re-forms the cluster);
+// Device ids are fixed by the first formation; a later formation that would
+// move this daemon's ids is refused (logged; the view stays kFailed).
+//
+// In-flight calls to a peer register a CallGuard; when membership loses
+// that peer, its calls are cancelled at once, so they end within the
+// detection bound (heartbeat_interval * heartbeat_misses) instead of their
+// own deadlines.
+//
+// Thread-safe.
+#ifndef PLACEMENT_SERVER_CLUSTER_CLUSTER_H_
+#define PLACEMENT_SERVER_CLUSTER_CLUSTER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "server/cluster/cluster_view.h"
+#include "server/peer/coordinator_client.h"
+#include "server/peer/peer_channels.h"
+
+namespace grpc {
+class ClientContext;
+}  // namespace grpc
+
+namespace placement::server {
+
+struct ClusterConfig {
+  // host:port of the coordinator's peer address (process 0's
+  // --peer_listen); empty with num_processes == 1: a lone daemon.
+  std::string coordinator;
+  int32_t process_index = 0;
+  int32_t num_processes = 1;
+  // What other daemons dial to reach this one (the bound --peer_listen),
+  // and the address Gloo listens on (its host).
+  std::string peer_address;
+  std::string gloo_hostname;
+  absl::Duration init_timeout = absl::Seconds(300);
+  absl::Duration heartbeat_interval = absl::Seconds(10);
+  int32_t heartbeat_misses = 10;
+  // Bound on one cross-daemon operation: multi-controller barriers, pending
+  // tensors waiting for their commit, Gloo operations.
+  absl::Duration op_timeout = absl::Seconds(60);
+
+  bool enabled() const { return num_processes > 1 || !coordinator.empty(); }
+  absl::Duration detection_bound() const { return heartbeat_interval * heartbeat_misses; }
+};
+
+// What changed, for listeners.
+struct ClusterEvent {
+  std::shared_ptr<const ClusterView> before;
+  std::shared_ptr<const ClusterView> after;
+  std::vector<int32_t> lost;      // alive before, not alive after
+  std::vector<int32_t> rejoined;  // joined again (a new instance) since before
+  bool self_lost = false;         // the coordinator dropped this daemon
+  bool coordinator_lost = false;  // the coordinator stopped answering
+};
+
+class Cluster {
+ public:
+  Cluster(ClusterConfig config, PeerSecurity security);
+  ~Cluster();  // stops heartbeats (does not leave; see Leave)
+
+  const ClusterConfig& config() const { return config_; }
+  bool enabled() const { return config_.enabled(); }
+  int32_t process_index() const { return config_.process_index; }
+  int32_t num_processes() const { return config_.num_processes; }
+
+  // Where this daemon's peer services can be reached (known once its
+  // servers are bound), Gloo's host, and the coordinator when the config
+  // named none (process 0 coordinates through its own peer address).
+  // REQUIRES: before Join, on one thread.
+  void SetAddresses(std::string peer_address, std::string gloo_hostname);
+
+  // Joins with `devices` (this daemon's, ids ignored) and waits for the
+  // cluster to form, up to init_timeout. Returns the view: this daemon's
+  // devices are view.processes[process_index()].devices with their global
+  // ids. The coordinator's errors (Membership::Join), or UNAVAILABLE /
+  // DEADLINE_EXCEEDED when it cannot be reached in time.
+  absl::StatusOr<std::shared_ptr<const ClusterView>> Join(std::vector<DeviceDescription> devices,
+                                                          std::string instance_id);
+  // REQUIRES: Join succeeded. Listeners must be added before.
+  void StartHeartbeats();
+  // Tells the coordinator this daemon is going (draining), best effort.
+  void Leave();
+
+  // Called (on the heartbeat thread, in order) after every change. REQUIRES:
+  // added before StartHeartbeats.
+  void AddListener(std::function<void(const ClusterEvent&)> listener);
+
+  // The latest view (a lone daemon's has state kSingle and no processes).
+  std::shared_ptr<const ClusterView> view() const;
+  int64_t epoch() const { return view()->epoch; }
+  // The process owning a device (-1 when unknown); a lone daemon owns all.
+  int32_t ProcessOf(int64_t device_id) const;
+  bool IsLocalDevice(int64_t device_id) const { return ProcessOf(device_id) == process_index(); }
+  // Distinct processes owning `device_ids`, ascending.
+  std::vector<int32_t> ProcessesOf(absl::Span<const int64_t> device_ids) const;
+  // OK when every listed process is alive; UNAVAILABLE naming the first one
+  // that is not ("process 1 (10.0.0.2:7000) is lost (epoch 4)").
+  absl::Status CheckAlive(absl::Span<const int32_t> processes) const;
+  std::string PeerAddress(int32_t process_index) const;
+
+  CoordinatorClient* coordinator() { return coordinator_.get(); }
+  PeerChannels* channels() { return &channels_; }
+
+  // Registers `context` (a call to `process`) for cancellation if the
+  // process is lost while the call runs. Destroy before the context.
+  class CallGuard {
+   public:
+    CallGuard(Cluster* cluster, int32_t process, grpc::ClientContext* context);
+    ~CallGuard();
+    CallGuard(const CallGuard&) = delete;
+    CallGuard& operator=(const CallGuard&) = delete;
+
+   private:
+    Cluster* cluster_;
+    int32_t process_;
+    grpc::ClientContext* context_;
+  };
+
+ private:
+  void HeartbeatLoop();
+  // Replaces the view and tells the listeners.
+  void Publish(std::shared_ptr<const ClusterView> after, bool self_lost, bool coordinator_lost);
+  // Joins again after self_lost / coordinator loss; true when a member.
+  bool Rejoin();
+  void CancelCallsTo(int32_t process);
+
+  ClusterConfig config_;  // addresses set once by SetAddresses
+  PeerChannels channels_;
+  std::unique_ptr<CoordinatorClient> coordinator_;
+  std::vector<std::function<void(const ClusterEvent&)>> listeners_;
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const ClusterView> view_ ABSL_GUARDED_BY(mu_);
+  std::vector<DeviceDescription> local_devices_ ABSL_GUARDED_BY(mu_);
+  std::string instance_id_ ABSL_GUARDED_BY(mu_);
+  // (first id, count) per process, fixed at the first formation.
+  std::vector<std::pair<int64_t, int64_t>> ranges_ ABSL_GUARDED_BY(mu_);
+  std::map<int32_t, std::set<grpc::ClientContext*>> calls_ ABSL_GUARDED_BY(mu_);
+
+  absl::Notification stop_;
+  std::thread heartbeats_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_CLUSTER_CLUSTER_H_

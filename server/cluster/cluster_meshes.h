@@ -1,0 +1,65 @@
+// ClusterMeshes: meshes that every daemon of a cluster shares (same id, same
+// device order everywhere), registered by the coordinator and pushed to
+// every daemon (docs/cluster.md).
+//
+//   - On every daemon, Attach routes MeshRegistry::Create through the
+//     coordinator (ClusterService.CreateMesh) and TensorOps::DeleteMesh
+//     through ClusterService.DeleteMesh; the call returns once every live
+//     daemon has the change.
+//   - On the coordinator it is the MeshAuthority: it registers the mesh in
+//     its own registry and pushes it (PeerService.InstallMesh / RemoveMesh)
+//     to the other live daemons.
+//   - A daemon that joins again replaces its meshes with the coordinator's
+//     (Sync), deleting the tensors of meshes that are gone.
+//
+// Thread-safe.
+#ifndef PLACEMENT_SERVER_CLUSTER_CLUSTER_MESHES_H_
+#define PLACEMENT_SERVER_CLUSTER_CLUSTER_MESHES_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/cluster/cluster.h"
+#include "server/cluster/mesh_authority.h"
+#include "server/mesh/mesh_registry.h"
+#include "server/peer/peer_client.h"
+#include "server/tensor/tensor_ops.h"
+
+namespace placement::server {
+
+class ClusterMeshes final : public MeshAuthority {
+ public:
+  // REQUIRES: every argument outlives this object.
+  ClusterMeshes(Cluster* cluster, MeshRegistry* registry, TensorOps* ops, PeerClient* peers)
+      : cluster_(cluster), registry_(registry), ops_(ops), peers_(peers) {}
+
+  // Routes this daemon's mesh changes through the coordinator and listens
+  // to membership (Sync after a rejoin). REQUIRES: before serving.
+  void Attach();
+
+  // MeshAuthority (the coordinator).
+  absl::StatusOr<RegisteredMesh> CreateMesh(const std::string& tenant, const std::string& mesh_id,
+                                            std::vector<MeshAxis> axes,
+                                            std::vector<int64_t> device_ids) override;
+  absl::StatusOr<int64_t> DeleteMesh(const std::string& mesh_id, const std::string& tenant,
+                                     bool admin, bool force) override;
+  std::vector<RegisteredMesh> ListMeshes() const override;
+
+  // PeerService.InstallMesh / RemoveMesh on this daemon.
+  void InstallHere(RegisteredMesh mesh);
+  absl::StatusOr<int64_t> RemoveHere(const std::string& mesh_id, bool force);
+
+  // Makes this daemon's meshes the coordinator's.
+  absl::Status Sync();
+
+ private:
+  Cluster* cluster_;
+  MeshRegistry* registry_;
+  TensorOps* ops_;
+  PeerClient* peers_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_CLUSTER_CLUSTER_MESHES_H_

@@ -1,0 +1,245 @@
+#include "server/cluster/cluster_tensors.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/logging.h"
+
+namespace placement::server {
+namespace {
+
+bool TouchesAny(const Tensor& t, const std::vector<int32_t>& processes) {
+  for (const Shard& s : t.shards) {
+    if (std::find(processes.begin(), processes.end(), s.process_index) != processes.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+ClusterTensors::ClusterTensors(Cluster* cluster, TensorStore* store, PeerClient* peers,
+                               absl::Duration pending_lifetime)
+    : cluster_(cluster), store_(store), peers_(peers), pending_lifetime_(pending_lifetime) {
+  reaper_ = std::thread([this] { ReapLoop(); });
+}
+
+ClusterTensors::~ClusterTensors() {
+  stop_.Notify();
+  reaper_.join();
+}
+
+void ClusterTensors::Attach() {
+  TensorStoreHooks hooks;
+  Cluster* cluster = cluster_;
+  hooks.is_remote = [cluster](int64_t device) { return !cluster->IsLocalDevice(device); };
+  hooks.process_of = [cluster](int64_t device) { return cluster->ProcessOf(device); };
+  hooks.on_commit = [this](const Tensor& t) { OnCommit(t); };
+  hooks.on_delete = [this](const std::vector<std::string>& ids) { OnDelete(ids); };
+  store_->set_hooks(std::move(hooks));
+  cluster_->AddListener([this](const ClusterEvent& event) { OnClusterEvent(event); });
+}
+
+void ClusterTensors::OnCommit(const Tensor& tensor) {
+  const std::vector<int32_t> peers = peers_->AlivePeers();
+  if (peers.empty()) return;
+  absl::Status status =
+      PeerClient::ForEach(peers, [&](int32_t p) { return peers_->Commit(p, {&tensor}, {}); });
+  if (!status.ok()) {
+    // The peer that missed it is failing; it resyncs when it joins again.
+    LogWarning("cluster: tensor ", tensor.id,
+               " was not recorded on every daemon: ", status.message());
+  }
+}
+
+void ClusterTensors::OnDelete(const std::vector<std::string>& ids) {
+  const std::vector<int32_t> peers = peers_->AlivePeers();
+  if (peers.empty() || ids.empty()) return;
+  absl::Status status =
+      PeerClient::ForEach(peers, [&](int32_t p) { return peers_->DeleteTensors(p, ids).status(); });
+  if (!status.ok()) {
+    LogWarning("cluster: a delete did not reach every daemon: ", status.message());
+  }
+}
+
+absl::Status ClusterTensors::AddPending(std::unique_ptr<Tensor> tensor) {
+  if (store_->Get(tensor->id).ok()) {
+    return absl::AlreadyExistsError(absl::StrCat("tensor '", tensor->id, "' already exists"));
+  }
+  absl::MutexLock lock(&mu_);
+  const std::string id = tensor->id;
+  auto [it, inserted] =
+      pending_.emplace(id, Pending{std::move(tensor), absl::Now() + pending_lifetime_});
+  if (!inserted) {
+    return absl::AlreadyExistsError(absl::StrCat("tensor '", id, "' is already being prepared"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterTensors::CommitHere(std::vector<std::unique_ptr<Tensor>> records,
+                                        const std::vector<std::string>& delete_ids) {
+  absl::Status first;
+  for (std::unique_ptr<Tensor>& record : records) {
+    std::unique_ptr<Tensor> prepared;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = pending_.find(record->id);
+      if (it != pending_.end()) {
+        prepared = std::move(it->second.tensor);
+        pending_.erase(it);
+      }
+    }
+    if (prepared != nullptr) {
+      // The record is authoritative for names and ownership; the buffers
+      // are ours.
+      prepared->name = record->name;
+      prepared->owner = record->owner;
+      prepared->session_id = record->session_id;
+      prepared->mesh_id = record->mesh_id;
+      store_->Install(std::move(prepared)).IgnoreError();
+      continue;
+    }
+    if (store_->Get(record->id).ok()) continue;
+    bool has_local = false;
+    for (const Shard& s : record->shards) has_local |= s.process_index == cluster_->process_index();
+    if (has_local) {
+      if (first.ok()) {
+        first = absl::FailedPreconditionError(absl::StrCat(
+            "tensor '", record->id, "' has shards on this daemon (process ",
+            cluster_->process_index(), ") that were never prepared or were already freed"));
+      }
+      continue;
+    }
+    store_->Install(std::move(record)).IgnoreError();
+  }
+  if (!delete_ids.empty()) store_->DeleteHere(delete_ids);
+  return first;
+}
+
+void ClusterTensors::AbortHere(const std::vector<std::string>& ids) {
+  std::vector<std::unique_ptr<Tensor>> freed;
+  absl::MutexLock lock(&mu_);
+  for (const std::string& id : ids) {
+    auto it = pending_.find(id);
+    if (it == pending_.end()) continue;
+    freed.push_back(std::move(it->second.tensor));
+    pending_.erase(it);
+  }
+}
+
+int64_t ClusterTensors::DeleteHere(const std::vector<std::string>& ids) {
+  AbortHere(ids);
+  return store_->DeleteHere(ids);
+}
+
+int64_t ClusterTensors::pending_count() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(pending_.size());
+}
+
+absl::Status ClusterTensors::CommitEverywhere(std::vector<std::unique_ptr<Tensor>> tensors,
+                                              const std::vector<std::string>& delete_ids,
+                                              std::vector<std::shared_ptr<const Tensor>>* out) {
+  std::vector<const Tensor*> records;
+  for (const auto& t : tensors) records.push_back(t.get());
+  const std::vector<int32_t> peers = peers_->AlivePeers();
+  absl::Status remote =
+      PeerClient::ForEach(peers, [&](int32_t p) { return peers_->Commit(p, records, delete_ids); });
+  std::vector<std::string> ids;
+  for (const auto& t : tensors) ids.push_back(t->id);
+  absl::Status here = CommitHere(std::move(tensors), delete_ids);
+  if (out != nullptr) {
+    for (const std::string& id : ids) {
+      absl::StatusOr<std::shared_ptr<const Tensor>> t = store_->Get(id);
+      if (t.ok()) out->push_back(*std::move(t));
+    }
+  }
+  if (!here.ok()) return here;
+  return remote;
+}
+
+void ClusterTensors::AbortOn(const std::vector<int32_t>& processes,
+                             const std::vector<std::string>& ids) {
+  std::vector<int32_t> others;
+  for (int32_t p : processes) {
+    if (p == cluster_->process_index()) {
+      AbortHere(ids);
+    } else if (cluster_->view()->IsAlive(p)) {
+      others.push_back(p);
+    }
+  }
+  PeerClient::ForEach(others, [&](int32_t p) { return peers_->Abort(p, ids); }).IgnoreError();
+}
+
+absl::Status ClusterTensors::SyncFrom(int32_t process) {
+  absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> records = peers_->ListTensorRecords(process);
+  if (!records.ok()) return records.status();
+  int64_t installed = 0;
+  for (std::unique_ptr<Tensor>& record : *records) {
+    bool has_local = false;
+    for (const Shard& s : record->shards) has_local |= s.process_index == cluster_->process_index();
+    if (has_local || store_->Get(record->id).ok()) continue;
+    store_->Install(std::move(record)).IgnoreError();
+    ++installed;
+  }
+  LogInfo("cluster: copied ", installed, " tensor record(s) from process ", process);
+  return absl::OkStatus();
+}
+
+void ClusterTensors::OnClusterEvent(const ClusterEvent& event) {
+  std::vector<int32_t> gone = event.lost;
+  if (event.self_lost) gone.push_back(cluster_->process_index());
+  if (!gone.empty()) {
+    std::vector<std::string> ids =
+        store_->DeleteIf([&](const Tensor& t) { return TouchesAny(t, gone); });
+    std::vector<std::unique_ptr<Tensor>> freed;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        if (TouchesAny(*it->second.tensor, gone)) {
+          freed.push_back(std::move(it->second.tensor));
+          it = pending_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (!ids.empty() || !freed.empty()) {
+      LogInfo("cluster: freed ", ids.size(), " tensor(s) and ", freed.size(),
+              " pending one(s) with shards on lost process(es)");
+    }
+  }
+  // Back in after being dropped (or after the coordinator came back): copy
+  // the records made meanwhile.
+  const int32_t self = cluster_->process_index();
+  const bool was_out = event.before->state == ClusterState::kFailed ||
+                       (self < static_cast<int32_t>(event.before->processes.size()) &&
+                        event.before->processes[self].state == ProcessState::kLost);
+  if (was_out && event.after->IsAlive(self) && self != 0 && event.after->IsAlive(0)) {
+    absl::Status synced = SyncFrom(0);
+    if (!synced.ok()) LogWarning("cluster: could not copy tensor records: ", synced.message());
+  }
+}
+
+void ClusterTensors::ReapLoop() {
+  while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(1))) {
+    std::vector<std::unique_ptr<Tensor>> expired;
+    const absl::Time now = absl::Now();
+    absl::MutexLock lock(&mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.expires <= now) {
+        LogWarning("cluster: freeing tensor ", it->first,
+                   ": prepared but never committed (its driver is gone)");
+        expired.push_back(std::move(it->second.tensor));
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+}  // namespace placement::server

@@ -1,0 +1,103 @@
+// ClusterTensors: keeps every daemon's TensorStore agreeing on which
+// tensors exist (docs/cluster.md). Every daemon holds every tensor's record;
+// a shard's bytes live only on the daemon of its device.
+//
+//   - Commits and deletes made through this daemon reach the others before
+//     the call that made them returns (TensorStore hooks -> PeerService
+//     Commit / DeleteTensors on every live peer).
+//   - Operations whose result has shards on several daemons build them in
+//     two phases: each daemon prepares its shards as a PENDING tensor under
+//     the driver's id (AddPending), then Commit installs the record
+//     everywhere (pending shards become the tensor's), or Abort frees them.
+//     A pending tensor not committed within `pending_lifetime` is freed
+//     (its driver died).
+//   - Membership: when a process is lost, every tensor with a shard on it is
+//     deleted here (its bytes are gone); when this daemon itself was
+//     dropped, it deletes every tensor with a shard on itself, and after
+//     joining again copies the records it lacks from process 0.
+//
+// Thread-safe.
+#ifndef PLACEMENT_SERVER_CLUSTER_CLUSTER_TENSORS_H_
+#define PLACEMENT_SERVER_CLUSTER_CLUSTER_TENSORS_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "server/cluster/cluster.h"
+#include "server/peer/peer_client.h"
+#include "server/tensor/tensor_store.h"
+
+namespace placement::server {
+
+class ClusterTensors {
+ public:
+  // REQUIRES: every argument outlives this object.
+  ClusterTensors(Cluster* cluster, TensorStore* store, PeerClient* peers,
+                 absl::Duration pending_lifetime);
+  ~ClusterTensors();  // frees pending tensors, stops the reaper
+
+  // Sets the store's hooks (remote devices, process of a device, commit
+  // and delete propagation) and listens to membership. REQUIRES: before
+  // serving, cluster enabled and joined.
+  void Attach();
+
+  // --- the peer side (PeerService) ---------------------------------------------
+  // Holds `tensor` (id set, this daemon's shards written) until Commit or
+  // Abort. ALREADY_EXISTS for an id already pending or committed.
+  absl::Status AddPending(std::unique_ptr<Tensor> tensor);
+  // Installs `records`: a pending tensor of the same id becomes committed
+  // with its buffers; otherwise the record is installed as a shell, which
+  // must have no shard on this daemon (FAILED_PRECONDITION: the shards were
+  // never prepared or were freed). Then deletes `delete_ids` here. Tensors
+  // already present are left as they are.
+  absl::Status CommitHere(std::vector<std::unique_ptr<Tensor>> records,
+                          const std::vector<std::string>& delete_ids);
+  void AbortHere(const std::vector<std::string>& ids);
+  int64_t DeleteHere(const std::vector<std::string>& ids);
+  int64_t pending_count() const;
+  TensorStore* store() const { return store_; }
+
+  // --- the driver side ---------------------------------------------------------------
+  // Installs `tensors` on every live daemon (this one through CommitHere,
+  // with `delete_ids` deleted too). The first error, after trying all.
+  absl::Status CommitEverywhere(std::vector<std::unique_ptr<Tensor>> tensors,
+                                const std::vector<std::string>& delete_ids,
+                                std::vector<std::shared_ptr<const Tensor>>* committed);
+  // Frees pending `ids` on `processes` (this daemon included when listed).
+  void AbortOn(const std::vector<int32_t>& processes, const std::vector<std::string>& ids);
+
+  // Copies the records this daemon lacks from `process` (after a rejoin).
+  absl::Status SyncFrom(int32_t process);
+
+ private:
+  struct Pending {
+    std::unique_ptr<Tensor> tensor;
+    absl::Time expires;
+  };
+
+  void OnCommit(const Tensor& tensor);
+  void OnDelete(const std::vector<std::string>& ids);
+  void OnClusterEvent(const ClusterEvent& event);
+  void ReapLoop();
+
+  Cluster* cluster_;
+  TensorStore* store_;
+  PeerClient* peers_;
+  const absl::Duration pending_lifetime_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  absl::Notification stop_;
+  std::thread reaper_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_CLUSTER_CLUSTER_TENSORS_H_

@@ -1,0 +1,36 @@
+#include "server/cluster/coordinator.h"
+
+#include <vector>
+
+#include "absl/time/clock.h"
+
+namespace placement::server {
+
+Coordinator::Coordinator(MembershipOptions options)
+    : membership_(options),
+      sweep_interval_(std::max(options.heartbeat_interval / 2, absl::Milliseconds(10))) {
+  membership_.AddListener([this](const ClusterView& view) {
+    std::vector<int32_t> lost;
+    for (const ProcessRecord& p : view.processes) {
+      if (p.state == ProcessState::kLost) lost.push_back(p.process_index);
+    }
+    barriers_.OnMembershipChange(view.epoch, lost);
+  });
+  sweeper_ = std::thread([this] {
+    while (!stop_.WaitForNotificationWithTimeout(sweep_interval_)) membership_.Sweep(absl::Now());
+  });
+}
+
+void Coordinator::Shutdown() {
+  membership_.Shutdown();
+  kv_.Shutdown();
+  barriers_.Shutdown();
+}
+
+Coordinator::~Coordinator() {
+  Shutdown();
+  stop_.Notify();
+  sweeper_.join();
+}
+
+}  // namespace placement::server

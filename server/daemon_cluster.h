@@ -1,0 +1,68 @@
+// The daemon's cluster flags and the steps that turn them into a running
+// member (docs/cluster.md): where the peer services listen, who the
+// coordinator is, and joining once the servers are up.
+//
+// Addresses: --peer_listen is where the daemon-to-daemon services
+// (ClusterService on process 0, PeerService everywhere) listen. Unset, it is
+// --listen when that is not a loopback address (one port for everything);
+// process 0's --coordinator address; or, for daemons on one machine,
+// --listen's loopback host with a free port. --peer_advertise_address is
+// what the others dial (default: the bound peer address; with a wildcard
+// host, this machine's hostname). Gloo binds the advertised host.
+#ifndef PLACEMENT_SERVER_DAEMON_CLUSTER_H_
+#define PLACEMENT_SERVER_DAEMON_CLUSTER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/listen_address.h"
+
+namespace placement::server {
+
+struct DaemonClusterConfig {
+  std::string coordinator;  // --coordinator host:port (process 0's peer address)
+  int32_t num_processes = 1;
+  std::string peer_listen;
+  std::string peer_advertise_address;
+  absl::Duration init_timeout = absl::Seconds(300);
+  absl::Duration heartbeat_interval = absl::Seconds(10);
+  int32_t heartbeat_misses = 10;
+  absl::Duration op_timeout = absl::Seconds(60);
+  std::string peer_tls_server_name;
+  std::string peer_token_file;
+
+  bool enabled() const { return num_processes > 1 || !coordinator.empty(); }
+};
+
+// Where the peer services listen, and whether that is the public server.
+struct PeerListen {
+  std::string address;  // host:port (port may be 0)
+  bool shared = false;  // the same server as --listen
+};
+
+// Checks the cluster flags against --listen and --process_index and picks
+// the peer listen address. INVALID_ARGUMENT naming the flag: num_processes
+// < 1, process_index outside [0, num_processes), no --coordinator for a
+// process other than 0, a unix --listen without --peer_listen, heartbeat
+// settings out of range.
+absl::StatusOr<PeerListen> ResolvePeerListen(const DaemonClusterConfig& config,
+                                             int32_t process_index, const std::string& listen_flag,
+                                             const ListenAddress& listen);
+
+// What other daemons dial: --peer_advertise_address, else `bound` with a
+// wildcard host replaced by this machine's hostname.
+std::string AdvertisedPeerAddress(const DaemonClusterConfig& config, const ListenAddress& peer,
+                                  int bound_port);
+
+// The host part of host:port ("[::1]:7" -> "::1").
+std::string HostOf(const std::string& address);
+
+// The trimmed contents of --peer_token_file ("" when unset); NOT_FOUND when
+// it cannot be read.
+absl::StatusOr<std::string> ReadPeerToken(const std::string& path);
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_DAEMON_CLUSTER_H_

@@ -1,0 +1,35 @@
+#include "server/peer/peer_call.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+
+namespace placement::server {
+
+PeerCall::PeerCall(Cluster* cluster, int32_t process, absl::Duration timeout)
+    : cluster_(cluster), process_(process) {
+  cluster_->channels()->Prepare(&context_, timeout);
+  stub_ = placement::v1::PeerService::NewStub(
+      cluster_->channels()->Get(cluster_->PeerAddress(process)));
+  guard_ = std::make_unique<Cluster::CallGuard>(cluster_, process, &context_);
+}
+
+PeerCall::~PeerCall() { guard_.reset(); }
+
+absl::Status PeerCall::Finish(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  const grpc::StatusCode code = status.error_code();
+  const bool transport = code == grpc::StatusCode::CANCELLED ||
+                         code == grpc::StatusCode::UNAVAILABLE ||
+                         (code == grpc::StatusCode::DEADLINE_EXCEEDED &&
+                          status.error_message() == "Deadline Exceeded");
+  if (!transport) return FromGrpcStatus(status);
+  absl::Status alive = cluster_->CheckAlive({process_});
+  if (!alive.ok()) return alive;
+  const std::string who = cluster_->view()->Describe(process_);
+  if (code == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::DeadlineExceededError(absl::StrCat(who, " did not answer in time"));
+  }
+  return absl::UnavailableError(absl::StrCat(who, ": ", status.error_message()));
+}
+
+}  // namespace placement::server

@@ -1,0 +1,135 @@
+#include "server/peer/peer_client.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "placement/v1/peer_service.grpc.pb.h"
+#include "server/peer/cluster_proto.h"
+#include "server/peer/peer_call.h"
+#include "server/peer/tensor_record_proto.h"
+#include "server/service/to_proto.h"
+
+namespace placement::server {
+
+namespace pb = placement::v1;
+
+namespace {
+
+constexpr absl::Duration kControlCall = absl::Seconds(30);
+
+}  // namespace
+
+std::vector<int32_t> PeerClient::AlivePeers() const {
+  std::vector<int32_t> out;
+  std::shared_ptr<const ClusterView> view = cluster_->view();
+  for (const ProcessRecord& p : view->processes) {
+    if (p.process_index != cluster_->process_index() && p.state == ProcessState::kAlive) {
+      out.push_back(p.process_index);
+    }
+  }
+  return out;
+}
+
+absl::Status PeerClient::ForEach(const std::vector<int32_t>& processes,
+                                 const std::function<absl::Status(int32_t)>& fn) {
+  if (processes.size() == 1) return fn(processes.front());
+  std::vector<absl::Status> results(processes.size());
+  std::vector<std::thread> threads;
+  threads.reserve(processes.size());
+  for (size_t i = 0; i < processes.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = fn(processes[i]); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<DeviceState>> PeerClient::GetLocalDevices(int32_t process,
+                                                                     absl::Duration timeout) {
+  PeerCall call(cluster_, process, timeout);
+  pb::GetLocalDevicesRequest request;
+  pb::GetLocalDevicesResponse response;
+  RETURN_IF_ERROR(call.Finish(call.stub()->GetLocalDevices(call.context(), request, &response)));
+  std::vector<DeviceState> out;
+  for (const pb::Device& d : response.devices()) {
+    out.push_back(
+        DeviceState{DescriptionFromProto(d), d.memory_in_use_bytes(), d.memory_cached_bytes()});
+  }
+  return out;
+}
+
+absl::Status PeerClient::InstallMesh(int32_t process, const RegisteredMesh& mesh) {
+  PeerCall call(cluster_, process, kControlCall);
+  pb::InstallMeshRequest request;
+  MeshToProto(mesh, 0, request.mutable_mesh()->mutable_mesh());
+  request.mutable_mesh()->set_tenant(mesh.tenant);
+  pb::InstallMeshResponse response;
+  return call.Finish(call.stub()->InstallMesh(call.context(), request, &response));
+}
+
+absl::StatusOr<int64_t> PeerClient::RemoveMesh(int32_t process, const std::string& mesh_id,
+                                               bool force) {
+  PeerCall call(cluster_, process, kControlCall);
+  pb::RemoveMeshRequest request;
+  request.set_mesh_id(mesh_id);
+  request.set_force(force);
+  pb::RemoveMeshResponse response;
+  RETURN_IF_ERROR(call.Finish(call.stub()->RemoveMesh(call.context(), request, &response)));
+  return response.deleted_tensors();
+}
+
+absl::Status PeerClient::Commit(int32_t process, const std::vector<const Tensor*>& tensors,
+                                const std::vector<std::string>& delete_ids) {
+  PeerCall call(cluster_, process, kControlCall);
+  pb::CommitRequest request;
+  for (const Tensor* t : tensors) RecordToProto(*t, request.add_tensors());
+  for (const std::string& id : delete_ids) request.add_delete_ids(id);
+  pb::CommitResponse response;
+  return call.Finish(call.stub()->Commit(call.context(), request, &response));
+}
+
+absl::Status PeerClient::Abort(int32_t process, const std::vector<std::string>& ids) {
+  PeerCall call(cluster_, process, kControlCall);
+  pb::AbortRequest request;
+  for (const std::string& id : ids) request.add_tensor_ids(id);
+  pb::AbortResponse response;
+  return call.Finish(call.stub()->Abort(call.context(), request, &response));
+}
+
+absl::StatusOr<int64_t> PeerClient::DeleteTensors(int32_t process,
+                                                  const std::vector<std::string>& ids) {
+  PeerCall call(cluster_, process, kControlCall);
+  pb::PeerDeleteTensorsRequest request;
+  for (const std::string& id : ids) request.add_tensor_ids(id);
+  pb::PeerDeleteTensorsResponse response;
+  RETURN_IF_ERROR(call.Finish(call.stub()->DeleteTensors(call.context(), request, &response)));
+  return response.freed_bytes();
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::ListTensorRecords(
+    int32_t process) {
+  std::vector<std::unique_ptr<Tensor>> out;
+  std::string token;
+  do {
+    PeerCall call(cluster_, process, kControlCall);
+    pb::ListTensorRecordsRequest request;
+    request.set_page_token(token);
+    pb::ListTensorRecordsResponse response;
+    RETURN_IF_ERROR(
+        call.Finish(call.stub()->ListTensorRecords(call.context(), request, &response)));
+    for (const pb::TensorRecord& record : response.tensors()) {
+      ASSIGN_OR_RETURN(std::unique_ptr<Tensor> shell, ShellFromRecord(record, [this](int64_t id) {
+                         return cluster_->ProcessOf(id);
+                       }));
+      out.push_back(std::move(shell));
+    }
+    token = response.next_page_token();
+  } while (!token.empty());
+  return out;
+}
+
+}  // namespace placement::server

@@ -1,0 +1,73 @@
+// gRPC front for placement.v1.PeerService (daemon to daemon, on the peer
+// port): translates protos to ClusterTensors / ClusterMeshes / the data
+// plane (server/cluster/cluster_ops.h) and back. No logic of its own.
+// Callers are daemons (peer_unary.h).
+//
+// Thread-safe (the components are).
+#ifndef PLACEMENT_SERVER_SERVICE_PEER_HANDLER_H_
+#define PLACEMENT_SERVER_SERVICE_PEER_HANDLER_H_
+
+#include "placement/v1/peer_service.grpc.pb.h"
+#include "server/cluster/cluster.h"
+#include "server/cluster/cluster_meshes.h"
+#include "server/cluster/cluster_tensors.h"
+#include "server/device/device_inventory.h"
+#include "server/service/call_gate.h"
+
+namespace placement::server {
+
+class ClusterOps;
+
+class PeerHandler final : public placement::v1::PeerService::CallbackService {
+ public:
+  // REQUIRES: every argument outlives the handler.
+  PeerHandler(Cluster* cluster, DeviceInventory* inventory, ClusterTensors* tensors,
+              ClusterMeshes* meshes, ClusterOps* ops, CallGate* gate)
+      : cluster_(cluster),
+        inventory_(inventory),
+        tensors_(tensors),
+        meshes_(meshes),
+        ops_(ops),
+        gate_(gate) {}
+
+  grpc::ServerUnaryReactor* GetLocalDevices(
+      grpc::CallbackServerContext* context, const placement::v1::GetLocalDevicesRequest* request,
+      placement::v1::GetLocalDevicesResponse* response) override;
+  grpc::ServerUnaryReactor* InstallMesh(grpc::CallbackServerContext* context,
+                                        const placement::v1::InstallMeshRequest* request,
+                                        placement::v1::InstallMeshResponse* response) override;
+  grpc::ServerUnaryReactor* RemoveMesh(grpc::CallbackServerContext* context,
+                                       const placement::v1::RemoveMeshRequest* request,
+                                       placement::v1::RemoveMeshResponse* response) override;
+  grpc::ServerReadReactor<placement::v1::WriteShardsRequest>* WriteShards(
+      grpc::CallbackServerContext* context, placement::v1::WriteShardsResponse* response) override;
+  grpc::ServerWriteReactor<placement::v1::ReadBoxResponse>* ReadBox(
+      grpc::CallbackServerContext* context, const placement::v1::ReadBoxRequest* request) override;
+  grpc::ServerUnaryReactor* Prepare(grpc::CallbackServerContext* context,
+                                    const placement::v1::PrepareRequest* request,
+                                    placement::v1::PrepareResponse* response) override;
+  grpc::ServerUnaryReactor* Commit(grpc::CallbackServerContext* context,
+                                   const placement::v1::CommitRequest* request,
+                                   placement::v1::CommitResponse* response) override;
+  grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* context,
+                                  const placement::v1::AbortRequest* request,
+                                  placement::v1::AbortResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteTensors(
+      grpc::CallbackServerContext* context, const placement::v1::PeerDeleteTensorsRequest* request,
+      placement::v1::PeerDeleteTensorsResponse* response) override;
+  grpc::ServerUnaryReactor* ListTensorRecords(
+      grpc::CallbackServerContext* context, const placement::v1::ListTensorRecordsRequest* request,
+      placement::v1::ListTensorRecordsResponse* response) override;
+
+ private:
+  Cluster* cluster_;
+  DeviceInventory* inventory_;
+  ClusterTensors* tensors_;
+  ClusterMeshes* meshes_;
+  ClusterOps* ops_;
+  CallGate* gate_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_SERVICE_PEER_HANDLER_H_
