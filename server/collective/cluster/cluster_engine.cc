@@ -118,6 +118,10 @@ absl::Status ClusterEngine::Run(CollectiveKind kind, absl::Span<const Collective
 absl::Status ClusterEngine::RunInTurn(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                                       const std::vector<ClusterItemPlan>& plans,
                                       const CollectiveContext& context) {
+  if (std::none_of(plans.begin(), plans.end(),
+                   [](const ClusterItemPlan& plan) { return plan.spans(); })) {
+    return items.empty() ? absl::OkStatus() : options_.local->Run(kind, items, context);
+  }
   // Spanning items first: other processes wait on them.
   std::vector<CollectiveItem> local_items;
   std::map<std::vector<int32_t>, uint32_t> ordinals;  // per subset
