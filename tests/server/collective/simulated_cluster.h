@@ -141,14 +141,14 @@ class SimulatedCluster {
     std::unique_ptr<DeviceBuffer> b =
         *backends_[device / kMaxLocalDevices]->Allocate(device, values.size() * DTypeSize(dtype));
     std::vector<std::byte> bytes = Encode(dtype, values);
-    std::memcpy(b->data(), bytes.data(), bytes.size());
+    if (!bytes.empty()) std::memcpy(b->data(), bytes.data(), bytes.size());
     return b;
   }
   // Filled with 0xAB so bytes the engine forgets to write show up.
   std::unique_ptr<DeviceBuffer> Garbage(int64_t device, int64_t bytes) {
     std::unique_ptr<DeviceBuffer> b =
         *backends_[device / kMaxLocalDevices]->Allocate(device, bytes);
-    std::memset(b->data(), 0xAB, static_cast<size_t>(bytes));
+    if (bytes > 0) std::memset(b->data(), 0xAB, static_cast<size_t>(bytes));
     return b;
   }
 
