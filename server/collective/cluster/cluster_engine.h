@@ -15,6 +15,8 @@
 // lists only the items it holds ranks of; the items of one subset (below)
 // must appear in the same relative order on every process of the subset.
 // A call with a ticket runs entirely in its turn, all-local items included.
+// An item must have the same group, dtype, op, root and block size on every
+// process (each checks only its own buffers).
 //
 // Contexts. Each spanning item runs on the Gloo context of (epoch, set,
 // generation, subset), where the subset is the sorted distinct processes of
@@ -44,6 +46,9 @@
 //   CANCELLED            as CollectiveContext says (checked while waiting
 //                        for the turn and between items; a running Gloo
 //                        operation cannot be interrupted).
+// A call refused before its turn (invalid items, cancelled while waiting)
+// counts as finished here, so its successors do not wait for it; its peers
+// then time out in the items this process never ran.
 //
 // Thread-safe: calls of different sets run in parallel; calls of one set
 // run one at a time, in ticket order.
