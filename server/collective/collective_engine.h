@@ -15,6 +15,10 @@
 //                               dedicated streams, async error polling.
 //   GlooEngine        (gloo/)   CPU groups that span processes or nodes:
 //                               Gloo's TCP transport, rendezvous, tags.
+//   ClusterEngine     (cluster/) groups spanning the daemons of a cluster:
+//                               a process's ranks combined on its host, one
+//                               Gloo participant per process, calls ordered
+//                               by CrossProcessTicket.
 //
 // One call carries one or more CollectiveItems. Each item is one collective
 // over one group of ranks; the items of a call are independent of each other
@@ -45,6 +49,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -88,6 +93,17 @@ struct CollectiveItem {
 CollectiveItem AllLocalItem(DType dtype, ReduceOp op, std::vector<const DeviceBuffer*> send,
                             std::vector<DeviceBuffer*> recv, int32_t root = 0);
 
+// The place of a call that spans processes in the order every process of
+// the set executes them (issued by the cluster coordinator). Every process of
+// the set receives the call with the same ticket, including processes that
+// contribute no rank to any of its items (they still consume the ticket).
+struct CrossProcessTicket {
+  std::string set_key;      // the process set the call belongs to, e.g. "0,1,3"
+  uint64_t epoch = 0;       // membership epoch the ticket was issued in
+  uint64_t generation = 0;  // the set's context generation (bumped after a failure)
+  uint64_t ticket = 0;      // 0, 1, 2, ... per (set_key, epoch)
+};
+
 // Per-call controls every engine honours.
 struct CollectiveContext {
   // Polled between chunks (LocalEngine), while waiting for the device
@@ -102,6 +118,10 @@ struct CollectiveContext {
   // the engine number calls itself (correct when every process issues the
   // same sequence of calls). In-process engines ignore it.
   uint32_t tag = 0;
+  // Required when an item spans processes (ClusterEngine orders such calls
+  // by it and names their Gloo contexts after it); engines serving one
+  // process ignore it. Not owned; must outlive the call.
+  const CrossProcessTicket* ticket = nullptr;
 
   // CANCELLED or DEADLINE_EXCEEDED when the call must stop now, else OK.
   absl::Status Check() const;

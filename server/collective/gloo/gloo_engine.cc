@@ -3,77 +3,21 @@
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
-#include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
-#include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/collective/gloo/gloo_support.h"
 #include "server/collective/kernels/reduce_kernels.h"
 
 namespace placement::server {
 namespace {
-
-// A RendezvousStore failure carried through Gloo's exception-based store
-// interface, so Create can return the store's own status.
-struct StoreFailure : public gloo::IoException {
-  explicit StoreFailure(absl::Status s) : gloo::IoException(s.ToString()), status(std::move(s)) {}
-  absl::Status status;
-};
-
-class StoreAdapter final : public gloo::rendezvous::Store {
- public:
-  StoreAdapter(RendezvousStore* store, absl::Duration timeout) : store_(store), timeout_(timeout) {}
-
-  void set(const std::string& key, const std::vector<char>& data) override {
-    absl::Status s = store_->Set(key, std::string(data.begin(), data.end()));
-    if (!s.ok()) throw StoreFailure(std::move(s));
-  }
-  std::vector<char> get(const std::string& key) override {
-    absl::StatusOr<std::string> v = store_->Get(key, timeout_);
-    if (!v.ok()) throw StoreFailure(v.status());
-    return std::vector<char>(v->begin(), v->end());
-  }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, ToChrono(timeout_)); }
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
-    for (const std::string& key : keys) {
-      absl::StatusOr<std::string> v = store_->Get(key, absl::FromChrono(timeout));
-      if (!v.ok()) throw StoreFailure(v.status());
-    }
-  }
-
-  static std::chrono::milliseconds ToChrono(absl::Duration d) {
-    return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
-  }
-
- private:
-  RendezvousStore* store_;
-  absl::Duration timeout_;
-};
-
-// Gloo's typed setters only use sizeof(T): pick an unsigned type of the
-// dtype's width and pass element counts.
-template <typename Fn>
-void WithElementType(DType dtype, Fn&& fn) {
-  switch (DTypeSize(dtype)) {
-    case 1:
-      return fn(uint8_t{});
-    case 2:
-      return fn(uint16_t{});
-    case 4:
-      return fn(uint32_t{});
-    default:
-      return fn(uint64_t{});
-  }
-}
 
 std::byte* Bytes(const DeviceBuffer* b) { return static_cast<std::byte*>(b->data()); }
 
@@ -156,17 +100,6 @@ absl::Status ValidateGlooItem(CollectiveKind kind, const CollectiveItem& item, i
   return absl::OkStatus();
 }
 
-// Pairwise reduction for Gloo; MEAN combines as SUM and is divided after.
-gloo::AllreduceOptions::Func PairwiseReduce(DType dtype, ReduceOp op) {
-  const ReduceOp combine = op == ReduceOp::kMean ? ReduceOp::kSum : op;
-  return [dtype, combine](void* out, const void* a, const void* b, size_t n) {
-    const std::byte* inputs[2] = {static_cast<const std::byte*>(a),
-                                  static_cast<const std::byte*>(b)};
-    std::byte* outputs[1] = {static_cast<std::byte*>(out)};
-    ReduceInto(dtype, combine, inputs, outputs, static_cast<int64_t>(n));
-  };
-}
-
 // All-reduce of `outputs` (in place) or `inputs` into `outputs`.
 void GlooAllReduce(const std::shared_ptr<gloo::Context>& context, DType dtype, ReduceOp op,
                    GlooEngineOptions::Algorithm algorithm, std::vector<std::byte*> inputs,
@@ -177,7 +110,7 @@ void GlooAllReduce(const std::shared_ptr<gloo::Context>& context, DType dtype, R
                         ? gloo::AllreduceOptions::Algorithm::BCUBE
                         : gloo::AllreduceOptions::Algorithm::RING);
   const size_t elements = static_cast<size_t>(bytes / DTypeSize(dtype));
-  WithElementType(dtype, [&](auto proto) {
+  WithGlooElementType(dtype, [&](auto proto) {
     using T = decltype(proto);
     std::vector<T*> in, out;
     for (std::byte* p : inputs) in.push_back(reinterpret_cast<T*>(p));
@@ -185,7 +118,7 @@ void GlooAllReduce(const std::shared_ptr<gloo::Context>& context, DType dtype, R
     if (!in.empty()) opts.setInputs(in, elements);
     opts.setOutputs(out, elements);
   });
-  opts.setReduceFunction(PairwiseReduce(dtype, op));
+  opts.setReduceFunction(GlooPairwiseReduce(dtype, op));
   opts.setTag(tag);
   opts.setTimeout(timeout);
   gloo::allreduce(opts);
@@ -212,26 +145,25 @@ absl::StatusOr<std::unique_ptr<GlooEngine>> GlooEngine::Create(const GlooEngineO
     return absl::InvalidArgumentError(absl::StrCat("gloo: timeout must be positive, got ",
                                                    absl::FormatDuration(options.timeout)));
   }
+  absl::StatusOr<std::string> address = ResolveGlooAddress(options.hostname);
+  if (!address.ok()) {
+    return absl::UnavailableError(absl::StrCat("gloo: ", address.status().message()));
+  }
   try {
     gloo::transport::tcp::attr attr;
-    attr.hostname = options.hostname;
+    attr.hostname = *address;
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
-    context->setTimeout(StoreAdapter::ToChrono(options.timeout));
-    StoreAdapter adapter(options.store, options.timeout);
+    context->setTimeout(GlooMilliseconds(options.timeout));
+    GlooStoreAdapter adapter(options.store, options.timeout);
     gloo::rendezvous::PrefixStore prefixed(options.prefix, adapter);
     context->connectFullMesh(prefixed, device);
     return std::unique_ptr<GlooEngine>(new GlooEngine(options, std::move(context)));
-  } catch (const StoreFailure& e) {
+  } catch (const GlooStoreFailure& e) {
     return e.status;
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    if (absl::StrContains(what, "Timed out") || absl::StrContains(what, "timed out")) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("gloo: connecting rank ", options.rank, " of ", options.size, ": ", what));
-    }
-    return absl::UnavailableError(
-        absl::StrCat("gloo: connecting rank ", options.rank, " of ", options.size, ": ", what));
+    return GlooErrorStatus(
+        absl::StrCat("gloo: connecting rank ", options.rank, " of ", options.size), e.what());
   }
 }
 
@@ -274,7 +206,7 @@ void GlooEngine::RunItem(CollectiveKind kind, const CollectiveItem& item, uint32
       gloo::AllgatherOptions opts(context_);
       const RankBuffers& mine = item.local[0];
       const size_t elements = static_cast<size_t>(mine.send->size() / elem);
-      WithElementType(item.dtype, [&](auto proto) {
+      WithGlooElementType(item.dtype, [&](auto proto) {
         using T = decltype(proto);
         opts.setInput(static_cast<T*>(mine.send->data()), elements);
         opts.setOutput(static_cast<T*>(mine.recv->data()), elements * size_);
@@ -288,7 +220,7 @@ void GlooEngine::RunItem(CollectiveKind kind, const CollectiveItem& item, uint32
       gloo::BroadcastOptions opts(context_);
       const RankBuffers& mine = item.local[0];
       const size_t elements = static_cast<size_t>(mine.recv->size() / elem);
-      WithElementType(item.dtype, [&](auto proto) {
+      WithGlooElementType(item.dtype, [&](auto proto) {
         using T = decltype(proto);
         if (item.root == rank_ && mine.send != mine.recv) {
           opts.setInput(static_cast<T*>(mine.send->data()), elements);
@@ -319,19 +251,12 @@ absl::Status GlooEngine::Run(CollectiveKind kind, absl::Span<const CollectiveIte
     if (context.deadline != absl::InfiniteFuture()) {
       timeout = std::min(timeout, context.deadline - absl::Now());
     }
-    // Gloo treats 0 as "no timeout"; keep at least 1 ms.
-    const auto ms = std::max(std::chrono::milliseconds(1), StoreAdapter::ToChrono(timeout));
     try {
-      RunItem(kind, items[i], tag, ms);
+      RunItem(kind, items[i], tag, GlooMilliseconds(timeout));
     } catch (const std::exception& e) {
-      const std::string what = e.what();
-      const std::string message =
-          absl::StrCat("gloo ", CollectiveKindName(kind), " item ", i, " (rank ", rank_, " of ",
-                       size_, ", tag ", tag, "): ", what);
-      if (absl::StrContains(what, "Timed out") || absl::StrContains(what, "timed out")) {
-        return absl::DeadlineExceededError(message);
-      }
-      return absl::UnavailableError(message);
+      return GlooErrorStatus(absl::StrCat("gloo ", CollectiveKindName(kind), " item ", i, " (rank ",
+                                          rank_, " of ", size_, ", tag ", tag, ")"),
+                             e.what());
     }
   }
   return absl::OkStatus();

@@ -1,0 +1,217 @@
+#include "server/collective/cluster/cluster_engine.h"
+
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <exception>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/collective/cluster/hierarchical_collectives.h"
+#include "server/collective/cluster/rank_buffer_io.h"
+#include "server/collective/gloo/gloo_support.h"
+#include "server/logging.h"
+
+namespace placement::server {
+namespace {
+
+// The Gloo tag of the `ordinal`-th item of a ticket on one subset's context:
+// the same on every process of the subset (each lists the subset's items in
+// the same relative order, whatever else it lists), and different for
+// consecutive tickets, so processes that disagree on the ticket time out
+// instead of exchanging each other's bytes.
+uint32_t GlooTag(uint64_t ticket, uint32_t ordinal) {
+  return static_cast<uint32_t>(ticket * 1024 + ordinal % 1024);
+}
+
+std::string TicketName(const CrossProcessTicket& t) {
+  return absl::StrCat("set ", t.set_key, ", epoch ", t.epoch, ", generation ", t.generation,
+                      ", ticket ", t.ticket);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ClusterEngine>> ClusterEngine::Create(ClusterEngineOptions options) {
+  if (options.local == nullptr || options.backend == nullptr || options.store == nullptr ||
+      !options.process_of) {
+    return absl::InvalidArgumentError(
+        "cluster engine: local engine, backend, store and process_of are required");
+  }
+  if (options.process_index < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster engine: process index ", options.process_index, " is negative"));
+  }
+  if (options.timeout <= absl::ZeroDuration() || options.gap_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cluster engine: timeout must be positive and gap_timeout not negative, got ",
+        absl::FormatDuration(options.timeout), " and ", absl::FormatDuration(options.gap_timeout)));
+  }
+  absl::StatusOr<std::string> address = ResolveGlooAddress(options.hostname);
+  if (!address.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cluster engine: Gloo cannot listen: ", address.status().message()));
+  }
+  std::shared_ptr<gloo::transport::Device> device;
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = *address;
+    device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cluster engine: Gloo cannot listen on ", options.hostname, ": ", e.what()));
+  }
+  return std::unique_ptr<ClusterEngine>(new ClusterEngine(std::move(options), std::move(device)));
+}
+
+ClusterEngine::ClusterEngine(ClusterEngineOptions options,
+                             std::shared_ptr<gloo::transport::Device> device)
+    : options_(std::move(options)),
+      contexts_(options_.store, std::move(device), options_.process_index) {}
+
+ClusterEngine::~ClusterEngine() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, sequencer] : sequencers_) sequencer->Close();
+}
+
+absl::Status ClusterEngine::Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
+                                const CollectiveContext& context) {
+  const CrossProcessTicket* ticket = context.ticket;
+  if (ticket == nullptr) {
+    // Only all-local items can run without a ticket; the local engine checks
+    // them (its messages index `items` as given).
+    for (size_t i = 0; i < items.size(); ++i) {
+      for (int64_t device : items[i].group) {
+        if (options_.process_of(device) != options_.process_index) {
+          return absl::FailedPreconditionError(
+              absl::StrCat(CollectiveKindName(kind), " item ", i, ": rank device ", device,
+                           " is on process ", options_.process_of(device),
+                           "; a call spanning processes needs a CrossProcessTicket"));
+        }
+      }
+    }
+    return options_.local->Run(kind, items, context);
+  }
+  absl::StatusOr<std::shared_ptr<TicketSequencer>> sequencer = SequencerFor(*ticket);
+  if (!sequencer.ok()) return sequencer.status();
+  std::vector<ClusterItemPlan> plans;
+  plans.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    absl::StatusOr<ClusterItemPlan> plan =
+        PlanClusterItem(kind, items[i], options_.process_index, options_.process_of,
+                        absl::StrCat(CollectiveKindName(kind), " item ", i));
+    if (!plan.ok()) {
+      // This process will not run the ticket: its successors need not wait.
+      (*sequencer)->Abandon(ticket->ticket);
+      return plan.status();
+    }
+    plans.push_back(*std::move(plan));
+  }
+  if (absl::Status s = (*sequencer)->Acquire(ticket->ticket, context); !s.ok()) return s;
+  absl::Status status = RunInTurn(kind, items, plans, context);
+  (*sequencer)->Finish(ticket->ticket);
+  return status;
+}
+
+absl::Status ClusterEngine::RunInTurn(CollectiveKind kind, absl::Span<const CollectiveItem> items,
+                                      const std::vector<ClusterItemPlan>& plans,
+                                      const CollectiveContext& context) {
+  if (std::none_of(plans.begin(), plans.end(),
+                   [](const ClusterItemPlan& plan) { return plan.spans(); })) {
+    return items.empty() ? absl::OkStatus() : options_.local->Run(kind, items, context);
+  }
+  // Spanning items first: other processes wait on them.
+  std::vector<CollectiveItem> local_items;
+  std::map<std::vector<int32_t>, uint32_t> ordinals;  // per subset
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!plans[i].spans()) {
+      local_items.push_back(items[i]);
+      continue;
+    }
+    if (absl::Status s = context.Check(); !s.ok()) return s;
+    const uint32_t ordinal = ordinals[plans[i].processes]++;
+    if (absl::Status s = RunSpanning(kind, i, ordinal, items[i], plans[i], context); !s.ok()) {
+      return s;
+    }
+  }
+  if (local_items.empty()) return absl::OkStatus();
+  return options_.local->Run(kind, local_items, context);
+}
+
+absl::Status ClusterEngine::RunSpanning(CollectiveKind kind, size_t index, uint32_t ordinal,
+                                        const CollectiveItem& item, const ClusterItemPlan& plan,
+                                        const CollectiveContext& context) {
+  const CrossProcessTicket& ticket = *context.ticket;
+  const GlooContextKey key{ticket.epoch, ticket.set_key, ticket.generation, plan.processes};
+  absl::StatusOr<std::shared_ptr<gloo::Context>> gloo_context = contexts_.Get(key, Budget(context));
+  if (!gloo_context.ok()) {
+    ReportFailure(ticket, gloo_context.status());
+    return gloo_context.status();
+  }
+  const GlooOperation op{*gloo_context, GlooTag(ticket.ticket, ordinal),
+                         GlooMilliseconds(Budget(context))};
+  RankBufferIo io(options_.backend);
+  absl::Status status;
+  try {
+    status = RunHierarchical(kind, item, plan, op, io);
+  } catch (const std::exception& e) {
+    status = GlooErrorStatus(absl::StrCat("gloo ", CollectiveKindName(kind), " over processes ",
+                                          ProcessListKey(plan.processes), " (item ", index, ", ",
+                                          TicketName(ticket), ")"),
+                             e.what());
+  }
+  if (!status.ok()) {
+    // Whatever failed, this process is now out of step with its peers on
+    // this context.
+    contexts_.Fail(key);
+    ReportFailure(ticket, status);
+  }
+  return status;
+}
+
+void ClusterEngine::ReportFailure(const CrossProcessTicket& ticket, const absl::Status& status) {
+  LogWarning("cluster collective (", TicketName(ticket), ") failed on process ",
+             options_.process_index, ": ", status.ToString());
+  if (options_.on_failure) options_.on_failure(ticket, status);
+}
+
+absl::Duration ClusterEngine::Budget(const CollectiveContext& context) const {
+  absl::Duration budget = options_.timeout;
+  if (context.deadline != absl::InfiniteFuture()) {
+    budget = std::min(budget, context.deadline - absl::Now());
+  }
+  return budget;
+}
+
+absl::StatusOr<std::shared_ptr<TicketSequencer>> ClusterEngine::SequencerFor(
+    const CrossProcessTicket& ticket) {
+  absl::MutexLock lock(&mu_);
+  if (ticket.epoch < min_epoch_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ticket ", ticket.ticket, " of set ", ticket.set_key, " is from epoch ",
+                     ticket.epoch, ", retired (this process is at epoch ", min_epoch_, ")"));
+  }
+  std::shared_ptr<TicketSequencer>& sequencer = sequencers_[{ticket.epoch, ticket.set_key}];
+  if (sequencer == nullptr) {
+    sequencer = std::make_shared<TicketSequencer>(
+        absl::StrCat("set ", ticket.set_key, " epoch ", ticket.epoch), options_.gap_timeout);
+  }
+  return sequencer;
+}
+
+void ClusterEngine::DropEpochsBefore(uint64_t epoch) {
+  std::vector<std::shared_ptr<TicketSequencer>> retired;
+  {
+    absl::MutexLock lock(&mu_);
+    min_epoch_ = std::max(min_epoch_, epoch);
+    auto end = sequencers_.lower_bound({epoch, std::string()});
+    for (auto it = sequencers_.begin(); it != end; ++it) retired.push_back(it->second);
+    sequencers_.erase(sequencers_.begin(), end);
+  }
+  for (const auto& sequencer : retired) sequencer->Close();
+  contexts_.DropEpochsBefore(epoch);
+}
+
+}  // namespace placement::server

@@ -1,0 +1,125 @@
+#include "server/collective/cluster/gloo_context_cache.h"
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/device.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/collective/cluster/cluster_item.h"
+#include "server/collective/gloo/gloo_support.h"
+
+namespace placement::server {
+
+std::string GlooContextKey::Prefix() const {
+  return absl::StrCat("gloo/e", epoch, "/s", set_key, "/g", generation, "/p",
+                      ProcessListKey(processes));
+}
+
+GlooContextCache::GlooContextCache(RendezvousStore* store,
+                                   std::shared_ptr<gloo::transport::Device> device,
+                                   int32_t process_index)
+    : store_(store), device_(std::move(device)), process_index_(process_index) {}
+
+GlooContextCache::~GlooContextCache() = default;
+
+std::shared_ptr<GlooContextCache::Entry> GlooContextCache::EntryFor(const GlooContextKey& key,
+                                                                    const std::string& prefix) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<Entry>& entry = entries_[key.epoch][prefix];
+  if (entry == nullptr) entry = std::make_shared<Entry>();
+  return entry;
+}
+
+absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Get(const GlooContextKey& key,
+                                                                     absl::Duration budget) {
+  const std::string prefix = key.Prefix();
+  std::shared_ptr<Entry> entry = EntryFor(key, prefix);
+  absl::MutexLock lock(&entry->mu);
+  if (entry->failed) {
+    return absl::UnavailableError(
+        absl::StrCat("gloo context ", prefix, " failed earlier; the set needs a new generation"));
+  }
+  if (entry->context != nullptr) return entry->context;
+  absl::StatusOr<std::shared_ptr<gloo::Context>> context = Connect(key, prefix, budget);
+  if (!context.ok()) {
+    entry->failed = true;
+    return context.status();
+  }
+  entry->context = *context;
+  return entry->context;
+}
+
+absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Connect(const GlooContextKey& key,
+                                                                         const std::string& prefix,
+                                                                         absl::Duration budget) {
+  const auto mine = std::lower_bound(key.processes.begin(), key.processes.end(), process_index_);
+  const int rank = static_cast<int>(mine - key.processes.begin());
+  const int size = static_cast<int>(key.processes.size());
+  const std::string what =
+      absl::StrCat("gloo rendezvous of processes ", ProcessListKey(key.processes), " under ",
+                   prefix, " (Gloo rank ", rank, " of ", size, ")");
+  try {
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    // Gloo waits up to 5x the context's timeout for each pair to connect,
+    // and only once the peer published its address (it is live and
+    // connecting then): a fifth of the budget bounds each pair's wait by
+    // `budget`. Operations set their own timeouts.
+    context->setTimeout(GlooMilliseconds(budget / 5));
+    GlooStoreAdapter adapter(store_, budget, absl::Now() + budget);
+    gloo::rendezvous::PrefixStore prefixed(prefix, adapter);
+    std::shared_ptr<gloo::transport::Device> device = device_;
+    context->connectFullMesh(prefixed, device);
+    return std::shared_ptr<gloo::Context>(std::move(context));
+  } catch (const GlooStoreFailure& e) {
+    return absl::Status(e.status.code(), absl::StrCat(what, ": ", e.status.message()));
+  } catch (const std::exception& e) {
+    return GlooErrorStatus(what, e.what());
+  }
+}
+
+void GlooContextCache::Fail(const GlooContextKey& key) {
+  std::shared_ptr<Entry> entry = EntryFor(key, key.Prefix());
+  std::shared_ptr<gloo::Context> dropped;
+  {
+    absl::MutexLock lock(&entry->mu);
+    entry->failed = true;
+    dropped = std::move(entry->context);
+  }
+  // `dropped` closes its connections here, outside the locks, unless a call
+  // still holds it.
+}
+
+void GlooContextCache::DropEpochsBefore(uint64_t epoch) {
+  std::map<uint64_t, absl::flat_hash_map<std::string, std::shared_ptr<Entry>>> dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    auto end = entries_.lower_bound(epoch);
+    dropped.insert(std::make_move_iterator(entries_.begin()), std::make_move_iterator(end));
+    entries_.erase(entries_.begin(), end);
+  }
+}
+
+size_t GlooContextCache::connected() const {
+  std::vector<std::shared_ptr<Entry>> entries;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [epoch, by_prefix] : entries_) {
+      for (const auto& [prefix, entry] : by_prefix) entries.push_back(entry);
+    }
+  }
+  size_t n = 0;
+  for (const auto& entry : entries) {
+    // A key that is connecting holds its lock: not connected yet.
+    if (entry->mu.TryLock()) {
+      n += entry->context != nullptr ? 1 : 0;
+      entry->mu.Unlock();
+    }
+  }
+  return n;
+}
+
+}  // namespace placement::server

@@ -1,0 +1,108 @@
+// GlooContextCache: the connected Gloo contexts of one process of a cluster,
+// one per (membership epoch, process set, set generation, subset of
+// processes). A context is created on first use by a rendezvous through the
+// cluster's RendezvousStore under a prefix naming all four
+// ("gloo/e3/s0,1,3/g0/p0,1"); every process of the subset creates it the
+// same way, with its position in the subset as its Gloo rank.
+//
+// A context that failed (a rendezvous that timed out, an operation that
+// timed out or lost a peer) is dropped and its key refused from then on:
+// its connections are in an unknown state and its rendezvous keys are
+// spent, so a retry under the same prefix could pair with stale addresses.
+// The cluster bumps the set's generation, which names a fresh context.
+//
+// Thread-safe. Contexts of different keys connect in parallel; a second
+// caller of a key that is connecting waits for the first.
+#ifndef PLACEMENT_SERVER_COLLECTIVE_CLUSTER_GLOO_CONTEXT_CACHE_H_
+#define PLACEMENT_SERVER_COLLECTIVE_CLUSTER_GLOO_CONTEXT_CACHE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/collective/gloo/rendezvous_store.h"
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+}  // namespace transport
+}  // namespace gloo
+
+namespace placement::server {
+
+struct GlooContextKey {
+  uint64_t epoch = 0;
+  std::string set_key;
+  uint64_t generation = 0;
+  // The subset: ascending, this process included.
+  std::vector<int32_t> processes;
+
+  // "gloo/e3/s0,1,3/g0/p0,1": the rendezvous prefix, one per context.
+  std::string Prefix() const;
+};
+
+class GlooContextCache {
+ public:
+  // REQUIRES: `store` outlives the cache; `device` is the transport every
+  // context connects through.
+  GlooContextCache(RendezvousStore* store, std::shared_ptr<gloo::transport::Device> device,
+                   int32_t process_index);
+  ~GlooContextCache();
+  GlooContextCache(const GlooContextCache&) = delete;
+  GlooContextCache& operator=(const GlooContextCache&) = delete;
+
+  // The context of `key`, connected on first use: the other processes'
+  // addresses are awaited up to `budget`, each pair's connection up to
+  // `budget` more.
+  // REQUIRES: key.processes holds this process.
+  // Errors (the rendezvous then counts as a failure of the key):
+  //   DEADLINE_EXCEEDED from the store when a process of the subset did not
+  //     publish its address within `budget`, or from Gloo's connect;
+  //   UNAVAILABLE when Gloo cannot connect, or when the key failed before
+  //     (Fail): the set needs a new generation.
+  absl::StatusOr<std::shared_ptr<gloo::Context>> Get(const GlooContextKey& key,
+                                                     absl::Duration budget);
+
+  // Drops the context of `key` and refuses the key from now on.
+  void Fail(const GlooContextKey& key);
+
+  // Frees the contexts (and refusals) of epochs before `epoch`. Calls that
+  // hold one keep it until they return.
+  void DropEpochsBefore(uint64_t epoch);
+
+  // Connected contexts held (tests, metrics).
+  size_t connected() const;
+
+ private:
+  struct Entry {
+    absl::Mutex mu;
+    std::shared_ptr<gloo::Context> context ABSL_GUARDED_BY(mu);
+    bool failed ABSL_GUARDED_BY(mu) = false;
+  };
+
+  std::shared_ptr<Entry> EntryFor(const GlooContextKey& key, const std::string& prefix);
+  absl::StatusOr<std::shared_ptr<gloo::Context>> Connect(const GlooContextKey& key,
+                                                         const std::string& prefix,
+                                                         absl::Duration budget);
+
+  RendezvousStore* const store_;
+  const std::shared_ptr<gloo::transport::Device> device_;
+  const int32_t process_index_;
+  mutable absl::Mutex mu_;
+  // epoch -> prefix -> entry.
+  std::map<uint64_t, absl::flat_hash_map<std::string, std::shared_ptr<Entry>>> entries_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_COLLECTIVE_CLUSTER_GLOO_CONTEXT_CACHE_H_
