@@ -6,16 +6,18 @@
 
 #include "common/status_macros.h"
 #include "server/cluster/cluster.h"
+#include "server/cluster/cluster_data.h"
 #include "server/cluster/cluster_meshes.h"
+#include "server/cluster/cluster_ops.h"
 #include "server/cluster/cluster_tensors.h"
-#include "server/peer/peer_client.h"
-#include "server/service/peer_handler.h"
 #include "server/collective/collective_service_core.h"
 #include "server/common/worker_pool.h"
 #include "server/mesh/mesh_registry.h"
+#include "server/peer/peer_client.h"
 #include "server/prefetch/prefetch_manager.h"
 #include "server/service/collective_handler.h"
 #include "server/service/mesh_handler.h"
+#include "server/service/peer_handler.h"
 #include "server/service/prefetch_handler.h"
 #include "server/service/region_handler.h"
 #include "server/service/session_handler.h"
@@ -39,8 +41,8 @@ void AddMeshAndTensorMetrics(Metrics* metrics, MeshRegistry* meshes, TensorStore
     // concurrent donation (in-place collective) fail as "in use".
     out->push_back({"placementd_meshes", {}, static_cast<double>(meshes->size())});
     out->push_back({"placementd_tensors", {}, static_cast<double>(tensors->size())});
-    out->push_back({"placementd_tensor_device_bytes", {},
-                    static_cast<double>(tensors->TotalDeviceBytes())});
+    out->push_back(
+        {"placementd_tensor_device_bytes", {}, static_cast<double>(tensors->TotalDeviceBytes())});
   });
 }
 
@@ -87,6 +89,8 @@ struct ServiceSet::Impl {
   // cluster-wide tensor records and meshes, the PeerService handler.
   std::unique_ptr<PeerClient> peer_client;
   std::unique_ptr<ClusterTensors> cluster_tensors;
+  std::unique_ptr<ClusterData> cluster_data;
+  std::unique_ptr<ClusterOps> cluster_ops;
   std::unique_ptr<ClusterMeshes> cluster_meshes;
   std::unique_ptr<PeerHandler> peer_handler;
 
@@ -167,12 +171,19 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(
   if (cluster != nullptr && cluster->enabled()) {
     impl->peer_client = std::make_unique<PeerClient>(cluster);
     impl->cluster_tensors = std::make_unique<ClusterTensors>(
-        cluster, impl->tensors(), impl->peer_client.get(), cluster->config().op_timeout);
+        cluster, impl->tensors(), impl->peer_client.get(), cluster->config().op_timeout * 10);
     impl->cluster_meshes = std::make_unique<ClusterMeshes>(cluster, impl->meshes(), impl->ops(),
                                                            impl->peer_client.get());
+    impl->cluster_data =
+        std::make_unique<ClusterData>(cluster, impl->tensors(), impl->cluster_tensors.get());
+    impl->tensor_ops->set_remote_shards(impl->cluster_data.get());
+    impl->cluster_ops =
+        std::make_unique<ClusterOps>(cluster, impl->tensors(), impl->cluster_tensors.get(),
+                                     impl->cluster_data.get(), impl->peer_client.get());
+    impl->tensor_ops->set_distributed(impl->cluster_ops.get());
     impl->peer_handler = std::make_unique<PeerHandler>(
         cluster, inventory, impl->cluster_tensors.get(), impl->cluster_meshes.get(),
-        /*ops=*/nullptr, options.peer_gate);
+        impl->cluster_ops.get(), options.peer_gate);
   }
 
   // Last, once nothing can fail: the collector points into this ServiceSet,
@@ -228,8 +239,7 @@ absl::Status ServiceSet::AttachCluster(const ClusterView& view) {
     std::vector<std::vector<DeviceState>> per(alive.size());
     PeerClient::ForEach(alive, [&](int32_t p) {
       const size_t i = std::find(alive.begin(), alive.end(), p) - alive.begin();
-      absl::StatusOr<std::vector<DeviceState>> states =
-          peers->GetLocalDevices(p, absl::Seconds(2));
+      absl::StatusOr<std::vector<DeviceState>> states = peers->GetLocalDevices(p, absl::Seconds(2));
       if (states.ok()) per[i] = *std::move(states);
       return absl::OkStatus();
     }).IgnoreError();

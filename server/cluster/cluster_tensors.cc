@@ -65,14 +65,16 @@ void ClusterTensors::OnDelete(const std::vector<std::string>& ids) {
   }
 }
 
-absl::Status ClusterTensors::AddPending(std::unique_ptr<Tensor> tensor) {
+absl::Status ClusterTensors::AddPending(std::unique_ptr<Tensor> tensor, int32_t driver,
+                                        absl::Duration lifetime) {
   if (store_->Get(tensor->id).ok()) {
     return absl::AlreadyExistsError(absl::StrCat("tensor '", tensor->id, "' already exists"));
   }
   absl::MutexLock lock(&mu_);
   const std::string id = tensor->id;
+  if (lifetime <= absl::ZeroDuration()) lifetime = pending_lifetime_;
   auto [it, inserted] =
-      pending_.emplace(id, Pending{std::move(tensor), absl::Now() + pending_lifetime_});
+      pending_.emplace(id, Pending{std::move(tensor), absl::Now() + lifetime, driver});
   if (!inserted) {
     return absl::AlreadyExistsError(absl::StrCat("tensor '", id, "' is already being prepared"));
   }
@@ -199,7 +201,9 @@ void ClusterTensors::OnClusterEvent(const ClusterEvent& event) {
     {
       absl::MutexLock lock(&mu_);
       for (auto it = pending_.begin(); it != pending_.end();) {
-        if (TouchesAny(*it->second.tensor, gone)) {
+        const bool driver_gone =
+            std::find(gone.begin(), gone.end(), it->second.driver) != gone.end();
+        if (driver_gone || TouchesAny(*it->second.tensor, gone)) {
           freed.push_back(std::move(it->second.tensor));
           it = pending_.erase(it);
         } else {

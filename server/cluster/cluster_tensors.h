@@ -52,7 +52,10 @@ class ClusterTensors {
   // --- the peer side (PeerService) ---------------------------------------------
   // Holds `tensor` (id set, this daemon's shards written) until Commit or
   // Abort. ALREADY_EXISTS for an id already pending or committed.
-  absl::Status AddPending(std::unique_ptr<Tensor> tensor);
+  // `driver` is the daemon that will commit or abort it: its loss frees
+  // the tensor at once; so does `lifetime` passing (0: the default).
+  absl::Status AddPending(std::unique_ptr<Tensor> tensor, int32_t driver = -1,
+                          absl::Duration lifetime = absl::ZeroDuration());
   // Installs `records`: a pending tensor of the same id becomes committed
   // with its buffers; otherwise the record is installed as a shell, which
   // must have no shard on this daemon (FAILED_PRECONDITION: the shards were
@@ -81,6 +84,7 @@ class ClusterTensors {
   struct Pending {
     std::unique_ptr<Tensor> tensor;
     absl::Time expires;
+    int32_t driver = -1;
   };
 
   void OnCommit(const Tensor& tensor);

@@ -110,6 +110,53 @@ absl::StatusOr<int64_t> PeerClient::DeleteTensors(int32_t process,
   return response.freed_bytes();
 }
 
+namespace {
+
+// How long a prepared result may wait for its commit, and how long one
+// Prepare may take (a large reshard streams many boxes).
+absl::Duration PrepareTimeout(const Cluster& cluster) { return cluster.config().op_timeout * 10; }
+
+absl::Status RunPrepare(Cluster* cluster, int32_t process, pb::PrepareRequest* request) {
+  const absl::Duration timeout = PrepareTimeout(*cluster);
+  DurationToProto(timeout, request->mutable_pending_lifetime());
+  DurationToProto(timeout, request->mutable_timeout());
+  request->set_driver_process(cluster->process_index());
+  PeerCall call(cluster, process, timeout);
+  pb::PrepareResponse response;
+  return call.Finish(call.stub()->Prepare(call.context(), *request, &response));
+}
+
+}  // namespace
+
+absl::Status PeerClient::PreparePlace(int32_t process, const std::string& source_id,
+                                      const Tensor& result) {
+  pb::PrepareRequest request;
+  request.mutable_place()->set_source_id(source_id);
+  RecordToProto(result, request.mutable_place()->mutable_result());
+  return RunPrepare(cluster_, process, &request);
+}
+
+absl::Status PeerClient::PrepareAssemble(int32_t process, const std::vector<std::string>& piece_ids,
+                                         const Tensor& result, bool donate) {
+  pb::PrepareRequest request;
+  for (const std::string& id : piece_ids) request.mutable_assemble()->add_piece_ids(id);
+  RecordToProto(result, request.mutable_assemble()->mutable_result());
+  request.mutable_assemble()->set_source(donate ? pb::SOURCE_HANDLING_DONATE
+                                                : pb::SOURCE_HANDLING_KEEP);
+  return RunPrepare(cluster_, process, &request);
+}
+
+absl::Status PeerClient::PrepareDisassemble(int32_t process, const std::string& source_id,
+                                            const std::vector<std::string>& result_ids,
+                                            bool donate) {
+  pb::PrepareRequest request;
+  request.mutable_disassemble()->set_source_id(source_id);
+  for (const std::string& id : result_ids) request.mutable_disassemble()->add_result_ids(id);
+  request.mutable_disassemble()->set_source(donate ? pb::SOURCE_HANDLING_DONATE
+                                                   : pb::SOURCE_HANDLING_KEEP);
+  return RunPrepare(cluster_, process, &request);
+}
+
 absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::ListTensorRecords(
     int32_t process) {
   std::vector<std::unique_ptr<Tensor>> out;

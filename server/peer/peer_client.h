@@ -46,6 +46,14 @@ class PeerClient {
                       const std::vector<std::string>& delete_ids);
   absl::Status Abort(int32_t process, const std::vector<std::string>& ids);
   absl::StatusOr<int64_t> DeleteTensors(int32_t process, const std::vector<std::string>& ids);
+  // Phase one of an operation this daemon drives (PeerService.Prepare):
+  // `process` makes its shards of the result(s) and holds them pending.
+  absl::Status PreparePlace(int32_t process, const std::string& source_id, const Tensor& result);
+  absl::Status PrepareAssemble(int32_t process, const std::vector<std::string>& piece_ids,
+                               const Tensor& result, bool donate);
+  absl::Status PrepareDisassemble(int32_t process, const std::string& source_id,
+                                  const std::vector<std::string>& result_ids, bool donate);
+
   // Every record `process` holds, as tensor shells (no buffers).
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ListTensorRecords(int32_t process);
 

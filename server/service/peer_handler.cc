@@ -4,9 +4,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "server/cluster/cluster_data.h"
+#include "server/cluster/cluster_ops.h"
 #include "server/peer/cluster_proto.h"
 #include "server/peer/tensor_record_proto.h"
+#include "server/service/from_proto.h"
 #include "server/service/peer_unary.h"
 #include "server/service/to_proto.h"
 #include "server/tensor/list_page.h"
@@ -116,35 +120,186 @@ grpc::ServerUnaryReactor* PeerHandler::ListTensorRecords(
 
 namespace placement::server {
 
-// Filled in by the data plane (cluster_ops); until a ClusterOps is wired,
-// the streaming and prepare calls are refused.
+namespace {
+
+// Serves ReadBox: one chunk in flight at a time (gRPC flow control bounds
+// the memory to a chunk).
+class ReadBoxReactor final : public grpc::ServerWriteReactor<pb::ReadBoxResponse> {
+ public:
+  ReadBoxReactor(CallGate* gate, grpc::CallbackServerContext* context, TensorStore* store,
+                 const pb::ReadBoxRequest& request) {
+    absl::StatusOr<Caller> caller = AdmitPeer(*gate, *context, &ticket_);
+    if (!caller.ok()) {
+      Finish(ToGrpcStatus(caller.status()));
+      return;
+    }
+    Box box;
+    for (const pb::IndexRange& r : request.box()) box.push_back({r.begin(), r.end()});
+    chunk_bytes_ = request.chunk_size_bytes() > 0
+                       ? std::min<int64_t>(request.chunk_size_bytes(), int64_t{4} << 20)
+                       : int64_t{1} << 20;
+    absl::StatusOr<std::unique_ptr<BoxSource>> source =
+        BoxSource::Open(store, request.tensor_id(), request.device_id(), box);
+    if (!source.ok()) {
+      Finish(ToGrpcStatus(source.status()));
+      return;
+    }
+    source_ = *std::move(source);
+    Next();
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away"));
+      return;
+    }
+    Next();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Next() {
+    if (source_->done()) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    absl::Status status = source_->Next(chunk_bytes_, response_.mutable_chunk());
+    if (!status.ok()) {
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    StartWrite(&response_);
+  }
+
+  CallGate::Ticket ticket_;
+  int64_t chunk_bytes_ = 0;
+  std::unique_ptr<BoxSource> source_;
+  pb::ReadBoxResponse response_;
+};
+
+// Receives WriteShards: the header allocates this daemon's shards, writes
+// fill them, the end of the stream checks them and holds them pending.
+class WriteShardsReactor final : public grpc::ServerReadReactor<pb::WriteShardsRequest> {
+ public:
+  WriteShardsReactor(CallGate* gate, grpc::CallbackServerContext* context, Cluster* cluster,
+                     ClusterTensors* tensors, pb::WriteShardsResponse* response)
+      : cluster_(cluster), tensors_(tensors), response_(response) {
+    absl::StatusOr<Caller> caller = AdmitPeer(*gate, *context, &ticket_);
+    if (!caller.ok()) {
+      Finish(ToGrpcStatus(caller.status()));
+      return;
+    }
+    StartRead(&request_);
+  }
+  void OnReadDone(bool ok) override {
+    absl::Status status = ok ? Handle() : End();
+    if (!status.ok()) {
+      sink_.reset();
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    if (ok) StartRead(&request_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  absl::Status Handle() {
+    if (request_.has_header()) {
+      if (sink_ != nullptr) return absl::InvalidArgumentError("a second header");
+      ASSIGN_OR_RETURN(std::unique_ptr<Tensor> record,
+                       ShellFromRecord(request_.header().tensor(),
+                                       [this](int64_t id) { return cluster_->ProcessOf(id); }));
+      ASSIGN_OR_RETURN(sink_, ShardSink::Open(tensors_->store(), *record));
+      driver_ = request_.header().driver_process();
+      lifetime_ = request_.header().pending_lifetime();
+      return absl::OkStatus();
+    }
+    if (sink_ == nullptr) return absl::InvalidArgumentError("a write before the header");
+    const pb::ShardWrite& write = request_.write();
+    std::vector<int64_t> devices(write.device_ids().begin(), write.device_ids().end());
+    runs_.clear();
+    int64_t at = 0;
+    for (const pb::ByteSpan& span : write.runs()) {
+      runs_.push_back(ByteRun{at, span.offset(), span.length()});
+      at += span.length();
+    }
+    if (at != static_cast<int64_t>(write.data().size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "write runs add up to ", at, " bytes but the data is ", write.data().size()));
+    }
+    return sink_->Write(devices, runs_, write.data());
+  }
+
+  absl::Status End() {
+    if (sink_ == nullptr) return absl::InvalidArgumentError("the stream carried no header");
+    const int64_t written = sink_->bytes_written();
+    ASSIGN_OR_RETURN(std::unique_ptr<Tensor> tensor, sink_->Finish());
+    sink_.reset();
+    RETURN_IF_ERROR(tensors_->AddPending(std::move(tensor), driver_, DurationFromProto(lifetime_)));
+    response_->set_bytes_written(written);
+    Finish(grpc::Status::OK);
+    return absl::OkStatus();
+  }
+
+  Cluster* cluster_;
+  ClusterTensors* tensors_;
+  pb::WriteShardsResponse* response_;
+  CallGate::Ticket ticket_;
+  pb::WriteShardsRequest request_;
+  std::unique_ptr<ShardSink> sink_;
+  std::vector<ByteRun> runs_;
+  int32_t driver_ = -1;
+  google::protobuf::Duration lifetime_;
+};
+
+}  // namespace
+
 grpc::ServerReadReactor<pb::WriteShardsRequest>* PeerHandler::WriteShards(
-    grpc::CallbackServerContext* context, pb::WriteShardsResponse* /*response*/) {
-  class Refuse : public grpc::ServerReadReactor<pb::WriteShardsRequest> {
-   public:
-    Refuse() { Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "not wired")); }
-    void OnDone() override { delete this; }
-  };
-  (void)context;
-  return new Refuse();
+    grpc::CallbackServerContext* context, pb::WriteShardsResponse* response) {
+  return new WriteShardsReactor(gate_, context, cluster_, tensors_, response);
 }
 
 grpc::ServerWriteReactor<pb::ReadBoxResponse>* PeerHandler::ReadBox(
-    grpc::CallbackServerContext* context, const pb::ReadBoxRequest* /*request*/) {
-  class Refuse : public grpc::ServerWriteReactor<pb::ReadBoxResponse> {
-   public:
-    Refuse() { Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "not wired")); }
-    void OnDone() override { delete this; }
-  };
-  (void)context;
-  return new Refuse();
+    grpc::CallbackServerContext* context, const pb::ReadBoxRequest* request) {
+  return new ReadBoxReactor(gate_, context, tensors_->store(), *request);
 }
 
 grpc::ServerUnaryReactor* PeerHandler::Prepare(grpc::CallbackServerContext* context,
-                                               const pb::PrepareRequest* /*request*/,
+                                               const pb::PrepareRequest* request,
                                                pb::PrepareResponse* /*response*/) {
-  return RunPeerUnary(context, *gate_,
-                      []() -> absl::Status { return absl::UnimplementedError("not wired"); });
+  // Preparing may stream boxes from other daemons: off the callback thread.
+  return RunPeerBlocking(context, *gate_, *prepare_pool_, [this, request]() -> absl::Status {
+    auto process_of = [this](int64_t id) { return cluster_->ProcessOf(id); };
+    const int32_t driver = request->driver_process();
+    const absl::Duration lifetime = DurationFromProto(request->pending_lifetime());
+    switch (request->op_case()) {
+      case pb::PrepareRequest::kPlace: {
+        ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
+                         ShellFromRecord(request->place().result(), process_of));
+        return ops_->PreparePlace(request->place().source_id(), *result, driver, lifetime);
+      }
+      case pb::PrepareRequest::kAssemble: {
+        ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
+                         ShellFromRecord(request->assemble().result(), process_of));
+        ASSIGN_OR_RETURN(SourceHandling source,
+                         SourceHandlingFromProto(request->assemble().source()));
+        return ops_->PrepareAssemble(
+            std::vector<std::string>(request->assemble().piece_ids().begin(),
+                                     request->assemble().piece_ids().end()),
+            *result, source, driver, lifetime);
+      }
+      case pb::PrepareRequest::kDisassemble: {
+        ASSIGN_OR_RETURN(SourceHandling source,
+                         SourceHandlingFromProto(request->disassemble().source()));
+        return ops_->PrepareDisassemble(
+            request->disassemble().source_id(),
+            std::vector<std::string>(request->disassemble().result_ids().begin(),
+                                     request->disassemble().result_ids().end()),
+            source, driver, lifetime);
+      }
+      default:
+        return absl::UnimplementedError("this Prepare operation is not known to this daemon");
+    }
+  });
 }
 
 }  // namespace placement::server

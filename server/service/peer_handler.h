@@ -11,6 +11,7 @@
 #include "server/cluster/cluster.h"
 #include "server/cluster/cluster_meshes.h"
 #include "server/cluster/cluster_tensors.h"
+#include "server/common/worker_pool.h"
 #include "server/device/device_inventory.h"
 #include "server/service/call_gate.h"
 
@@ -66,6 +67,9 @@ class PeerHandler final : public placement::v1::PeerService::CallbackService {
   ClusterMeshes* meshes_;
   ClusterOps* ops_;
   CallGate* gate_;
+  // Runs Prepare (which may stream for a long time) off the callback
+  // threads; more than this many at once queue.
+  std::unique_ptr<WorkerPool> prepare_pool_ = std::make_unique<WorkerPool>(16);
 };
 
 }  // namespace placement::server

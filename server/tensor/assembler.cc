@@ -112,6 +112,8 @@ absl::StatusOr<std::unique_ptr<Tensor>> AssembleTensor(TensorStore* store, Shape
                                      target.mesh_id, std::move(name), owner));
     out->partial_op = target.partial_op;
     for (size_t i = 0; i < out->shards.size(); ++i) {
+      // In a cluster, each daemon copies the pieces of its own devices.
+      if (!out->shards[i].local()) continue;
       const DeviceBuffer& src = *pieces[match[i]]->shards.front().buffer;
       if (src.size() == 0) continue;
       RETURN_IF_ERROR(store->backend()->Copy(src, *out->shards[i].buffer, {{0, 0, src.size()}}));
@@ -154,7 +156,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> DisassembleTensor(TensorSto
                        store->Allocate(tensor->dtype, shard.domain.shard_shape,
                                        NamedSharding::SingleDevice(shard.domain.device_id), "",
                                        PieceName(tensor->name, i), tensor->owner));
-      if (shard.buffer->size() > 0) {
+      if (shard.local() && shard.buffer->size() > 0) {
         RETURN_IF_ERROR(store->backend()->Copy(*shard.buffer, *piece->shards.front().buffer,
                                                {{0, 0, shard.buffer->size()}}));
       }

@@ -19,6 +19,10 @@
 // its pieces' charges; disassembled pieces share the source's charge until
 // the last of them is gone).
 //
+// In a cluster each daemon runs these for the shards of its own devices:
+// shards of other daemons' devices stay without a buffer (and their pieces
+// are records only); server/cluster/cluster_ops.h commits the parts.
+//
 // Thread-safe (the store is).
 #ifndef PLACEMENT_SERVER_TENSOR_ASSEMBLER_H_
 #define PLACEMENT_SERVER_TENSOR_ASSEMBLER_H_

@@ -7,7 +7,7 @@
 namespace placement::server {
 
 absl::StatusOr<std::unique_ptr<BatchUploadSession>> BatchUploadSession::Start(
-    TensorStore* store, std::vector<BatchArray> arrays) {
+    RemoteShards* remote, TensorStore* store, std::vector<BatchArray> arrays) {
   if (arrays.empty()) {
     return absl::InvalidArgumentError("the batch header lists no arrays");
   }
@@ -24,7 +24,7 @@ absl::StatusOr<std::unique_ptr<BatchUploadSession>> BatchUploadSession::Start(
                                                      "' is a duplicate; keys must be unique"));
     }
     absl::StatusOr<std::unique_ptr<UploadSession>> session =
-        UploadSession::Start(store, std::move(array.spec), std::move(array.target));
+        UploadSession::Start(store, std::move(array.spec), std::move(array.target), remote);
     if (!session.ok()) {
       return absl::Status(session.status().code(),
                           absl::StrCat("array '", array.key, "': ", session.status().message()));

@@ -33,7 +33,8 @@ class BatchUploadSession {
   // INVALID_ARGUMENT: no arrays, an empty or repeated key. Otherwise as
   // UploadSession::Start for each array; nothing is kept on error.
   // REQUIRES: store outlives the session.
-  static absl::StatusOr<std::unique_ptr<BatchUploadSession>> Start(TensorStore* store,
+  static absl::StatusOr<std::unique_ptr<BatchUploadSession>> Start(RemoteShards* remote,
+                                                                   TensorStore* store,
                                                                    std::vector<BatchArray> arrays);
 
   size_t num_arrays() const { return sessions_.size(); }

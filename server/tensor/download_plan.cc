@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "server/tensor/chunk_runs.h"
 #include "server/tensor/spread_copy.h"
 
@@ -59,8 +60,8 @@ Shape PiecesShape(const std::vector<ShardDomain>& pieces) {
 
 absl::StatusOr<std::unique_ptr<DownloadPlan>> DownloadPlan::Create(
     std::shared_ptr<const Tensor> tensor, const DownloadSelection& selection,
-    DeviceBackend* backend) {
-  std::unique_ptr<DownloadPlan> plan(new DownloadPlan(std::move(tensor), backend));
+    DeviceBackend* backend, RemoteShards* remote) {
+  std::unique_ptr<DownloadPlan> plan(new DownloadPlan(std::move(tensor), backend, remote));
   const Tensor& t = *plan->tensor_;
   const int64_t elem = DTypeSize(t.dtype);
 
@@ -75,11 +76,21 @@ absl::StatusOr<std::unique_ptr<DownloadPlan>> DownloadPlan::Create(
     for (size_t i = 0; i < t.shards.size(); ++i) {
       const ShardDomain& domain = t.shards[i].domain;
       if (domain.replica_id != 0 || BoxNumElements(domain.box) == 0) continue;
+      // A replica on this daemon saves the trip.
+      size_t source = i;
+      for (size_t j = 0; j < t.shards.size() && !t.shards[source].local(); ++j) {
+        if (t.shards[j].local() && t.shards[j].domain.box == domain.box) source = j;
+      }
+      plan->has_remote_ |= !t.shards[source].local();
       plan->gather_boxes_.push_back(domain.box);
-      plan->gather_shards_.push_back(i);
+      plan->gather_shards_.push_back(source);
     }
     plan->shape_ = t.shape;
     plan->total_bytes_ = t.logical_bytes();
+    plan->streams_.resize(plan->gather_shards_.size());
+    if (plan->has_remote_ && remote == nullptr) {
+      return absl::FailedPreconditionError("shards of other daemons without a cluster");
+    }
     return plan;
   }
 
@@ -133,6 +144,11 @@ absl::StatusOr<std::unique_ptr<DownloadPlan>> DownloadPlan::Create(
   plan->whole_ = false;
   plan->total_bytes_ = offset;
   plan->shape_ = PiecesShape(plan->pieces_);
+  plan->streams_.resize(plan->pieces_.size());
+  for (size_t shard : plan->piece_shards_) plan->has_remote_ |= !t.shards[shard].local();
+  if (plan->has_remote_ && remote == nullptr) {
+    return absl::FailedPreconditionError("shards of other daemons without a cluster");
+  }
   return plan;
 }
 
@@ -151,25 +167,41 @@ absl::Status DownloadPlan::Read(int64_t offset, int64_t length, char* dst) {
   });
 }
 
+absl::Status DownloadPlan::ReadRuns(size_t source, size_t shard, const Box& box,
+                                    absl::Span<const ByteRun> runs, char* dst) {
+  const Shard& s = tensor_->shards[shard];
+  if (s.local()) return backend_->Read(*s.buffer, dst, runs);
+  if (streams_[source] == nullptr) {
+    ASSIGN_OR_RETURN(streams_[source], remote_->OpenBox(*tensor_, s, box));
+  }
+  // The runs of one box come in increasing, back-to-back order: the
+  // stream's order.
+  for (const ByteRun& run : runs) {
+    RETURN_IF_ERROR(streams_[source]->Read(dst + run.dst_offset, run.length));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DownloadPlan::ReadSlice(int64_t offset, int64_t length, char* dst,
-                                     std::vector<ByteRun>* scratch) const {
+                                     std::vector<ByteRun>* scratch) {
   const Tensor& t = *tensor_;
   if (whole_) {
     return ForEachChunkRunBatch(
         t.shape, DTypeSize(t.dtype), gather_boxes_, offset, offset + length,
         RunDirection::kBoxToChunk, scratch, [&](size_t i, absl::Span<const ByteRun> runs) {
-          return backend_->Read(*t.shards[gather_shards_[i]].buffer, dst, runs);
+          return ReadRuns(i, gather_shards_[i], t.shards[gather_shards_[i]].domain.box, runs, dst);
         });
   }
   const int64_t end = offset + length;
   for (size_t i = 0; i < pieces_.size(); ++i) {
-    const DeviceBuffer& buffer = *t.shards[piece_shards_[i]].buffer;
+    const Shard& shard = t.shards[piece_shards_[i]];
+    const int64_t size = BoxNumElements(shard.domain.box) * DTypeSize(t.dtype);
     const int64_t start = piece_offsets_[i];
     const int64_t lo = std::max(offset, start);
-    const int64_t hi = std::min(end, start + buffer.size());
+    const int64_t hi = std::min(end, start + size);
     if (lo >= hi) continue;
-    absl::Status status = backend_->ReadBytes(buffer, lo - start, dst + (lo - offset), hi - lo);
-    if (!status.ok()) return status;
+    const ByteRun run{lo - start, lo - offset, hi - lo};
+    RETURN_IF_ERROR(ReadRuns(i, piece_shards_[i], shard.domain.box, {&run, 1}, dst));
   }
   return absl::OkStatus();
 }

@@ -19,6 +19,11 @@
 // the caller's chunk. The plan keeps the tensor alive (a concurrent Delete
 // frees its memory when the plan goes away).
 //
+// In a cluster a box may be on another daemon only: the plan then streams
+// it from that daemon (RemoteShards::OpenBox) -- only the boxes it needs,
+// each once, in order -- preferring a replica on this daemon when there is
+// one. Reads must then come in order (each starting where the last ended).
+//
 // Not thread-safe (one stream owns it).
 #ifndef PLACEMENT_SERVER_TENSOR_DOWNLOAD_PLAN_H_
 #define PLACEMENT_SERVER_TENSOR_DOWNLOAD_PLAN_H_
@@ -31,6 +36,7 @@
 #include "common/region.h"
 #include "common/sharding.h"
 #include "server/device/device_backend.h"
+#include "server/tensor/remote_shards.h"
 #include "server/tensor/tensor.h"
 
 namespace placement::server {
@@ -52,7 +58,8 @@ class DownloadPlan {
   // REQUIRES: backend is the one that owns the tensor's buffers.
   static absl::StatusOr<std::unique_ptr<DownloadPlan>> Create(std::shared_ptr<const Tensor> tensor,
                                                               const DownloadSelection& selection,
-                                                              DeviceBackend* backend);
+                                                              DeviceBackend* backend,
+                                                              RemoteShards* remote = nullptr);
 
   const Tensor& tensor() const { return *tensor_; }
   DType dtype() const { return tensor_->dtype; }
@@ -61,24 +68,32 @@ class DownloadPlan {
   // The shards streamed, in stream order; empty for kWhole.
   const std::vector<ShardDomain>& pieces() const { return pieces_; }
   // The daemon holding pieces()[i].
-  int32_t piece_process(size_t i) const {
-    return tensor_->shards[piece_shards_[i]].process_index;
-  }
+  int32_t piece_process(size_t i) const { return tensor_->shards[piece_shards_[i]].process_index; }
 
   // Copies stream bytes [offset, offset + length) into `dst`.
-  // INVALID_ARGUMENT when the range is outside [0, total_bytes()].
+  // INVALID_ARGUMENT when the range is outside [0, total_bytes()];
+  // FAILED_PRECONDITION for an out-of-order read of a plan with remote
+  // boxes; their streams' errors.
   // Large reads are spread over threads (spread_copy.h).
   absl::Status Read(int64_t offset, int64_t length, char* dst);
 
  private:
   // Read of a validated range on the calling thread.
-  absl::Status ReadSlice(int64_t offset, int64_t length, char* dst,
-                         std::vector<ByteRun>* scratch) const;
-  DownloadPlan(std::shared_ptr<const Tensor> tensor, DeviceBackend* backend)
-      : tensor_(std::move(tensor)), backend_(backend) {}
+  absl::Status ReadSlice(int64_t offset, int64_t length, char* dst, std::vector<ByteRun>* scratch);
+  DownloadPlan(std::shared_ptr<const Tensor> tensor, DeviceBackend* backend, RemoteShards* remote)
+      : tensor_(std::move(tensor)), backend_(backend), remote_(remote) {}
+  // Reads `runs` of source `shard` (runs' src offsets within `box`) into
+  // dst: locally, or from its remote stream (opened at first use) in order.
+  absl::Status ReadRuns(size_t source, size_t shard, const Box& box, absl::Span<const ByteRun> runs,
+                        char* dst);
 
   std::shared_ptr<const Tensor> tensor_;
   DeviceBackend* backend_;
+  RemoteShards* remote_;
+  bool has_remote_ = false;
+  int64_t next_offset_ = 0;  // where the next in-order read starts
+  // One stream per remote source (gather box or piece), opened lazily.
+  std::vector<std::unique_ptr<RemoteBoxStream>> streams_;
   bool whole_ = true;
   // kWhole: boxes of the replica-0 shards and their indices in tensor_->shards.
   std::vector<Box> gather_boxes_;

@@ -1,11 +1,13 @@
 #include "server/tensor/resharder.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "server/tensor/box_cursor.h"
 #include "server/tensor/chunk_runs.h"
 
 namespace placement::server {
@@ -38,9 +40,31 @@ std::vector<SourceBox> DistinctSourceBoxes(const Tensor& source) {
 
 }  // namespace
 
+namespace {
+
+// Copies `region` of a remote source shard into `dst` through a
+// chunk-sized staging buffer.
+absl::Status CopyRemoteRegion(RemoteShards* remote, DeviceBackend* backend, const Tensor& source,
+                              const Shard& src, const Box& region, int64_t elem, Shard& dst) {
+  constexpr int64_t kStagingBytes = int64_t{1} << 20;
+  ASSIGN_OR_RETURN(std::unique_ptr<RemoteBoxStream> stream, remote->OpenBox(source, src, region));
+  BoxCursor cursor(dst.domain.box, region, elem);
+  std::vector<char> staging(static_cast<size_t>(std::min(kStagingBytes, cursor.total_bytes())));
+  std::vector<ByteRun> runs;
+  while (!cursor.done()) {
+    runs.clear();
+    const int64_t bytes = cursor.Next(kStagingBytes, /*buffer_is_source=*/false, &runs);
+    RETURN_IF_ERROR(stream->Read(staging.data(), bytes));
+    RETURN_IF_ERROR(backend->Write(staging.data(), *dst.buffer, runs));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Tensor>> Reshard(TensorStore* store, const Tensor& source,
                                                 const ResolvedSharding& target, std::string name,
-                                                TensorOwner owner) {
+                                                TensorOwner owner, RemoteShards* remote) {
   if (!source.sharding.partial_axes().empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("tensor '", source.id, "' is partial over axes (",
@@ -60,16 +84,27 @@ absl::StatusOr<std::unique_ptr<Tensor>> Reshard(TensorStore* store, const Tensor
   const std::vector<SourceBox> sources = DistinctSourceBoxes(source);
   std::vector<ByteRun> runs;
   for (Shard& dst : dest->shards) {
-    if (BoxNumElements(dst.domain.box) == 0) continue;
+    if (BoxNumElements(dst.domain.box) == 0 || !dst.local()) continue;
     for (const SourceBox& src_box : sources) {
       std::optional<Box> region = IntersectBoxes(src_box.box, dst.domain.box);
       if (!region) continue;
+      // The replica on the destination's device, else one on this daemon,
+      // else replica 0 wherever it is.
       size_t chosen = src_box.shards.front();
       for (size_t i : src_box.shards) {
+        if (source.shards[i].local() && !source.shards[chosen].local()) chosen = i;
         if (source.shards[i].domain.device_id == dst.domain.device_id) {
           chosen = i;
           break;
         }
+      }
+      if (!source.shards[chosen].local()) {
+        if (remote == nullptr) {
+          return absl::FailedPreconditionError("shards of other daemons without a cluster");
+        }
+        RETURN_IF_ERROR(
+            CopyRemoteRegion(remote, backend, source, source.shards[chosen], *region, elem, dst));
+        continue;
       }
       const DeviceBuffer& src_buffer = *source.shards[chosen].buffer;
       absl::Status status;

@@ -10,6 +10,12 @@
 // modified; on any error the partial destination is freed and the source is
 // as it was.
 //
+// In a cluster only this daemon's destination shards are made (the others
+// stay without a buffer; each daemon makes its own): a box no shard on this
+// daemon holds is streamed from the daemon that does (RemoteShards::OpenBox,
+// through a chunk-sized staging buffer), so only the boxes each destination
+// needs cross the network.
+//
 // Thread-safe for distinct destinations (the source is only read).
 #ifndef PLACEMENT_SERVER_TENSOR_RESHARDER_H_
 #define PLACEMENT_SERVER_TENSOR_RESHARDER_H_
@@ -18,6 +24,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/tensor/remote_shards.h"
 #include "server/tensor/tensor.h"
 #include "server/tensor/tensor_spec.h"
 #include "server/tensor/tensor_store.h"
@@ -30,7 +37,7 @@ namespace placement::server {
 // not fit the shape; RESOURCE_EXHAUSTED for device budgets or quota.
 absl::StatusOr<std::unique_ptr<Tensor>> Reshard(TensorStore* store, const Tensor& source,
                                                 const ResolvedSharding& target, std::string name,
-                                                TensorOwner owner);
+                                                TensorOwner owner, RemoteShards* remote = nullptr);
 
 }  // namespace placement::server
 

@@ -21,7 +21,7 @@ absl::StatusOr<std::unique_ptr<UploadSession>> TensorOps::StartUpload(
     TensorSpec spec, const PlacementRule& rule) const {
   RETURN_IF_ERROR(ValidateShape(spec.shape, spec.dtype));
   ASSIGN_OR_RETURN(ResolvedSharding target, resolver_.Resolve(rule, spec.shape));
-  return UploadSession::Start(store_, std::move(spec), std::move(target));
+  return UploadSession::Start(store_, std::move(spec), std::move(target), remote_);
 }
 
 absl::StatusOr<std::unique_ptr<BatchUploadSession>> TensorOps::StartBatchUpload(
@@ -40,13 +40,13 @@ absl::StatusOr<std::unique_ptr<BatchUploadSession>> TensorOps::StartBatchUpload(
                     name.empty() ? std::string() : absl::StrCat(name, "/", array.key), owner};
     resolved.push_back(BatchArray{array.key, std::move(spec), std::move(*target)});
   }
-  return BatchUploadSession::Start(store_, std::move(resolved));
+  return BatchUploadSession::Start(remote_, store_, std::move(resolved));
 }
 
 absl::StatusOr<std::unique_ptr<DownloadPlan>> TensorOps::OpenDownload(
     const std::string& id, const DownloadSelection& selection) const {
   ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor, store_->Get(id));
-  return DownloadPlan::Create(std::move(tensor), selection, store_->backend());
+  return DownloadPlan::Create(std::move(tensor), selection, store_->backend(), remote_);
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> TensorOps::Place(
@@ -72,20 +72,49 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> TensorOps::Place(
   ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const Tensor>> sources, store_->GetMany(ids));
   std::vector<std::unique_ptr<Tensor>> results;
   results.reserve(sources.size());
-  for (const std::shared_ptr<const Tensor>& src : sources) {
+  // Results built across daemons are committed as they are made; on a
+  // later failure they are deleted again (everywhere).
+  std::vector<std::shared_ptr<const Tensor>> spread(sources.size());
+  auto undo = [&] {
+    for (const auto& t : spread) {
+      if (t != nullptr) store_->Delete({t->id}).IgnoreError();
+    }
+  };
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const std::shared_ptr<const Tensor>& src = sources[i];
     const std::string what =
         absl::StrCat("tensor '", src->id, "' (", TypedShapeToString(src->dtype, src->shape), ")");
     absl::StatusOr<ResolvedSharding> target =
         resolver_.Resolve(rule, src->shape, RuleScope::kGroupMember);
-    if (!target.ok()) return Prefixed(what, target.status());
+    if (!target.ok()) {
+      undo();
+      return Prefixed(what, target.status());
+    }
+    const std::string result_name = name.empty() ? src->name : name;
+    if (distributed_ != nullptr && (!src->all_local() || SpansDaemons(target->sharding))) {
+      absl::StatusOr<std::shared_ptr<const Tensor>> placed =
+          distributed_->Place(*src, *target, result_name, src->owner);
+      if (!placed.ok()) {
+        undo();
+        return Prefixed(what, placed.status());
+      }
+      spread[i] = *std::move(placed);
+      results.push_back(nullptr);
+      continue;
+    }
     absl::StatusOr<std::unique_ptr<Tensor>> placed =
-        Reshard(store_, *src, *target, name.empty() ? src->name : name, src->owner);
-    if (!placed.ok()) return Prefixed(what, placed.status());  // `results` are freed
+        Reshard(store_, *src, *target, result_name, src->owner, remote_);
+    if (!placed.ok()) {
+      undo();
+      return Prefixed(what, placed.status());  // `results` are freed
+    }
     results.push_back(std::move(*placed));
   }
   std::vector<std::shared_ptr<const Tensor>> out;
   out.reserve(results.size());
-  for (std::unique_ptr<Tensor>& result : results) out.push_back(store_->Commit(std::move(result)));
+  for (size_t i = 0; i < results.size(); ++i) {
+    out.push_back(results[i] != nullptr ? store_->Commit(std::move(results[i])) : spread[i]);
+  }
   if (source == SourceHandling::kDonate) {
     // A source deleted concurrently is already gone, which is what donation wants.
     for (const std::string& id : ids) store_->Delete({id}).IgnoreError();
@@ -93,10 +122,20 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> TensorOps::Place(
   return out;
 }
 
+bool TensorOps::SpansDaemons(const NamedSharding& sharding) const {
+  for (int64_t device : sharding.mesh().device_ids()) {
+    if (store_->IsRemote(device)) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<std::shared_ptr<const Tensor>> TensorOps::Assemble(
     Shape global_shape, const TensorPlacement& placement, const std::vector<std::string>& ids,
     SourceHandling source, std::string name) const {
   ASSIGN_OR_RETURN(ResolvedSharding target, resolver_.ResolvePlacement(placement, global_shape));
+  if (distributed_ != nullptr && SpansDaemons(target.sharding)) {
+    return distributed_->Assemble(std::move(global_shape), target, ids, source, std::move(name));
+  }
   ASSIGN_OR_RETURN(
       std::unique_ptr<Tensor> tensor,
       AssembleTensor(store_, std::move(global_shape), target, ids, source, std::move(name)));
@@ -105,6 +144,10 @@ absl::StatusOr<std::shared_ptr<const Tensor>> TensorOps::Assemble(
 
 absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> TensorOps::Disassemble(
     const std::string& id, SourceHandling source) const {
+  if (distributed_ != nullptr) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor, store_->Get(id));
+    if (!tensor->all_local()) return distributed_->Disassemble(id, source);
+  }
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Tensor>> pieces,
                    DisassembleTensor(store_, id, source));
   std::vector<std::shared_ptr<const Tensor>> out;

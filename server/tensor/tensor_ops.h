@@ -24,9 +24,11 @@
 #include "absl/status/statusor.h"
 #include "server/mesh/mesh_registry.h"
 #include "server/tensor/batch_upload_session.h"
+#include "server/tensor/distributed_ops.h"
 #include "server/tensor/download_plan.h"
 #include "server/tensor/placement_rule.h"
 #include "server/tensor/placement_rules.h"
+#include "server/tensor/remote_shards.h"
 #include "server/tensor/tensor_spec.h"
 #include "server/tensor/tensor_store.h"
 #include "server/tensor/upload_session.h"
@@ -47,6 +49,16 @@ class TensorOps {
       : store_(store), meshes_(meshes), resolver_(meshes) {}
 
   TensorStore* store() const { return store_; }
+  // In a cluster: how shards on other daemons are reached (uploads,
+  // downloads, reshards). REQUIRES: set before serving.
+  void set_remote_shards(RemoteShards* remote) { remote_ = remote; }
+  RemoteShards* remote_shards() const { return remote_; }
+  // In a cluster: Place / Assemble / Disassemble whose tensors span daemons
+  // go to `distributed`. REQUIRES: set before serving.
+  void set_distributed(DistributedOps* distributed) { distributed_ = distributed; }
+
+  // Whether a tensor laid out as `sharding` has devices of other daemons.
+  bool SpansDaemons(const NamedSharding& sharding) const;
   MeshRegistry* meshes() const { return meshes_; }
   const PlacementResolver& resolver() const { return resolver_; }
 
@@ -91,7 +103,8 @@ class TensorOps {
   // (server/cluster/cluster_meshes.h): with a remover set, DeleteMesh makes
   // its checks here, then returns remover(mesh_id, force). REQUIRES: set
   // before serving.
-  using MeshRemover = std::function<absl::StatusOr<int64_t>(const std::string& mesh_id, bool force)>;
+  using MeshRemover =
+      std::function<absl::StatusOr<int64_t>(const std::string& mesh_id, bool force)>;
   void set_mesh_remover(MeshRemover remover) { mesh_remover_ = std::move(remover); }
 
  private:
@@ -99,6 +112,8 @@ class TensorOps {
   MeshRegistry* meshes_;
   PlacementResolver resolver_;
   MeshRemover mesh_remover_;
+  RemoteShards* remote_ = nullptr;
+  DistributedOps* distributed_ = nullptr;
 };
 
 }  // namespace placement::server

@@ -12,6 +12,8 @@
 namespace placement::server {
 namespace {
 
+thread_local int quiet_depth = 0;
+
 int64_t ShardBytes(DType dtype, const ShardDomain& domain) {
   return DTypeSize(dtype) * BoxNumElements(domain.box);
 }
@@ -21,6 +23,9 @@ absl::Status NotFound(const std::string& id) {
 }
 
 }  // namespace
+
+TensorStore::QuietScope::QuietScope() { ++quiet_depth; }
+TensorStore::QuietScope::~QuietScope() { --quiet_depth; }
 
 TensorStore::TensorStore(DeviceBackend* backend, TensorStoreOptions options)
     : backend_(backend),
@@ -91,8 +96,7 @@ std::string TensorStore::NewId() {
   return id;
 }
 
-absl::StatusOr<std::shared_ptr<const Tensor>> TensorStore::Install(
-    std::unique_ptr<Tensor> tensor) {
+absl::StatusOr<std::shared_ptr<const Tensor>> TensorStore::Install(std::unique_ptr<Tensor> tensor) {
   if (tensor->id.empty()) return absl::InvalidArgumentError("a tensor to install needs its id");
   std::shared_ptr<Tensor> shared(std::move(tensor));
   absl::MutexLock lock(&mu_);
@@ -110,7 +114,7 @@ std::shared_ptr<const Tensor> TensorStore::Commit(std::unique_ptr<Tensor> tensor
     } while (tensors_.contains(shared->id));
     tensors_.emplace(shared->id, shared);
   }
-  if (hooks_.on_commit) hooks_.on_commit(*shared);
+  if (hooks_.on_commit && quiet_depth == 0) hooks_.on_commit(*shared);
   return shared;
 }
 
@@ -151,7 +155,7 @@ absl::StatusOr<int64_t> TensorStore::Delete(const std::vector<std::string>& ids)
       tensors_.erase(it);
     }
   }
-  if (hooks_.on_delete) hooks_.on_delete(ids);
+  if (hooks_.on_delete && quiet_depth == 0) hooks_.on_delete(ids);
   return freed;
 }
 
@@ -195,31 +199,35 @@ absl::StatusOr<std::unique_ptr<Tensor>> TensorStore::TakeForDonation(const std::
 absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> TensorStore::TakeAllForDonation(
     const std::vector<std::string>& ids) {
   std::vector<std::unique_ptr<Tensor>> out;
-  absl::MutexLock lock(&mu_);
-  absl::flat_hash_set<std::string> seen;
-  for (const std::string& id : ids) {
-    if (!seen.insert(id).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", id, "' is listed twice; each tensor can be donated once"));
+  {
+    absl::MutexLock lock(&mu_);
+    absl::flat_hash_set<std::string> seen;
+    for (const std::string& id : ids) {
+      if (!seen.insert(id).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", id, "' is listed twice; each tensor can be donated once"));
+      }
+      auto it = tensors_.find(id);
+      if (it == tensors_.end()) return NotFound(id);
+      // Every other reference was handed out by this store under mu_, so no
+      // new one can appear while we hold it.
+      const long holders = it->second.use_count() - 1;
+      if (holders > 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "tensor '", id, "' is in use by ", holders,
+            " running operation(s) (a download, reshard or collective); retry when they finish"));
+      }
     }
-    auto it = tensors_.find(id);
-    if (it == tensors_.end()) return NotFound(id);
-    // Every other reference was handed out by this store under mu_, so no new
-    // one can appear while we hold it.
-    const long holders = it->second.use_count() - 1;
-    if (holders > 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "tensor '", id, "' is in use by ", holders,
-          " running operation(s) (a download, reshard or collective); retry when they finish"));
+    out.reserve(ids.size());
+    for (const std::string& id : ids) {
+      auto it = tensors_.find(id);
+      // Sole owner: move the contents out; the emptied shell dies with the
+      // entry.
+      out.push_back(std::make_unique<Tensor>(std::move(*it->second)));
+      tensors_.erase(it);
     }
   }
-  out.reserve(ids.size());
-  for (const std::string& id : ids) {
-    auto it = tensors_.find(id);
-    // Sole owner: move the contents out; the emptied shell dies with the entry.
-    out.push_back(std::make_unique<Tensor>(std::move(*it->second)));
-    tensors_.erase(it);
-  }
+  if (hooks_.on_delete && quiet_depth == 0) hooks_.on_delete(ids);
   return out;
 }
 

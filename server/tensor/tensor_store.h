@@ -68,6 +68,8 @@ class TensorStore {
   ~TensorStore();
 
   DeviceBackend* backend() const { return backend_; }
+  // Whether `device_id` belongs to another daemon of the cluster.
+  bool IsRemote(int64_t device_id) const { return hooks_.is_remote && hooks_.is_remote(device_id); }
 
   // Allocates one buffer per device shard of `sharding` over `shape`
   // (uninitialised bytes). The result is not yet visible to Get/List.
@@ -80,6 +82,17 @@ class TensorStore {
 
   // REQUIRES: called before the store is shared.
   void set_hooks(TensorStoreHooks hooks) { hooks_ = std::move(hooks); }
+
+  // While one exists on a thread, this store's on_commit / on_delete hooks
+  // do not run for that thread's calls: a daemon doing its part of an
+  // operation another daemon drives (that daemon tells everyone).
+  class QuietScope {
+   public:
+    QuietScope();
+    ~QuietScope();
+    QuietScope(const QuietScope&) = delete;
+    QuietScope& operator=(const QuietScope&) = delete;
+  };
 
   // Makes a fully written tensor visible under a fresh unguessable id, then
   // runs on_commit.
@@ -109,7 +122,8 @@ class TensorStore {
   std::vector<std::string> DeleteIf(const std::function<bool(const Tensor&)>& pred);
 
   // Removes `id` from the store and hands its exclusive ownership to the
-  // caller (in-place collectives, donation). NOT_FOUND for unknown ids;
+  // caller (in-place collectives, donation); on_delete runs for it (its
+  // record leaves the other daemons). NOT_FOUND for unknown ids;
   // FAILED_PRECONDITION while another operation still holds it.
   absl::StatusOr<std::unique_ptr<Tensor>> TakeForDonation(const std::string& id);
   // TakeForDonation for every id, all or nothing: on error no tensor leaves

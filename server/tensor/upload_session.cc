@@ -12,7 +12,8 @@ namespace placement::server {
 
 absl::StatusOr<std::unique_ptr<UploadSession>> UploadSession::Start(TensorStore* store,
                                                                     TensorSpec spec,
-                                                                    ResolvedSharding target) {
+                                                                    ResolvedSharding target,
+                                                                    RemoteShards* remote) {
   RETURN_IF_ERROR(ValidateShape(spec.shape, spec.dtype));
   if (!target.sharding.partial_axes().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -26,17 +27,48 @@ absl::StatusOr<std::unique_ptr<UploadSession>> UploadSession::Start(TensorStore*
       store->Allocate(spec.dtype, std::move(spec.shape), std::move(target.sharding),
                       std::move(target.mesh_id), std::move(spec.name), std::move(spec.owner)));
   tensor->partial_op = target.partial_op;
-  return std::unique_ptr<UploadSession>(new UploadSession(store, std::move(tensor)));
+  std::unique_ptr<RemoteShardWriter> writer;
+  if (!tensor->all_local()) {
+    if (remote == nullptr) {
+      return absl::FailedPreconditionError("the target has devices of other daemons");
+    }
+    tensor->id = remote->NewId();
+    ASSIGN_OR_RETURN(writer, remote->StartWrite(*tensor));
+  }
+  return std::unique_ptr<UploadSession>(
+      new UploadSession(store, std::move(tensor), std::move(writer)));
 }
 
-UploadSession::UploadSession(TensorStore* store, std::unique_ptr<Tensor> tensor)
-    : store_(store), tensor_(std::move(tensor)) {
+UploadSession::UploadSession(TensorStore* store, std::unique_ptr<Tensor> tensor,
+                             std::unique_ptr<RemoteShardWriter> writer)
+    : store_(store), tensor_(std::move(tensor)), writer_(std::move(writer)) {
   expected_bytes_ = tensor_->logical_bytes();
-  boxes_.reserve(tensor_->shards.size());
-  for (const Shard& shard : tensor_->shards) boxes_.push_back(shard.domain.box);
+  for (size_t i = 0; i < tensor_->shards.size(); ++i) {
+    const Shard& shard = tensor_->shards[i];
+    if (BoxNumElements(shard.domain.box) == 0) continue;
+    if (shard.local()) {
+      boxes_.push_back(shard.domain.box);
+      targets_.push_back(Target{static_cast<int64_t>(i), -1, {}});
+      continue;
+    }
+    // Replicas on one daemon get the bytes once over the wire.
+    bool merged = false;
+    for (size_t t = 0; t < targets_.size() && !merged; ++t) {
+      if (targets_[t].process == shard.process_index && boxes_[t] == shard.domain.box) {
+        targets_[t].device_ids.push_back(shard.domain.device_id);
+        merged = true;
+      }
+    }
+    if (!merged) {
+      boxes_.push_back(shard.domain.box);
+      targets_.push_back(Target{-1, shard.process_index, {shard.domain.device_id}});
+    }
+  }
 }
 
-UploadSession::~UploadSession() = default;
+UploadSession::~UploadSession() {
+  if (writer_ != nullptr) writer_->Abort();
+}
 
 absl::Status UploadSession::Write(absl::string_view bytes) {
   if (tensor_ == nullptr) {
@@ -54,17 +86,27 @@ absl::Status UploadSession::Write(absl::string_view bytes) {
   if (length == 0) return absl::OkStatus();
   DeviceBackend* backend = store_->backend();
   const int64_t begin = received_bytes_;
-  // Large writes (same-host regions) are spread over threads, each slice
-  // with its own run list; chunk-sized ones reuse scratch_.
-  absl::Status status = SpreadOverThreads(begin, begin + length, [&](int64_t lo, int64_t hi) {
-    std::vector<ByteRun> local;
-    std::vector<ByteRun>* scratch = hi - lo == length ? &scratch_ : &local;
+  auto write_slice = [&](int64_t lo, int64_t hi, std::vector<ByteRun>* scratch) {
     return ForEachChunkRunBatch(
         tensor_->shape, DTypeSize(tensor_->dtype), boxes_, lo, hi, RunDirection::kChunkToBox,
-        scratch, [&](size_t shard, absl::Span<const ByteRun> runs) {
-          return backend->Write(bytes.data() + (lo - begin), *tensor_->shards[shard].buffer, runs);
+        scratch, [&](size_t t, absl::Span<const ByteRun> runs) {
+          const Target& target = targets_[t];
+          const char* chunk = bytes.data() + (lo - begin);
+          if (target.shard >= 0) {
+            return backend->Write(chunk, *tensor_->shards[target.shard].buffer, runs);
+          }
+          return writer_->Write(target.process, target.device_ids, runs, chunk);
         });
-  });
+  };
+  // Large writes (same-host regions) are spread over threads, each slice
+  // with its own run list; chunk-sized ones reuse scratch_. Remote streams
+  // take their bytes in order, on this thread.
+  absl::Status status = writer_ != nullptr
+                            ? write_slice(begin, begin + length, &scratch_)
+                            : SpreadOverThreads(begin, begin + length, [&](int64_t lo, int64_t hi) {
+                                std::vector<ByteRun> local;
+                                return write_slice(lo, hi, hi - lo == length ? &scratch_ : &local);
+                              });
   if (!status.ok()) {
     Abort();
     return status;
@@ -91,10 +133,16 @@ absl::StatusOr<std::shared_ptr<const Tensor>> UploadSession::Commit() {
     Abort();
     return status;
   }
+  if (writer_ != nullptr) {
+    absl::StatusOr<std::shared_ptr<const Tensor>> committed = writer_->Commit(std::move(tensor_));
+    writer_.reset();
+    return committed;
+  }
   return store_->Commit(std::move(tensor_));
 }
 
 void UploadSession::Abort() {
+  if (writer_ != nullptr) writer_->Abort();
   tensor_.reset();
   boxes_.clear();
   scratch_.clear();

@@ -7,6 +7,11 @@
 // Nothing half-done survives: destroying or aborting a session that was not
 // committed frees every byte it allocated.
 //
+// In a cluster, shards on other daemons' devices get their bytes through a
+// RemoteShardWriter (remote_shards.h): each chunk's runs for those shards
+// go to the daemon holding them (once per distinct box and daemon), and
+// Commit commits the tensor on every daemon.
+//
 // Owned by one upload stream; not thread-safe (calls must be serialized,
 // which gRPC's reactor callbacks are).
 #ifndef PLACEMENT_SERVER_TENSOR_UPLOAD_SESSION_H_
@@ -20,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/region.h"
+#include "server/tensor/remote_shards.h"
 #include "server/tensor/tensor.h"
 #include "server/tensor/tensor_spec.h"
 #include "server/tensor/tensor_store.h"
@@ -34,8 +40,11 @@ class UploadSession {
   // RESOURCE_EXHAUSTED: a device budget or the owner's quota (nothing kept).
   // NOT_FOUND: a device the backend lacks.
   // REQUIRES: store outlives the session.
+  // `remote` is needed when the target has devices of other daemons
+  // (FAILED_PRECONDITION otherwise).
   static absl::StatusOr<std::unique_ptr<UploadSession>> Start(TensorStore* store, TensorSpec spec,
-                                                              ResolvedSharding target);
+                                                              ResolvedSharding target,
+                                                              RemoteShards* remote = nullptr);
   ~UploadSession();
 
   UploadSession(const UploadSession&) = delete;
@@ -64,11 +73,22 @@ class UploadSession {
   void Abort();
 
  private:
-  UploadSession(TensorStore* store, std::unique_ptr<Tensor> tensor);
+  UploadSession(TensorStore* store, std::unique_ptr<Tensor> tensor,
+                std::unique_ptr<RemoteShardWriter> writer);
+
+  // Where a box's bytes go: a local shard, or the devices of another
+  // daemon holding that box.
+  struct Target {
+    int64_t shard = -1;  // local shard index, or -1
+    int32_t process = -1;
+    std::vector<int64_t> device_ids;
+  };
 
   TensorStore* store_;
-  std::unique_ptr<Tensor> tensor_;  // null once committed or aborted
-  std::vector<Box> boxes_;          // shard boxes, in shard order
+  std::unique_ptr<Tensor> tensor_;             // null once committed or aborted
+  std::unique_ptr<RemoteShardWriter> writer_;  // null for a tensor of this daemon alone
+  std::vector<Box> boxes_;                     // one per target
+  std::vector<Target> targets_;
   int64_t expected_bytes_ = 0;
   int64_t received_bytes_ = 0;
   std::vector<ByteRun> scratch_;

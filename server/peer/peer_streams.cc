@@ -1,0 +1,152 @@
+#include "server/peer/peer_streams.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/peer/cluster_proto.h"
+#include "server/peer/peer_call.h"
+#include "server/peer/tensor_record_proto.h"
+
+namespace placement::server {
+
+namespace pb = placement::v1;
+
+namespace {
+
+class PeerBoxStream final : public RemoteBoxStream {
+ public:
+  PeerBoxStream(Cluster* cluster, int32_t process, absl::Duration timeout)
+      : call_(cluster, process, timeout) {}
+  ~PeerBoxStream() override {
+    if (reader_ != nullptr && !finished_) {
+      call_.context()->TryCancel();
+      reader_->Finish().ok();
+    }
+  }
+
+  absl::Status Start(const pb::ReadBoxRequest& request) {
+    reader_ = call_.stub()->ReadBox(call_.context(), request);
+    return absl::OkStatus();
+  }
+
+  absl::Status Read(char* dst, int64_t length) override {
+    while (length > 0) {
+      if (pos_ == chunk_.size()) {
+        pb::ReadBoxResponse response;
+        if (!reader_->Read(&response)) {
+          finished_ = true;
+          absl::Status status = call_.Finish(reader_->Finish());
+          if (!status.ok()) return status;
+          return absl::InternalError(absl::StrCat("the box stream from process ", call_.process(),
+                                                  " ended ", length, " bytes short"));
+        }
+        chunk_ = std::move(*response.mutable_chunk());
+        pos_ = 0;
+        continue;
+      }
+      const size_t take = std::min(static_cast<size_t>(length), chunk_.size() - pos_);
+      std::memcpy(dst, chunk_.data() + pos_, take);
+      pos_ += take;
+      dst += take;
+      length -= static_cast<int64_t>(take);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  PeerCall call_;
+  std::unique_ptr<grpc::ClientReader<pb::ReadBoxResponse>> reader_;
+  std::string chunk_;
+  size_t pos_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RemoteBoxStream>> OpenPeerBox(Cluster* cluster, int32_t process,
+                                                             const std::string& tensor_id,
+                                                             int64_t device_id, const Box& box,
+                                                             absl::Duration timeout) {
+  RETURN_IF_ERROR(cluster->CheckAlive({process}));
+  pb::ReadBoxRequest request;
+  request.set_tensor_id(tensor_id);
+  request.set_device_id(device_id);
+  for (const IndexRange& r : box) {
+    pb::IndexRange* range = request.add_box();
+    range->set_begin(r.begin);
+    range->set_end(r.end);
+  }
+  auto stream = std::make_unique<PeerBoxStream>(cluster, process, timeout);
+  RETURN_IF_ERROR(stream->Start(request));
+  return stream;
+}
+
+struct PeerShardStream::State {
+  State(Cluster* cluster, int32_t process, absl::Duration timeout)
+      : call(cluster, process, timeout) {}
+  PeerCall call;
+  pb::WriteShardsResponse response;
+  std::unique_ptr<grpc::ClientWriter<pb::WriteShardsRequest>> writer;
+  pb::WriteShardsRequest message;
+  bool finished = false;
+};
+
+PeerShardStream::PeerShardStream(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+PeerShardStream::~PeerShardStream() {
+  if (!state_->finished) Cancel();
+}
+
+absl::StatusOr<std::unique_ptr<PeerShardStream>> PeerShardStream::Open(
+    Cluster* cluster, int32_t process, const Tensor& record, absl::Duration pending_lifetime,
+    absl::Duration timeout) {
+  RETURN_IF_ERROR(cluster->CheckAlive({process}));
+  auto state = std::make_unique<State>(cluster, process, timeout);
+  state->writer = state->call.stub()->WriteShards(state->call.context(), &state->response);
+  pb::WriteShardsRequest header;
+  RecordToProto(record, header.mutable_header()->mutable_tensor());
+  DurationToProto(pending_lifetime, header.mutable_header()->mutable_pending_lifetime());
+  header.mutable_header()->set_driver_process(cluster->process_index());
+  std::unique_ptr<PeerShardStream> stream(new PeerShardStream(std::move(state)));
+  if (!stream->state_->writer->Write(header)) return stream->Finish();
+  return stream;
+}
+
+absl::Status PeerShardStream::Write(absl::Span<const int64_t> device_ids,
+                                    absl::Span<const ByteRun> runs, const char* chunk) {
+  pb::ShardWrite* write = state_->message.mutable_write();
+  write->Clear();
+  for (int64_t id : device_ids) write->add_device_ids(id);
+  int64_t total = 0;
+  for (const ByteRun& run : runs) total += run.length;
+  std::string* data = write->mutable_data();
+  data->resize(static_cast<size_t>(total));
+  int64_t at = 0;
+  for (const ByteRun& run : runs) {
+    pb::ByteSpan* span = write->add_runs();
+    span->set_offset(run.dst_offset);
+    span->set_length(run.length);
+    std::memcpy(data->data() + at, chunk + run.src_offset, static_cast<size_t>(run.length));
+    at += run.length;
+  }
+  if (!state_->writer->Write(state_->message)) return Finish();
+  return absl::OkStatus();
+}
+
+absl::Status PeerShardStream::Finish() {
+  if (state_->finished) return absl::FailedPreconditionError("stream already finished");
+  state_->finished = true;
+  state_->writer->WritesDone();
+  return state_->call.Finish(state_->writer->Finish());
+}
+
+void PeerShardStream::Cancel() {
+  if (state_->finished) return;
+  state_->finished = true;
+  state_->call.context()->TryCancel();
+  state_->writer->Finish().ok();
+}
+
+}  // namespace placement::server
