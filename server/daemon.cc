@@ -416,7 +416,7 @@ absl::Status Daemon::JoinCluster(State* state, const PeerListen& peer_listen,
           state->cluster->config().coordinator, " (peer address ", state->peer_address, ")");
   absl::StatusOr<std::shared_ptr<const ClusterView>> view =
       state->cluster->Join(state->backend->Devices(), state->identity.instance_id);
-  if (!view.ok()) return fail(view.status());
+  if (!view.ok()) return fail(ExplainJoinFailure(view.status(), config.transport));
   const ProcessRecord& self = (*view)->processes[config.process_index];
   if (absl::Status s = state->backend->AssignGlobalIds(self.first_device_id, config.process_index);
       !s.ok()) {

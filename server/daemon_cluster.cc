@@ -5,10 +5,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
-#include "server/auth/transport_security.h"
 
 namespace placement::server {
 
@@ -85,6 +85,21 @@ std::string AdvertisedPeerAddress(const DaemonClusterConfig& config, const Liste
   }
   if (host.find(':') != std::string::npos) host = absl::StrCat("[", host, "]");
   return absl::StrCat(host, ":", bound_port);
+}
+
+absl::Status ExplainJoinFailure(absl::Status status, const TransportSecurityConfig& transport) {
+  const bool transport_failure = (status.code() == absl::StatusCode::kUnavailable ||
+                                  status.code() == absl::StatusCode::kDeadlineExceeded) &&
+                                 absl::StrContains(status.message(), "coordinator at");
+  if (!transport.tls() || !transport_failure) return status;
+  return absl::Status(
+      status.code(),
+      absl::StrCat(status.message(),
+                   ". If the coordinator is up, the TLS handshake between the daemons may be what "
+                   "fails: this daemon's --tls_cert must be signed by a CA in the coordinator's "
+                   "--tls_client_ca, and the coordinator's certificate by a CA in this daemon's "
+                   "--tls_client_ca (else the system roots), naming the host dialled or "
+                   "--peer_tls_server_name"));
 }
 
 absl::StatusOr<std::string> ReadPeerToken(const std::string& path) {

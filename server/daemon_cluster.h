@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/auth/transport_security.h"
 #include "server/listen_address.h"
 
 namespace placement::server {
@@ -58,6 +59,14 @@ std::string AdvertisedPeerAddress(const DaemonClusterConfig& config, const Liste
 
 // The host part of host:port ("[::1]:7" -> "::1").
 std::string HostOf(const std::string& address);
+
+// `status` (a failed join) with what to check when the coordinator could not
+// be reached over TLS. A handshake the coordinator refuses reaches the joining
+// daemon only as a transport error -- under TLS 1.3 a client learns that its
+// certificate was rejected after its side of the handshake is done, so gRPC
+// says just "Socket closed" -- which does not say which certificate or CA
+// is wrong. Other errors, and plaintext, are returned as they are.
+absl::Status ExplainJoinFailure(absl::Status status, const TransportSecurityConfig& transport);
 
 // The trimmed contents of --peer_token_file ("" when unset); NOT_FOUND when
 // it cannot be read.

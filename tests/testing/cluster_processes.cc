@@ -44,6 +44,10 @@ DaemonOptions ClusterProcesses::OptionsFor(int i) const {
     d.extra_flags.push_back(absl::StrCat("--peer_listen=", host, ":7000"));
     d.extra_flags.push_back("--allow_insecure");
   }
+  if (!options_.environment.empty()) {
+    d.command_prefix.push_back("/usr/bin/env");
+    for (const std::string& v : options_.environment) d.command_prefix.push_back(v);
+  }
   for (const std::string& f : options_.extra_flags) d.extra_flags.push_back(f);
   if (i < static_cast<int>(options_.per_process.size())) {
     for (const std::string& f : options_.per_process[i]) d.extra_flags.push_back(f);
@@ -78,6 +82,11 @@ absl::StatusOr<std::unique_ptr<ClusterProcesses>> ClusterProcesses::Start(
 
 absl::StatusOr<std::unique_ptr<client::Client>> ClusterProcesses::Connect(int i) const {
   return daemons_[i]->Connect();
+}
+
+absl::StatusOr<std::unique_ptr<client::Client>> ClusterProcesses::Connect(
+    int i, const client::ClientOptions& options) const {
+  return client::Client::Connect(daemons_[i]->address(), options);
 }
 
 void ClusterProcesses::Kill(int i) { daemons_[i]->Stop(SIGKILL, absl::Seconds(10)); }

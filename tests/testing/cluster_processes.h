@@ -31,6 +31,9 @@ struct ClusterOptions {
   // Every daemon gets these; per_process[i] only daemon i.
   std::vector<std::string> extra_flags;
   std::vector<std::vector<std::string>> per_process;
+  // Environment variables ("NAME=value") every daemon gets on top of the
+  // test's (e.g. GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
+  std::vector<std::string> environment;
   // Run each daemon in its own network namespace (NetworkNamespaces).
   bool namespaces = false;
   absl::Duration start_timeout = absl::Seconds(60);
@@ -46,6 +49,9 @@ class ClusterProcesses {
   const std::string& address(int i) const { return daemons_[i]->address(); }
   const std::string& coordinator() const { return coordinator_; }
   absl::StatusOr<std::unique_ptr<client::Client>> Connect(int i) const;
+  // With `options` (TLS, a token).
+  absl::StatusOr<std::unique_ptr<client::Client>> Connect(
+      int i, const client::ClientOptions& options) const;
   NetworkNamespaces* namespaces() { return namespaces_.get(); }
 
   // SIGKILLs daemon i.

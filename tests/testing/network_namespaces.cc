@@ -9,9 +9,10 @@
 namespace placement::testing {
 namespace {
 
+std::string IpBinary() { return access("/usr/sbin/ip", X_OK) == 0 ? "/usr/sbin/ip" : "/sbin/ip"; }
+
 absl::Status Ip(std::vector<std::string> args) {
-  args.insert(args.begin(), "/usr/sbin/ip");
-  if (access(args[0].c_str(), X_OK) != 0) args[0] = "/sbin/ip";
+  args.insert(args.begin(), IpBinary());
   CommandResult r = RunCommand(args, absl::Seconds(10));
   if (r.exit_code != 0) {
     std::string joined;
@@ -31,6 +32,14 @@ absl::StatusOr<std::unique_ptr<NetworkNamespaces>> NetworkNamespaces::Create(int
   const int a = 100 + (tag / 256) % 100;
   const int b = tag % 256;
   ns->bridge_ = absl::StrCat("plb", tag);
+  // A test process that died before its destructor ran (SIGKILL, a crash)
+  // leaves its namespaces and bridge behind; a later process with the same
+  // pid tag would collide with them, so remove them first (deleting a
+  // namespace deletes the veth pairs inside it).
+  for (int i = 0; i < count + 8; ++i) {
+    Ip({"netns", "del", absl::StrCat("plns", tag, "-", i)}).IgnoreError();
+  }
+  Ip({"link", "del", ns->bridge_}).IgnoreError();
   if (absl::Status s = Ip({"link", "add", ns->bridge_, "type", "bridge"}); !s.ok()) {
     ns->bridge_.clear();
     return s;
@@ -77,7 +86,7 @@ NetworkNamespaces::~NetworkNamespaces() {
 }
 
 std::vector<std::string> NetworkNamespaces::ExecPrefix(int i) const {
-  return {"ip", "netns", "exec", names_[i]};
+  return {IpBinary(), "netns", "exec", names_[i]};
 }
 
 absl::Status NetworkNamespaces::SetLinkUp(int i, bool up) {

@@ -29,7 +29,8 @@ class NetworkNamespaces {
   const std::string& name(int i) const { return names_[i]; }
   // The address of namespace i ("10.A.B.(i+1)").
   const std::string& address(int i) const { return addresses_[i]; }
-  // {"ip", "netns", "exec", name(i)}.
+  // {"/usr/sbin/ip", "netns", "exec", name(i)}: runs a command inside
+  // namespace i (the path resolved, as execv needs).
   std::vector<std::string> ExecPrefix(int i) const;
   // Cuts namespace i off the bridge (a partition) or joins it again.
   absl::Status SetLinkUp(int i, bool up);

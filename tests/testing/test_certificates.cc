@@ -40,7 +40,26 @@ absl::Status WriteFile(const std::string& path, const std::string& text) {
   return out.good() ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", path));
 }
 
+// A new key `name`.key and a signing request `name`.csr for CN=`cn`.
+absl::Status Request(const TestCertificates& certs, const std::string& name,
+                     const std::string& cn) {
+  return Run({"openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+              "-nodes", "-keyout", certs.Key(name), "-out",
+              absl::StrCat(certs.dir(), "/", name, ".csr"), "-subj", absl::StrCat("/CN=", cn)});
+}
+
 }  // namespace
+
+absl::Status TestCertificates::Issue(const std::string& name, const std::string& common_name,
+                                     const std::string& signer,
+                                     const std::string& extensions) const {
+  if (absl::Status s = Request(*this, name, common_name); !s.ok()) return s;
+  const std::string ext = absl::StrCat(dir(), "/", name, ".ext");
+  if (absl::Status s = WriteFile(ext, extensions); !s.ok()) return s;
+  return Run({"openssl", "x509", "-req", "-in", absl::StrCat(dir(), "/", name, ".csr"), "-CA",
+              Cert(signer), "-CAkey", Key(signer), "-CAcreateserial", "-out", Cert(name), "-days",
+              "30", "-extfile", ext});
+}
 
 std::string TestCertificates::Read(const std::string& path) const {
   std::ifstream in(path);
@@ -74,18 +93,6 @@ absl::StatusOr<std::unique_ptr<TestCertificates>> TestCertificates::Create() {
                 "-addext",
                 "keyUsage=critical,keyCertSign,cRLSign"});
   };
-  auto request = [&](const std::string& name, const std::string& cn) {
-    return Run({"openssl", "req", "-new", "-newkey", "ec", "-pkeyopt",
-                "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", certs->Key(name), "-out",
-                absl::StrCat(d, "/", name, ".csr"), "-subj", absl::StrCat("/CN=", cn)});
-  };
-  auto sign = [&](const std::string& name, const std::string& ca, const std::string& extensions) {
-    const std::string ext = absl::StrCat(d, "/", name, ".ext");
-    if (absl::Status s = WriteFile(ext, extensions); !s.ok()) return s;
-    return Run({"openssl", "x509", "-req", "-in", absl::StrCat(d, "/", name, ".csr"), "-CA",
-                certs->Cert(ca), "-CAkey", certs->Key(ca), "-CAcreateserial", "-out",
-                certs->Cert(name), "-days", "30", "-extfile", ext});
-  };
   for (const char* ca : {"ca", "other_ca"}) {
     if (absl::Status s = self_signed_ca(ca); !s.ok()) return s;
   }
@@ -95,15 +102,14 @@ absl::StatusOr<std::unique_ptr<TestCertificates>> TestCertificates::Create() {
   const std::string client_ext =
       "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n"
       "subjectAltName=DNS:trainer-1.team-a.example\n";
-  if (absl::Status s = request("server", "placementd"); !s.ok()) return s;
-  if (absl::Status s = sign("server", "ca", server_ext); !s.ok()) return s;
-  if (absl::Status s = request("client", "trainer-1"); !s.ok()) return s;
-  if (absl::Status s = sign("client", "ca", client_ext); !s.ok()) return s;
-  if (absl::Status s = request("stranger", "stranger"); !s.ok()) return s;
-  if (absl::Status s = sign("stranger", "other_ca", client_ext); !s.ok()) return s;
+  if (absl::Status s = certs->Issue("server", "placementd", "ca", server_ext); !s.ok()) return s;
+  if (absl::Status s = certs->Issue("client", "trainer-1", "ca", client_ext); !s.ok()) return s;
+  if (absl::Status s = certs->Issue("stranger", "stranger", "other_ca", client_ext); !s.ok()) {
+    return s;
+  }
 
   // An expired certificate needs explicit dates, which only `openssl ca` sets.
-  if (absl::Status s = request("expired", "trainer-1"); !s.ok()) return s;
+  if (absl::Status s = Request(*certs, "expired", "trainer-1"); !s.ok()) return s;
   const std::string db = absl::StrCat(d, "/ca_db");
   if (absl::Status s = WriteFile(db + ".index", ""); !s.ok()) return s;
   if (absl::Status s = WriteFile(db + ".serial", "1000\n"); !s.ok()) return s;

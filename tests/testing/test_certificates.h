@@ -31,6 +31,13 @@ class TestCertificates {
   // The file's contents.
   std::string Read(const std::string& path) const;
 
+  // Makes one more key and certificate, `name`.pem / `name`.key, with
+  // subject CN=`common_name`, signed by the CA `signer` ("ca" or
+  // "other_ca") with the openssl x509v3 `extensions` (one per line, e.g.
+  // "subjectAltName=DNS:node-1,IP:10.0.0.1\nextendedKeyUsage=serverAuth").
+  absl::Status Issue(const std::string& name, const std::string& common_name,
+                     const std::string& signer, const std::string& extensions) const;
+
  private:
   TempDir dir_;
 };
