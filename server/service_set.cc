@@ -6,6 +6,7 @@
 
 #include "common/status_macros.h"
 #include "server/cluster/cluster.h"
+#include "server/cluster/cluster_collectives.h"
 #include "server/cluster/cluster_data.h"
 #include "server/cluster/cluster_meshes.h"
 #include "server/cluster/cluster_ops.h"
@@ -14,6 +15,9 @@
 #include "server/common/worker_pool.h"
 #include "server/mesh/mesh_registry.h"
 #include "server/peer/peer_client.h"
+#if PLACEMENT_WITH_GLOO
+#include "server/collective/cluster/cluster_engine.h"
+#endif
 #include "server/prefetch/prefetch_manager.h"
 #include "server/service/collective_handler.h"
 #include "server/service/mesh_handler.h"
@@ -92,7 +96,12 @@ struct ServiceSet::Impl {
   std::unique_ptr<ClusterData> cluster_data;
   std::unique_ptr<ClusterOps> cluster_ops;
   std::unique_ptr<ClusterMeshes> cluster_meshes;
+  std::unique_ptr<ClusterCollectives> cluster_collectives;
   std::unique_ptr<PeerHandler> peer_handler;
+#if PLACEMENT_WITH_GLOO
+  // Collectives whose groups span daemons (made once the cluster formed).
+  std::unique_ptr<ClusterEngine> cluster_engine;
+#endif
 
   MeshRegistry* meshes() const { return mesh_registry.get(); }
   TensorStore* tensors() const { return tensor_store.get(); }
@@ -184,6 +193,11 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(
     impl->peer_handler = std::make_unique<PeerHandler>(
         cluster, inventory, impl->cluster_tensors.get(), impl->cluster_meshes.get(),
         impl->cluster_ops.get(), options.peer_gate);
+    impl->cluster_collectives = std::make_unique<ClusterCollectives>(
+        cluster, impl->tensors(), impl->cluster_tensors.get(), impl->peer_client.get());
+    impl->peer_handler->set_collectives(impl->cluster_collectives.get(),
+                                        impl->collective_core.get());
+    impl->collective_handler->set_cluster(impl->cluster_collectives.get(), impl->peer_client.get());
   }
 
   // Last, once nothing can fail: the collector points into this ServiceSet,
@@ -249,6 +263,31 @@ absl::Status ServiceSet::AttachCluster(const ClusterView& view) {
   });
   impl_->cluster_tensors->Attach();
   impl_->cluster_meshes->Attach();
+#if PLACEMENT_WITH_GLOO
+  {
+    ClusterEngineOptions engine;
+    engine.local = impl_->collective_engine.get();
+    engine.backend = impl_->inventory->backend();
+    engine.process_index = cluster->process_index();
+    engine.process_of = [cluster](int64_t device) { return cluster->ProcessOf(device); };
+    engine.store = cluster->coordinator();
+    engine.hostname = cluster->config().gloo_hostname;
+    engine.timeout = cluster->config().op_timeout;
+    engine.gap_timeout = std::min(cluster->config().op_timeout, absl::Seconds(10));
+    engine.on_failure = [cluster](const CrossProcessTicket& ticket, const absl::Status& status) {
+      cluster->coordinator()
+          ->ReportContextFailure(ticket.set_key, static_cast<int64_t>(ticket.generation),
+                                 std::string(status.message()))
+          .IgnoreError();
+    };
+    ASSIGN_OR_RETURN(impl_->cluster_engine, ClusterEngine::Create(std::move(engine)));
+    impl_->collective_core->set_engine(impl_->cluster_engine.get());
+    ClusterEngine* made = impl_->cluster_engine.get();
+    cluster->AddListener([made](const ClusterEvent& event) {
+      made->DropEpochsBefore(static_cast<uint64_t>(event.after->epoch));
+    });
+  }
+#endif
   if (cluster->process_index() != 0) {
     // A daemon that joins again finds the cluster's meshes and tensors.
     RETURN_IF_ERROR(impl_->cluster_meshes->Sync());

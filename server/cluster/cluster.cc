@@ -159,6 +159,9 @@ void Cluster::Leave() {
 
 void Cluster::HeartbeatLoop() {
   int misses = 0;
+  // The coordinator counts as lost once no beat succeeded for the
+  // detection bound (interval x misses), however long each failed beat took.
+  absl::Time last_success = absl::Now();
   while (!stop_.WaitForNotificationWithTimeout(config_.heartbeat_interval)) {
     std::shared_ptr<const ClusterView> current = view();
     std::string instance;
@@ -178,6 +181,7 @@ void Cluster::HeartbeatLoop() {
     }
     if (beat.ok()) {
       misses = 0;
+      last_success = absl::Now();
       if (beat->epoch != current->epoch || beat->state != current->state ||
           beat->coordinator_instance_id != current->coordinator_instance_id) {
         Publish(std::make_shared<const ClusterView>(*std::move(beat)), false, false);
@@ -192,10 +196,13 @@ void Cluster::HeartbeatLoop() {
       Publish(lost, /*self_lost=*/true, false);
       Rejoin();
       misses = 0;
+      last_success = absl::Now();
       continue;
     }
     ++misses;
-    if (misses >= config_.heartbeat_misses && current->state != ClusterState::kFailed) {
+    if ((misses >= config_.heartbeat_misses ||
+         absl::Now() - last_success >= config_.detection_bound()) &&
+        current->state != ClusterState::kFailed) {
       LogError("cluster: the coordinator at ", config_.coordinator, " missed ", misses,
                " heartbeats (", beat.status().message(),
                "); the cluster has failed: dropping cluster state until it is back");
@@ -205,7 +212,10 @@ void Cluster::HeartbeatLoop() {
         if (p.process_index != config_.process_index) p.state = ProcessState::kLost;
       }
       Publish(failed, false, /*coordinator_lost=*/true);
-      if (Rejoin()) misses = 0;
+      if (Rejoin()) {
+        misses = 0;
+        last_success = absl::Now();
+      }
     }
   }
 }

@@ -27,8 +27,10 @@ absl::Status CheckReducible(const Tensor& t, CollectiveKind kind) {
 }
 
 // One item per group, described globally by the mesh's device ids; rank r
-// of a group is the shard at its r-th mesh position. Every shard of a tensor
-// is on this daemon today, so every rank is a local contribution.
+// of a group is the shard at its r-th mesh position. Ranks whose shard is
+// on another daemon of a cluster are that daemon's contribution; an item
+// with none of this daemon's ranks is left out (the cluster engine knows
+// which items each daemon runs).
 std::vector<CollectiveItem> ItemsFor(const CollectivePlan& plan, const Mesh& mesh, DType dtype,
                                      ReduceOp op, const std::vector<const DeviceBuffer*>& send,
                                      const std::vector<DeviceBuffer*>& recv) {
@@ -44,9 +46,10 @@ std::vector<CollectiveItem> ItemsFor(const CollectivePlan& plan, const Mesh& mes
     for (size_t r = 0; r < group.size(); ++r) {
       const int64_t position = group[r];
       item.group.push_back(mesh.device_ids()[position]);
+      if (recv[position] == nullptr) continue;  // another daemon's rank
       item.local.push_back(RankBuffers{static_cast<int32_t>(r), send[position], recv[position]});
     }
-    items.push_back(std::move(item));
+    if (!item.local.empty()) items.push_back(std::move(item));
   }
   return items;
 }
@@ -93,6 +96,7 @@ absl::StatusOr<std::unique_ptr<Tensor>> AllocateResult(TensorStore* store, const
 
 absl::Status SameSizes(const Tensor& input, const Tensor& result) {
   for (size_t i = 0; i < input.shards.size(); ++i) {
+    if (!input.shards[i].local() || !result.shards[i].local()) continue;
     if (input.shards[i].buffer->size() != result.shards[i].buffer->size()) {
       return absl::InternalError(
           absl::StrCat("collective result shard ", i, " is ", result.shards[i].buffer->size(),
@@ -119,6 +123,12 @@ CollectiveServiceCore::CollectiveServiceCore(TensorStore* store, CollectiveEngin
                      "Device bytes of the inputs of completed collectives, by collective.");
 }
 
+absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::Publish(
+    std::unique_ptr<Tensor> result, size_t index, const CollectiveCommit* commit) const {
+  if (commit != nullptr) return (*commit)(std::move(result), index);
+  return store_->Commit(std::move(result));
+}
+
 void CollectiveServiceCore::Count(CollectiveKind kind, int64_t device_bytes) const {
   if (metrics_ == nullptr) return;
   const MetricLabels labels = {{"collective", std::string(CollectiveKindName(kind))}};
@@ -135,7 +145,9 @@ bool CollectiveServiceCore::IsQuick(const std::vector<std::string>& tensor_ids) 
   int64_t bytes = 0;
   for (const auto& t : *tensors) {
     int64_t largest = 0;
-    for (const Shard& s : t->shards) largest = std::max(largest, s.buffer->size());
+    for (const Shard& s : t->shards) {
+      if (s.local()) largest = std::max(largest, s.buffer->size());
+    }
     bytes += largest;
   }
   return bytes <= kQuickBytesPerDevice;
@@ -155,7 +167,7 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::Broadcast(
     const CollectiveTarget& target, int64_t root_device_id,
     const CollectiveContext& context) const {
   ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> input, store_->Get(target.tensor_id));
-  bool known = false;
+  bool known = store_->IsRemote(root_device_id);  // a device of another daemon
   for (const DeviceDescription& d : store_->backend()->Devices())
     known = known || d.id == root_device_id;
   if (!known) {
@@ -204,7 +216,7 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunSameSize
                                                  SendBuffers(*input), RecvBuffers(*result));
     RETURN_IF_ERROR(engine_->Run(plan.kind, items, context));
     Count(plan.kind, input->device_bytes());
-    return store_->Commit(std::move(result));
+    return Publish(std::move(result), 0, target.commit);
   }
   // In place: our reference must go before the store can hand the tensor
   // over (ids are never reused, so the id still names what was planned).
@@ -219,7 +231,7 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunSameSize
   RETURN_IF_ERROR(engine_->Run(plan.kind, items, context));
   Count(plan.kind, donated->device_bytes());
   RETURN_IF_ERROR(BecomeResult(donated.get(), plan, target.name));
-  return store_->Commit(std::move(donated));
+  return Publish(std::move(donated), 0, target.commit);
 }
 
 absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunResized(
@@ -249,7 +261,8 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunResized(
     RETURN_IF_ERROR(engine_->Run(plan.kind, items, context));
   }
   Count(plan.kind, input->device_bytes());
-  std::shared_ptr<const Tensor> committed = store_->Commit(std::move(result));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> committed,
+                   Publish(std::move(result), 0, target.commit));
   if (target.source == SourceHandling::kDonate) {
     // Already deleted by someone else is fine: the input is gone either way.
     store_->Delete({input->id}).IgnoreError();
@@ -259,7 +272,8 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunResized(
 
 absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore::AllReduceBatch(
     const std::vector<std::string>& tensor_ids, const std::vector<std::string>& axes,
-    std::optional<ReduceOp> op, SourceHandling source, const CollectiveContext& context) const {
+    std::optional<ReduceOp> op, SourceHandling source, const CollectiveContext& context,
+    const CollectiveCommit* commit) const {
   if (tensor_ids.empty()) return absl::InvalidArgumentError("tensor_ids must not be empty");
   if (source == SourceHandling::kDonate) {
     absl::flat_hash_set<std::string> seen;
@@ -323,7 +337,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore
   RETURN_IF_ERROR(engine_->Run(CollectiveKind::kAllReduce, items, context));
   int64_t bytes = 0;
   for (const CollectiveItem& item : items) {
-    for (const RankBuffers& rank : item.local) bytes += rank.send->size();
+    for (const RankBuffers& rank : item.local) bytes += rank.send ? rank.send->size() : 0;
   }
   Count(CollectiveKind::kAllReduce, bytes);
   std::vector<std::shared_ptr<const Tensor>> committed;
@@ -332,8 +346,10 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore
       RETURN_IF_ERROR(BecomeResult(results[i].get(), plans[i], ""));
     }
   }
-  for (std::unique_ptr<Tensor>& result : results)
-    committed.push_back(store_->Commit(std::move(result)));
+  for (size_t i = 0; i < results.size(); ++i) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> t, Publish(std::move(results[i]), i, commit));
+    committed.push_back(std::move(t));
+  }
   return committed;
 }
 

@@ -34,6 +34,7 @@
 #define PLACEMENT_SERVER_COLLECTIVE_COLLECTIVE_SERVICE_CORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,12 +49,20 @@
 
 namespace placement::server {
 
+// Where a collective's results go: by default committed in the store. A
+// daemon doing its part of a collective that spans daemons holds them
+// pending under ids the driver chose (server/cluster/cluster_collectives.h);
+// the function returns what the caller reports (the result's record).
+using CollectiveCommit = std::function<absl::StatusOr<std::shared_ptr<const Tensor>>(
+    std::unique_ptr<Tensor> result, size_t index)>;
+
 // What every collective request names.
 struct CollectiveTarget {
   std::string tensor_id;
   std::vector<std::string> axes;  // empty: see collective_plan.h per collective
   SourceHandling source = SourceHandling::kKeep;
-  std::string name;  // optional name of the result
+  std::string name;                          // optional name of the result
+  const CollectiveCommit* commit = nullptr;  // null: TensorStore::Commit
 };
 
 class CollectiveServiceCore {
@@ -85,7 +94,12 @@ class CollectiveServiceCore {
   // taken unless the engine already ran).
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> AllReduceBatch(
       const std::vector<std::string>& tensor_ids, const std::vector<std::string>& axes,
-      std::optional<ReduceOp> op, SourceHandling source, const CollectiveContext& context) const;
+      std::optional<ReduceOp> op, SourceHandling source, const CollectiveContext& context,
+      const CollectiveCommit* commit = nullptr) const;
+
+  // In a cluster the engine is the cluster's (ClusterEngine), made once the
+  // cluster has formed. REQUIRES: before serving.
+  void set_engine(CollectiveEngine* engine) { engine_ = engine; }
 
   absl::StatusOr<std::shared_ptr<const Tensor>> AllGather(const CollectiveTarget& target,
                                                           int64_t dim,
@@ -117,6 +131,10 @@ class CollectiveServiceCore {
                                                            const CollectiveContext& context) const;
 
   void Count(CollectiveKind kind, int64_t device_bytes) const;
+  // TensorStore::Commit, or `commit` when set.
+  absl::StatusOr<std::shared_ptr<const Tensor>> Publish(std::unique_ptr<Tensor> result,
+                                                        size_t index,
+                                                        const CollectiveCommit* commit) const;
 
   TensorStore* store_;
   CollectiveEngine* engine_;

@@ -20,6 +20,10 @@ std::vector<const DeviceBuffer*> StagingBuffers::const_pointers() const {
 absl::StatusOr<StagingBuffers> AllocateStaging(DeviceBackend* backend, const Tensor& like) {
   StagingBuffers staging;
   for (const Shard& shard : like.shards) {
+    if (!shard.local()) {  // another daemon's device: it stages its own
+      staging.buffers.push_back(nullptr);
+      continue;
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<DeviceBuffer> buffer,
                      backend->Allocate(shard.domain.device_id, shard.buffer->size()));
     staging.buffers.push_back(std::move(buffer));
@@ -31,8 +35,9 @@ absl::Status UnpackGathered(DeviceBackend* backend, const CollectivePlan& plan, 
                             const StagingBuffers& staging, Tensor* result) {
   const int64_t elem = DTypeSize(input.dtype);
   for (const std::vector<int64_t>& group : plan.groups) {
-    const int64_t block = input.shards[group[0]].buffer->size();
+    const int64_t block = BoxNumElements(input.shards[group[0]].domain.box) * elem;
     for (int64_t position : group) {
+      if (!result->shards[position].local()) continue;
       std::vector<ByteRun> runs;
       const Box& united = result->shards[position].domain.box;
       for (size_t j = 0; j < group.size(); ++j) {
@@ -53,8 +58,9 @@ absl::Status PackForScatter(DeviceBackend* backend, const CollectivePlan& plan, 
                             const Tensor& result, StagingBuffers* staging) {
   const int64_t elem = DTypeSize(input.dtype);
   for (const std::vector<int64_t>& group : plan.groups) {
-    const int64_t block = result.shards[group[0]].buffer->size();
+    const int64_t block = BoxNumElements(result.shards[group[0]].domain.box) * elem;
     for (int64_t position : group) {
+      if (!input.shards[position].local()) continue;
       std::vector<ByteRun> runs;
       const Box& whole = input.shards[position].domain.box;
       for (size_t j = 0; j < group.size(); ++j) {

@@ -21,7 +21,7 @@
 
 namespace placement::server {
 
-// One buffer per mesh position.
+// One buffer per mesh position (null for another daemon's device).
 struct StagingBuffers {
   std::vector<std::unique_ptr<DeviceBuffer>> buffers;
 

@@ -157,6 +157,31 @@ absl::Status PeerClient::PrepareDisassemble(int32_t process, const std::string& 
   return RunPrepare(cluster_, process, &request);
 }
 
+absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::PrepareCollective(
+    int32_t process, const pb::CollectiveOp& op, const std::string& op_key,
+    const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids) {
+  pb::PrepareRequest request;
+  *request.mutable_collective() = op;
+  request.mutable_collective()->set_op_key(op_key);
+  for (int32_t p : participants) request.mutable_collective()->add_participants(p);
+  for (const std::string& id : result_ids) request.mutable_collective()->add_result_ids(id);
+  const absl::Duration timeout = PrepareTimeout(*cluster_);
+  DurationToProto(timeout, request.mutable_pending_lifetime());
+  DurationToProto(timeout, request.mutable_timeout());
+  request.set_driver_process(cluster_->process_index());
+  PeerCall call(cluster_, process, timeout);
+  pb::PrepareResponse response;
+  RETURN_IF_ERROR(call.Finish(call.stub()->Prepare(call.context(), request, &response)));
+  std::vector<std::unique_ptr<Tensor>> out;
+  for (const pb::TensorRecord& record : response.results()) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Tensor> shell, ShellFromRecord(record, [this](int64_t id) {
+                       return cluster_->ProcessOf(id);
+                     }));
+    out.push_back(std::move(shell));
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::ListTensorRecords(
     int32_t process) {
   std::vector<std::unique_ptr<Tensor>> out;

@@ -24,6 +24,7 @@
 #include "server/tensor/tensor.h"
 
 namespace placement::v1 {
+class CollectiveOp;
 class PeerService;
 class TensorRecord;
 }  // namespace placement::v1
@@ -53,6 +54,12 @@ class PeerClient {
                                const Tensor& result, bool donate);
   absl::Status PrepareDisassemble(int32_t process, const std::string& source_id,
                                   const std::vector<std::string>& result_ids, bool donate);
+
+  // `process`'s part of the collective `op` (PeerService.Prepare): its
+  // results pending under `result_ids`; their records.
+  absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PrepareCollective(
+      int32_t process, const placement::v1::CollectiveOp& op, const std::string& op_key,
+      const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids);
 
   // Every record `process` holds, as tensor shells (no buffers).
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ListTensorRecords(int32_t process);

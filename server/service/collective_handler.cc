@@ -6,6 +6,7 @@
 
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "server/service/collective_requests.h"
 #include "server/service/creating_reactor.h"
 #include "server/service/from_proto.h"
 #include "server/service/to_proto.h"
@@ -53,7 +54,7 @@ grpc::ServerUnaryReactor* RunAdmitted(grpc::CallbackServerContext* context, Call
   }
   // Runs the collective and hands its results to the caller's session.
   auto run = [&gate, response, caller = *admitted, fn = std::move(fn)]() mutable {
-    absl::Status status = fn();
+    absl::Status status = fn(caller);
     std::vector<std::string> created;
     if (status.ok()) created = CreatedIds(*response);
     if (status.ok()) status = gate.AdoptCreated(caller, created);
@@ -82,31 +83,26 @@ CollectiveContext ContextOf(grpc::CallbackServerContext* context) {
   return out;
 }
 
-template <typename Request>
-absl::StatusOr<CollectiveTarget> TargetOf(const Request& request) {
-  CollectiveTarget target;
-  target.tensor_id = request.tensor_id();
-  if (target.tensor_id.empty()) return absl::InvalidArgumentError("tensor_id must be set");
-  target.axes.assign(request.axes().begin(), request.axes().end());
-  ASSIGN_OR_RETURN(target.source, SourceHandlingFromProto(request.source()));
-  RETURN_IF_ERROR(CheckLength("name", request.name(), kMaxTensorNameLength));
-  target.name = request.name();
-  return target;
-}
-
 }  // namespace
+
+absl::Status CollectiveHandler::Execute(const Caller& caller, const pb::CollectiveOp& op,
+                                        grpc::CallbackServerContext* context,
+                                        std::vector<std::shared_ptr<const Tensor>>* out) const {
+  ASSIGN_OR_RETURN(*out,
+                   ExecuteCollective(*core_, cluster_, peers_, caller, op, ContextOf(context)));
+  return absl::OkStatus();
+}
 
 grpc::ServerUnaryReactor* CollectiveHandler::AllReduce(grpc::CallbackServerContext* context,
                                                        const pb::AllReduceRequest* request,
                                                        pb::CollectiveResponse* response) {
   return RunAdmitted(context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
-                     [=, this]() -> absl::Status {
-                       ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
-                       ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
-                                        RequestedReduceOp(request->op(), request->op_name()));
-                       ASSIGN_OR_RETURN(auto tensor,
-                                        core_->AllReduce(target, op, ContextOf(context)));
-                       TensorToProto(*tensor, response->mutable_tensor());
+                     [=, this](const Caller& caller) -> absl::Status {
+                       pb::CollectiveOp op;
+                       *op.mutable_all_reduce() = *request;
+                       std::vector<std::shared_ptr<const Tensor>> out;
+                       RETURN_IF_ERROR(Execute(caller, op, context, &out));
+                       TensorToProto(*out.front(), response->mutable_tensor());
                        return absl::OkStatus();
                      });
 }
@@ -115,44 +111,42 @@ grpc::ServerUnaryReactor* CollectiveHandler::AllReduceBatch(
     grpc::CallbackServerContext* context, const pb::AllReduceBatchRequest* request,
     pb::AllReduceBatchResponse* response) {
   std::vector<std::string> ids(request->tensor_ids().begin(), request->tensor_ids().end());
-  return RunAdmitted(
-      context, *gate_, *core_, *dispatch_, ids, response, [=, this]() -> absl::Status {
-        std::vector<std::string> axes(request->axes().begin(), request->axes().end());
-        ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
-                         RequestedReduceOp(request->op(), request->op_name()));
-        ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
-        ASSIGN_OR_RETURN(auto tensors,
-                         core_->AllReduceBatch(ids, axes, op, source, ContextOf(context)));
-        for (const auto& tensor : tensors) TensorToProto(*tensor, response->add_tensors());
-        return absl::OkStatus();
-      });
+  return RunAdmitted(context, *gate_, *core_, *dispatch_, ids, response,
+                     [=, this](const Caller& caller) -> absl::Status {
+                       pb::CollectiveOp op;
+                       *op.mutable_all_reduce_batch() = *request;
+                       std::vector<std::shared_ptr<const Tensor>> out;
+                       RETURN_IF_ERROR(Execute(caller, op, context, &out));
+                       for (const auto& tensor : out)
+                         TensorToProto(*tensor, response->add_tensors());
+                       return absl::OkStatus();
+                     });
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::AllGather(grpc::CallbackServerContext* context,
                                                        const pb::AllGatherRequest* request,
                                                        pb::CollectiveResponse* response) {
-  return RunAdmitted(
-      context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
-      [=, this]() -> absl::Status {
-        ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
-        ASSIGN_OR_RETURN(auto tensor, core_->AllGather(target, request->dim(), ContextOf(context)));
-        TensorToProto(*tensor, response->mutable_tensor());
-        return absl::OkStatus();
-      });
+  return RunAdmitted(context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
+                     [=, this](const Caller& caller) -> absl::Status {
+                       pb::CollectiveOp op;
+                       *op.mutable_all_gather() = *request;
+                       std::vector<std::shared_ptr<const Tensor>> out;
+                       RETURN_IF_ERROR(Execute(caller, op, context, &out));
+                       TensorToProto(*out.front(), response->mutable_tensor());
+                       return absl::OkStatus();
+                     });
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::ReduceScatter(grpc::CallbackServerContext* context,
                                                            const pb::ReduceScatterRequest* request,
                                                            pb::CollectiveResponse* response) {
   return RunAdmitted(context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
-                     [=, this]() -> absl::Status {
-                       ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
-                       ASSIGN_OR_RETURN(std::optional<ReduceOp> op,
-                                        RequestedReduceOp(request->op(), request->op_name()));
-                       ASSIGN_OR_RETURN(auto tensor,
-                                        core_->ReduceScatter(target, op, request->scatter_dim(),
-                                                             ContextOf(context)));
-                       TensorToProto(*tensor, response->mutable_tensor());
+                     [=, this](const Caller& caller) -> absl::Status {
+                       pb::CollectiveOp op;
+                       *op.mutable_reduce_scatter() = *request;
+                       std::vector<std::shared_ptr<const Tensor>> out;
+                       RETURN_IF_ERROR(Execute(caller, op, context, &out));
+                       TensorToProto(*out.front(), response->mutable_tensor());
                        return absl::OkStatus();
                      });
 }
@@ -161,12 +155,12 @@ grpc::ServerUnaryReactor* CollectiveHandler::Broadcast(grpc::CallbackServerConte
                                                        const pb::BroadcastRequest* request,
                                                        pb::CollectiveResponse* response) {
   return RunAdmitted(context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
-                     [=, this]() -> absl::Status {
-                       ASSIGN_OR_RETURN(CollectiveTarget target, TargetOf(*request));
-                       ASSIGN_OR_RETURN(
-                           auto tensor,
-                           core_->Broadcast(target, request->root_device_id(), ContextOf(context)));
-                       TensorToProto(*tensor, response->mutable_tensor());
+                     [=, this](const Caller& caller) -> absl::Status {
+                       pb::CollectiveOp op;
+                       *op.mutable_broadcast() = *request;
+                       std::vector<std::shared_ptr<const Tensor>> out;
+                       RETURN_IF_ERROR(Execute(caller, op, context, &out));
+                       TensorToProto(*out.front(), response->mutable_tensor());
                        return absl::OkStatus();
                      });
 }

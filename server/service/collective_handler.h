@@ -14,11 +14,15 @@
 #define PLACEMENT_SERVER_SERVICE_COLLECTIVE_HANDLER_H_
 
 #include "placement/v1/collective_service.grpc.pb.h"
+#include "placement/v1/peer_service.pb.h"
 #include "server/collective/collective_service_core.h"
 #include "server/common/worker_pool.h"
 #include "server/service/call_gate.h"
 
 namespace placement::server {
+
+class ClusterCollectives;
+class PeerClient;
 
 class CollectiveHandler final : public placement::v1::CollectiveService::CallbackService {
  public:
@@ -26,6 +30,13 @@ class CollectiveHandler final : public placement::v1::CollectiveService::Callbac
   // least one thread.
   CollectiveHandler(const CollectiveServiceCore* core, WorkerPool* dispatch, CallGate* gate)
       : core_(core), dispatch_(dispatch), gate_(gate) {}
+  // In a cluster: collectives on tensors that span daemons, and
+  // multi-controller ones, go through `cluster` (collective_requests.h).
+  // REQUIRES: set before serving.
+  void set_cluster(ClusterCollectives* cluster, PeerClient* peers) {
+    cluster_ = cluster;
+    peers_ = peers;
+  }
 
   grpc::ServerUnaryReactor* AllReduce(grpc::CallbackServerContext* context,
                                       const placement::v1::AllReduceRequest* request,
@@ -44,9 +55,15 @@ class CollectiveHandler final : public placement::v1::CollectiveService::Callbac
                                       placement::v1::CollectiveResponse* response) override;
 
  private:
+  absl::Status Execute(const Caller& caller, const placement::v1::CollectiveOp& op,
+                       grpc::CallbackServerContext* context,
+                       std::vector<std::shared_ptr<const Tensor>>* out) const;
+
   const CollectiveServiceCore* core_;
   WorkerPool* dispatch_;
   CallGate* gate_;
+  ClusterCollectives* cluster_ = nullptr;
+  PeerClient* peers_ = nullptr;
 };
 
 }  // namespace placement::server

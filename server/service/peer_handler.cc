@@ -6,10 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "server/cluster/cluster_collectives.h"
 #include "server/cluster/cluster_data.h"
 #include "server/cluster/cluster_ops.h"
 #include "server/peer/cluster_proto.h"
 #include "server/peer/tensor_record_proto.h"
+#include "server/service/collective_requests.h"
 #include "server/service/from_proto.h"
 #include "server/service/peer_unary.h"
 #include "server/service/to_proto.h"
@@ -265,41 +267,58 @@ grpc::ServerWriteReactor<pb::ReadBoxResponse>* PeerHandler::ReadBox(
 
 grpc::ServerUnaryReactor* PeerHandler::Prepare(grpc::CallbackServerContext* context,
                                                const pb::PrepareRequest* request,
-                                               pb::PrepareResponse* /*response*/) {
+                                               pb::PrepareResponse* response) {
   // Preparing may stream boxes from other daemons: off the callback thread.
-  return RunPeerBlocking(context, *gate_, *prepare_pool_, [this, request]() -> absl::Status {
-    auto process_of = [this](int64_t id) { return cluster_->ProcessOf(id); };
-    const int32_t driver = request->driver_process();
-    const absl::Duration lifetime = DurationFromProto(request->pending_lifetime());
-    switch (request->op_case()) {
-      case pb::PrepareRequest::kPlace: {
-        ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
-                         ShellFromRecord(request->place().result(), process_of));
-        return ops_->PreparePlace(request->place().source_id(), *result, driver, lifetime);
-      }
-      case pb::PrepareRequest::kAssemble: {
-        ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
-                         ShellFromRecord(request->assemble().result(), process_of));
-        ASSIGN_OR_RETURN(SourceHandling source,
-                         SourceHandlingFromProto(request->assemble().source()));
-        return ops_->PrepareAssemble(
-            std::vector<std::string>(request->assemble().piece_ids().begin(),
-                                     request->assemble().piece_ids().end()),
-            *result, source, driver, lifetime);
-      }
-      case pb::PrepareRequest::kDisassemble: {
-        ASSIGN_OR_RETURN(SourceHandling source,
-                         SourceHandlingFromProto(request->disassemble().source()));
-        return ops_->PrepareDisassemble(
-            request->disassemble().source_id(),
-            std::vector<std::string>(request->disassemble().result_ids().begin(),
-                                     request->disassemble().result_ids().end()),
-            source, driver, lifetime);
-      }
-      default:
-        return absl::UnimplementedError("this Prepare operation is not known to this daemon");
-    }
-  });
+  return RunPeerBlocking(
+      context, *gate_, *prepare_pool_, [this, request, response]() -> absl::Status {
+        auto process_of = [this](int64_t id) { return cluster_->ProcessOf(id); };
+        const int32_t driver = request->driver_process();
+        const absl::Duration lifetime = DurationFromProto(request->pending_lifetime());
+        switch (request->op_case()) {
+          case pb::PrepareRequest::kPlace: {
+            ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
+                             ShellFromRecord(request->place().result(), process_of));
+            return ops_->PreparePlace(request->place().source_id(), *result, driver, lifetime);
+          }
+          case pb::PrepareRequest::kAssemble: {
+            ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
+                             ShellFromRecord(request->assemble().result(), process_of));
+            ASSIGN_OR_RETURN(SourceHandling source,
+                             SourceHandlingFromProto(request->assemble().source()));
+            return ops_->PrepareAssemble(
+                std::vector<std::string>(request->assemble().piece_ids().begin(),
+                                         request->assemble().piece_ids().end()),
+                *result, source, driver, lifetime);
+          }
+          case pb::PrepareRequest::kDisassemble: {
+            ASSIGN_OR_RETURN(SourceHandling source,
+                             SourceHandlingFromProto(request->disassemble().source()));
+            return ops_->PrepareDisassemble(
+                request->disassemble().source_id(),
+                std::vector<std::string>(request->disassemble().result_ids().begin(),
+                                         request->disassemble().result_ids().end()),
+                source, driver, lifetime);
+          }
+          case pb::PrepareRequest::kCollective: {
+            const pb::CollectiveOp& op = request->collective();
+            std::vector<int32_t> participants(op.participants().begin(), op.participants().end());
+            std::vector<std::string> ids(op.result_ids().begin(), op.result_ids().end());
+            ClusterCollectives::RunPart run = [this, &op](const CollectiveContext& context,
+                                                          const CollectiveCommit& commit) {
+              return RunCollectiveOp(*collectives_core_, op, context, &commit);
+            };
+            CollectiveContext context;
+            context.deadline = absl::Now() + DurationFromProto(request->timeout());
+            ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Tensor>> records,
+                             collectives_->Participate(op.op_key(), participants, ids, driver, "",
+                                                       run, context));
+            for (const auto& record : records) RecordToProto(*record, response->add_results());
+            return absl::OkStatus();
+          }
+          default:
+            return absl::UnimplementedError("this Prepare operation is not known to this daemon");
+        }
+      });
 }
 
 }  // namespace placement::server

@@ -11,12 +11,14 @@
 #include "server/cluster/cluster.h"
 #include "server/cluster/cluster_meshes.h"
 #include "server/cluster/cluster_tensors.h"
+#include "server/collective/collective_service_core.h"
 #include "server/common/worker_pool.h"
 #include "server/device/device_inventory.h"
 #include "server/service/call_gate.h"
 
 namespace placement::server {
 
+class ClusterCollectives;
 class ClusterOps;
 
 class PeerHandler final : public placement::v1::PeerService::CallbackService {
@@ -30,6 +32,13 @@ class PeerHandler final : public placement::v1::PeerService::CallbackService {
         meshes_(meshes),
         ops_(ops),
         gate_(gate) {}
+
+  // Collectives another daemon drives (Prepare with a CollectiveOp).
+  // REQUIRES: set before serving.
+  void set_collectives(ClusterCollectives* collectives, const CollectiveServiceCore* core) {
+    collectives_ = collectives;
+    collectives_core_ = core;
+  }
 
   grpc::ServerUnaryReactor* GetLocalDevices(
       grpc::CallbackServerContext* context, const placement::v1::GetLocalDevicesRequest* request,
@@ -67,6 +76,8 @@ class PeerHandler final : public placement::v1::PeerService::CallbackService {
   ClusterMeshes* meshes_;
   ClusterOps* ops_;
   CallGate* gate_;
+  ClusterCollectives* collectives_ = nullptr;
+  const CollectiveServiceCore* collectives_core_ = nullptr;
   // Runs Prepare (which may stream for a long time) off the callback
   // threads; more than this many at once queue.
   std::unique_ptr<WorkerPool> prepare_pool_ = std::make_unique<WorkerPool>(16);

@@ -1,0 +1,213 @@
+#include "server/cluster/cluster_collectives.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "server/cluster/cluster_data.h"
+
+namespace placement::server {
+namespace {
+
+// "coll/0,1,3": the sequence (ticket) key and cluster-engine set of a
+// participant set.
+std::string SetKey(const std::vector<int32_t>& participants) {
+  return absl::StrCat("coll/", absl::StrJoin(participants, ","));
+}
+
+// Result ids every participant derives from the start barrier's token.
+std::vector<std::string> IdsFromToken(const std::string& token, size_t n) {
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < n; ++i) {
+    ids.push_back(i == 0 ? absl::StrCat("t-", token)
+                         : absl::StrFormat("t-%s%08x", token.substr(0, 24), i));
+  }
+  return ids;
+}
+
+}  // namespace
+
+std::vector<int32_t> ClusterCollectives::ParticipantsOf(const Tensor& tensor) const {
+  std::vector<int32_t> out;
+  for (const Shard& s : tensor.shards) out.push_back(s.process_index);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+absl::Status ClusterCollectives::Explain(const absl::Status& status,
+                                         const std::vector<int32_t>& participants) const {
+  if (status.ok()) return status;
+  absl::Status alive = cluster_->CheckAlive(participants);
+  if (!alive.ok()) {
+    return absl::UnavailableError(absl::StrCat("the collective failed because ", alive.message(),
+                                               " (", status.message(), ")"));
+  }
+  return status;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Participate(
+    const std::string& op_key, const std::vector<int32_t>& participants,
+    const std::vector<std::string>& result_ids, int32_t driver, const std::string& payload,
+    const RunPart& run, const CollectiveContext& base) {
+  TensorStore::QuietScope quiet;
+  RETURN_IF_ERROR(cluster_->CheckAlive(participants));
+  BarrierArrival arrival;
+  arrival.barrier_id = absl::StrCat(op_key, "/start");
+  arrival.process_index = cluster_->process_index();
+  arrival.participants = participants;
+  arrival.payload = payload;
+  arrival.timeout = cluster_->config().op_timeout;
+  arrival.sequence_key = SetKey(participants);
+  ASSIGN_OR_RETURN(BarrierResult start, cluster_->coordinator()->Barrier(arrival));
+  for (size_t i = 0; i < start.payloads.size(); ++i) {
+    if (start.payloads[i] != payload) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("process ", cluster_->process_index(), " and process ",
+                       start.participants[i], " asked for different collectives under one call (",
+                       op_key, "); every process's trainer must make the same call"));
+    }
+  }
+  CrossProcessTicket ticket;
+  ticket.set_key = arrival.sequence_key;
+  ticket.epoch = static_cast<uint64_t>(start.epoch);
+  ticket.generation = static_cast<uint64_t>(start.generation);
+  ticket.ticket = static_cast<uint64_t>(start.ticket);
+  CollectiveContext context = base;
+  context.ticket = &ticket;
+
+  std::vector<std::string> ids = result_ids;
+  std::vector<std::unique_ptr<Tensor>> records;
+  absl::Status pending_status;
+  CollectiveCommit commit = [&](std::unique_ptr<Tensor> result,
+                                size_t index) -> absl::StatusOr<std::shared_ptr<const Tensor>> {
+    if (ids.size() <= index) ids = IdsFromToken(start.token, index + 1);
+    result->id = ids[index];
+    std::unique_ptr<Tensor> record = RecordOf(*result);
+    std::shared_ptr<const Tensor> view(RecordOf(*result).release());
+    RETURN_IF_ERROR(tensors_->AddPending(std::move(result), driver));
+    if (records.size() <= index) records.resize(index + 1);
+    records[index] = std::move(record);
+    return view;
+  };
+  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ran = run(context, commit);
+  if (!ran.ok()) {
+    tensors_->AbortHere(ids);
+    return Explain(ran.status(), participants);
+  }
+  return records;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterCollectives::Drive(
+    const std::vector<int32_t>& participants, size_t num_results, const RunPart& run_here,
+    const RemotePart& remote, const std::vector<std::string>& donated,
+    const CollectiveContext& context) {
+  const std::string op_key = absl::StrCat("sc/", store_->NewId());
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < num_results; ++i) ids.push_back(store_->NewId());
+  std::vector<std::vector<std::unique_ptr<Tensor>>> records(participants.size());
+  absl::Status ran = PeerClient::ForEach(participants, [&](int32_t p) -> absl::Status {
+    const size_t slot =
+        std::find(participants.begin(), participants.end(), p) - participants.begin();
+    absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
+        p == cluster_->process_index()
+            ? Participate(op_key, participants, ids, p, "", run_here, context)
+            : remote(p, op_key, participants, ids);
+    if (!part.ok()) return part.status();
+    records[slot] = *std::move(part);
+    return absl::OkStatus();
+  });
+  auto fail = [&](absl::Status status) -> absl::Status {
+    tensors_->AbortOn(participants, ids);
+    // A donated input may be half consumed: it is gone everywhere.
+    if (!donated.empty()) store_->Delete(donated).IgnoreError();
+    return Explain(status, participants);
+  };
+  if (!ran.ok()) return fail(ran);
+  std::vector<std::unique_ptr<Tensor>> commit = std::move(records.front());
+  if (commit.size() != num_results) {
+    return fail(absl::InternalError(
+        absl::StrCat("a participant made ", commit.size(), " results, expected ", num_results)));
+  }
+  std::vector<std::shared_ptr<const Tensor>> committed;
+  absl::Status status = tensors_->CommitEverywhere(std::move(commit), donated, &committed);
+  if (!status.ok()) return fail(status);
+  return committed;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterCollectives::RunMulti(
+    const std::string& key, const std::string& payload, const std::vector<int32_t>& participants,
+    size_t num_results, const RunPart& run_here, const std::vector<std::string>& donated,
+    const CollectiveContext& context) {
+  const int32_t self = cluster_->process_index();
+  if (!std::binary_search(participants.begin(), participants.end(), self)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a multi-controller collective runs on the daemons that hold the tensor's shards "
+        "(processes ",
+        absl::StrJoin(participants, ", "), "); this is process ", self,
+        ": call it without controller MULTI, or on those daemons"));
+  }
+  int64_t n = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    n = calls_[key]++;
+  }
+  const std::string op_key = absl::StrCat("mc/", key, "/", n);
+  absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
+      Participate(op_key, participants, {}, self, payload, run_here, context);
+  // Everyone learns whether everyone succeeded.
+  BarrierArrival done;
+  done.barrier_id = absl::StrCat(op_key, "/done");
+  done.process_index = self;
+  done.participants = participants;
+  done.payload = part.ok() ? std::string() : std::string(part.status().ToString());
+  done.timeout = cluster_->config().op_timeout;
+  absl::StatusOr<BarrierResult> agreed = cluster_->coordinator()->Barrier(done);
+  std::vector<std::string> ids;
+  if (part.ok()) {
+    for (const auto& r : *part) ids.push_back(r->id);
+  }
+  absl::Status failure = !part.ok() ? part.status() : agreed.status();
+  if (failure.ok()) {
+    for (size_t i = 0; i < agreed->payloads.size(); ++i) {
+      if (!agreed->payloads[i].empty()) {
+        failure = absl::AbortedError(absl::StrCat("process ", agreed->participants[i],
+                                                  " failed its part: ", agreed->payloads[i]));
+        break;
+      }
+    }
+  }
+  if (!failure.ok()) {
+    tensors_->AbortHere(ids);
+    if (!donated.empty()) tensors_->DeleteHere(donated);
+    return Explain(failure, participants);
+  }
+  if (part->size() != num_results) {
+    tensors_->AbortHere(ids);
+    return absl::InternalError(
+        absl::StrCat("made ", part->size(), " results, expected ", num_results));
+  }
+  // Records for the daemons without shards: the lowest participant tells them.
+  std::vector<const Tensor*> records;
+  for (const auto& r : *part) records.push_back(r.get());
+  if (self == participants.front()) {
+    std::vector<int32_t> others;
+    for (int32_t p : peers_->AlivePeers()) {
+      if (!std::binary_search(participants.begin(), participants.end(), p)) others.push_back(p);
+    }
+    PeerClient::ForEach(others, [&](int32_t p) {
+      return peers_->Commit(p, records, donated);
+    }).IgnoreError();
+  }
+  RETURN_IF_ERROR(tensors_->CommitHere(*std::move(part), donated));
+  std::vector<std::shared_ptr<const Tensor>> committed;
+  for (const std::string& id : ids) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> t, store_->Get(id));
+    committed.push_back(std::move(t));
+  }
+  return committed;
+}
+
+}  // namespace placement::server

@@ -1,0 +1,106 @@
+// ClusterCollectives: collectives on tensors whose shards span daemons
+// (docs/cluster.md). Every daemon holding shards of the input runs its part
+// -- the same CollectiveServiceCore call on its own shards -- and the
+// cluster engine (server/collective/cluster/cluster_engine.h) moves the
+// bytes between daemons over Gloo, in the order the coordinator's tickets
+// give: every part first meets the others at a barrier ("<op>/start") that
+// hands out the process set's next ticket.
+//
+// Two ways to ask (Controller in the protos):
+//   single   Drive: one call on any daemon; it sends the request to every
+//            participant (PeerService.Prepare), each runs its part and holds
+//            its results pending, then the driver commits them everywhere
+//            (or aborts them everywhere).
+//   multi    RunMulti: JAX multi-controller -- every participant's trainer
+//            makes the same call on its own daemon. The start barrier checks
+//            they agree (the requests' bytes) and names the results (its
+//            shared token); a done barrier agrees on success; each daemon
+//            commits its own part and the lowest participant tells the
+//            daemons without shards.
+//
+// Failures end UNAVAILABLE naming a lost daemon when membership lost one,
+// otherwise with the engine's error; results are freed everywhere. A donated
+// input that a failure interrupted is consumed (deleted everywhere), as on
+// one daemon.
+//
+// Thread-safe.
+#ifndef PLACEMENT_SERVER_CLUSTER_CLUSTER_COLLECTIVES_H_
+#define PLACEMENT_SERVER_CLUSTER_CLUSTER_COLLECTIVES_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/cluster/cluster.h"
+#include "server/cluster/cluster_tensors.h"
+#include "server/collective/collective_service_core.h"
+#include "server/peer/peer_client.h"
+
+namespace placement::server {
+
+class ClusterCollectives {
+ public:
+  // This daemon's part: the core call on its shards with `context` (which
+  // carries the ticket) publishing its results through `commit`.
+  using RunPart = std::function<absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>>(
+      const CollectiveContext& context, const CollectiveCommit& commit)>;
+  // Another participant's part (PeerService.Prepare); its results' records.
+  using RemotePart = std::function<absl::StatusOr<std::vector<std::unique_ptr<Tensor>>>(
+      int32_t process, const std::string& op_key, const std::vector<int32_t>& participants,
+      const std::vector<std::string>& result_ids)>;
+
+  // REQUIRES: every argument outlives this object.
+  ClusterCollectives(Cluster* cluster, TensorStore* store, ClusterTensors* tensors,
+                     PeerClient* peers)
+      : cluster_(cluster), store_(store), tensors_(tensors), peers_(peers) {}
+
+  // The daemons holding shards of `tensor` (ascending).
+  std::vector<int32_t> ParticipantsOf(const Tensor& tensor) const;
+
+  // This daemon's part of collective `op_key`: meets the other participants,
+  // runs `run`, holds the results pending for `driver` under `result_ids`.
+  // Returns the results' records. `payload` must be the same on every
+  // participant (INVALID_ARGUMENT naming both otherwise).
+  absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> Participate(
+      const std::string& op_key, const std::vector<int32_t>& participants,
+      const std::vector<std::string>& result_ids, int32_t driver, const std::string& payload,
+      const RunPart& run, const CollectiveContext& context);
+
+  // Single controller. `num_results` results; `donated` inputs are deleted
+  // everywhere once the results exist.
+  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> Drive(
+      const std::vector<int32_t>& participants, size_t num_results, const RunPart& run_here,
+      const RemotePart& remote, const std::vector<std::string>& donated,
+      const CollectiveContext& context);
+
+  // Multi controller: `key` names the call the same way on every daemon
+  // (tenant, inputs, kind); `payload` is the request, compared across
+  // daemons.
+  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> RunMulti(
+      const std::string& key, const std::string& payload, const std::vector<int32_t>& participants,
+      size_t num_results, const RunPart& run_here, const std::vector<std::string>& donated,
+      const CollectiveContext& context);
+
+ private:
+  // The error to report for a failed part: a lost participant named when
+  // membership lost one.
+  absl::Status Explain(const absl::Status& status, const std::vector<int32_t>& participants) const;
+
+  Cluster* cluster_;
+  TensorStore* store_;
+  ClusterTensors* tensors_;
+  PeerClient* peers_;
+  absl::Mutex mu_;
+  // Multi-controller calls made so far per key: the n-th call of a key on
+  // every daemon is the same collective.
+  std::map<std::string, int64_t> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_CLUSTER_CLUSTER_COLLECTIVES_H_
