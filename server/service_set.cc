@@ -183,8 +183,8 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(
         cluster, impl->tensors(), impl->peer_client.get(), cluster->config().op_timeout * 10);
     impl->cluster_meshes = std::make_unique<ClusterMeshes>(cluster, impl->meshes(), impl->ops(),
                                                            impl->peer_client.get());
-    impl->cluster_data =
-        std::make_unique<ClusterData>(cluster, impl->tensors(), impl->cluster_tensors.get());
+    impl->cluster_data = std::make_unique<ClusterData>(
+        cluster, impl->tensors(), impl->cluster_tensors.get(), impl->peer_client.get());
     impl->tensor_ops->set_remote_shards(impl->cluster_data.get());
     impl->cluster_ops =
         std::make_unique<ClusterOps>(cluster, impl->tensors(), impl->cluster_tensors.get(),

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "server/logging.h"
 #include "server/peer/peer_streams.h"
@@ -119,6 +121,16 @@ absl::StatusOr<std::unique_ptr<Tensor>> ShardSink::Finish() {
 
 // --- ClusterData -------------------------------------------------------------
 
+ClusterData::ClusterData(Cluster* cluster, TensorStore* store, ClusterTensors* tensors,
+                         PeerClient* peers)
+    : cluster_(cluster),
+      store_(store),
+      tensors_(tensors),
+      peers_(peers),
+      notices_(std::make_unique<WorkerPool>(2)) {}
+
+ClusterData::~ClusterData() = default;
+
 absl::StatusOr<std::unique_ptr<RemoteBoxStream>> ClusterData::OpenBox(const Tensor& tensor,
                                                                       const Shard& shard,
                                                                       const Box& box) {
@@ -202,6 +214,111 @@ class ShardWriter final : public RemoteShardWriter {
 };
 
 }  // namespace
+
+namespace {
+
+// What every process's call must agree on, compared byte for byte.
+std::string Agreement(const Tensor& t) {
+  return absl::StrCat(TypedShapeToString(t.dtype, t.shape), " ", t.sharding.ToString(),
+                      " over devices [", absl::StrJoin(t.sharding.mesh().device_ids(), ","), "]");
+}
+
+constexpr absl::string_view kFailed = "!failed: ";
+
+class BarrierCommit final : public ProcessLocalCommit {
+ public:
+  BarrierCommit(Cluster* cluster, TensorStore* store, PeerClient* peers, WorkerPool* notices,
+                std::vector<int32_t> participants, ProcessLocalRequest request,
+                std::string agreement)
+      : cluster_(cluster),
+        store_(store),
+        peers_(peers),
+        notices_(notices),
+        participants_(std::move(participants)),
+        request_(std::move(request)),
+        agreement_(std::move(agreement)) {}
+
+  BarrierArrival Arrival(std::string payload) const {
+    BarrierArrival a;
+    a.barrier_id = absl::StrCat("pl/", request_.tenant, "/", request_.global_name);
+    a.process_index = cluster_->process_index();
+    a.participants = participants_;
+    a.payload = std::move(payload);
+    a.timeout = request_.timeout;
+    return a;
+  }
+
+  absl::StatusOr<std::shared_ptr<const Tensor>> Commit(
+      std::unique_ptr<Tensor> local_part) override {
+    done_ = true;
+    ASSIGN_OR_RETURN(BarrierResult met, cluster_->coordinator()->Barrier(Arrival(agreement_)));
+    for (size_t i = 0; i < met.payloads.size(); ++i) {
+      const std::string& theirs = met.payloads[i];
+      if (absl::StartsWith(theirs, kFailed)) {
+        return absl::AbortedError(absl::StrCat("process ", met.participants[i],
+                                               " failed its part of '", request_.global_name,
+                                               "': ", theirs.substr(kFailed.size())));
+      }
+      if (theirs != agreement_) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("process ", cluster_->process_index(), " uploads ", agreement_,
+                         " but process ", met.participants[i], " uploads ", theirs, " as '",
+                         request_.global_name, "'; every process must name the same global array"));
+      }
+    }
+    local_part->id = absl::StrCat("t-", met.token);
+    std::unique_ptr<Tensor> record = RecordOf(*local_part);
+    ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> installed,
+                     store_->Install(std::move(local_part)));
+    if (cluster_->process_index() == participants_.front()) {
+      std::vector<int32_t> others;
+      for (int32_t p : peers_->AlivePeers()) {
+        if (!std::binary_search(participants_.begin(), participants_.end(), p)) {
+          others.push_back(p);
+        }
+      }
+      PeerClient::ForEach(others, [&](int32_t p) {
+        return peers_->Commit(p, {record.get()}, {});
+      }).IgnoreError();
+    }
+    return installed;
+  }
+
+  void Abort(const absl::Status& why) override {
+    if (done_) return;
+    done_ = true;
+    BarrierArrival arrival = Arrival(absl::StrCat(kFailed, why.message()));
+    // The others may wait a while yet: bounded, off this thread.
+    arrival.timeout = std::min(arrival.timeout, absl::Seconds(10));
+    Cluster* cluster = cluster_;
+    notices_->Submit(
+        [cluster, arrival] { cluster->coordinator()->Barrier(arrival).IgnoreError(); });
+  }
+
+ private:
+  Cluster* cluster_;
+  TensorStore* store_;
+  PeerClient* peers_;
+  WorkerPool* notices_;
+  std::vector<int32_t> participants_;
+  ProcessLocalRequest request_;
+  std::string agreement_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ProcessLocalCommit>> ClusterData::BeginProcessLocal(
+    const Tensor& tensor, const ProcessLocalRequest& request) {
+  if (request.global_name.empty() || request.global_name.size() > 256) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "process_local.global_name is ", request.global_name.size(), " bytes; it must be 1..256"));
+  }
+  std::vector<int32_t> participants = cluster_->ProcessesOf(tensor.sharding.mesh().device_ids());
+  RETURN_IF_ERROR(cluster_->CheckAlive(participants));
+  return std::make_unique<BarrierCommit>(cluster_, store_, peers_, notices_.get(),
+                                         std::move(participants), request, Agreement(tensor));
+}
 
 absl::StatusOr<std::unique_ptr<RemoteShardWriter>> ClusterData::StartWrite(const Tensor& tensor) {
   auto writer = std::make_unique<ShardWriter>(cluster_, tensors_);

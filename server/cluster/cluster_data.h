@@ -24,6 +24,8 @@
 #include "absl/status/statusor.h"
 #include "server/cluster/cluster.h"
 #include "server/cluster/cluster_tensors.h"
+#include "server/common/worker_pool.h"
+#include "server/peer/peer_client.h"
 #include "server/tensor/box_cursor.h"
 #include "server/tensor/remote_shards.h"
 #include "server/tensor/tensor_store.h"
@@ -79,18 +81,30 @@ class ShardSink {
 class ClusterData final : public RemoteShards {
  public:
   // REQUIRES: every argument outlives this object.
-  ClusterData(Cluster* cluster, TensorStore* store, ClusterTensors* tensors)
-      : cluster_(cluster), store_(store), tensors_(tensors) {}
+  ClusterData(Cluster* cluster, TensorStore* store, ClusterTensors* tensors, PeerClient* peers);
+  ~ClusterData() override;  // waits for pending failure notices (bounded)
 
   absl::StatusOr<std::unique_ptr<RemoteBoxStream>> OpenBox(const Tensor& tensor, const Shard& shard,
                                                            const Box& box) override;
   absl::StatusOr<std::unique_ptr<RemoteShardWriter>> StartWrite(const Tensor& tensor) override;
   std::string NewId() override { return store_->NewId(); }
+  int32_t process_index() const override { return cluster_->process_index(); }
+  int32_t ProcessOf(int64_t device_id) const override { return cluster_->ProcessOf(device_id); }
+  // Multi-controller uploads meet at the coordinator barrier
+  // "pl/<tenant>/<global_name>" among the processes holding the tensor's
+  // devices; the id comes from the barrier's token; the lowest participant
+  // records the tensor on the daemons without shards.
+  absl::StatusOr<std::unique_ptr<ProcessLocalCommit>> BeginProcessLocal(
+      const Tensor& tensor, const ProcessLocalRequest& request) override;
 
  private:
   Cluster* cluster_;
   TensorStore* store_;
   ClusterTensors* tensors_;
+  PeerClient* peers_;
+  // Tells the other processes that this one's part failed, off the
+  // caller's thread.
+  std::unique_ptr<WorkerPool> notices_;
 };
 
 // A copy of `tensor` without buffers: its record (what every daemon holds).

@@ -100,8 +100,8 @@ grpc::ServerUnaryReactor* DeviceHandler::ValidateBatchSize(
     // The "not divisible by N devices" advice is about this host's devices, so
     // it applies only when the answer is for the hardware detected here.
     const bool this_host = detected || type == inventory_->hardware_type();
-    BatchSizeValidation v = placement::ValidateBatchSize(
-        request->batch_size(), warn, type, this_host ? inventory_->num_devices() : 0);
+    BatchSizeValidation v = placement::ValidateBatchSize(request->batch_size(), warn, type,
+                                                         this_host ? inventory_->num_devices() : 0);
     response->set_valid(v.valid);
     response->set_message(v.message);
     for (const auto& w : v.warnings) response->add_warnings(w);

@@ -279,3 +279,27 @@ PrefetchBatchHeader BatchHeaderFromProto(const pb::BatchHeader& header) {
 }
 
 }  // namespace placement::server
+
+namespace placement::server {
+
+absl::StatusOr<ProcessLocalRequest> ProcessLocalFromProto(const placement::v1::ProcessLocal& proto,
+                                                          const std::string& tenant) {
+  if (proto.global_name().empty() || proto.global_name().size() > 256) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "process_local.global_name is ", proto.global_name().size(), " bytes; it must be 1..256"));
+  }
+  ProcessLocalRequest out;
+  out.global_name = proto.global_name();
+  out.tenant = tenant;
+  const absl::Duration timeout =
+      absl::Seconds(proto.timeout().seconds()) + absl::Nanoseconds(proto.timeout().nanos());
+  if (timeout < absl::ZeroDuration() || timeout > absl::Hours(1)) {
+    return absl::InvalidArgumentError(absl::StrCat("process_local.timeout is ",
+                                                   absl::FormatDuration(timeout),
+                                                   "; it must be in [0, 1h] (0 = 60s)"));
+  }
+  out.timeout = timeout == absl::ZeroDuration() ? absl::Seconds(60) : timeout;
+  return out;
+}
+
+}  // namespace placement::server

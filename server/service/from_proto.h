@@ -25,6 +25,7 @@
 #include "server/prefetch/prefetch_pipeline.h"
 #include "server/tensor/download_plan.h"
 #include "server/tensor/placement_rule.h"
+#include "server/tensor/remote_shards.h"
 #include "server/tensor/tensor_spec.h"
 
 namespace placement::server {
@@ -81,6 +82,11 @@ DownloadSelection DownloadSelectionFromProto(const placement::v1::DownloadReques
 
 // 0 = kDefaultChunkBytes; INVALID_ARGUMENT outside [0, kMaxChunkBytes].
 absl::StatusOr<int64_t> ChunkSizeFromProto(int64_t chunk_size_bytes);
+
+// header.process_local: global_name 1..256 bytes (INVALID_ARGUMENT naming
+// the field), timeout default 60 s, at most 1 h.
+absl::StatusOr<ProcessLocalRequest> ProcessLocalFromProto(const placement::v1::ProcessLocal& proto,
+                                                          const std::string& tenant);
 
 // --- Prefetch ------------------------------------------------------------------
 

@@ -53,8 +53,7 @@ absl::Status DownloadReactor::Open(const TensorOps* ops, const Caller& caller,
   for (int64_t d : plan_->shape()) header->add_shape(d);
   header->set_total_bytes(plan_->total_bytes());
   for (size_t i = 0; i < plan_->pieces().size(); ++i) {
-    ShardToProto(plan_->pieces()[i], plan_->dtype(), plan_->piece_process(i),
-                 header->add_pieces());
+    ShardToProto(plan_->pieces()[i], plan_->dtype(), plan_->piece_process(i), header->add_pieces());
   }
   if (request.has_destination()) return CopyToRegion(caller, request.destination(), regions);
   return absl::OkStatus();

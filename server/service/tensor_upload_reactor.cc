@@ -44,6 +44,18 @@ absl::Status UploadReactor::Consume(const pb::UploadRequest& request) {
       spec.owner.tenant = caller().tenant;
       RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller(), header.rule()));
       ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(header.rule()));
+      if (header.has_process_local()) {
+        ASSIGN_OR_RETURN(ProcessLocalRequest local,
+                         ProcessLocalFromProto(header.process_local(), caller().tenant));
+        std::optional<Shape> global;
+        if (header.process_local().global_shape_size() > 0) {
+          ASSIGN_OR_RETURN(global, ShapeFromProto(header.process_local().global_shape(),
+                                                  "header.process_local.global_shape"));
+        }
+        ASSIGN_OR_RETURN(session_,
+                         ops_->StartProcessLocalUpload(std::move(spec), rule, global, local));
+        return absl::OkStatus();
+      }
       ASSIGN_OR_RETURN(session_, ops_->StartUpload(std::move(spec), rule));
       return absl::OkStatus();
     }
@@ -103,6 +115,19 @@ absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) 
         arrays.push_back(BatchArraySpec{array.key(), spec.dtype, std::move(spec.shape)});
       }
       ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(header.rule()));
+      if (header.has_process_local()) {
+        ASSIGN_OR_RETURN(ProcessLocalRequest local,
+                         ProcessLocalFromProto(header.process_local(), caller().tenant));
+        if (header.process_local().global_shape_size() > 0) {
+          return absl::InvalidArgumentError(
+              "header.process_local.global_shape is for single uploads; a batch's global shapes "
+              "are inferred per array");
+        }
+        ASSIGN_OR_RETURN(session_, ops_->StartProcessLocalBatch(
+                                       arrays, rule, header.name(),
+                                       TensorOwner(caller().tenant, header.owner()), local));
+        return absl::OkStatus();
+      }
       ASSIGN_OR_RETURN(session_,
                        ops_->StartBatchUpload(arrays, rule, header.name(),
                                               TensorOwner(caller().tenant, header.owner())));

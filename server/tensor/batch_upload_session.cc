@@ -36,6 +36,13 @@ absl::StatusOr<std::unique_ptr<BatchUploadSession>> BatchUploadSession::Start(
       new BatchUploadSession(std::move(keys), std::move(sessions)));
 }
 
+absl::StatusOr<std::unique_ptr<BatchUploadSession>> BatchUploadSession::FromSessions(
+    std::vector<std::string> keys, std::vector<std::unique_ptr<UploadSession>> sessions) {
+  if (keys.empty()) return absl::InvalidArgumentError("the batch header lists no arrays");
+  return std::unique_ptr<BatchUploadSession>(
+      new BatchUploadSession(std::move(keys), std::move(sessions)));
+}
+
 std::string BatchUploadSession::Label(size_t index) const {
   return absl::StrCat("array ", index, " '", keys_[index], "'");
 }

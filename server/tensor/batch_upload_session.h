@@ -37,6 +37,11 @@ class BatchUploadSession {
                                                                    TensorStore* store,
                                                                    std::vector<BatchArray> arrays);
 
+  // A batch of sessions already started (multi-controller uploads, one per
+  // array); `keys` name them. INVALID_ARGUMENT as Start for keys.
+  static absl::StatusOr<std::unique_ptr<BatchUploadSession>> FromSessions(
+      std::vector<std::string> keys, std::vector<std::unique_ptr<UploadSession>> sessions);
+
   size_t num_arrays() const { return sessions_.size(); }
 
   // Appends `bytes` to array `array_index`. INVALID_ARGUMENT (and the

@@ -11,8 +11,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/region.h"
 #include "server/device/device_backend.h"
@@ -49,9 +51,39 @@ class RemoteShardWriter {
   virtual void Abort() = 0;
 };
 
+// A multi-controller upload (JAX make_array_from_process_local_data):
+// what every process's call names in common, and how its commit meets the
+// others.
+struct ProcessLocalRequest {
+  std::string global_name;
+  std::string tenant;
+  absl::Duration timeout = absl::Seconds(60);
+};
+
+class ProcessLocalCommit {
+ public:
+  virtual ~ProcessLocalCommit() = default;
+  // Waits for every process holding devices of the tensor to commit its
+  // part of the same global tensor, checks they agree (dtype, global shape,
+  // sharding: INVALID_ARGUMENT naming both processes otherwise), and makes
+  // the tensor visible on every daemon under one id.
+  virtual absl::StatusOr<std::shared_ptr<const Tensor>> Commit(
+      std::unique_ptr<Tensor> local_part) = 0;
+  // This process's part failed: the others' commits fail at once with `why`
+  // instead of waiting for their timeout. Idempotent; no-op after Commit.
+  virtual void Abort(const absl::Status& why) = 0;
+};
+
 class RemoteShards {
  public:
   virtual ~RemoteShards() = default;
+  // This daemon's process index and the process owning a device.
+  virtual int32_t process_index() const = 0;
+  virtual int32_t ProcessOf(int64_t device_id) const = 0;
+  // The commit of this process's part of a multi-controller upload of
+  // `tensor` (allocated here: this daemon's shards).
+  virtual absl::StatusOr<std::unique_ptr<ProcessLocalCommit>> BeginProcessLocal(
+      const Tensor& tensor, const ProcessLocalRequest& request) = 0;
   // Streams `box` (inside `shard`'s box) of `tensor`'s shard held by
   // another daemon.
   virtual absl::StatusOr<std::unique_ptr<RemoteBoxStream>> OpenBox(const Tensor& tensor,

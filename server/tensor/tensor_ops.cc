@@ -1,9 +1,11 @@
 #include "server/tensor/tensor_ops.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/process_local.h"
 #include "common/status_macros.h"
 #include "server/tensor/assembler.h"
 #include "server/tensor/resharder.h"
@@ -24,6 +26,122 @@ absl::StatusOr<std::unique_ptr<UploadSession>> TensorOps::StartUpload(
   return UploadSession::Start(store_, std::move(spec), std::move(target), remote_);
 }
 
+namespace {
+
+// The size of the mesh a rule names (1 for single devices): dimensions of
+// this size suit any of its shardings.
+int64_t MeshSizeOf(const PlacementRule& rule, const MeshRegistry& meshes) {
+  std::string mesh_id;
+  if (const auto* placement = std::get_if<TensorPlacement>(&rule)) {
+    if (const auto* s = std::get_if<ShardingRequest>(placement)) mesh_id = s->mesh_id;
+    if (const auto* r = std::get_if<ReplicatedOnMesh>(placement)) mesh_id = r->mesh_id;
+  } else if (const auto* r = std::get_if<ShardBatchDimRule>(&rule)) {
+    mesh_id = r->mesh_id;
+  } else if (const auto* r = std::get_if<ModelStateRule>(&rule)) {
+    mesh_id = r->mesh_id;
+  } else if (const auto* r = std::get_if<ReplicateRule>(&rule)) {
+    mesh_id = r->mesh_id;
+  }
+  if (mesh_id.empty()) return 1;
+  absl::StatusOr<RegisteredMesh> mesh = meshes.Get(mesh_id);
+  return mesh.ok() ? mesh->mesh.num_devices() : 1;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<UploadSession>> TensorOps::StartProcessLocalUpload(
+    TensorSpec spec, const PlacementRule& rule, std::optional<Shape> global_shape,
+    const ProcessLocalRequest& request, RuleScope scope) const {
+  RETURN_IF_ERROR(ValidateShape(spec.shape, spec.dtype));
+  if (remote_ == nullptr) {
+    if (global_shape.has_value() && *global_shape != spec.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "this daemon is a single process, so process_local.global_shape must be empty or the "
+          "local shape: got global_shape=",
+          ShapeToString(*global_shape), " and a local shape of ", ShapeToString(spec.shape)));
+    }
+    return StartUpload(std::move(spec), rule);
+  }
+  const int32_t self = remote_->process_index();
+  RemoteShards* remote = remote_;
+  auto process_of = [remote](int64_t device) { return remote->ProcessOf(device); };
+  Shape global;
+  if (const auto* partition = std::get_if<DataPartitionRule>(&rule)) {
+    // loadax: every process's leaf is its share of dimension 0.
+    ASSIGN_OR_RETURN(RegisteredMesh mesh, meshes_->Get(partition->mesh_id));
+    std::vector<int32_t> processes;
+    int64_t local_devices = 0;
+    for (int64_t device : mesh.mesh.device_ids()) {
+      const int32_t p = remote_->ProcessOf(device);
+      if (std::find(processes.begin(), processes.end(), p) == processes.end()) {
+        processes.push_back(p);
+      }
+      local_devices += p == self ? 1 : 0;
+    }
+    if (local_devices == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("mesh '", mesh.id, "' has no device on this daemon (process ", self,
+                       "); upload each process's part to its own daemon"));
+    }
+    ASSIGN_OR_RETURN(global, LoadaxGlobalShape(partition->partition == DataPartition::kFull
+                                                   ? ProcessDataPartition::kFull
+                                                   : ProcessDataPartition::kReplicated,
+                                               spec.shape, static_cast<int64_t>(processes.size()),
+                                               local_devices));
+    if (global_shape.has_value() && *global_shape != global) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "process_local.global_shape ", ShapeToString(*global_shape), " disagrees with the ",
+          ShapeToString(global), " the data_partition rule gives"));
+    }
+  } else {
+    // The sharding first, against a stand-in shape every axis product
+    // divides (JAX resolves process layouts over (num_devices,) * rank).
+    const Shape stand_in(spec.shape.size(), MeshSizeOf(rule, *meshes_));
+    ASSIGN_OR_RETURN(ResolvedSharding first, resolver_.Resolve(rule, stand_in, scope));
+    if (global_shape.has_value()) {
+      global = *global_shape;
+    } else {
+      ASSIGN_OR_RETURN(global, InferGlobalShape(first.sharding, spec.shape, process_of, self));
+    }
+  }
+  ASSIGN_OR_RETURN(ResolvedSharding target, resolver_.Resolve(rule, global, scope));
+  ASSIGN_OR_RETURN(LocalDataLayout layout,
+                   ProcessLocalLayout(target.sharding, global, spec.shape, process_of, self));
+  if (spec.name.empty()) spec.name = request.global_name;
+  spec.shape = global;
+  return UploadSession::StartProcessLocal(store_, std::move(spec), std::move(target), layout,
+                                          remote_, request);
+}
+
+absl::StatusOr<std::unique_ptr<BatchUploadSession>> TensorOps::StartProcessLocalBatch(
+    const std::vector<BatchArraySpec>& arrays, const PlacementRule& rule, const std::string& name,
+    const TensorOwner& owner, const ProcessLocalRequest& request) const {
+  std::vector<std::string> keys;
+  std::vector<std::unique_ptr<UploadSession>> sessions;
+  absl::flat_hash_set<std::string> seen;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const BatchArraySpec& array = arrays[i];
+    const std::string what = absl::StrCat("arrays[", i, "] '", array.key, "'");
+    if (array.key.empty() || !seen.insert(array.key).second) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": keys must be non-empty and unique"));
+    }
+    ProcessLocalRequest one = request;
+    one.global_name = absl::StrCat(request.global_name, "/", array.key);
+    TensorSpec spec{array.dtype, array.shape,
+                    absl::StrCat(name.empty() ? request.global_name : name, "/", array.key), owner};
+    absl::StatusOr<std::unique_ptr<UploadSession>> session =
+        StartProcessLocalUpload(std::move(spec), rule, std::nullopt, one, RuleScope::kGroupMember);
+    if (!session.ok()) {
+      for (auto& started : sessions) started->Abort();
+      return Prefixed(what, session.status());
+    }
+    keys.push_back(array.key);
+    sessions.push_back(*std::move(session));
+  }
+  return BatchUploadSession::FromSessions(std::move(keys), std::move(sessions));
+}
+
+// Tensors are named "<name>/<key>" when `name` is set.
 absl::StatusOr<std::unique_ptr<BatchUploadSession>> TensorOps::StartBatchUpload(
     const std::vector<BatchArraySpec>& arrays, const PlacementRule& rule, const std::string& name,
     const TensorOwner& owner) const {

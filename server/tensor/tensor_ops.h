@@ -18,6 +18,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,22 @@ class TensorOps {
 
   absl::StatusOr<std::unique_ptr<UploadSession>> StartUpload(TensorSpec spec,
                                                              const PlacementRule& rule) const;
+
+  // A multi-controller upload of this process's part (JAX
+  // make_array_from_process_local_data, loadax host_to_global_device_array):
+  // spec.shape is the LOCAL shape. The sharding comes from `rule`; the
+  // global shape is `global_shape` when given, else JAX's inference (loadax's
+  // rule for data_partition rules). A lone daemon is one process: the
+  // global shape must then be unset or the local one (JAX's single-process
+  // rule) and this is an ordinary upload.
+  absl::StatusOr<std::unique_ptr<UploadSession>> StartProcessLocalUpload(
+      TensorSpec spec, const PlacementRule& rule, std::optional<Shape> global_shape,
+      const ProcessLocalRequest& request, RuleScope scope = RuleScope::kSingleTensor) const;
+  // The same for a batch (a pytree): array `key` meets the others as
+  // "<global_name>/<key>" and is named "<name or global_name>/<key>".
+  absl::StatusOr<std::unique_ptr<BatchUploadSession>> StartProcessLocalBatch(
+      const std::vector<BatchArraySpec>& arrays, const PlacementRule& rule, const std::string& name,
+      const TensorOwner& owner, const ProcessLocalRequest& request) const;
 
   // Tensors are named "<name>/<key>" when `name` is set.
   absl::StatusOr<std::unique_ptr<BatchUploadSession>> StartBatchUpload(

@@ -42,6 +42,7 @@ absl::StatusOr<std::unique_ptr<UploadSession>> UploadSession::Start(TensorStore*
 UploadSession::UploadSession(TensorStore* store, std::unique_ptr<Tensor> tensor,
                              std::unique_ptr<RemoteShardWriter> writer)
     : store_(store), tensor_(std::move(tensor)), writer_(std::move(writer)) {
+  stream_shape_ = tensor_->shape;
   expected_bytes_ = tensor_->logical_bytes();
   for (size_t i = 0; i < tensor_->shards.size(); ++i) {
     const Shard& shard = tensor_->shards[i];
@@ -66,8 +67,40 @@ UploadSession::UploadSession(TensorStore* store, std::unique_ptr<Tensor> tensor,
   }
 }
 
+absl::StatusOr<std::unique_ptr<UploadSession>> UploadSession::StartProcessLocal(
+    TensorStore* store, TensorSpec spec, ResolvedSharding target, const LocalDataLayout& layout,
+    RemoteShards* remote, const ProcessLocalRequest& request) {
+  RETURN_IF_ERROR(ValidateShape(spec.shape, spec.dtype));
+  RETURN_IF_ERROR(ValidateShape(layout.local_shape, spec.dtype));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Tensor> tensor,
+      store->Allocate(spec.dtype, std::move(spec.shape), std::move(target.sharding),
+                      std::move(target.mesh_id), std::move(spec.name), std::move(spec.owner)));
+  tensor->partial_op = target.partial_op;
+  ASSIGN_OR_RETURN(std::unique_ptr<ProcessLocalCommit> commit,
+                   remote->BeginProcessLocal(*tensor, request));
+  return std::unique_ptr<UploadSession>(
+      new UploadSession(store, std::move(tensor), layout, std::move(commit)));
+}
+
+UploadSession::UploadSession(TensorStore* store, std::unique_ptr<Tensor> tensor,
+                             const LocalDataLayout& layout,
+                             std::unique_ptr<ProcessLocalCommit> commit)
+    : store_(store), tensor_(std::move(tensor)), process_local_(std::move(commit)) {
+  stream_shape_ = layout.local_shape;
+  expected_bytes_ = ByteSize(tensor_->dtype, stream_shape_);
+  for (const ProcessLocalShard& piece : layout.shards) {
+    if (BoxNumElements(piece.local_box) == 0) continue;
+    boxes_.push_back(piece.local_box);
+    targets_.push_back(Target{piece.mesh_position, -1, {}});
+  }
+}
+
 UploadSession::~UploadSession() {
   if (writer_ != nullptr) writer_->Abort();
+  if (process_local_ != nullptr) {
+    process_local_->Abort(absl::AbortedError("the upload ended before it was complete"));
+  }
 }
 
 absl::Status UploadSession::Write(absl::string_view bytes) {
@@ -78,7 +111,7 @@ absl::Status UploadSession::Write(absl::string_view bytes) {
   if (length > expected_bytes_ - received_bytes_) {
     absl::Status error =
         absl::InvalidArgumentError(absl::StrCat("expected ", expected_bytes_, " bytes for ",
-                                                TypedShapeToString(tensor_->dtype, tensor_->shape),
+                                                TypedShapeToString(tensor_->dtype, stream_shape_),
                                                 ", got at least ", received_bytes_ + length));
     Abort();
     return error;
@@ -88,7 +121,7 @@ absl::Status UploadSession::Write(absl::string_view bytes) {
   const int64_t begin = received_bytes_;
   auto write_slice = [&](int64_t lo, int64_t hi, std::vector<ByteRun>* scratch) {
     return ForEachChunkRunBatch(
-        tensor_->shape, DTypeSize(tensor_->dtype), boxes_, lo, hi, RunDirection::kChunkToBox,
+        stream_shape_, DTypeSize(tensor_->dtype), boxes_, lo, hi, RunDirection::kChunkToBox,
         scratch, [&](size_t t, absl::Span<const ByteRun> runs) {
           const Target& target = targets_[t];
           const char* chunk = bytes.data() + (lo - begin);
@@ -122,7 +155,7 @@ absl::Status UploadSession::CheckComplete(absl::string_view label) const {
   if (received_bytes_ != expected_bytes_) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected ", expected_bytes_, " bytes for ",
-                     TypedShapeToString(tensor_->dtype, tensor_->shape), label.empty() ? "" : " (",
+                     TypedShapeToString(tensor_->dtype, stream_shape_), label.empty() ? "" : " (",
                      label, label.empty() ? "" : ")", ", got ", received_bytes_));
   }
   return absl::OkStatus();
@@ -138,11 +171,21 @@ absl::StatusOr<std::shared_ptr<const Tensor>> UploadSession::Commit() {
     writer_.reset();
     return committed;
   }
+  if (process_local_ != nullptr) {
+    absl::StatusOr<std::shared_ptr<const Tensor>> committed =
+        process_local_->Commit(std::move(tensor_));
+    process_local_.reset();
+    return committed;
+  }
   return store_->Commit(std::move(tensor_));
 }
 
 void UploadSession::Abort() {
   if (writer_ != nullptr) writer_->Abort();
+  if (process_local_ != nullptr) {
+    process_local_->Abort(absl::AbortedError("its upload stream failed"));
+    process_local_.reset();
+  }
   tensor_.reset();
   boxes_.clear();
   scratch_.clear();

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/process_local.h"
 #include "common/region.h"
 #include "server/tensor/remote_shards.h"
 #include "server/tensor/tensor.h"
@@ -45,6 +46,14 @@ class UploadSession {
   static absl::StatusOr<std::unique_ptr<UploadSession>> Start(TensorStore* store, TensorSpec spec,
                                                               ResolvedSharding target,
                                                               RemoteShards* remote = nullptr);
+
+  // A multi-controller upload: the stream carries this process's local data
+  // (`layout.local_shape`), which lands in this daemon's shards of the
+  // global tensor (spec.shape = the global shape) as `layout` says; Commit
+  // meets the other processes through `commit`.
+  static absl::StatusOr<std::unique_ptr<UploadSession>> StartProcessLocal(
+      TensorStore* store, TensorSpec spec, ResolvedSharding target, const LocalDataLayout& layout,
+      RemoteShards* remote, const ProcessLocalRequest& request);
   ~UploadSession();
 
   UploadSession(const UploadSession&) = delete;
@@ -75,6 +84,8 @@ class UploadSession {
  private:
   UploadSession(TensorStore* store, std::unique_ptr<Tensor> tensor,
                 std::unique_ptr<RemoteShardWriter> writer);
+  UploadSession(TensorStore* store, std::unique_ptr<Tensor> tensor, const LocalDataLayout& layout,
+                std::unique_ptr<ProcessLocalCommit> commit);
 
   // Where a box's bytes go: a local shard, or the devices of another
   // daemon holding that box.
@@ -85,9 +96,11 @@ class UploadSession {
   };
 
   TensorStore* store_;
-  std::unique_ptr<Tensor> tensor_;             // null once committed or aborted
-  std::unique_ptr<RemoteShardWriter> writer_;  // null for a tensor of this daemon alone
-  std::vector<Box> boxes_;                     // one per target
+  std::unique_ptr<Tensor> tensor_;                     // null once committed or aborted
+  std::unique_ptr<RemoteShardWriter> writer_;          // null for a tensor of this daemon alone
+  std::unique_ptr<ProcessLocalCommit> process_local_;  // multi-controller uploads
+  Shape stream_shape_;      // the streamed array: the tensor, or this process's local data
+  std::vector<Box> boxes_;  // one per target
   std::vector<Target> targets_;
   int64_t expected_bytes_ = 0;
   int64_t received_bytes_ = 0;
