@@ -1,0 +1,311 @@
+// Collectives across daemons on loopback (2 x 4 and 4 x 2 devices): every
+// kind and op against a float64 reference, single-controller (one call on
+// any daemon drives the others) and multi-controller (every process's
+// "trainer" -- a thread -- calls its own daemon with CONTROLLER_MULTI),
+// groups that span daemons and groups inside one, in-place donation,
+// concurrent collectives from different daemons, and results recorded on
+// every daemon. Device memory returns to its baseline after each test.
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "placement/client/collectives.h"
+#include "placement/client/meshes.h"
+#include "placement/client/tensors.h"
+#include "placement/v1/collective_service.grpc.pb.h"
+#include "tests/cluster/cluster_test_util.h"
+
+namespace placement::testing {
+namespace {
+
+namespace pb = placement::v1;
+using client::CollectiveClient;
+using client::HostArray;
+using client::Placement;
+using client::ReduceOp;
+using client::SourceHandling;
+using client::TensorClient;
+using ::testing::HasSubstr;
+
+struct Layout {
+  int processes;
+  int devices;
+};
+
+class ClusterCollectivesTest : public ::testing::TestWithParam<Layout> {
+ protected:
+  void SetUp() override {
+    ClusterOptions options;
+    options.num_processes = GetParam().processes;
+    options.devices_per_process = GetParam().devices;
+    options.extra_flags = {"--cluster_op_timeout=20s"};
+    auto cluster = ClusterProcesses::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    for (int p = 0; p < cluster_->size(); ++p) {
+      auto c = cluster_->Connect(p);
+      ASSERT_TRUE(c.ok());
+      clients_.push_back(*std::move(c));
+      tensors_.push_back(std::make_unique<TensorClient>(*clients_.back()));
+      collectives_.push_back(std::make_unique<CollectiveClient>(*clients_.back()));
+    }
+    n_ = GetParam().processes * GetParam().devices;
+    client::MeshClient meshes(*clients_[0]);
+    ASSERT_TRUE(meshes.CreateMesh({{"data", n_}}, {.mesh_id = "flat"}).ok());
+    ASSERT_TRUE(meshes
+                    .CreateMesh({{"proc", GetParam().processes}, {"local", GetParam().devices}},
+                                {.mesh_id = "grid"})
+                    .ok());
+    baseline_ = Memory();
+  }
+
+  void TearDown() override {
+    if (cluster_ == nullptr) return;
+    auto left = tensors_[0]->List();
+    ASSERT_TRUE(left.ok());
+    for (const auto& t : *left) tensors_[0]->Delete({t.id}).IgnoreError();
+    EXPECT_EQ(Memory(), baseline_);
+  }
+
+  std::vector<int64_t> Memory() {
+    std::vector<int64_t> out;
+    auto devices = clients_[0]->ListDevices();
+    EXPECT_TRUE(devices.ok());
+    for (const auto& d : *devices) out.push_back(d.memory_in_use_bytes);
+    return out;
+  }
+
+  // A [n_ * rows, cols] f64 tensor sharded on rows over "flat": device d's
+  // block is rows [d*rows, (d+1)*rows); value(d, i) for element i of the
+  // block.
+  std::string Blocks(int64_t rows, int64_t cols, const std::function<double(int, int64_t)>& value,
+                     int via = 0) {
+    std::vector<double> all(n_ * rows * cols);
+    for (int d = 0; d < n_; ++d) {
+      for (int64_t i = 0; i < rows * cols; ++i) all[d * rows * cols + i] = value(d, i);
+    }
+    auto info = tensors_[via]->Upload(HostArray::Of(all, {n_ * rows, cols}),
+                                      Placement::Sharded("flat", {{"data"}}));
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? info->id : "";
+  }
+
+  std::vector<double> Doubles(const std::string& id, int via = 0) {
+    auto bytes = tensors_[via]->DownloadBytes(id);
+    EXPECT_TRUE(bytes.ok()) << bytes.status();
+    std::vector<double> out(bytes.ok() ? bytes->bytes.size() / 8 : 0);
+    if (!out.empty()) std::memcpy(out.data(), bytes->bytes.data(), bytes->bytes.size());
+    return out;
+  }
+
+  std::unique_ptr<ClusterProcesses> cluster_;
+  std::vector<std::unique_ptr<client::Client>> clients_;
+  std::vector<std::unique_ptr<TensorClient>> tensors_;
+  std::vector<std::unique_ptr<CollectiveClient>> collectives_;
+  int n_ = 0;
+  std::vector<int64_t> baseline_;
+};
+
+double Reduce(ReduceOp op, const std::vector<double>& xs) {
+  double acc = xs.front();
+  for (size_t i = 1; i < xs.size(); ++i) {
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kMean:
+        acc += xs[i];
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, xs[i]);
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, xs[i]);
+        break;
+      case ReduceOp::kProd:
+        acc *= xs[i];
+        break;
+      default:
+        break;
+    }
+  }
+  return op == ReduceOp::kMean ? acc / xs.size() : acc;
+}
+
+TEST_P(ClusterCollectivesTest, AllReduceEveryOpMatchesAFloat64Reference) {
+  auto value = [](int d, int64_t i) { return 1.0 + 0.25 * d + 0.5 * (i % 3) - (d % 2); };
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProd}) {
+    const int via = static_cast<int>(op) % cluster_->size();
+    const std::string id = Blocks(1, 6, value, via);
+    auto result = collectives_[(via + 1) % cluster_->size()]->AllReduce(id, op);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->shape, (std::vector<int64_t>{1, 6}));
+    std::vector<double> got = Doubles(result->id, via);
+    ASSERT_EQ(got.size(), 6u);
+    for (int64_t i = 0; i < 6; ++i) {
+      std::vector<double> xs;
+      for (int d = 0; d < n_; ++d) xs.push_back(value(d, i));
+      EXPECT_NEAR(got[i], Reduce(op, xs), 1e-12) << "op " << static_cast<int>(op) << " i " << i;
+    }
+  }
+}
+
+TEST_P(ClusterCollectivesTest, AllGatherReduceScatterAndBroadcast) {
+  // All-gather: every device ends with the whole array.
+  const std::string rows = Blocks(2, 3, [](int d, int64_t i) { return d * 100.0 + i; });
+  auto gathered = collectives_.back()->AllGather(rows, 0);
+  ASSERT_TRUE(gathered.ok()) << gathered.status();
+  std::vector<double> all = Doubles(gathered->id);
+  ASSERT_EQ(all.size(), static_cast<size_t>(n_ * 6));
+  for (int d = 0; d < n_; ++d) EXPECT_EQ(all[d * 6 + 5], d * 100.0 + 5);
+
+  // Reduce-scatter of a partial tensor: device d's contribution is d + i.
+  std::vector<std::string> pieces;
+  const int64_t len = n_ * 2;
+  for (int d = 0; d < n_; ++d) {
+    std::vector<double> piece(len);
+    for (int64_t i = 0; i < len; ++i) piece[i] = d + i;
+    auto info =
+        tensors_[d % cluster_->size()]->Upload(HostArray::Of(piece, {len}), Placement::Device(d));
+    ASSERT_TRUE(info.ok());
+    pieces.push_back(info->id);
+  }
+  auto partial = tensors_[0]->Assemble({len}, Placement::Sharded("flat", {}).WithPartial({"data"}),
+                                       pieces, SourceHandling::kDonate);
+  ASSERT_TRUE(partial.ok()) << partial.status();
+  auto scattered =
+      collectives_[1 % cluster_->size()]->ReduceScatter(partial->id, ReduceOp::kSum, 0);
+  ASSERT_TRUE(scattered.ok()) << scattered.status();
+  std::vector<double> sums = Doubles(scattered->id);
+  ASSERT_EQ(sums.size(), static_cast<size_t>(len));
+  const double base = n_ * (n_ - 1) / 2.0;
+  for (int64_t i = 0; i < len; ++i) EXPECT_EQ(sums[i], base + n_ * i);
+
+  // Broadcast from a device of the last daemon.
+  const int64_t root = n_ - 1;
+  auto spread = collectives_[0]->Broadcast(rows, root);
+  ASSERT_TRUE(spread.ok()) << spread.status();
+  std::vector<double> copies = Doubles(spread->id);
+  ASSERT_EQ(copies.size(), 6u);
+  EXPECT_EQ(copies[4], root * 100.0 + 4);
+}
+
+TEST_P(ClusterCollectivesTest, GroupsAcrossAndWithinDaemonsAndBatches) {
+  // On the proc x local grid, a reduction over 'proc' pairs devices of
+  // different daemons; over 'local' it stays inside each daemon.
+  for (const char* axis : {"proc", "local"}) {
+    const int64_t blocks = std::string(axis) == "proc" ? GetParam().processes : GetParam().devices;
+    std::vector<double> all(blocks * 4);
+    std::iota(all.begin(), all.end(), 0.0);
+    auto info =
+        tensors_[0]->Upload(HostArray::Of(all, {blocks, 4}), Placement::Sharded("grid", {{axis}}));
+    ASSERT_TRUE(info.ok()) << info.status();
+    auto sum = collectives_[0]->AllReduce(info->id, ReduceOp::kSum, {.axes = {axis}});
+    ASSERT_TRUE(sum.ok()) << axis << ": " << sum.status();
+    std::vector<double> got = Doubles(sum->id, cluster_->size() - 1);
+    ASSERT_EQ(got.size(), 4u);
+    for (int64_t i = 0; i < 4; ++i) {
+      double expected = 0;
+      for (int64_t b = 0; b < blocks; ++b) expected += all[b * 4 + i];
+      EXPECT_EQ(got[i], expected) << axis;
+    }
+    ASSERT_TRUE(tensors_[0]->Delete({sum->id, info->id}).ok());
+  }
+  // A gradient pytree in one fused call, in place.
+  std::vector<std::string> grads;
+  for (int k = 0; k < 3; ++k) {
+    grads.push_back(Blocks(
+        1, k + 1, [k](int d, int64_t i) { return d + k + i; }, k % cluster_->size()));
+  }
+  auto reduced =
+      collectives_.back()->AllReduceBatch(grads, "mean", {.source = SourceHandling::kDonate});
+  ASSERT_TRUE(reduced.ok()) << reduced.status();
+  ASSERT_EQ(reduced->size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    std::vector<double> got = Doubles((*reduced)[k].id);
+    for (int64_t i = 0; i <= k; ++i) EXPECT_NEAR(got[i], (n_ - 1) / 2.0 + k + i, 1e-12);
+    EXPECT_EQ(tensors_[0]->Describe(grads[k]).status().code(), absl::StatusCode::kNotFound);
+  }
+}
+
+TEST_P(ClusterCollectivesTest, ConcurrentCollectivesFromDifferentDaemons) {
+  std::vector<std::string> inputs;
+  for (int p = 0; p < cluster_->size(); ++p) {
+    inputs.push_back(Blocks(
+        1, 1024, [p](int d, int64_t i) { return p + d + i; }, p));
+  }
+  std::vector<absl::Status> results(cluster_->size());
+  std::vector<std::thread> threads;
+  for (int p = 0; p < cluster_->size(); ++p) {
+    threads.emplace_back([&, p] {
+      for (int round = 0; round < 3 && results[p].ok(); ++round) {
+        auto r = collectives_[p]->AllReduce(inputs[p], ReduceOp::kSum);
+        results[p] = r.status();
+        if (r.ok()) results[p] = tensors_[p]->Delete({r->id}).status();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+}
+
+// Each process's trainer makes the same call on its own daemon.
+TEST_P(ClusterCollectivesTest, MultiControllerCallsMeetAndRunOnce) {
+  const std::string id = Blocks(1, 5, [](int d, int64_t i) { return 2.0 * d + i; });
+  std::vector<pb::CollectiveResponse> responses(cluster_->size());
+  std::vector<grpc::Status> statuses(cluster_->size());
+  std::vector<std::thread> trainers;
+  for (int p = 0; p < cluster_->size(); ++p) {
+    trainers.emplace_back([&, p] {
+      auto stub = pb::CollectiveService::NewStub(
+          grpc::CreateChannel(cluster_->address(p), grpc::InsecureChannelCredentials()));
+      pb::AllReduceRequest request;
+      request.set_tensor_id(id);
+      request.set_op(pb::REDUCE_OP_SUM);
+      request.set_controller(pb::CONTROLLER_MULTI);
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      statuses[p] = stub->AllReduce(&context, request, &responses[p]);
+    });
+  }
+  for (auto& t : trainers) t.join();
+  for (int p = 0; p < cluster_->size(); ++p) {
+    ASSERT_TRUE(statuses[p].ok()) << p << ": " << statuses[p].error_message();
+    EXPECT_EQ(responses[p].tensor().id(), responses[0].tensor().id());  // one result
+  }
+  std::vector<double> got = Doubles(responses[0].tensor().id());
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(got[i], n_ * (n_ - 1) + n_ * i);
+
+  // Trainers that disagree get INVALID_ARGUMENT naming both processes.
+  std::vector<std::thread> again;
+  for (int p = 0; p < cluster_->size(); ++p) {
+    again.emplace_back([&, p] {
+      auto stub = pb::CollectiveService::NewStub(
+          grpc::CreateChannel(cluster_->address(p), grpc::InsecureChannelCredentials()));
+      pb::AllReduceRequest request;
+      request.set_tensor_id(id);
+      request.set_op(p == 0 ? pb::REDUCE_OP_MAX : pb::REDUCE_OP_SUM);
+      request.set_controller(pb::CONTROLLER_MULTI);
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      statuses[p] = stub->AllReduce(&context, request, &responses[p]);
+    });
+  }
+  for (auto& t : again) t.join();
+  for (int p = 0; p < cluster_->size(); ++p) {
+    EXPECT_EQ(statuses[p].error_code(), grpc::StatusCode::INVALID_ARGUMENT) << p;
+    EXPECT_THAT(statuses[p].error_message(), HasSubstr("asked for different collectives"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Clusters, ClusterCollectivesTest,
+                         ::testing::Values(Layout{2, 4}, Layout{4, 2}), [](const auto& info) {
+                           return absl::StrCat(info.param.processes, "x", info.param.devices);
+                         });
+
+}  // namespace
+}  // namespace placement::testing

@@ -1,0 +1,250 @@
+// Tensors whose shards span daemons, single-controller, against real
+// daemons on loopback (2 x 4 and 4 x 2 devices): uploads and downloads
+// through any daemon for every dtype, one id and the same record on every
+// daemon (Describe names each shard's process), reshards between layouts
+// that move bytes across daemons, assemble / disassemble, donation, deletes
+// freeing every daemon's memory, and the errors a client sees.
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "placement/client/meshes.h"
+#include "placement/client/tensors.h"
+#include "tests/cluster/cluster_test_util.h"
+
+namespace placement::testing {
+namespace {
+
+using client::DownloadSelection;
+using client::HostArray;
+using client::Placement;
+using client::SourceHandling;
+using client::TensorClient;
+using ::testing::HasSubstr;
+
+struct Layout {
+  int processes;
+  int devices;
+};
+
+class ClusterTensorsTest : public ::testing::TestWithParam<Layout> {
+ protected:
+  void SetUp() override {
+    ClusterOptions options;
+    options.num_processes = GetParam().processes;
+    options.devices_per_process = GetParam().devices;
+    auto cluster = ClusterProcesses::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    for (int p = 0; p < cluster_->size(); ++p) {
+      auto c = cluster_->Connect(p);
+      ASSERT_TRUE(c.ok());
+      clients_.push_back(*std::move(c));
+      tensors_.push_back(std::make_unique<TensorClient>(*clients_.back()));
+    }
+    n_ = GetParam().processes * GetParam().devices;
+    client::MeshClient meshes(*clients_.back());
+    auto flat = meshes.CreateMesh({{"data", n_}}, {.mesh_id = "flat"});
+    ASSERT_TRUE(flat.ok()) << flat.status();
+    auto grid = meshes.CreateMesh({{"proc", GetParam().processes}, {"local", GetParam().devices}},
+                                  {.mesh_id = "grid"});
+    ASSERT_TRUE(grid.ok()) << grid.status();
+    baseline_ = MemoryInUse();
+  }
+
+  void TearDown() override {
+    if (cluster_ == nullptr) return;
+    // Every daemon's devices are back to where they started.
+    auto left = tensors_[0]->List();
+    ASSERT_TRUE(left.ok());
+    for (const auto& t : *left) tensors_[0]->Delete({t.id}).IgnoreError();
+    EXPECT_EQ(MemoryInUse(), baseline_);
+  }
+
+  // Bytes in use per device, as daemon 0 reports the whole cluster.
+  std::vector<int64_t> MemoryInUse() {
+    std::vector<int64_t> out;
+    auto devices = clients_[0]->ListDevices();
+    EXPECT_TRUE(devices.ok());
+    for (const auto& d : *devices) out.push_back(d.memory_in_use_bytes);
+    return out;
+  }
+
+  static std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<uint8_t> out(n);
+    for (auto& b : out) b = static_cast<uint8_t>(rng());
+    return out;
+  }
+
+  std::unique_ptr<ClusterProcesses> cluster_;
+  std::vector<std::unique_ptr<client::Client>> clients_;
+  std::vector<std::unique_ptr<TensorClient>> tensors_;
+  int n_ = 0;
+  std::vector<int64_t> baseline_;
+};
+
+TEST_P(ClusterTensorsTest, EveryDtypeRoundTripsThroughAnyDaemon) {
+  const std::vector<client::DType> dtypes = {
+      client::DType::kF32, client::DType::kF64, client::DType::kF16, client::DType::kBF16,
+      client::DType::kI8,  client::DType::kI16, client::DType::kI32, client::DType::kI64,
+      client::DType::kU8,  client::DType::kBool};
+  for (size_t k = 0; k < dtypes.size(); ++k) {
+    const int up = static_cast<int>(k) % cluster_->size();
+    const int down = (up + 1) % cluster_->size();
+    const std::vector<int64_t> shape = {static_cast<int64_t>(n_) * 3, 5};
+    auto size = client::ExpectedBytes(dtypes[k], shape);
+    ASSERT_TRUE(size.ok());
+    std::vector<uint8_t> bytes = RandomBytes(*size, k);
+    if (dtypes[k] == client::DType::kBool) {
+      for (auto& b : bytes) b &= 1;
+    }
+    // Sharded on rows over every daemon, and sharded on rows x replicated
+    // over the grid's local axis.
+    for (const Placement& placement :
+         {Placement::Sharded("flat", {{"data"}}), Placement::Sharded("grid", {{"proc"}}),
+          Placement::Replicated("grid")}) {
+      auto info = tensors_[up]->Upload(HostArray{dtypes[k], shape, bytes}, placement);
+      ASSERT_TRUE(info.ok()) << info.status();
+      auto back = tensors_[down]->DownloadBytes(info->id);
+      ASSERT_TRUE(back.ok()) << back.status();
+      EXPECT_EQ(back->bytes, bytes) << client::DTypeName(dtypes[k]);
+      ASSERT_TRUE(tensors_[down]->Delete({info->id}).ok());
+    }
+  }
+}
+
+TEST_P(ClusterTensorsTest, OneRecordOnEveryDaemonWithEachShardsProcess) {
+  std::vector<float> values(n_ * 2 * 3);
+  std::iota(values.begin(), values.end(), 0.f);
+  auto info = tensors_[0]->Upload(HostArray::Of(values, {n_ * 2, 3}),
+                                  Placement::Sharded("flat", {{"data"}}), {.name = "rows"});
+  ASSERT_TRUE(info.ok()) << info.status();
+  for (int p = 0; p < cluster_->size(); ++p) {
+    auto seen = tensors_[p]->Describe(info->id);
+    ASSERT_TRUE(seen.ok()) << "daemon " << p << ": " << seen.status();
+    EXPECT_EQ(seen->name, "rows");
+    ASSERT_EQ(seen->shards.size(), static_cast<size_t>(n_));
+    for (const auto& shard : seen->shards) {
+      EXPECT_EQ(shard.process_index, shard.device_id / GetParam().devices);
+    }
+    auto listed = tensors_[p]->List("rows");
+    ASSERT_TRUE(listed.ok());
+    ASSERT_EQ(listed->size(), 1u);
+    EXPECT_EQ(listed->front().id, info->id);
+  }
+  // global_to_host_array: each daemon's own rows.
+  for (int p = 0; p < cluster_->size(); ++p) {
+    std::vector<float> rows(GetParam().devices * 2 * 3);
+    auto header = tensors_[p]->Download(info->id, client::AsWritableBytes(rows),
+                                        DownloadSelection::Process(p));
+    ASSERT_TRUE(header.ok()) << header.status();
+    EXPECT_EQ(header->shape, (std::vector<int64_t>{GetParam().devices * 2, 3}));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_EQ(rows[i], values[p * rows.size() + i]);
+    }
+  }
+  // Deleted through one daemon: gone everywhere.
+  ASSERT_TRUE(tensors_.back()->Delete({info->id}).ok());
+  for (int p = 0; p < cluster_->size(); ++p) {
+    EXPECT_EQ(tensors_[p]->Describe(info->id).status().code(), absl::StatusCode::kNotFound);
+  }
+}
+
+TEST_P(ClusterTensorsTest, ReshardsMoveOnlyTheNeededBoxesAcrossDaemons) {
+  const int64_t rows = n_ * 2, cols = n_;
+  std::vector<int32_t> values(rows * cols);
+  std::iota(values.begin(), values.end(), 0);
+  auto src = tensors_[0]->Upload(HostArray::Of(values, {rows, cols}),
+                                 Placement::Sharded("flat", {{"data"}}));
+  ASSERT_TRUE(src.ok()) << src.status();
+  const std::vector<Placement> targets = {
+      Placement::Sharded("flat", {{}, {"data"}}),         // rows -> columns
+      Placement::Sharded("grid", {{"local"}, {"proc"}}),  // a 2-D layout
+      Placement::Replicated("grid"),                      // everywhere
+      Placement::Device(n_ - 1),                          // the last daemon's last device
+      Placement::Sharded("grid", {{"proc", "local"}}),    // rows again, other order
+  };
+  for (size_t t = 0; t < targets.size(); ++t) {
+    const int driver = static_cast<int>(t) % cluster_->size();
+    auto placed = tensors_[driver]->Place(src->id, targets[t]);
+    ASSERT_TRUE(placed.ok()) << "target " << t << ": " << placed.status();
+    std::vector<int32_t> back(values.size());
+    auto header = tensors_[(driver + 1) % cluster_->size()]->Download(
+        placed->id, client::AsWritableBytes(back));
+    ASSERT_TRUE(header.ok()) << header.status();
+    EXPECT_EQ(back, values) << "target " << t;
+    ASSERT_TRUE(tensors_[0]->Delete({placed->id}).ok());
+  }
+  // Donation: the source is gone everywhere afterwards.
+  auto moved =
+      tensors_[1]->Place({src->id}, Placement::Replicated("flat"), SourceHandling::kDonate);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  for (int p = 0; p < cluster_->size(); ++p) {
+    EXPECT_EQ(tensors_[p]->Describe(src->id).status().code(), absl::StatusCode::kNotFound);
+  }
+}
+
+TEST_P(ClusterTensorsTest, AssembleAndDisassembleAcrossDaemons) {
+  // One single-device piece per device, uploaded through daemon 0.
+  std::vector<std::string> pieces;
+  for (int d = 0; d < n_; ++d) {
+    std::vector<float> piece = {d * 10.f, d * 10.f + 1, d * 10.f + 2};
+    auto info = tensors_[0]->Upload(HostArray::Of(piece, {1, 3}), Placement::Device(d));
+    ASSERT_TRUE(info.ok()) << info.status();
+    pieces.push_back(info->id);
+  }
+  auto whole = tensors_[1]->Assemble({n_, 3}, Placement::Sharded("flat", {{"data"}}), pieces,
+                                     SourceHandling::kDonate);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  for (const std::string& piece : pieces) {
+    EXPECT_EQ(tensors_[0]->Describe(piece).status().code(), absl::StatusCode::kNotFound);
+  }
+  std::vector<float> back(n_ * 3);
+  ASSERT_TRUE(tensors_.back()->Download(whole->id, client::AsWritableBytes(back)).ok());
+  for (int d = 0; d < n_; ++d) EXPECT_EQ(back[d * 3 + 1], d * 10.f + 1);
+
+  auto split = tensors_.back()->Disassemble(whole->id);
+  ASSERT_TRUE(split.ok()) << split.status();
+  ASSERT_EQ(split->size(), static_cast<size_t>(n_));
+  for (int d = 0; d < n_; ++d) {
+    EXPECT_EQ((*split)[d].shards.front().device_id, d);
+    std::vector<float> piece(3);
+    ASSERT_TRUE(tensors_[0]->Download((*split)[d].id, client::AsWritableBytes(piece)).ok());
+    EXPECT_EQ(piece[2], d * 10.f + 2);
+  }
+}
+
+TEST_P(ClusterTensorsTest, ErrorsNameTheProblemOnEveryDaemon) {
+  std::vector<float> values(n_ + 1);
+  auto info = tensors_[0]->Upload(HostArray::Of(values, {n_ + 1}), Placement::Replicated("flat"));
+  ASSERT_TRUE(info.ok());
+  // Unknown ids: NOT_FOUND from any daemon.
+  EXPECT_EQ(tensors_.back()->Describe("t-00000000000000000000000000000000").status().code(),
+            absl::StatusCode::kNotFound);
+  // An uneven reshard: JAX's divisibility message, and nothing made.
+  auto bad = tensors_.back()->Place(info->id, Placement::Sharded("grid", {{"local", "proc"}}));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("divisible"));
+  // A device budget exceeded on another daemon: RESOURCE_EXHAUSTED, and
+  // nothing kept anywhere.
+  std::vector<uint8_t> big(int64_t{80} << 20);
+  auto huge =
+      tensors_[0]->Upload(HostArray{client::DType::kU8, {static_cast<int64_t>(big.size())}, big},
+                          Placement::Device(n_ - 1));
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
+  auto listed = tensors_[1]->List();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Clusters, ClusterTensorsTest,
+                         ::testing::Values(Layout{2, 4}, Layout{4, 2}), [](const auto& info) {
+                           return absl::StrCat(info.param.processes, "x", info.param.devices);
+                         });
+
+}  // namespace
+}  // namespace placement::testing
