@@ -33,6 +33,12 @@ absl::StatusOr<BarrierResult> BarrierTable::Arrive(const BarrierArrival& arrival
   }
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the coordinator is stopping");
+  for (int32_t p : arrival.participants) {
+    if (std::find(lost_.begin(), lost_.end(), p) != lost_.end()) {
+      return absl::UnavailableError(absl::StrCat("barrier '", arrival.barrier_id, "': process ", p,
+                                                 " has left the cluster (epoch ", epoch_, ")"));
+    }
+  }
   std::shared_ptr<Instance>& slot = open_[arrival.barrier_id];
   if (slot == nullptr) {
     if (open_.size() > kMaxOpenBarriers) {
@@ -97,6 +103,7 @@ void BarrierTable::CompleteLocked(Instance* instance) {
 void BarrierTable::OnMembershipChange(int64_t epoch, const std::vector<int32_t>& lost) {
   absl::MutexLock lock(&mu_);
   epoch_ = epoch;
+  lost_ = lost;
   for (auto it = open_.begin(); it != open_.end();) {
     Instance& instance = *it->second;
     std::vector<int32_t> gone;
@@ -110,9 +117,9 @@ void BarrierTable::OnMembershipChange(int64_t epoch, const std::vector<int32_t>&
       continue;
     }
     instance.done = true;
-    instance.status = absl::UnavailableError(absl::StrCat("barrier '", it->first, "': process(es) ",
-                                                          absl::StrJoin(gone, ", "),
-                                                          " left the cluster (epoch ", epoch, ")"));
+    instance.status = absl::UnavailableError(
+        absl::StrCat("barrier '", it->first, "': ", gone.size() == 1 ? "process " : "processes ",
+                     absl::StrJoin(gone, ", "), " left the cluster (epoch ", epoch, ")"));
     it = open_.erase(it);
   }
 }

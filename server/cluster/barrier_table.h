@@ -62,8 +62,9 @@ class BarrierTable {
   // Arrives and waits for the others. See the header comment for errors.
   absl::StatusOr<BarrierResult> Arrive(const BarrierArrival& arrival);
 
-  // The membership moved to `epoch`; `lost` processes fail the instances
-  // that wait for them. Tickets restart at 0 in the new epoch.
+  // The membership moved to `epoch`; `lost` processes (every one lost now)
+  // fail the instances that wait for them, and later arrivals that name
+  // them. Tickets restart at 0 in the new epoch.
   void OnMembershipChange(int64_t epoch, const std::vector<int32_t>& lost);
 
   // Bumps `sequence_key`'s generation if it still is `generation`; returns
@@ -95,6 +96,9 @@ class BarrierTable {
   std::map<std::string, std::shared_ptr<Instance>> open_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Sequence> sequences_ ABSL_GUARDED_BY(mu_);
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // Processes the membership counts as lost now: an arrival naming one
+  // fails at once.
+  std::vector<int32_t> lost_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
 };

@@ -40,19 +40,19 @@ CoordinatorClient::~CoordinatorClient() = default;
 
 // Runs one unary call with `timeout`; transport failures name the
 // coordinator.
-#define PLACEMENT_COORD_CALL(method, request, response, timeout)                               \
-  [&]() -> absl::Status {                                                                      \
-    grpc::ClientContext context;                                                               \
-    channels_->Prepare(&context, timeout);                                                     \
-    grpc::Status s = stub_->stub->method(&context, request, &response);                        \
-    if (s.ok()) return absl::OkStatus();                                                       \
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||                                     \
-        (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&                              \
-         s.error_message() == "Deadline Exceeded")) {                                          \
-      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),                       \
-                          absl::StrCat("coordinator at ", address_, ": ", s.error_message())); \
-    }                                                                                          \
-    return FromGrpcStatus(s);                                                                  \
+#define PLACEMENT_COORD_CALL(method, request, response, timeout)                                  \
+  [&]() -> absl::Status {                                                                         \
+    grpc::ClientContext context;                                                                  \
+    channels_->Prepare(&context, timeout);                                                        \
+    grpc::Status s = stub_->stub->method(&context, request, &response);                           \
+    if (s.ok()) return absl::OkStatus();                                                          \
+    const bool answered = context.GetServerTrailingMetadata().count("placement-peer-answer") > 0; \
+    if (!answered && (s.error_code() == grpc::StatusCode::UNAVAILABLE ||                          \
+                      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)) {                   \
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),                          \
+                          absl::StrCat("coordinator at ", address_, ": ", s.error_message()));    \
+    }                                                                                             \
+    return FromGrpcStatus(s);                                                                     \
   }()
 
 absl::StatusOr<ClusterView> CoordinatorClient::Join(const JoinInfo& info, absl::Duration timeout) {

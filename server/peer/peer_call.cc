@@ -17,6 +17,10 @@ PeerCall::~PeerCall() { guard_.reset(); }
 
 absl::Status PeerCall::Finish(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
+  // The daemon's own answer keeps its code and text.
+  if (context_.GetServerTrailingMetadata().count("placement-peer-answer") > 0) {
+    return FromGrpcStatus(status);
+  }
   const grpc::StatusCode code = status.error_code();
   const bool transport = code == grpc::StatusCode::CANCELLED ||
                          code == grpc::StatusCode::UNAVAILABLE ||

@@ -116,22 +116,38 @@ absl::StatusOr<std::unique_ptr<PeerShardStream>> PeerShardStream::Open(
 
 absl::Status PeerShardStream::Write(absl::Span<const int64_t> device_ids,
                                     absl::Span<const ByteRun> runs, const char* chunk) {
+  // Messages stay around 1 MiB whatever the caller hands over (a same-host
+  // region upload passes the whole array at once).
+  constexpr int64_t kMessageBytes = int64_t{1} << 20;
   pb::ShardWrite* write = state_->message.mutable_write();
-  write->Clear();
-  for (int64_t id : device_ids) write->add_device_ids(id);
-  int64_t total = 0;
-  for (const ByteRun& run : runs) total += run.length;
-  std::string* data = write->mutable_data();
-  data->resize(static_cast<size_t>(total));
-  int64_t at = 0;
+  auto start = [&] {
+    write->Clear();
+    for (int64_t id : device_ids) write->add_device_ids(id);
+  };
+  auto flush = [&]() -> bool {
+    if (write->runs_size() == 0) return true;
+    const bool sent = state_->writer->Write(state_->message);
+    start();
+    return sent;
+  };
+  start();
   for (const ByteRun& run : runs) {
-    pb::ByteSpan* span = write->add_runs();
-    span->set_offset(run.dst_offset);
-    span->set_length(run.length);
-    std::memcpy(data->data() + at, chunk + run.src_offset, static_cast<size_t>(run.length));
-    at += run.length;
+    int64_t done = 0;
+    while (done < run.length) {
+      const int64_t room = kMessageBytes - static_cast<int64_t>(write->data().size());
+      if (room <= 0) {
+        if (!flush()) return Finish();
+        continue;
+      }
+      const int64_t take = std::min(room, run.length - done);
+      pb::ByteSpan* span = write->add_runs();
+      span->set_offset(run.dst_offset + done);
+      span->set_length(take);
+      write->mutable_data()->append(chunk + run.src_offset + done, static_cast<size_t>(take));
+      done += take;
+    }
   }
-  if (!state_->writer->Write(state_->message)) return Finish();
+  if (!flush()) return Finish();
   return absl::OkStatus();
 }
 

@@ -130,6 +130,7 @@ class ReadBoxReactor final : public grpc::ServerWriteReactor<pb::ReadBoxResponse
  public:
   ReadBoxReactor(CallGate* gate, grpc::CallbackServerContext* context, TensorStore* store,
                  const pb::ReadBoxRequest& request) {
+    context->AddTrailingMetadata(kPeerAnswerKey, "1");
     absl::StatusOr<Caller> caller = AdmitPeer(*gate, *context, &ticket_);
     if (!caller.ok()) {
       Finish(ToGrpcStatus(caller.status()));
@@ -185,6 +186,7 @@ class WriteShardsReactor final : public grpc::ServerReadReactor<pb::WriteShardsR
   WriteShardsReactor(CallGate* gate, grpc::CallbackServerContext* context, Cluster* cluster,
                      ClusterTensors* tensors, pb::WriteShardsResponse* response)
       : cluster_(cluster), tensors_(tensors), response_(response) {
+    context->AddTrailingMetadata(kPeerAnswerKey, "1");
     absl::StatusOr<Caller> caller = AdmitPeer(*gate, *context, &ticket_);
     if (!caller.ok()) {
       Finish(ToGrpcStatus(caller.status()));

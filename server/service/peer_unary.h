@@ -16,6 +16,11 @@
 
 namespace placement::server {
 
+// Trailing metadata on every answer of the daemon-to-daemon services, so a
+// caller can tell an error the daemon chose from a transport failure of the
+// same code (peer_call.h, coordinator_client.h).
+inline constexpr char kPeerAnswerKey[] = "placement-peer-answer";
+
 // The caller of a peer call, or the refusal.
 inline absl::StatusOr<Caller> AdmitPeer(CallGate& gate, const grpc::ServerContextBase& context,
                                         CallGate::Ticket* ticket) {
@@ -39,6 +44,7 @@ grpc::ServerUnaryReactor* RunPeerUnary(grpc::CallbackServerContext* context, Cal
   absl::StatusOr<Caller> caller = AdmitPeer(gate, *context, &ticket);
   absl::Status status = caller.status();
   if (status.ok()) status = std::forward<Fn>(fn)();
+  context->AddTrailingMetadata(kPeerAnswerKey, "1");
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
@@ -52,6 +58,7 @@ grpc::ServerUnaryReactor* RunPeerBlocking(grpc::CallbackServerContext* context, 
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto ticket = std::make_shared<CallGate::Ticket>();
   absl::StatusOr<Caller> caller = AdmitPeer(gate, *context, ticket.get());
+  context->AddTrailingMetadata(kPeerAnswerKey, "1");
   if (!caller.ok()) {
     reactor->Finish(ToGrpcStatus(caller.status()));
     return reactor;

@@ -1,0 +1,172 @@
+// Failure in a cluster of real daemons: a daemon killed (SIGKILL) while a
+// collective waits for it or runs through it -- the others answer
+// UNAVAILABLE naming it within heartbeat_interval x misses, free what they
+// held (device memory back to baseline), and the restarted daemon rejoins
+// with the same process index and takes part in the next collective.
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "placement/client/collectives.h"
+#include "placement/client/meshes.h"
+#include "placement/client/tensors.h"
+#include "placement/v1/collective_service.grpc.pb.h"
+#include "tests/cluster/cluster_test_util.h"
+
+namespace placement::testing {
+namespace {
+
+namespace pb = placement::v1;
+using client::HostArray;
+using client::Placement;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+// Bytes in use on the devices of `processes`, as daemon `via` sees them.
+std::vector<int64_t> MemoryOf(const client::Client& via, const std::vector<int32_t>& processes) {
+  std::vector<int64_t> out;
+  auto devices = via.ListDevices();
+  EXPECT_TRUE(devices.ok());
+  for (const auto& d : *devices) {
+    if (std::find(processes.begin(), processes.end(), d.process_index) != processes.end()) {
+      out.push_back(d.memory_in_use_bytes);
+    }
+  }
+  return out;
+}
+
+// Polls until the survivors' memory is back to `baseline` (bounded).
+bool MemoryReturns(const client::Client& via, const std::vector<int32_t>& processes,
+                   const std::vector<int64_t>& baseline) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    if (MemoryOf(via, processes) == baseline) return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return false;
+}
+
+class ClusterFailureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterOptions options;
+    options.num_processes = 3;
+    options.devices_per_process = 2;
+    options.device_memory = int64_t{256} << 20;
+    options.extra_flags = {"--cluster_op_timeout=20s"};
+    auto cluster = ClusterProcesses::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    for (int p = 0; p < 3; ++p) {
+      auto c = cluster_->Connect(p);
+      ASSERT_TRUE(c.ok());
+      clients_.push_back(*std::move(c));
+    }
+    client::MeshClient meshes(*clients_[0]);
+    ASSERT_TRUE(meshes.CreateMesh({{"data", 6}}, {.mesh_id = "flat"}).ok());
+  }
+
+  std::unique_ptr<ClusterProcesses> cluster_;
+  std::vector<std::unique_ptr<client::Client>> clients_;
+};
+
+TEST_F(ClusterFailureTest, KilledDaemonFailsWaitingMultiControllerCallsAndRejoins) {
+  const std::vector<int64_t> baseline = MemoryOf(*clients_[0], {0, 1});
+  client::TensorClient tensors(*clients_[0]);
+  std::vector<float> values(6 * 4, 1.f);
+  auto input =
+      tensors.Upload(HostArray::Of(values, {6, 4}), Placement::Sharded("flat", {{"data"}}));
+  ASSERT_TRUE(input.ok()) << input.status();
+
+  // Processes 0 and 1's trainers call; process 2's never does, and its
+  // daemon is killed while the others wait for it.
+  std::vector<grpc::Status> statuses(2);
+  std::vector<absl::Time> ended(2);
+  std::vector<std::thread> trainers;
+  for (int p = 0; p < 2; ++p) {
+    trainers.emplace_back([&, p] {
+      auto stub = pb::CollectiveService::NewStub(
+          grpc::CreateChannel(cluster_->address(p), grpc::InsecureChannelCredentials()));
+      pb::AllReduceRequest request;
+      request.set_tensor_id(input->id);
+      request.set_controller(pb::CONTROLLER_MULTI);
+      pb::CollectiveResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      statuses[p] = stub->AllReduce(&context, request, &response);
+      ended[p] = absl::Now();
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // both are waiting at the barrier
+  const absl::Time killed = absl::Now();
+  cluster_->Kill(2);
+  for (auto& t : trainers) t.join();
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(statuses[p].error_code(), grpc::StatusCode::UNAVAILABLE)
+        << statuses[p].error_message();
+    EXPECT_THAT(statuses[p].error_message(), HasSubstr("process 2"));
+    // heartbeat 250 ms x 8 misses = 2 s, plus a sweep and a beat.
+    EXPECT_LT(ended[p] - killed, absl::Seconds(5));
+  }
+  // The input had shards on the lost daemon: freed on the survivors.
+  EXPECT_TRUE(MemoryReturns(*clients_[0], {0, 1}, baseline));
+  EXPECT_EQ(tensors.Describe(input->id).status().code(), absl::StatusCode::kNotFound);
+
+  // The restarted daemon rejoins as process 2 and works again.
+  ASSERT_TRUE(cluster_->Restart(2).ok()) << cluster_->daemon(2).Stderr();
+  auto formed = WaitForStatus(*clients_[0], [](const client::DaemonStatus& s) {
+    return s.cluster.state == client::ClusterState::kFormed;
+  });
+  ASSERT_TRUE(formed.ok());
+  ASSERT_EQ(formed->cluster.state, client::ClusterState::kFormed);
+  EXPECT_EQ(formed->cluster.processes[2].joins, 2);
+  auto again =
+      tensors.Upload(HostArray::Of(values, {6, 4}), Placement::Sharded("flat", {{"data"}}));
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto c2 = cluster_->Connect(2);
+  ASSERT_TRUE(c2.ok());
+  client::CollectiveClient collectives(**c2);
+  auto sum = collectives.AllReduce(again->id, client::ReduceOp::kSum);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  std::vector<float> got(4);
+  ASSERT_TRUE(tensors.Download(sum->id, client::AsWritableBytes(got)).ok());
+  EXPECT_EQ(got[0], 6.f);
+}
+
+TEST_F(ClusterFailureTest, KilledDaemonFailsARunningCollective) {
+  const std::vector<int64_t> baseline = MemoryOf(*clients_[0], {0, 2});
+  client::TensorClient tensors(*clients_[0]);
+  // 6 x 24 MiB blocks: long enough on two cores that the kill lands inside.
+  const int64_t cols = int64_t{6} << 20;
+  std::vector<float> values(6 * cols, 0.5f);
+  auto input =
+      tensors.Upload(HostArray::Of(values, {6, cols}), Placement::Sharded("flat", {{"data"}}));
+  ASSERT_TRUE(input.ok()) << input.status();
+  values.clear();
+  values.shrink_to_fit();
+  client::CollectiveClient collectives(*clients_[0]);
+  absl::Status result;
+  absl::Time ended;
+  std::thread driver([&] {
+    result = collectives.AllReduce(input->id, client::ReduceOp::kSum).status();
+    ended = absl::Now();
+  });
+  absl::SleepFor(absl::Milliseconds(150));
+  const absl::Time killed = absl::Now();
+  cluster_->Kill(1);
+  driver.join();
+  if (result.ok()) {
+    GTEST_LOG_(INFO) << "the collective finished before the kill";
+  } else {
+    EXPECT_EQ(result.code(), absl::StatusCode::kUnavailable) << result;
+    EXPECT_THAT(result.message(), HasSubstr("process 1"));
+    EXPECT_LT(ended - killed, absl::Seconds(25));
+  }
+  // Nothing half-made survives on the daemons that are left.
+  EXPECT_TRUE(MemoryReturns(*clients_[0], {0, 2}, baseline));
+}
+
+}  // namespace
+}  // namespace placement::testing
