@@ -74,6 +74,7 @@ class RegionPool:
         self._closed = False
         self._user: "weakref.WeakSet[SharedRegion]" = weakref.WeakSet()
         self._made: "weakref.WeakSet[SharedRegion]" = weakref.WeakSet()  # staging, free or lent
+        self._generation = 0  # bumped by forget(); older regions are not reused
 
     # --- The caller's regions -----------------------------------------------------
     def track(self, region: SharedRegion) -> None:
@@ -127,14 +128,25 @@ class RegionPool:
         """A staging region of at least `nbytes` when `path` takes one, else
         None (the stream). Under "auto" a region that cannot be made falls
         back to the stream; under "region" its error is raised."""
-        if not self.use_region(path, nbytes) or nbytes == 0:
-            return None
-        try:
-            return self.borrow(nbytes)
-        except errors.PlacementError:
-            if path is TransferPath.REGION:
-                raise
-            return None
+        for attempt in (0, 1):
+            if not self.use_region(path, nbytes) or nbytes == 0:
+                return None
+            try:
+                return self.borrow(nbytes)
+            except errors.UnavailableError:
+                # The region socket is gone: the daemon restarted (a TCP
+                # daemon's socket is named after its instance). Ask again.
+                self.forget()
+                if attempt == 0:
+                    continue
+                if path is TransferPath.REGION:
+                    raise
+                return None
+            except errors.PlacementError:
+                if path is TransferPath.REGION:
+                    raise
+                return None
+        return None
 
     # --- Borrow and return ----------------------------------------------------------
     def borrow(self, nbytes: int) -> Lease:
@@ -147,9 +159,11 @@ class RegionPool:
                 self._free.remove(best)
                 return Lease(self, best)
             socket = self._socket
+            generation = self._generation
         size = max(_MIB, -(-nbytes // _MIB) * _MIB)
         region = SharedRegion(size, "placement-staging", client=self._client, _socket=socket,
                               _track=False)
+        region.pool_generation = generation
         with self._lock:
             self._made.add(region)
         return Lease(self, region)
@@ -157,7 +171,7 @@ class RegionPool:
     def _give_back(self, region: SharedRegion) -> None:
         dropped: List[SharedRegion] = []
         with self._lock:
-            if self._closed:
+            if self._closed or region.pool_generation != self._generation:
                 dropped.append(region)
             else:
                 self._free.append(region)
@@ -169,6 +183,20 @@ class RegionPool:
                     dropped.append(smallest)
         for r in dropped:  # unregistered outside the lock
             r.close()
+
+    def forget(self) -> None:
+        """Starts afresh after the daemon said it does not know a staging
+        region (it restarted -- with another region socket -- or the session
+        that owned the regions ended): drops the free regions, and those
+        lent now when they come back, and asks again whether the daemon is
+        on this host."""
+        with self._lock:
+            dropped, self._free = self._free, []
+            self._generation += 1
+            self._checked = False
+            self._socket = None
+        for r in dropped:
+            r.close()  # NOT_FOUND from the daemon is ignored; the mapping goes
 
     def free_regions(self) -> List[SharedRegion]:
         with self._lock:

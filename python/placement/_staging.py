@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from placement import errors
 from placement._region_pool import Lease, RegionPool, parallel_copy
 from placement._transport import TransferPath
 from placement.regions import SharedRegion
@@ -40,6 +41,22 @@ class Staged:
         if self.lease is not None:
             self.lease.release()
             self.lease = None
+
+    def names_staging(self, error: BaseException) -> bool:
+        """Whether `error` is a NOT_FOUND naming the staging region."""
+        region = self.lease.region if self.lease is not None else None
+        return (isinstance(error, errors.NotFoundError) and region is not None
+                and region.id in error.message)
+
+    def finish(self, error: Optional[BaseException]) -> None:
+        """Releases the lease after a transfer that ended with `error` (None:
+        OK). After NOT_FOUND the staging region may be what the daemon no
+        longer knows (its session ended, someone unregistered it): it is
+        dropped rather than handed to the next transfer."""
+        if isinstance(error, errors.NotFoundError) and self.lease is not None:
+            self.lease.discard()
+            self.lease = None
+        self.release()
 
 
 def stage(pool: RegionPool, path: TransferPath, arrays: Sequence[np.ndarray], *,

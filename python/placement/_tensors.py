@@ -16,7 +16,8 @@ TransportOptions.timeout.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Any, Callable, Iterable, Iterator, List, Optional, Sequence,
+                    Tuple, TypeVar)
 
 import grpc
 import numpy as np
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from placement.client import Client
 
 _SERVICE = "/placement.v1.TensorService/"
+_T = TypeVar("_T")
 
 
 def _byte_view(array: np.ndarray) -> memoryview:
@@ -70,21 +72,46 @@ class Tensors:
         `path` overrides TransportOptions.transfer_path."""
         array = _dtypes.as_host_array(array)
         header = self._upload_header(array.dtype, array.shape, rule, name)
-        staged = _staging.stage(self.client.regions, self.client.regions.path(path), [array])
-        try:
-            if 0 in staged.slices:
-                return self._upload_messages([header, pb.UploadRequest(region=staged.slices[0])])
-        finally:
-            staged.release()
 
-        def requests() -> Iterator[object]:
+        def requests(staged: _staging.Staged) -> Iterator[object]:
             yield header
+            if 0 in staged.slices:
+                yield pb.UploadRequest(region=staged.slices[0])
+                return
             data = _byte_view(array)
             step = self.chunk
             for off in range(0, len(data), step):
                 yield _wire.upload_chunk(data[off:off + step])
 
-        return self._upload_messages(requests())
+        return self._staged_call([array], path,
+                                 lambda staged: self._upload_messages(requests(staged)))
+
+    def _staged_call(self, arrays: Sequence[np.ndarray], path: Any,
+                     send: Callable[[_staging.Staged], _T]) -> _T:
+        """send(staged), with `arrays` staged as the path says (no slices on
+        the stream). A NOT_FOUND naming a staging region means the daemon no
+        longer knows the pool's regions (it restarted, or the session owning
+        them ended); the daemon then failed the call without committing
+        anything, so the pool starts afresh and the call is made once more."""
+        pool = self.client.regions
+        chosen = pool.path(path)
+        for attempt in (0, 1):
+            staged = _staging.stage(pool, chosen, arrays)
+            try:
+                result = send(staged)
+            except errors.NotFoundError as e:
+                gone = staged.names_staging(e)
+                staged.finish(e)
+                if not gone or attempt == 1:
+                    raise
+                pool.forget()
+                continue
+            except BaseException:
+                staged.release()
+                raise
+            staged.release()
+            return result
+        raise AssertionError("unreachable")
 
     def upload_from_region(self, region: SharedRegion, offset: int, dtype: np.dtype,
                            shape: Tuple[int, ...], rule: Optional[pb.PlacementRule] = None,
@@ -126,10 +153,8 @@ class Tensors:
         if rule is not None:
             header.header.rule.CopyFrom(rule)
         fill_batch_header(header.header, arrays)
-        staged = _staging.stage(self.client.regions, self.client.regions.path(path),
-                                [a for _, a in arrays])
 
-        def requests() -> Iterator[object]:
+        def requests(staged: _staging.Staged) -> Iterator[object]:
             yield header
             for index, (_, array) in enumerate(arrays):
                 found = staged.slices.get(index)
@@ -141,13 +166,14 @@ class Tensors:
                 else:
                     yield from batch_chunks(2, index, array, self.chunk)
 
-        try:
-            response = self._upload_batch(requests(),
+        def send(staged: _staging.Staged) -> pb.UploadBatchResponse:
+            try:
+                return self._upload_batch(requests(staged),
                                           timeout=self.client.options.stream_timeout)
-        except grpc.RpcError as e:
-            raise _stream_error(e) from None
-        finally:
-            staged.release()
+            except grpc.RpcError as e:
+                raise _stream_error(e) from None
+
+        response = self._staged_call([a for _, a in arrays], path, send)
         if len(response.tensors) != len(arrays):
             raise errors.InternalError(f"UploadBatch of {len(arrays)} arrays returned "
                                        f"{len(response.tensors)} tensors")
@@ -196,13 +222,21 @@ class Tensors:
                     info = self.describe(tensor_id)
                 room = _staging.download_room(info, _dtypes.from_proto(info.dtype), device_id,
                                               process_index)
-            lease = pool.lease_for(chosen, room)
-            if lease is not None:
+            for attempt in (0, 1):
+                lease = pool.lease_for(chosen, room)
+                if lease is None:
+                    break
                 region = lease.region
                 assert region is not None
                 try:
                     header = self._download_to_region(request, region, 0, room,
                                                       caller_room=out is not None)
+                except errors.NotFoundError as e:
+                    lease.discard()
+                    if region.id not in e.message or attempt == 1:
+                        raise
+                    pool.forget()  # the daemon forgot the pool's regions: see _staged_call
+                    continue
                 except BaseException:
                     lease.discard()  # the daemon may still be writing into it
                     raise

@@ -217,9 +217,11 @@ class _Stream:
             if self._call.done():
                 self._release_ring()
 
-    def _release_ring(self, sequence: Optional[int] = None) -> None:
+    def _release_ring(self, sequence: Optional[int] = None,
+                      error: Optional[BaseException] = None) -> None:
         """Returns the region of batch `sequence` (None: of every batch) to
-        the pool: the daemon has read it, or the stream is over."""
+        the pool: the daemon has read it, or the stream is over (with
+        `error`: see _staging.Staged.finish)."""
         with self._cond:
             if sequence is None:
                 done = list(self._staged.values())
@@ -227,8 +229,10 @@ class _Stream:
             else:
                 one = self._staged.pop(sequence, None)
                 done = [one] if one is not None else []
+        if error is not None and any(staged.names_staging(error) for staged in done):
+            self._client.regions.forget()  # the daemon forgot the pool's regions
         for staged in done:
-            staged.release()
+            staged.finish(error)
 
     # --- Consumer ---------------------------------------------------------------
     def next(self) -> Any:
@@ -294,7 +298,7 @@ class _Stream:
         if error is not None:
             self._call.cancel()
         self._join()
-        self._release_ring()
+        self._release_ring(error=error)
         if error is not None:
             raise error
         raise StopIteration

@@ -107,6 +107,7 @@ class SharedRegion:
         self._lock = threading.Lock()
         self._registered = False
         self._mmap: Optional[mmap.mmap] = None
+        self.pool_generation: Optional[int] = None  # set by the staging pool for its regions
         size_bytes = int(size_bytes)
         if size_bytes < 1:
             raise errors.InvalidArgumentError(f"size_bytes must be >= 1, got {size_bytes}")

@@ -22,7 +22,7 @@ from placement import (DevicePlacement, NamedSharding, PartitionSpec, SharedRegi
 from placement.testing import LocalDaemon
 from placement.v1 import daemon_service_pb2
 
-from conftest import DEVICE_MEMORY
+from conftest import DEVICE_MEMORY, check_alive
 
 DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int8, np.int16, np.int32,
           np.int64, np.uint8, np.bool_]
@@ -37,6 +37,7 @@ def daemon():
     with LocalDaemon(args=[f"--cpu_device_memory={DEVICE_MEMORY}",
                            "--metrics_listen=127.0.0.1:0"]) as d:
         yield d
+        check_alive(d)
 
 
 def region_bytes(daemon):
@@ -387,6 +388,44 @@ def test_prefetch_cancelled_mid_stream_returns_its_ring(client):
     # Every staging region is back in the pool (or unregistered): none is lent.
     free = {r.id for r in client.regions.free_regions()}
     assert not {r.id for r in list(client.regions._made) if not r.closed} - free
+
+
+# --- A daemon that forgot the pool's regions ------------------------------------------------
+def test_a_restarted_daemon_gets_fresh_regions(daemon, tmp_path):
+    target = f"unix:{tmp_path}/p.sock"
+    x = np.arange(MIB, dtype=np.float32)
+    first = LocalDaemon(daemon.binary, listen=target)
+    try:
+        c = placement.Client(target)
+        r = placement.device_put(x, 0, client=c)  # a staging region, kept in the pool
+        np.testing.assert_array_equal(np.asarray(r), x)
+        r.keep()
+        (old,) = c.regions.free_regions()
+    finally:
+        first.stop()
+    with LocalDaemon(daemon.binary, listen=target) as second:
+        assert len(c.list_devices()) == 8  # reconnected (retried on UNAVAILABLE)
+        # The new daemon never saw the pool's region: NOT_FOUND naming it, nothing
+        # committed, so the pool starts afresh and the upload runs again.
+        r = placement.device_put(x, 0, client=c)
+        np.testing.assert_array_equal(np.asarray(r), x)
+        assert old.closed and old not in c.regions.free_regions()
+        assert c.status().num_regions == 1
+        r.delete()
+        c.close()
+        assert second.process.poll() is None
+
+
+def test_a_moved_region_socket_is_asked_again(daemon, client, by_path):
+    c = by_path["auto"]
+    c.regions.use_region(TransferPath.AUTO, MIB)  # same-host check done, socket known
+    c.regions._socket = "@placementd-regions-moved-away"  # as after a restart over TCP
+    big = np.arange(48 * MIB // 8, dtype=np.int64)  # bigger than any free region: a new one
+    with Moved(daemon) as moved:
+        r = placement.device_put(big, 1, client=c)
+    assert moved.into == big.nbytes
+    assert c.regions._socket == client.status().region_socket
+    r.delete()
 
 
 # --- The pool and closing ----------------------------------------------------------------
