@@ -10,7 +10,7 @@ PartitionSpec; RemoteArray handles; a JAX bridge (to_jax / from_jax).
     dp = placement.DevicePlacement()
     x = dp.place_on_device(np.ones((32, 784), np.float32))
 """
-from placement._transport import TransportOptions
+from placement._transport import TransferPath, TransportOptions
 from placement._version import __version__
 from placement.api import (delete, device_count, device_put, devices, local_devices,
                            make_array_from_single_device_arrays)
@@ -27,10 +27,12 @@ from placement.loadax import (DataPartitionType, global_to_host_array,
                               host_to_global_device_array, with_sharding_constraint)
 from placement.mesh_manager import DeviceMeshManager
 from placement.prefetch import PrefetchIterator
+from placement.regions import SharedRegion
 from placement.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 __all__ = [
-    "__version__", "connect", "default_client", "Client", "TransportOptions", "PlacementError",
+    "__version__", "connect", "default_client", "Client", "TransportOptions", "TransferPath",
+    "PlacementError", "SharedRegion",
     "Device", "devices", "local_devices", "device_count", "device_put", "delete",
     "make_array_from_single_device_arrays", "RemoteArray", "Shard",
     "Mesh", "NamedSharding", "PartitionSpec", "SingleDeviceSharding",

@@ -1,19 +1,31 @@
-"""TensorService calls: chunked uploads and downloads, place, assemble.
+"""TensorService calls: uploads and downloads, place, assemble.
 
-Uploads stream a header, then ~chunk_bytes messages framed straight from the
-caller's array (placement._wire; one copy per chunk, no whole-array copy);
-downloads write each received chunk straight into the result array. No
-message ever needs a raised size limit. Stream deadlines are
-TransportOptions.stream_timeout; unary ones TransportOptions.timeout.
+Two paths for tensor bytes, chosen per transfer by the Client's RegionPool
+(TransportOptions.transfer_path, docs/api/regions.md):
+  * the gRPC stream: a header, then ~chunk_bytes messages framed straight
+    from the caller's array (placement._wire; one copy per chunk, no
+    whole-array copy); downloads write each received chunk straight into the
+    result array. No message ever needs a raised size limit.
+  * a same-host region: arrays inside the caller's SharedRegions are named
+    where they lie; others are copied once into a pooled staging region and
+    named there (one RegionSlice message per array); downloads ask the
+    daemon to write into a region (the caller's, else a staging one copied
+    out once).
+Stream deadlines are TransportOptions.stream_timeout; unary ones
+TransportOptions.timeout.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Any, Callable, Iterable, Iterator, List, Optional, Sequence,
+                    Tuple, TypeVar)
 
 import grpc
 import numpy as np
 
-from placement import _dtypes, _wire, errors
+from placement import _dtypes, _staging, _wire, errors
+from placement._region_pool import parallel_copy
+from placement._transport import TransferPath
+from placement.regions import SharedRegion
 from placement.v1 import tensor_service_pb2 as pb
 from placement.v1 import types_pb2
 
@@ -21,6 +33,7 @@ if TYPE_CHECKING:
     from placement.client import Client
 
 _SERVICE = "/placement.v1.TensorService/"
+_T = TypeVar("_T")
 
 
 def _byte_view(array: np.ndarray) -> memoryview:
@@ -54,35 +67,86 @@ class Tensors:
 
     # --- Upload -----------------------------------------------------------------
     def upload(self, array: np.ndarray, rule: Optional[pb.PlacementRule] = None,
-               name: str = "") -> types_pb2.TensorInfo:
-        """One array (JAX's rules: a spec longer than the rank is an error)."""
+               name: str = "", *, path: Any = None) -> types_pb2.TensorInfo:
+        """One array (JAX's rules: a spec longer than the rank is an error).
+        `path` overrides TransportOptions.transfer_path."""
         array = _dtypes.as_host_array(array)
-        header = pb.UploadRequest()
-        h = header.header
-        h.dtype = _dtypes.to_proto(array.dtype)
-        h.shape.extend(array.shape)
-        h.name = name
-        h.owner = self.client.owner
-        if rule is not None:
-            h.rule.CopyFrom(rule)
+        header = self._upload_header(array.dtype, array.shape, rule, name)
 
-        def requests() -> Iterator[object]:
+        def requests(staged: _staging.Staged) -> Iterator[object]:
             yield header
+            if 0 in staged.slices:
+                yield pb.UploadRequest(region=staged.slices[0])
+                return
             data = _byte_view(array)
             step = self.chunk
             for off in range(0, len(data), step):
                 yield _wire.upload_chunk(data[off:off + step])
 
+        return self._staged_call([array], path,
+                                 lambda staged: self._upload_messages(requests(staged)))
+
+    def _staged_call(self, arrays: Sequence[np.ndarray], path: Any,
+                     send: Callable[[_staging.Staged], _T]) -> _T:
+        """send(staged), with `arrays` staged as the path says (no slices on
+        the stream). A NOT_FOUND naming a staging region means the daemon no
+        longer knows the pool's regions (it restarted, or the session owning
+        them ended); the daemon then failed the call without committing
+        anything, so the pool starts afresh and the call is made once more."""
+        pool = self.client.regions
+        chosen = pool.path(path)
+        for attempt in (0, 1):
+            staged = _staging.stage(pool, chosen, arrays)
+            try:
+                result = send(staged)
+            except errors.NotFoundError as e:
+                gone = staged.names_staging(e)
+                staged.finish(e)
+                if not gone or attempt == 1:
+                    raise
+                pool.forget()
+                continue
+            except BaseException:
+                staged.release()
+                raise
+            staged.release()
+            return result
+        raise AssertionError("unreachable")
+
+    def upload_from_region(self, region: SharedRegion, offset: int, dtype: np.dtype,
+                           shape: Tuple[int, ...], rule: Optional[pb.PlacementRule] = None,
+                           name: str = "") -> types_pb2.TensorInfo:
+        """An array whose bytes the daemon reads from `region` at `offset`."""
+        header = self._upload_header(dtype, shape, rule, name)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        messages: List[object] = [header]
+        if nbytes > 0:
+            messages.append(pb.UploadRequest(region=_staging.region_slice(region, offset, nbytes)))
+        return self._upload_messages(messages)
+
+    def _upload_header(self, dtype: Any, shape: Sequence[int],
+                       rule: Optional[pb.PlacementRule], name: str) -> pb.UploadRequest:
+        header = pb.UploadRequest()
+        h = header.header
+        h.dtype = _dtypes.to_proto(dtype)
+        h.shape.extend(shape)
+        h.name = name
+        h.owner = self.client.owner
+        if rule is not None:
+            h.rule.CopyFrom(rule)
+        return header
+
+    def _upload_messages(self, messages: Iterable[object]) -> types_pb2.TensorInfo:
         try:
-            return self._upload(requests(), timeout=self.client.options.stream_timeout).tensor
+            return self._upload(iter(messages), timeout=self.client.options.stream_timeout).tensor
         except grpc.RpcError as e:
             raise _stream_error(e) from None
 
     def upload_batch(self, arrays: Sequence[Tuple[str, np.ndarray]],
                      rule: Optional[pb.PlacementRule] = None,
-                     name: str = "") -> List[types_pb2.TensorInfo]:
+                     name: str = "", *, path: Any = None) -> List[types_pb2.TensorInfo]:
         """A group under one rule, all or nothing (UploadBatch); results in
-        `arrays` order."""
+        `arrays` order. `path` overrides TransportOptions.transfer_path."""
         header = pb.UploadBatchRequest()
         header.header.name = name
         header.header.owner = self.client.owner
@@ -90,16 +154,26 @@ class Tensors:
             header.header.rule.CopyFrom(rule)
         fill_batch_header(header.header, arrays)
 
-        def requests() -> Iterator[object]:
+        def requests(staged: _staging.Staged) -> Iterator[object]:
             yield header
             for index, (_, array) in enumerate(arrays):
-                yield from batch_chunks(2, index, array, self.chunk)
+                found = staged.slices.get(index)
+                if found is not None:
+                    message = pb.UploadBatchRequest()
+                    message.chunk.array_index = index
+                    message.chunk.region.CopyFrom(found)
+                    yield message
+                else:
+                    yield from batch_chunks(2, index, array, self.chunk)
 
-        try:
-            response = self._upload_batch(requests(),
+        def send(staged: _staging.Staged) -> pb.UploadBatchResponse:
+            try:
+                return self._upload_batch(requests(staged),
                                           timeout=self.client.options.stream_timeout)
-        except grpc.RpcError as e:
-            raise _stream_error(e) from None
+            except grpc.RpcError as e:
+                raise _stream_error(e) from None
+
+        response = self._staged_call([a for _, a in arrays], path, send)
         if len(response.tensors) != len(arrays):
             raise errors.InternalError(f"UploadBatch of {len(arrays)} arrays returned "
                                        f"{len(response.tensors)} tensors")
@@ -107,10 +181,18 @@ class Tensors:
 
     # --- Download ---------------------------------------------------------------
     def download(self, tensor_id: str, *, device_id: Optional[int] = None,
-                 process_index: Optional[int] = None
-                 ) -> Tuple[pb.DownloadHeader, np.ndarray]:
+                 process_index: Optional[int] = None,
+                 info: Optional[types_pb2.TensorInfo] = None,
+                 out: Optional[np.ndarray] = None,
+                 path: Any = None) -> Tuple[pb.DownloadHeader, np.ndarray]:
         """The whole array, one device's shard, or one node's rows (loadax
-        global_to_host_array). Retried on UNAVAILABLE before any byte came."""
+        global_to_host_array). Retried on UNAVAILABLE before any byte came.
+
+        `info` (the tensor's TensorInfo, when the caller has it) sizes the
+        region path without a Describe call; `out` (a writable C-contiguous
+        array of the result's dtype and shape) receives the bytes and is
+        returned -- with no copy here when it lies in one of the caller's
+        SharedRegions; `path` overrides TransportOptions.transfer_path."""
         request = pb.DownloadRequest(tensor_id=tensor_id, chunk_size_bytes=self.chunk)
         if device_id is not None:
             request.device_id = device_id
@@ -118,30 +200,128 @@ class Tensors:
             request.process_index = process_index
         else:
             request.whole = True
+        if out is not None and (not isinstance(out, np.ndarray) or not out.flags.c_contiguous
+                                or not out.flags.writeable):
+            raise errors.InvalidArgumentError(
+                "out must be a writable C-contiguous numpy array")
+        if out is not None and info is not None and request.whole:
+            _check_out(tensor_id, info.dtype, tuple(info.shape), out)  # before any byte moves
+        pool = self.client.regions
+        chosen = pool.path(path)
+        if chosen is not TransferPath.STREAM:
+            found = pool.locate(out) if out is not None else None
+            if found is not None:  # the daemon writes straight into the caller's region
+                header = self._download_to_region(request, found[0], found[1], out.nbytes,
+                                                  caller_room=True)
+                _check_out(tensor_id, header.dtype, tuple(header.shape), out)
+                return header, out
+            if out is not None:
+                room = out.nbytes
+            else:
+                if info is None:
+                    info = self.describe(tensor_id)
+                room = _staging.download_room(info, _dtypes.from_proto(info.dtype), device_id,
+                                              process_index)
+            for attempt in (0, 1):
+                lease = pool.lease_for(chosen, room)
+                if lease is None:
+                    break
+                region = lease.region
+                assert region is not None
+                try:
+                    header = self._download_to_region(request, region, 0, room,
+                                                      caller_room=out is not None)
+                except errors.NotFoundError as e:
+                    lease.discard()
+                    if region.id not in e.message or attempt == 1:
+                        raise
+                    pool.forget()  # the daemon forgot the pool's regions: see _staged_call
+                    continue
+                except BaseException:
+                    lease.discard()  # the daemon may still be writing into it
+                    raise
+                try:
+                    target = _target(tensor_id, header, out)
+                    parallel_copy(_staging.as_bytes(target), region.bytes[:header.total_bytes])
+                finally:
+                    lease.release()
+                return header, _shaped(header, target, out)
+        return self._download_stream(request, tensor_id, out)
+
+    def download_to_region(self, tensor_id: str, region: SharedRegion, offset: int = 0,
+                           size: int = 0, *, device_id: Optional[int] = None,
+                           process_index: Optional[int] = None) -> pb.DownloadHeader:
+        """The daemon writes the selection into `region` at `offset` (at
+        most `size` bytes; 0 = the rest of the region)."""
+        request = pb.DownloadRequest(tensor_id=tensor_id)
+        if device_id is not None:
+            request.device_id = device_id
+        elif process_index is not None:
+            request.process_index = process_index
+        else:
+            request.whole = True
+        if size == 0 and 0 <= offset <= region.size:
+            size = region.size - offset
+        return self._download_to_region(request, region, offset, size)
+
+    def _download_to_region(self, request: pb.DownloadRequest, region: SharedRegion,
+                            offset: int, size: int, *,
+                            caller_room: bool = False) -> pb.DownloadHeader:
+        """With `caller_room`, `size` is the caller's `out`: a larger
+        download is InvalidArgumentError naming both sizes."""
+        request.destination.CopyFrom(_staging.region_slice(region, offset, size))
+
+        def attempt() -> pb.DownloadHeader:
+            header = None
+            for message in self._download(request, timeout=self.client.options.stream_timeout):
+                if isinstance(message, pb.DownloadHeader):
+                    header = message
+                elif len(message):
+                    raise errors.InternalError(
+                        f"download of '{request.tensor_id}' into region {region.id}: the daemon "
+                        f"sent bytes on the stream")
+            if header is None:
+                raise errors.InternalError(
+                    f"download of '{request.tensor_id}': the stream ended without a header")
+            return header
+
+        # Idempotent: a retry writes the same bytes into the same place.
+        try:
+            return self.client.transport.run(attempt, idempotent=True)
+        except errors.OutOfRangeError as e:
+            if not caller_room:
+                raise
+            raise errors.InvalidArgumentError(
+                f"out holds {size} bytes; tensor '{request.tensor_id}' needs more ({e})") from None
+
+    def _download_stream(self, request: pb.DownloadRequest, tensor_id: str,
+                         out: Optional[np.ndarray]) -> Tuple[pb.DownloadHeader, np.ndarray]:
         started = False
 
         def attempt() -> Tuple[pb.DownloadHeader, np.ndarray]:
             nonlocal started
             header = None
-            out = None
+            target = None
+            data = None
             pos = 0
             for message in self._download(request, timeout=self.client.options.stream_timeout):
                 if isinstance(message, pb.DownloadHeader):
                     started = True
                     header = message
-                    out = np.empty(header.total_bytes, dtype=np.uint8)
+                    target = _target(tensor_id, header, out)
+                    data = _staging.as_bytes(target)
                     continue
-                if out is None or pos + len(message) > len(out):
+                if data is None or pos + len(message) > len(data):
                     raise errors.InternalError(
                         f"download of '{tensor_id}': the daemon sent more bytes than its "
                         f"header announced, or a chunk before the header")
-                out[pos:pos + len(message)] = message
+                data[pos:pos + len(message)] = message
                 pos += len(message)
-            if header is None or out is None or pos != len(out):
+            if header is None or data is None or pos != len(data):
                 raise errors.InternalError(
                     f"download of '{tensor_id}': got {pos} of "
                     f"{header.total_bytes if header else '?'} bytes")
-            return header, out.view(_dtypes.from_proto(header.dtype)).reshape(tuple(header.shape))
+            return header, _shaped(header, target, out)
 
         return self.client.transport.run(attempt, idempotent=True, retryable=lambda: not started)
 
@@ -177,6 +357,31 @@ class Tensors:
                                      else pb.SOURCE_HANDLING_KEEP)
         return self.client.unary(self.client.tensor_stub.Assemble, request,
                                  idempotent=False).tensor
+
+
+def _check_out(tensor_id: str, dtype: Any, shape: Tuple[int, ...], out: np.ndarray) -> None:
+    """The caller's `out` must have exactly the download's dtype and shape."""
+    expected = _dtypes.from_proto(dtype)
+    if out.dtype != expected or out.shape != shape:
+        raise errors.InvalidArgumentError(
+            f"out is {out.dtype}{list(out.shape)}; the download of '{tensor_id}' is "
+            f"{_dtypes.describe(dtype, shape)} ({expected})")
+
+
+def _target(tensor_id: str, header: pb.DownloadHeader, out: Optional[np.ndarray]) -> np.ndarray:
+    """Where the downloaded bytes go: the caller's `out` (checked), else a
+    new flat byte array."""
+    if out is None:
+        return np.empty(header.total_bytes, dtype=np.uint8)
+    _check_out(tensor_id, header.dtype, tuple(header.shape), out)
+    return out
+
+
+def _shaped(header: pb.DownloadHeader, target: np.ndarray,
+            out: Optional[np.ndarray]) -> np.ndarray:
+    if out is not None:
+        return out
+    return target.view(_dtypes.from_proto(header.dtype)).reshape(tuple(header.shape))
 
 
 def fill_batch_header(header: pb.BatchHeader,

@@ -5,8 +5,9 @@ transport options still to come plug in at one place:
   * TLS, bearer tokens and sessions (docs/security.md): `open_channel` is
     the only function that creates a channel; it picks the credentials from
     TransportOptions and adds the token and session id to every call.
-  * the same-host shared-memory region path (issue 11): tensor streams ask
-    `Transport.bulk_path()` which path to take; today it is always "grpc".
+  * the same-host shared-memory region path (docs/api/regions.md):
+    `transfer_path` says which way tensor bytes go; the Client's RegionPool
+    (placement._region_pool) applies it to every transfer.
 
 Message-size limits stay at gRPC's defaults: tensor bytes travel in chunks of
 `chunk_bytes` (1 MiB, at most 4 MiB), as the C++ client sends them.
@@ -21,8 +22,9 @@ do the work twice.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import time
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -31,6 +33,30 @@ from placement import errors
 DEFAULT_TARGET = "127.0.0.1:50051"
 TARGET_ENV = "PLACEMENT_TARGET"
 MAX_CHUNK_BYTES = 4 << 20
+
+
+class TransferPath(str, enum.Enum):
+    """Which way tensor bytes travel between this process and the daemon
+    (the C++ client's TransferPath). The strings work wherever one is taken.
+
+    AUTO: a shared-memory region when the daemon is on this host and the
+      transfer has at least 256 KiB, else the gRPC stream.
+    STREAM: always gRPC chunks.
+    REGION: always a region; FailedPreconditionError when the daemon is not
+      on this host.
+    """
+
+    AUTO = "auto"
+    STREAM = "stream"
+    REGION = "region"
+
+    @classmethod
+    def of(cls, value: Union[str, "TransferPath"]) -> "TransferPath":
+        try:
+            return cls(value)
+        except ValueError:
+            raise errors.InvalidArgumentError(
+                f"transfer_path is {value!r}; expected 'auto', 'stream' or 'region'") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +79,9 @@ class TransportOptions:
     token: sent on every call as "authorization: Bearer <token>".
     session_id: sent on every call as "placement-session" (SessionService):
       what the calls create belongs to that session.
+    transfer_path: TransferPath (or its string) of uploads, downloads and
+      prefetch batches: "auto" (shared-memory regions for a same-host daemon
+      and transfers of 256 KiB or more), "stream" or "region".
     """
 
     timeout: Optional[float] = 30.0
@@ -71,8 +100,10 @@ class TransportOptions:
     tls_server_name: Optional[str] = None
     token: Optional[str] = None
     session_id: Optional[str] = None
+    transfer_path: Union[str, TransferPath] = TransferPath.AUTO
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "transfer_path", TransferPath.of(self.transfer_path))
         if not 1 <= self.chunk_bytes <= MAX_CHUNK_BYTES:
             raise errors.InvalidArgumentError(
                 f"chunk_bytes is {self.chunk_bytes}; expected 1 to {MAX_CHUNK_BYTES}")
@@ -179,11 +210,6 @@ class Transport:
         self.target = target
         self.options = options
         self.channel = open_channel(target, options)
-
-    def bulk_path(self) -> str:
-        """Which path tensor bytes take: "grpc" (the shared-memory region
-        path of issue 11 will be chosen here for same-host daemons)."""
-        return "grpc"
 
     def unary(self, method: Callable[..., Any], request: Any, *, idempotent: bool,
               timeout: Optional[float] = None) -> Any:

@@ -164,13 +164,16 @@ class RemoteArray:
         if self._deleted:
             raise errors.FailedPreconditionError(f"RemoteArray {self.id} was deleted")
 
-    def _download(self, **selection: Any) -> np.ndarray:
+    def _download(self, out: Optional[np.ndarray] = None, **selection: Any) -> np.ndarray:
         self._check_alive()
-        return self._client.tensors.download(self.id, **selection)[1]
+        return self._client.tensors.download(self.id, info=self._info, out=out, **selection)[1]
 
-    def to_numpy(self) -> np.ndarray:
-        """Downloads the whole array (the daemon gathers the replica-0 shards)."""
-        return self._download()
+    def to_numpy(self, out: Optional[np.ndarray] = None) -> np.ndarray:
+        """Downloads the whole array (the daemon gathers the replica-0 shards)
+        into a new array, or into `out` (writable, C-contiguous, this dtype
+        and shape), which is returned. An `out` inside one of the client's
+        SharedRegions (placement.regions) is written by the daemon itself."""
+        return self._download(out)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self.to_numpy()

@@ -10,7 +10,9 @@ $PLACEMENT_TARGET, else 127.0.0.1:50051 (placementd's default address).
 A Client is thread-safe. It owns the tensors it created: a RemoteArray that
 is garbage-collected is deleted on the daemon by a background thread (never
 inside the collector), and close() -- also run at interpreter exit -- deletes
-every tensor still alive unless it was kept (RemoteArray.keep()).
+every tensor still alive unless it was kept (RemoteArray.keep()). It owns
+its shared-memory regions likewise (placement.regions: the staging pool and
+the caller's SharedRegions): close() unregisters them.
 """
 from __future__ import annotations
 
@@ -22,14 +24,22 @@ import threading
 import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from placement import _transport, errors
+from placement import _region_pool, _transport, errors
 from placement._transport import TransportOptions
 from placement.devices import Device
 from placement.sharding import Mesh, as_mesh
 from placement.v1 import (collective_service_pb2_grpc, daemon_service_pb2,
                           daemon_service_pb2_grpc, device_service_pb2, device_service_pb2_grpc,
                           mesh_service_pb2, mesh_service_pb2_grpc, prefetch_service_pb2_grpc,
-                          tensor_service_pb2, tensor_service_pb2_grpc, types_pb2)
+                          region_service_pb2, region_service_pb2_grpc, tensor_service_pb2,
+                          tensor_service_pb2_grpc, types_pb2)
+
+
+class _RegionRelease:
+    """A queued UnregisterRegion (a collected SharedRegion)."""
+
+    def __init__(self, region_id: str) -> None:
+        self.region_id = region_id
 
 
 class Client:
@@ -49,6 +59,8 @@ class Client:
         self.tensor_stub = tensor_service_pb2_grpc.TensorServiceStub(channel)
         self.prefetch_stub = prefetch_service_pb2_grpc.PrefetchServiceStub(channel)
         self.collective_stub = collective_service_pb2_grpc.CollectiveServiceStub(channel)
+        self.region_stub = region_service_pb2_grpc.RegionServiceStub(channel)
+        self.regions = _region_pool.RegionPool(self)
         from placement._tensors import Tensors
         self.tensors = Tensors(self)
         self._lock = threading.Lock()
@@ -152,6 +164,10 @@ class Client:
         """Queues a delete (safe from finalizers: no lock, no RPC here)."""
         self._doomed.put(tensor_id)
 
+    def release_region_later(self, region_id: str) -> None:
+        """Queues an UnregisterRegion (safe from finalizers)."""
+        self._doomed.put(_RegionRelease(region_id))
+
     def delete_tensors(self, tensor_ids: Sequence[str], *, missing_ok: bool = False) -> int:
         """TensorService.Delete; returns the bytes freed. With missing_ok,
         ids the daemon no longer knows are skipped."""
@@ -177,11 +193,14 @@ class Client:
             item = self._doomed.get()
             batch: List[str] = []
             waiters: List[threading.Event] = []
+            regions: List[str] = []
             while True:
                 if item is None:
                     return
                 if isinstance(item, threading.Event):
                     waiters.append(item)
+                elif isinstance(item, _RegionRelease):
+                    regions.append(item.region_id)
                 else:
                     batch.append(item)
                 try:
@@ -193,6 +212,15 @@ class Client:
                     self.delete_tensors(batch, missing_ok=True)
                 except errors.PlacementError:
                     pass  # the daemon is gone or draining: nothing to free
+            for region_id in regions:
+                if self._closed:
+                    break
+                try:
+                    self.unary(self.region_stub.UnregisterRegion,
+                               region_service_pb2.UnregisterRegionRequest(region_id=region_id),
+                               idempotent=False)
+                except errors.PlacementError:
+                    pass  # already gone (its session ended, the daemon stopped)
             for w in waiters:
                 w.set()
 
@@ -203,11 +231,12 @@ class Client:
         done.wait(timeout)
 
     def close(self) -> None:
-        """Deletes the tensors this client still owns and closes the channel.
-        Idempotent."""
+        """Deletes the tensors this client still owns, unregisters its
+        shared-memory regions and closes the channel. Idempotent."""
         if self._closed:
             return
         self.flush(timeout=5.0)
+        self.regions.close()
         live = [tid for tid, arr in list(self._live.items()) if getattr(arr, "_owned", False)]
         if live:
             try:

@@ -113,7 +113,8 @@ def to_jax(remote: RemoteArray) -> Any:
     for shard in remote.info.shards:
         box = tuple((r.begin, r.end) for r in shard.ranges)
         if box not in boxes:
-            boxes[box] = remote.client.tensors.download(remote.id, device_id=shard.device_id)[1]
+            boxes[box] = remote.client.tensors.download(remote.id, device_id=shard.device_id,
+                                                         info=remote.info)[1]
         pieces.append(jax.device_put(boxes[box], jax_device(shard.device_id)))
     return jax.make_array_from_single_device_arrays(remote.shape, target, pieces)
 

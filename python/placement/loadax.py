@@ -96,9 +96,10 @@ def global_to_host_array(global_arrays: Any,
             local = [s for s in leaf.info.shards]
             if not local:
                 raise errors.NotFoundError(f"tensor '{leaf.id}' has no local shard")
-            out.append(c.tensors.download(leaf.id, device_id=local[0].device_id)[1])
+            out.append(c.tensors.download(leaf.id, device_id=local[0].device_id,
+                                          info=leaf.info)[1])
         else:
-            out.append(c.tensors.download(leaf.id, process_index=process)[1])
+            out.append(c.tensors.download(leaf.id, process_index=process, info=leaf.info)[1])
     return _tree.unflatten(treedef, out)
 
 

@@ -21,6 +21,13 @@ prefetch_stream.cc):
   it. close() (also `with`, and garbage collection) cancels the stream: the
   daemon frees every staged batch; close() then joins the producer, waiting
   for a source call in progress to return.
+* The region ring (TransportOptions.transfer_path, docs/api/regions.md):
+  against a same-host daemon a batch of 256 KiB or more is copied into a
+  staging region of the Client's RegionPool and sent as one region slice per
+  array instead of chunks; the region goes back to the pool when the
+  consumer reads the batch's ready message (the daemon has read every byte
+  then) or the stream ends, and serves a later batch. Ordering, credit and
+  freeing are the stream path's.
 """
 from __future__ import annotations
 
@@ -30,7 +37,8 @@ from typing import Any, Deque, Dict, Iterator, List, Optional, Set, Tuple
 
 import grpc
 
-from placement import _dtypes, _tensors, _tree, _wire, errors
+from placement import _dtypes, _staging, _tensors, _tree, _wire, errors
+from placement._transport import TransferPath
 from placement.array import RemoteArray
 from placement.client import Client
 from placement.v1 import prefetch_service_pb2 as ppb
@@ -115,6 +123,7 @@ class _Stream:
         self._source = iter(source)
         self._buffer = buffer_size or DEFAULT_BUFFER_SIZE
         self._chunk = client.options.chunk_bytes
+        self._path = TransferPath.of(client.options.transfer_path)
         self._requests = _Requests()
         open_message = ppb.PrefetchRequest()
         open_message.open.buffer_size = buffer_size
@@ -129,6 +138,7 @@ class _Stream:
         self._produced = 0  # batches fully queued
         self._unreleased: Set[int] = set()
         self._structures: Dict[int, Tuple[Any, List[str]]] = {}
+        self._staged: Dict[int, _staging.Staged] = {}  # the ring: regions the daemon may read
         self._producer_done = False
         self._producer_error: Optional[BaseException] = None
         self._stop = False
@@ -160,22 +170,35 @@ class _Stream:
             for item in self._source:
                 leaves, treedef, keys = _tree.flatten(item)
                 arrays = [_dtypes.as_host_array(x) for x in leaves]
+                # Copied into a region of the ring when the path allows, before
+                # waiting for credit (a forced region on a remote daemon fails here).
+                staged = _staging.stage(self._client.regions, self._path, arrays, locate=False)
                 with self._cond:
                     while (len(self._unreleased) >= self._buffer and not self._stop
                            and not self._call.done()):
                         self._cond.wait()
                     if self._stop or self._call.done():
+                        staged.release()
                         return
                     sequence = self._sent
                     self._sent += 1
                     self._unreleased.add(sequence)
                     self._structures[sequence] = (treedef, keys)
+                    self._staged[sequence] = staged
                 header = ppb.PrefetchRequest()
                 header.batch.owner = self._client.owner
                 _tensors.fill_batch_header(header.batch, list(zip(keys, arrays)))
                 if not self._requests.put_data(header):
                     return
                 for index, array in enumerate(arrays):
+                    found = staged.slices.get(index)
+                    if found is not None:
+                        message = ppb.PrefetchRequest()
+                        message.chunk.array_index = index
+                        message.chunk.region.CopyFrom(found)
+                        if not self._requests.put_data(message):
+                            return
+                        continue
                     for chunk in _tensors.batch_chunks(3, index, array, self._chunk):
                         if not self._requests.put_data(chunk):
                             return
@@ -191,6 +214,25 @@ class _Stream:
             with self._cond:
                 self._producer_done = True
                 self._cond.notify_all()
+            if self._call.done():
+                self._release_ring()
+
+    def _release_ring(self, sequence: Optional[int] = None,
+                      error: Optional[BaseException] = None) -> None:
+        """Returns the region of batch `sequence` (None: of every batch) to
+        the pool: the daemon has read it, or the stream is over (with
+        `error`: see _staging.Staged.finish)."""
+        with self._cond:
+            if sequence is None:
+                done = list(self._staged.values())
+                self._staged.clear()
+            else:
+                one = self._staged.pop(sequence, None)
+                done = [one] if one is not None else []
+        if error is not None and any(staged.names_staging(error) for staged in done):
+            self._client.regions.forget()  # the daemon forgot the pool's regions
+        for staged in done:
+            staged.finish(error)
 
     # --- Consumer ---------------------------------------------------------------
     def next(self) -> Any:
@@ -232,6 +274,7 @@ class _Stream:
             self._call.cancel()
             return self._end(errors.InternalError(
                 f"the daemon sent batch {ready.sequence} where batch {self._taken} was due"))
+        self._release_ring(ready.sequence)  # the daemon read every byte of it
         with self._cond:
             treedef, keys = self._structures.pop(ready.sequence)
         by_key = {t.key: t.tensor for t in ready.tensors}
@@ -255,6 +298,7 @@ class _Stream:
         if error is not None:
             self._call.cancel()
         self._join()
+        self._release_ring(error=error)
         if error is not None:
             raise error
         raise StopIteration
@@ -276,6 +320,7 @@ class _Stream:
             self._call.cancel()
         self._requests.kill()
         self._join()
+        self._release_ring()
 
     def cancel_nowait(self) -> None:
         """close() without joining (safe from a finalizer)."""

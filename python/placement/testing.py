@@ -4,8 +4,9 @@
         client = placement.connect(daemon.address)
 
 Listens on 127.0.0.1 port 0 (or a unix socket) and reads the address back
-from --ready_file; stop() sends SIGTERM and waits. The daemon dies with the
-process that started it only through stop() / the context manager.
+from --ready_file (and, with --metrics_listen, the metrics URL); stop()
+sends SIGTERM and waits. The daemon dies with the process that started it
+only through stop() / the context manager.
 """
 from __future__ import annotations
 
@@ -45,7 +46,11 @@ class LocalDaemon:
                 raise RuntimeError(f"placementd did not start: {self.log()}")
             time.sleep(0.02)
         with open(ready) as f:
-            self.address = f.read().strip()
+            lines = f.read().split()
+        self.address = lines[0]
+        #: With --metrics_listen: the Prometheus URL (line 2 of the ready file).
+        self.metrics_url: Optional[str] = next(
+            (line[len("metrics="):] for line in lines[1:] if line.startswith("metrics=")), None)
 
     def log(self) -> str:
         with open(self.log_path, "rb") as f:

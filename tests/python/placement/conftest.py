@@ -35,6 +35,14 @@ def wait_for_memory(client, expected=None, timeout=10.0):
 def daemon():
     with LocalDaemon(args=[f"--cpu_device_memory={DEVICE_MEMORY}"]) as d:
         yield d
+        check_alive(d)
+
+
+def check_alive(d):
+    """A daemon that died under the suite says why (its log) instead of
+    leaving every later test UNAVAILABLE."""
+    code = d.process.poll()
+    assert code is None, f"placementd exited with {code} during the suite:\n{d.log()}"
 
 
 @pytest.fixture(scope="session")

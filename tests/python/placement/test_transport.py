@@ -37,8 +37,11 @@ def test_option_checks():
 
 
 def test_stream_deadline_frees_the_half_done_upload(client):
+    # The stream path: thousands of small chunks outlast the deadline (a
+    # same-host region would move the 16 MiB in one message).
     streaming = placement.Client(client.target, TransportOptions(stream_timeout=0.005,
-                                                                 chunk_bytes=4096))
+                                                                 chunk_bytes=4096,
+                                                                 transfer_path="stream"))
     with pytest.raises(errors.DeadlineExceededError):
         placement.device_put(np.ones(16 << 20, np.uint8), 0, client=streaming)
     streaming.close()
