@@ -20,6 +20,7 @@
 #include "common/region.h"
 #include "common/sharding.h"
 #include "gtest/gtest.h"
+#include "tests/common/process_local_cases.h"
 
 #ifndef PLACEMENT_TEST_DATA_DIR
 #error "PLACEMENT_TEST_DATA_DIR must name the tests/data directory"
@@ -28,149 +29,7 @@
 namespace placement {
 namespace {
 
-// An answer that is either an error kind or a list of dimensions.
-struct DimsOrError {
-  std::string error;  // empty when dims holds the answer
-  PartialShape dims;
-};
-
-struct ExpectedShard {
-  int64_t device_id = 0;
-  Box global_box;
-  Box local_box;
-};
-
-struct Case {
-  std::string name;  // "case 12 ok"
-  int line = 0;
-  std::vector<MeshAxis> axes;
-  std::vector<int64_t> device_ids;
-  std::vector<int32_t> process_of;  // by device id
-  int32_t process = 0;
-  PartitionSpec spec;
-  Shape local_shape;
-  std::optional<Shape> global_shape;
-  std::vector<std::vector<std::string>> index_counts;  // per dimension, per process
-  DimsOrError local_to_global;
-  std::optional<DimsOrError> addressable;
-  std::string layout_error;  // kind; empty when the layout succeeded
-  std::string layout_message;
-  Shape layout_global;
-  std::vector<ExpectedShard> shards;
-};
-
-std::vector<std::string> Fields(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> fields;
-  for (std::string field; in >> field;) fields.push_back(field);
-  return fields;
-}
-
-std::vector<std::string> SplitOn(const std::string& text, char separator) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(text);
-  while (std::getline(in, part, separator)) parts.push_back(part);
-  return parts;
-}
-
-IndexRange ParseRange(const std::string& text) {
-  const size_t colon = text.find(':');
-  return {std::stoll(text.substr(0, colon)), std::stoll(text.substr(colon + 1))};
-}
-
-DimsOrError ParseDims(const std::vector<std::string>& f) {
-  DimsOrError out;
-  if (f.size() >= 2 && f[1] == "error") {
-    out.error = f.at(2);
-    return out;
-  }
-  for (size_t i = 1; i < f.size(); ++i) {
-    out.dims.push_back(f[i] == "?" ? std::nullopt : std::optional<int64_t>(std::stoll(f[i])));
-  }
-  return out;
-}
-
-Shape ToShape(const std::vector<std::string>& f) {
-  Shape shape;
-  for (size_t i = 1; i < f.size(); ++i) shape.push_back(std::stoll(f[i]));
-  return shape;
-}
-
-// Parses the whole file; a malformed line fails the calling test.
-std::vector<Case> ParseCases(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  std::vector<Case> cases;
-  Case* current = nullptr;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    const std::vector<std::string> f = Fields(line);
-    if (f.empty() || f[0][0] == '#') continue;
-    const std::string& tag = f[0];
-    if (tag == "case") {
-      EXPECT_EQ(current, nullptr) << "line " << number << ": case inside a case";
-      current = &cases.emplace_back();
-      current->name = line;
-      current->line = number;
-      continue;
-    }
-    if (current == nullptr) {
-      ADD_FAILURE() << "line " << number << ": '" << line << "' outside a case";
-      continue;
-    }
-    if (tag == "mesh") {
-      for (size_t i = 1; i < f.size(); ++i) {
-        const size_t eq = f[i].find('=');
-        current->axes.push_back({f[i].substr(0, eq), std::stoll(f[i].substr(eq + 1))});
-      }
-    } else if (tag == "devices") {
-      current->device_ids = ToShape(f);
-    } else if (tag == "processes") {
-      for (size_t i = 1; i < f.size(); ++i) current->process_of.push_back(std::stoi(f[i]));
-    } else if (tag == "process") {
-      current->process = std::stoi(f.at(1));
-    } else if (tag == "spec") {
-      for (size_t i = 1; i < f.size(); ++i) {
-        current->spec.dims.push_back(f[i] == "-" ? std::vector<std::string>{} : SplitOn(f[i], ','));
-      }
-    } else if (tag == "local_shape") {
-      current->local_shape = ToShape(f);
-    } else if (tag == "global_shape") {
-      if (f.size() != 2 || f[1] != "?") current->global_shape = ToShape(f);
-    } else if (tag == "index_count") {
-      EXPECT_EQ(std::stoul(f.at(1)), current->index_counts.size()) << "line " << number;
-      current->index_counts.emplace_back(f.begin() + 2, f.end());
-    } else if (tag == "local_to_global") {
-      current->local_to_global = ParseDims(f);
-    } else if (tag == "addressable") {
-      current->addressable = ParseDims(f);
-    } else if (tag == "layout_error") {
-      current->layout_error = f.at(1);
-      const std::string prefix = "layout_error " + f[1] + " ";
-      current->layout_message = line.size() > prefix.size() ? line.substr(prefix.size()) : "";
-    } else if (tag == "layout_global") {
-      current->layout_global = ToShape(f);
-    } else if (tag == "shard") {
-      ExpectedShard& shard = current->shards.emplace_back();
-      shard.device_id = std::stoll(f.at(1));
-      Box* box = &shard.global_box;
-      for (size_t i = 2; i < f.size(); ++i) {
-        if (f[i] == "|") {
-          box = &shard.local_box;
-        } else {
-          box->push_back(ParseRange(f[i]));
-        }
-      }
-    } else if (tag == "end") {
-      current = nullptr;
-    } else {
-      ADD_FAILURE() << "line " << number << ": unknown tag '" << tag << "'";
-    }
-  }
-  EXPECT_EQ(current, nullptr) << "file ends inside a case";
-  return cases;
-}
+using namespace process_local_cases;  // NOLINT(build/namespaces): test only
 
 // Whether `status` is our form of the JAX error `kind`.
 bool IsKind(const absl::Status& status, const std::string& kind) {
