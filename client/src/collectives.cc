@@ -15,12 +15,6 @@ namespace placement::client {
 namespace pb = placement::v1;
 namespace {
 
-template <typename Request>
-void FillCommon(const CollectiveOptions& options, Request* request) {
-  for (const std::string& axis : options.axes) request->add_axes(axis);
-  request->set_source(ToProto(options.source));
-}
-
 // The options' own deadline, or the Client's default.
 void Prepare(const Client& client, const CollectiveOptions& options, grpc::ClientContext* context) {
   if (options.timeout > absl::ZeroDuration()) {
@@ -41,7 +35,7 @@ absl::StatusOr<TensorInfo> CallOne(
   grpc::ClientContext context;
   Prepare(client, options, &context);
   request.set_name(options.name);
-  FillCommon(options, &request);
+  ApplyCollectiveOptions(options, &request);
   pb::CollectiveResponse response;
   auto stub = pb::CollectiveService::NewStub(client.impl().channel);
   grpc::Status status = (stub.get()->*method)(&context, request, &response);
@@ -93,7 +87,7 @@ absl::StatusOr<std::vector<TensorInfo>> CollectiveClient::AllReduceBatchImpl(
   for (const std::string& id : tensor_ids) request.add_tensor_ids(id);
   request.set_op(ToProto(op));
   request.set_op_name(op_name);
-  FillCommon(options, &request);
+  ApplyCollectiveOptions(options, &request);
   pb::AllReduceBatchResponse response;
   auto status = pb::CollectiveService::NewStub(client_.impl().channel)
                     ->AllReduceBatch(&context, request, &response);

@@ -2,11 +2,15 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/hardware.h"
 
 namespace placement::client {
 namespace pb = placement::v1;
 namespace {
+
+// ProcessLocal.global_name's limit (tensor_service.proto).
+constexpr size_t kMaxGlobalNameBytes = 256;
 
 absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
@@ -73,6 +77,80 @@ pb::SourceHandling ToProto(SourceHandling source) {
 pb::DataPartition ToProto(DataPartition partition) {
   return partition == DataPartition::kReplicated ? pb::DATA_PARTITION_REPLICATED
                                                  : pb::DATA_PARTITION_FULL;
+}
+
+pb::Controller ToProto(Controller controller) {
+  return controller == Controller::kMulti ? pb::CONTROLLER_MULTI : pb::CONTROLLER_SINGLE;
+}
+
+absl::Status ValidateProcessLocal(const ProcessLocal& local) {
+  if (local.global_name.empty()) {
+    return absl::InvalidArgumentError("process_local.global_name must not be empty");
+  }
+  if (local.global_name.size() > kMaxGlobalNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("process_local.global_name is ",
+                                                   local.global_name.size(), " bytes; at most ",
+                                                   kMaxGlobalNameBytes, " are allowed"));
+  }
+  for (size_t i = 0; i < local.global_shape.size(); ++i) {
+    if (local.global_shape[i] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("process_local.global_shape[", i, "] is ",
+                                                     local.global_shape[i], "; must be >= 0"));
+    }
+  }
+  if (local.timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("process_local.timeout is ",
+                                                   absl::FormatDuration(local.timeout),
+                                                   "; must be positive (zero: the default)"));
+  }
+  return absl::OkStatus();
+}
+
+pb::ProcessLocal ToProto(const ProcessLocal& local) {
+  pb::ProcessLocal out;
+  out.set_global_name(local.global_name);
+  for (int64_t d : local.global_shape) out.add_global_shape(d);
+  if (local.timeout > absl::ZeroDuration()) *out.mutable_timeout() = ToProto(local.timeout);
+  return out;
+}
+
+absl::Status ValidateUploadOptions(const UploadOptions& options) {
+  if (!options.process_local.has_value()) return absl::OkStatus();
+  if (!options.name.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("UploadOptions: name '", options.name,
+                     "' and process_local are both set; a process-local upload is named by "
+                     "process_local.global_name"));
+  }
+  return ValidateProcessLocal(*options.process_local);
+}
+
+absl::Status FillUploadHeader(DType dtype, absl::Span<const int64_t> shape, const Rule& rule,
+                              const UploadOptions& options, pb::UploadHeader* header) {
+  absl::Status valid = ValidateUploadOptions(options);
+  if (!valid.ok()) return valid;
+  header->set_dtype(ToProto(dtype));
+  for (int64_t d : shape) header->add_shape(d);
+  header->set_name(options.name);
+  header->set_owner(options.owner);
+  if (!rule.is_default()) *header->mutable_rule() = ToProto(rule);
+  if (options.process_local.has_value()) {
+    *header->mutable_process_local() = ToProto(*options.process_local);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FillBatchHeader(const Rule& rule, const UploadOptions& options,
+                             pb::BatchHeader* header) {
+  absl::Status valid = ValidateUploadOptions(options);
+  if (!valid.ok()) return valid;
+  if (!rule.is_default()) *header->mutable_rule() = ToProto(rule);
+  header->set_name(options.name);
+  header->set_owner(options.owner);
+  if (options.process_local.has_value()) {
+    *header->mutable_process_local() = ToProto(*options.process_local);
+  }
+  return absl::OkStatus();
 }
 
 pb::Sharding ToProto(const Sharding& sharding) {

@@ -12,9 +12,12 @@
 
 #include <vector>
 
+#include "placement/client/collectives.h"
 #include "placement/client/placements.h"
 #include "placement/client/tensor_info.h"
+#include "placement/client/tensors.h"
 #include "placement/client/types.h"
+#include "placement/v1/collective_service.pb.h"
 #include "placement/v1/daemon_service.pb.h"
 #include "placement/v1/device_service.pb.h"
 #include "placement/v1/prefetch_service.pb.h"
@@ -31,12 +34,43 @@ placement::v1::ReduceOp ToProto(ReduceOp op);
 ReduceOp FromProto(placement::v1::ReduceOp op);
 placement::v1::SourceHandling ToProto(SourceHandling source);
 placement::v1::DataPartition ToProto(DataPartition partition);
+placement::v1::Controller ToProto(Controller controller);
 
 placement::v1::Sharding ToProto(const Sharding& sharding);
 Sharding FromProto(const placement::v1::Sharding& sharding);
 placement::v1::Placement ToProto(const Placement& placement);
 Placement FromProto(const placement::v1::Placement& placement);
 placement::v1::PlacementRule ToProto(const Rule& rule);
+
+// ProcessLocal as sent: the timeout only when positive (else the daemon's
+// default). REQUIRES: ValidateProcessLocal(local) is OK.
+placement::v1::ProcessLocal ToProto(const ProcessLocal& local);
+// INVALID_ARGUMENT, naming the field, for an empty or over-long
+// global_name, a negative global_shape dimension or timeout.
+absl::Status ValidateProcessLocal(const ProcessLocal& local);
+
+// ValidateProcessLocal of options.process_local, and INVALID_ARGUMENT when
+// options.name is set with it (a process-local upload is named by its
+// global_name).
+absl::Status ValidateUploadOptions(const UploadOptions& options);
+
+// The header of an Upload stream: dtype, shape, name, owner, rule and
+// options.process_local. The errors of ValidateUploadOptions.
+absl::Status FillUploadHeader(DType dtype, absl::Span<const int64_t> shape, const Rule& rule,
+                              const UploadOptions& options, placement::v1::UploadHeader* header);
+// The group-wide fields of an UploadBatch header (rule, name, owner,
+// process_local; the arrays are the caller's). Same errors.
+absl::Status FillBatchHeader(const Rule& rule, const UploadOptions& options,
+                             placement::v1::BatchHeader* header);
+
+// The fields every collective request shares: axes, source handling and
+// controller (the single-tensor requests' name is the caller's).
+template <typename Request>
+void ApplyCollectiveOptions(const CollectiveOptions& options, Request* request) {
+  for (const std::string& axis : options.axes) request->add_axes(axis);
+  request->set_source(ToProto(options.source));
+  request->set_controller(ToProto(options.controller));
+}
 
 Device FromProto(const placement::v1::Device& device);
 DeviceInfo FromProto(const placement::v1::GetDeviceInfoResponse& info);

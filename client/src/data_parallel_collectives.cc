@@ -5,11 +5,9 @@
 
 namespace placement::client {
 
-absl::StatusOr<TensorTree> DataParallel::all_reduce_gradients_static(const Client& client,
-                                                                     const TensorTree& gradients,
-                                                                     const std::string& reduce_type,
-                                                                     const std::string& axis_name,
-                                                                     SourceHandling source) {
+absl::StatusOr<TensorTree> DataParallel::all_reduce_gradients_static(
+    const Client& client, const TensorTree& gradients, const std::string& reduce_type,
+    const std::string& axis_name, SourceHandling source, Controller controller) {
   if (reduce_type != "mean" && reduce_type != "sum") {
     return absl::InvalidArgumentError(
         absl::StrCat("Unsupported reduce_type: ", reduce_type, ". Use 'mean' or 'sum'."));
@@ -19,6 +17,7 @@ absl::StatusOr<TensorTree> DataParallel::all_reduce_gradients_static(const Clien
   CollectiveOptions options;
   options.axes = {axis_name};
   options.source = source;
+  options.controller = controller;
   absl::StatusOr<std::vector<TensorInfo>> reduced =
       CollectiveClient(client).AllReduceBatch(TreeIds(gradients), reduce_type, options);
   if (!reduced.ok()) return reduced.status();

@@ -19,6 +19,15 @@ std::vector<std::string> TreeIds(const TensorTree& tree) {
   return ids;
 }
 
+HostTree AsHostTree(const DownloadedTree& tree) {
+  HostTree out;
+  for (const auto& [key, downloaded] : tree) {
+    out.emplace(key, HostArray{downloaded.header.dtype, downloaded.header.shape,
+                               absl::MakeConstSpan(downloaded.bytes)});
+  }
+  return out;
+}
+
 absl::StatusOr<TensorTree> PlaceTree(const TensorClient& tensors, const TensorTree& tree,
                                      const Rule& rule, SourceHandling source) {
   if (tree.empty()) return TensorTree{};

@@ -34,18 +34,14 @@ absl::StatusOr<TensorInfo> UploadSlice(const Client& client, const SharedRegion&
                                        const UploadOptions& options) {
   absl::StatusOr<int64_t> total = ExpectedBytes(dtype, shape);
   if (!total.ok()) return total.status();
+  pb::UploadRequest message;
+  absl::Status header_ok = FillUploadHeader(dtype, shape, rule, options, message.mutable_header());
+  if (!header_ok.ok()) return header_ok;
   auto stub = pb::TensorService::NewStub(client.impl().channel);
   grpc::ClientContext context;
   SetTimeout(options.timeout, &context);
   pb::UploadResponse response;
   auto writer = stub->Upload(&context, &response);
-  pb::UploadRequest message;
-  pb::UploadHeader* header = message.mutable_header();
-  header->set_dtype(ToProto(dtype));
-  for (int64_t d : shape) header->add_shape(d);
-  header->set_name(options.name);
-  header->set_owner(options.owner);
-  if (!rule.is_default()) *header->mutable_rule() = ToProto(rule);
   bool ok = writer->Write(message);
   if (ok && *total > 0) {
     SetSlice(region, offset, *total, message.mutable_region());

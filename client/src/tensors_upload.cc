@@ -154,19 +154,15 @@ absl::StatusOr<std::unique_ptr<Uploader>> TensorClient::StartUpload(
   if (!chunk_ok.ok()) return chunk_ok;
 
   auto impl = std::make_unique<Uploader::Impl>();
+  absl::Status header_ok =
+      FillUploadHeader(dtype, shape, rule, options, impl->message.mutable_header());
+  if (!header_ok.ok()) return header_ok;
   impl->description = DescribeArray(dtype, shape);
   impl->total = *total;
   impl->chunk_bytes = options.chunk_bytes;
   impl->stub = pb::TensorService::NewStub(client_.impl().channel);
   SetTimeout(options.timeout, &impl->context);
   impl->writer = impl->stub->Upload(&impl->context, &impl->response);
-
-  pb::UploadHeader* header = impl->message.mutable_header();
-  header->set_dtype(ToProto(dtype));
-  for (int64_t d : shape) header->add_shape(d);
-  header->set_name(options.name);
-  header->set_owner(options.owner);
-  if (!rule.is_default()) *header->mutable_rule() = ToProto(rule);
   if (!impl->writer->Write(impl->message)) {
     grpc::Status status = impl->writer->Finish();
     return BrokenStreamStatus(status, absl::StrCat("upload of ", impl->description));
@@ -185,6 +181,8 @@ absl::StatusOr<TensorInfo> TensorClient::Upload(const HostArray& array, const Ru
                                                    DescribeArray(array.dtype, array.shape),
                                                    ", got ", array.data.size()));
   }
+  absl::Status options_ok = ValidateUploadOptions(options);
+  if (!options_ok.ok()) return options_ok;
   if (auto through_region = UploadThroughStaging(client_, array, rule, options)) {
     return *std::move(through_region);
   }
@@ -198,6 +196,8 @@ absl::StatusOr<TensorInfo> TensorClient::Upload(const HostArray& array, const Ru
 absl::StatusOr<TensorInfo> TensorClient::UploadFrom(DType dtype, std::vector<int64_t> shape,
                                                     const ByteReader& reader, const Rule& rule,
                                                     const UploadOptions& options) const {
+  absl::Status options_ok = ValidateUploadOptions(options);
+  if (!options_ok.ok()) return options_ok;
   if (auto through_region =
           UploadFromThroughStaging(client_, dtype, shape, reader, rule, options)) {
     return *std::move(through_region);
@@ -215,6 +215,8 @@ absl::StatusOr<std::vector<NamedTensor>> TensorClient::UploadBatch(
   if (!chunk_ok.ok()) return chunk_ok;
   pb::UploadBatchRequest message;
   pb::BatchHeader* header = message.mutable_header();
+  absl::Status header_ok = FillBatchHeader(rule, options, header);
+  if (!header_ok.ok()) return header_ok;
   for (const BatchArray& entry : arrays) {
     const HostArray& a = entry.array;
     auto total = ExpectedBytes(a.dtype, a.shape);
@@ -232,9 +234,6 @@ absl::StatusOr<std::vector<NamedTensor>> TensorClient::UploadBatch(
     h->set_dtype(ToProto(a.dtype));
     for (int64_t d : a.shape) h->add_shape(d);
   }
-  if (!rule.is_default()) *header->mutable_rule() = ToProto(rule);
-  header->set_name(options.name);
-  header->set_owner(options.owner);
 
   // A local daemon reads the arrays from one staging region (TransferPath).
   absl::StatusOr<std::optional<RegionPool::Lease>> staged =

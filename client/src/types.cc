@@ -67,6 +67,19 @@ absl::string_view DataPartitionName(DataPartition partition) {
   return partition == DataPartition::kReplicated ? "replicated" : "full";
 }
 
+absl::string_view ControllerName(Controller controller) {
+  return controller == Controller::kMulti ? "multi" : "single";
+}
+
+absl::StatusOr<Controller> ParseController(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (Controller c : {Controller::kSingle, Controller::kMulti}) {
+    if (lower == ControllerName(c)) return c;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown controller '", name, "'; accepted values: single, multi"));
+}
+
 }  // namespace placement::client
 
 namespace placement::client {

@@ -114,6 +114,111 @@ TEST(ConvertTest, StatusCarriesPrefetchStreams) {
   EXPECT_EQ(ToProto(FromProto(wire)).num_prefetch_streams(), 3);
 }
 
+TEST(ConvertTest, ControllerOnEveryCollectiveRequest) {
+  EXPECT_EQ(ToProto(Controller::kSingle), pb::CONTROLLER_SINGLE);
+  EXPECT_EQ(ToProto(Controller::kMulti), pb::CONTROLLER_MULTI);
+  CollectiveOptions defaults;
+  EXPECT_EQ(defaults.controller, Controller::kSingle);
+  CollectiveOptions multi;
+  multi.controller = Controller::kMulti;
+  multi.axes = {"data"};
+  multi.source = SourceHandling::kDonate;
+  pb::AllReduceRequest all_reduce;
+  ApplyCollectiveOptions(defaults, &all_reduce);
+  EXPECT_EQ(all_reduce.controller(), pb::CONTROLLER_SINGLE);
+  ApplyCollectiveOptions(multi, &all_reduce);
+  EXPECT_EQ(all_reduce.controller(), pb::CONTROLLER_MULTI);
+  EXPECT_THAT(all_reduce.axes(), ElementsAre("data"));
+  EXPECT_EQ(all_reduce.source(), pb::SOURCE_HANDLING_DONATE);
+  pb::AllReduceBatchRequest batch;
+  ApplyCollectiveOptions(multi, &batch);
+  EXPECT_EQ(batch.controller(), pb::CONTROLLER_MULTI);
+  pb::AllGatherRequest gather;
+  ApplyCollectiveOptions(multi, &gather);
+  EXPECT_EQ(gather.controller(), pb::CONTROLLER_MULTI);
+  pb::ReduceScatterRequest scatter;
+  ApplyCollectiveOptions(multi, &scatter);
+  EXPECT_EQ(scatter.controller(), pb::CONTROLLER_MULTI);
+  pb::BroadcastRequest broadcast;
+  ApplyCollectiveOptions(multi, &broadcast);
+  EXPECT_EQ(broadcast.controller(), pb::CONTROLLER_MULTI);
+}
+
+TEST(ConvertTest, ProcessLocalOnTheUploadHeader) {
+  UploadOptions options;
+  options.owner = "trainer-1";
+  pb::UploadHeader plain;
+  ASSERT_TRUE(FillUploadHeader(DType::kF32, {4, 3}, Rule(), options, &plain).ok());
+  EXPECT_FALSE(plain.has_process_local());
+  EXPECT_FALSE(plain.has_rule());
+  EXPECT_EQ(plain.owner(), "trainer-1");
+
+  options.process_local = ProcessLocal{"batch", {16, 3}, absl::Seconds(90)};
+  pb::UploadHeader header;
+  ASSERT_TRUE(
+      FillUploadHeader(DType::kF32, {4, 3}, Rule::DataPartition("m"), options, &header).ok());
+  EXPECT_THAT(header.shape(), ElementsAre(4, 3));  // the LOCAL shape
+  EXPECT_EQ(header.name(), "");
+  EXPECT_EQ(header.rule().data_partition().mesh_id(), "m");
+  ASSERT_TRUE(header.has_process_local());
+  EXPECT_EQ(header.process_local().global_name(), "batch");
+  EXPECT_THAT(header.process_local().global_shape(), ElementsAre(16, 3));
+  EXPECT_EQ(header.process_local().timeout().seconds(), 90);
+
+  // Defaults: inferred global shape, the daemon's timeout (field unset).
+  pb::ProcessLocal inferred = ToProto(ProcessLocal{.global_name = "x"});
+  EXPECT_TRUE(inferred.global_shape().empty());
+  EXPECT_FALSE(inferred.has_timeout());
+  EXPECT_EQ(ToProto(ProcessLocal{"x", {}, absl::Milliseconds(1500)}).timeout().nanos(), 500000000);
+}
+
+TEST(ConvertTest, ProcessLocalOnTheBatchHeader) {
+  UploadOptions options;
+  options.process_local = ProcessLocal{.global_name = "batch"};
+  pb::BatchHeader header;
+  ASSERT_TRUE(FillBatchHeader(Placement::Sharded("m", {{"data"}}), options, &header).ok());
+  EXPECT_EQ(header.process_local().global_name(), "batch");
+  EXPECT_EQ(header.rule().placement().sharding().mesh_id(), "m");
+  EXPECT_EQ(header.name(), "");
+  pb::BatchHeader plain;
+  ASSERT_TRUE(FillBatchHeader(Rule(), UploadOptions{.name = "b"}, &plain).ok());
+  EXPECT_FALSE(plain.has_process_local());
+  EXPECT_EQ(plain.name(), "b");
+}
+
+TEST(ConvertTest, ProcessLocalIsCheckedBeforeAnyByte) {
+  auto refused = [](ProcessLocal local, std::string name = "") {
+    UploadOptions options;
+    options.name = std::move(name);
+    options.process_local = std::move(local);
+    pb::UploadHeader header;
+    absl::Status single = FillUploadHeader(DType::kF32, {2}, Rule(), options, &header);
+    pb::BatchHeader batch;
+    EXPECT_EQ(FillBatchHeader(Rule(), options, &batch), single);
+    EXPECT_EQ(single.code(), absl::StatusCode::kInvalidArgument);
+    return std::string(single.message());
+  };
+  EXPECT_EQ(refused(ProcessLocal{}), "process_local.global_name must not be empty");
+  EXPECT_EQ(refused(ProcessLocal{.global_name = std::string(257, 'a')}),
+            "process_local.global_name is 257 bytes; at most 256 are allowed");
+  EXPECT_EQ(refused(ProcessLocal{"g", {8, -1}}),
+            "process_local.global_shape[1] is -1; must be >= 0");
+  EXPECT_EQ(refused(ProcessLocal{"g", {}, absl::Seconds(-1)}),
+            "process_local.timeout is -1s; must be positive (zero: the default)");
+  EXPECT_EQ(refused(ProcessLocal{.global_name = "g"}, "w"),
+            "UploadOptions: name 'w' and process_local are both set; a process-local upload is "
+            "named by process_local.global_name");
+  EXPECT_TRUE(ValidateProcessLocal(ProcessLocal{.global_name = std::string(256, 'a')}).ok());
+}
+
+TEST(NamesTest, ControllersParseCaseInsensitively) {
+  EXPECT_EQ(*ParseController("MULTI"), Controller::kMulti);
+  EXPECT_EQ(*ParseController("single"), Controller::kSingle);
+  EXPECT_EQ(ControllerName(Controller::kMulti), "multi");
+  EXPECT_EQ(ParseController("both").status().message(),
+            "unknown controller 'both'; accepted values: single, multi");
+}
+
 TEST(NamesTest, ReduceOpsParseCaseInsensitively) {
   EXPECT_EQ(*ParseReduceOp("MEAN"), ReduceOp::kMean);
   EXPECT_EQ(*ParseReduceOp("prod"), ReduceOp::kProd);

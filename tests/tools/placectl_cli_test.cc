@@ -48,6 +48,14 @@ TEST(PlacectlHelpTest, CommandHelpShowsItsFlags) {
   auto same = RunCommand({PlacectlBinary(), "tensor", "put", "x.npy", "--help"});
   EXPECT_EQ(same.exit_code, 0) << same.err;
   EXPECT_EQ(same.out, r.out);
+  EXPECT_THAT(r.out, HasSubstr("--global_name (default: \"\")"));
+  EXPECT_THAT(r.out, HasSubstr("--global_timeout (default: 1m)"));
+  EXPECT_THAT(r.out, HasSubstr("multi-controller upload"));
+  auto reduce = RunCommand({PlacectlBinary(), "help", "collective", "all-reduce"});
+  EXPECT_EQ(reduce.exit_code, 0) << reduce.err;
+  EXPECT_THAT(reduce.out, HasSubstr("--controller (default: \"single\")"));
+  auto get = RunCommand({PlacectlBinary(), "help", "tensor", "get"});
+  EXPECT_THAT(get.out, HasSubstr("--process (default: -1)"));
   auto group = RunCommand({PlacectlBinary(), "help", "collective"});
   EXPECT_EQ(group.exit_code, 0) << group.err;
   EXPECT_THAT(group.out, HasSubstr("collective broadcast ID"));
@@ -118,6 +126,42 @@ TEST(PlacectlUsageTest, ArgumentsAreCheckedBeforeConnecting) {
       {{"prefetch", "dir", "--buffer_size=0"}, "--buffer_size must be >= 1, got 0"},
       {{"devices", "--timeout_seconds=0"}, "--timeout_seconds must be >= 1"},
       {{"devices", "--connect_timeout=0s"}, "--connect_timeout must be positive"},
+      // Cluster flags.
+      {{"collective", "all-reduce", "t-1", "--controller=both"},
+       "--controller must be single or multi, got 'both'"},
+      {{"collective", "broadcast", "t-1", "--root=0", "--controller="},
+       "--controller must be single or multi, got ''"},
+      {{"tensor", "ls", "--controller=multi"}, "--controller does not apply to 'tensor ls'"},
+      {{"tensor", "get", "t-1", "x.npy", "--device=0", "--process=1"},
+       "give --device or --process, not both"},
+      {{"tensor", "get", "t-1", "x.npy", "--process=-1"}, "--process must be a process index >= 0"},
+      {{"tensor", "get", "t-1", "x.npy", "--global_name=g"}, "--global_name does not apply"},
+      {{"tensor", "put", "x.npy", "--mesh=m", "--global_shape=8"},
+       "--global_shape needs --global_name"},
+      {{"tensor", "put", "x.npy", "--mesh=m", "--global_timeout=5s"},
+       "--global_timeout needs --global_name"},
+      {{"tensor", "put", "x.npy", "--global_name=g"},
+       "--global_name needs a placement over a mesh: --mesh (with --spec), --replicated or "
+       "--rule=data_partition"},
+      {{"tensor", "put", "x.npy", "--global_name=g", "--device=0"},
+       "--global_name needs a placement over a mesh"},
+      {{"tensor", "put-batch", "a=x.npy", "--global_name=g", "--rule=shard_batch_dim", "--mesh=m"},
+       "--global_name needs a placement over a mesh"},
+      {{"tensor", "put", "x.npy", "--global_name=", "--mesh=m"}, "--global_name must not be empty"},
+      {{"tensor", "put", "x.npy", "--global_name=" + std::string(257, 'g'), "--mesh=m"},
+       "--global_name is 257 bytes; at most 256"},
+      {{"tensor", "put", "x.npy", "--global_name=g", "--mesh=m", "--name=w"},
+       "give --name or --global_name, not both"},
+      {{"tensor", "put-batch", "a=x.npy", "--global_name=g", "--replicated=m",
+        "--global_shape=8,x"},
+       "--global_shape entry 'x' is not an integer"},
+      {{"tensor", "put", "x.npy", "--global_name=g", "--mesh=m", "--global_shape=-8,3"},
+       "--global_shape entries must be >= 0, got -8"},
+      {{"tensor", "put", "x.npy", "--global_name=g", "--rule=data_partition", "--mesh=m",
+        "--global_timeout=0s"},
+       "--global_timeout must be positive, got 0"},
+      {{"tensor", "put", "x.npy", "--global_name=g", "--mesh=m", "--global_timeout=soon"},
+       "invalid value 'soon' for --global_timeout"},
   };
   for (const UsageCase& c : cases) {
     auto r = RunOffline(c.args);
@@ -208,6 +252,8 @@ TEST_F(PlacectlCliTest, ExtraArgumentsAreErrorsWithADaemonToo) {
   auto ok = Run({"status"});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_THAT(ok.out, HasSubstr("streams:      0 prefetch"));
+  EXPECT_THAT(ok.out, HasSubstr("cluster:      single\n"));  // a lone daemon
+  EXPECT_THAT(Run({"--json", "status"}).out, HasSubstr("\"state\":\"CLUSTER_STATE_SINGLE\""));
 }
 
 }  // namespace

@@ -126,5 +126,21 @@ TEST_F(PlacectlCollectiveTest, AllGatherReduceScatterBroadcast) {
       0);
 }
 
+TEST_F(PlacectlCollectiveTest, MultiControllerOnALoneDaemonRunsAtOnce) {
+  // One daemon is one controller: --controller=multi gives single's values.
+  std::string partial = PerDevice();
+  std::string single = RunForId({"collective", "all-reduce", partial, "--controller=single"});
+  std::string multi = RunForId({"collective", "all-reduce", partial, "--controller=MULTI"});
+  EXPECT_THAT(Values(multi), ElementsAre(10, 100, 1000));
+  EXPECT_EQ(Values(multi), Values(single));
+  auto batch = Run({"--json", "collective", "all-reduce-batch", partial, "--controller=multi"});
+  ASSERT_EQ(batch.exit_code, 0) << batch.err;
+  std::string batched = JsonString(batch.out, "id");
+  EXPECT_THAT(Values(batched), ElementsAre(10, 100, 1000));
+  std::string gathered = RunForId({"collective", "all-gather", single, "--controller=multi"});
+  EXPECT_THAT(Values(gathered, 1), ElementsAre(10, 100, 1000));
+  EXPECT_EQ(Run({"tensor", "rm", partial, single, multi, batched, gathered}).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace placement::testing

@@ -174,10 +174,26 @@ TEST_F(PlacectlTensorTest, PutGetDescribePlaceRemove) {
   for (int r = 4; r < 8; ++r) expected += data.substr((r * 12 + 3) * 4, 3 * 4);
   EXPECT_EQ(ReadFile(Path("shard.npy")), Npy("<f4", "(4, 3)", expected));
 
+  // --process: the node's distinct shards, rows concatenated when they split
+  // dimension 0 only (a lone daemon is node 0 and holds every row); another
+  // node holds nothing.
+  auto rows =
+      Run({"--json", "tensor", "put", Path("x.npy"), "--rule=data_partition", "--mesh=grid"});
+  ASSERT_EQ(rows.exit_code, 0) << rows.err;
+  std::string rows_id = JsonString(rows.out, "id");
+  auto node = Run({"tensor", "get", rows_id, Path("node.npy"), "--process=0"});
+  ASSERT_EQ(node.exit_code, 0) << node.err;
+  EXPECT_EQ(ReadFile(Path("node.npy")), in);
+  auto other = Run({"tensor", "get", rows_id, Path("other.npy"), "--process=1"});
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_THAT(other.err, HasSubstr("NOT_FOUND"));
+  ASSERT_EQ(Run({"tensor", "rm", rows_id}).exit_code, 0);
+
   auto describe = Run({"tensor", "describe", id});
   EXPECT_EQ(describe.exit_code, 0) << describe.err;
   EXPECT_THAT(describe.out, HasSubstr("P('data', 'model')"));
-  EXPECT_THAT(describe.out, HasSubstr("[4:8, 3:6]"));
+  EXPECT_THAT(describe.out, HasSubstr("DEVICE  NODE  INDEX"));
+  EXPECT_THAT(describe.out, HasSubstr("5       0     [4:8, 3:6]"));
   auto ls = Run({"tensor", "ls"});
   EXPECT_THAT(ls.out, HasSubstr(id));
   EXPECT_THAT(ls.out, HasSubstr("f32[8,12]"));

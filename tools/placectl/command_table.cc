@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "tools/placectl/commands.h"
+#include "tools/placectl/process_local_flags.h"
 #include "tools/placectl/rules.h"
 
 namespace placement::placectl {
@@ -24,8 +25,19 @@ constexpr char kRuleDetails[] =
     "  --rule=model_state --mesh=M [--param_sharding=replicate|shard]\n"
     "  --rule=data_partition --mesh=M [--partition=full|replicated]\n";
 
+constexpr char kProcessLocalDetails[] =
+    "multi-controller upload (a cluster: every node runs the same command on its own daemon\n"
+    "with ITS part; the tensor commits once every node contributed, no bytes cross nodes):\n"
+    "  --global_name=NAME [--global_shape=D,D,...] [--global_timeout=60s]\n"
+    "  needs --mesh, --replicated or --rule=data_partition; the file is this node's part\n";
+
+constexpr char kControllerDetails[] =
+    "--controller=single|multi: on a tensor whose shards span daemons, single (default) lets\n"
+    "this call drive every daemon; multi: every node runs the same command on its own daemon.\n";
+
 std::vector<CommandSpec> BuildTable() {
   const std::vector<std::string> rule_flags = RuleFlagNames();
+  const std::vector<std::string> upload_flags = Concat(rule_flags, ProcessLocalFlagNames());
   return {
       {.path = "devices",
        .summary = "list devices: platform, kind, hardware, memory in use / limit, node",
@@ -34,7 +46,10 @@ std::vector<CommandSpec> BuildTable() {
        .summary = "the seed's get_device_info(): device count, hardware type, platforms",
        .run = RunInfo},
       {.path = "status",
-       .summary = "daemon version, backend, uptime, counts, bytes in use, serving/draining",
+       .summary =
+           "daemon version, backend, uptime, counts, bytes in use, serving/draining, cluster",
+       .details = "The cluster section: state, epoch, and per process its state, peer address,\n"
+                  "global device range and joins (restarts + 1).\n",
        .run = RunStatus},
       {.path = "batch-size",
        .summary = "the seed's batch-size recommendation plus the roofline figure",
@@ -83,8 +98,8 @@ std::vector<CommandSpec> BuildTable() {
       {.path = "tensor put",
        .operands = "FILE.npy",
        .summary = "upload a .npy file (streamed)",
-       .details = kRuleDetails,
-       .flags = Concat({"name", "chunk_bytes"}, rule_flags),
+       .details = std::string(kRuleDetails) + kProcessLocalDetails,
+       .flags = Concat({"name", "chunk_bytes"}, upload_flags),
        .min_operands = 1,
        .max_operands = 1,
        .run = RunTensorPut},
@@ -95,15 +110,20 @@ std::vector<CommandSpec> BuildTable() {
            "The seed's distribute_batch({\"images\", \"labels\"}, P('data', None)):\n"
            "  placectl tensor put-batch images=x.npy labels=y.npy --mesh=grid --spec=data,None\n"
            "Spec entries beyond an array's rank must be None and are dropped.\n" +
-           std::string(kRuleDetails),
-       .flags = Concat({"name", "chunk_bytes"}, rule_flags),
+           std::string(kRuleDetails) + kProcessLocalDetails +
+           "  (loadax host_to_global_device_array: --rule=data_partition --mesh=M "
+           "--global_name=batch)\n",
+       .flags = Concat({"name", "chunk_bytes"}, upload_flags),
        .min_operands = 1,
        .max_operands = -1,
        .run = RunTensorPutBatch},
       {.path = "tensor get",
        .operands = "ID FILE.npy",
-       .summary = "download the whole array (or --device: one shard)",
-       .flags = {"device", "chunk_bytes"},
+       .summary = "download the whole array (or --device: one shard; --process: one node's part)",
+       .details =
+           "--process=P: the distinct shards node P's devices hold, concatenated along dimension\n"
+           "0 in index order (loadax global_to_host_array on that node).\n",
+       .flags = {"device", "process", "chunk_bytes"},
        .min_operands = 2,
        .max_operands = 2,
        .run = RunTensorGet},
@@ -162,38 +182,41 @@ std::vector<CommandSpec> BuildTable() {
        .summary = "all-reduce over mesh axes (psum / pmean)",
        .details =
            "--op: sum | mean | max | min | prod; default: the tensor's partial op, else sum.\n"
-           "--axes: comma-separated mesh axes; default: every axis.\n",
-       .flags = {"op", "axes", "donate", "name"},
+           "--axes: comma-separated mesh axes; default: every axis.\n" +
+           std::string(kControllerDetails),
+       .flags = {"op", "axes", "donate", "name", "controller"},
        .min_operands = 1,
        .max_operands = 1,
        .run = RunAllReduce},
       {.path = "collective all-reduce-batch",
        .operands = "ID...",
        .summary = "all-reduce several tensors in one fused call (a gradient pytree)",
-       .flags = {"op", "axes", "donate"},
+       .details = kControllerDetails,
+       .flags = {"op", "axes", "donate", "controller"},
        .min_operands = 1,
        .max_operands = -1,
        .run = RunAllReduceBatch},
       {.path = "collective all-gather",
        .operands = "ID",
        .summary = "shard -> replicate along --dim",
-       .details = "--axes default: the axes sharding --dim.\n",
-       .flags = {"dim", "axes", "donate", "name"},
+       .details = "--axes default: the axes sharding --dim.\n" + std::string(kControllerDetails),
+       .flags = {"dim", "axes", "donate", "name", "controller"},
        .min_operands = 1,
        .max_operands = 1,
        .run = RunAllGather},
       {.path = "collective reduce-scatter",
        .operands = "ID",
        .summary = "partial -> shard along --dim",
-       .details = "--axes default: the tensor's partial axes.\n",
-       .flags = {"op", "dim", "axes", "donate", "name"},
+       .details = "--axes default: the tensor's partial axes.\n" + std::string(kControllerDetails),
+       .flags = {"op", "dim", "axes", "donate", "name", "controller"},
        .min_operands = 1,
        .max_operands = 1,
        .run = RunReduceScatter},
       {.path = "collective broadcast",
        .operands = "ID",
        .summary = "the --root device's shard to every device of its group",
-       .flags = {"root", "axes", "donate", "name"},
+       .details = kControllerDetails,
+       .flags = {"root", "axes", "donate", "name", "controller"},
        .min_operands = 1,
        .max_operands = 1,
        .run = RunBroadcast},

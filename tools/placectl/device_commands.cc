@@ -34,6 +34,35 @@ absl::StatusOr<std::optional<client::HardwareType>> HardwareFlag() {
   return std::optional<client::HardwareType>(*type);
 }
 
+// "0-3" for 4 devices from 0; "4" for one; "-" for none.
+std::string DeviceRange(const client::ProcessStatus& p) {
+  if (p.num_devices <= 0) return "-";
+  if (p.num_devices == 1) return absl::StrCat(p.first_device_id);
+  return absl::StrCat(p.first_device_id, "-", p.first_device_id + p.num_devices - 1);
+}
+
+// The status's cluster section: one line for a lone daemon, else the
+// membership and a row per process.
+std::string ClusterText(const client::DaemonStatus& status) {
+  const client::ClusterStatus& c = status.cluster;
+  if (c.state == client::ClusterState::kSingle || c.state == client::ClusterState::kUnspecified) {
+    return absl::StrCat("cluster:      ", client::ClusterStateName(c.state), "\n");
+  }
+  std::string out = absl::StrFormat(
+      "cluster:      %s, epoch %d, %d processes (this daemon: process %d)\ncoordinator:  "
+      "%s\npeer address: %s\n",
+      client::ClusterStateName(c.state), c.epoch, c.num_processes, status.process_index,
+      c.coordinator_address, c.peer_address);
+  std::vector<std::vector<std::string>> rows = {
+      {"PROCESS", "STATE", "PEER ADDRESS", "DEVICES", "JOINS"}};
+  for (const client::ProcessStatus& p : c.processes) {
+    rows.push_back({absl::StrCat(p.process_index), client::ProcessStateName(p.state),
+                    p.peer_address.empty() ? "-" : p.peer_address, DeviceRange(p),
+                    absl::StrCat(p.joins)});
+  }
+  return absl::StrCat(out, "\n", FormatTable(rows));
+}
+
 }  // namespace
 
 int RunDevices(Session& session, const Args&) {
@@ -96,6 +125,7 @@ int RunStatus(Session& session, const Args&) {
       static_cast<long long>(status->num_tensors),
       static_cast<long long>(status->num_prefetch_streams),
       HumanBytes(status->device_bytes_in_use).c_str(), status->serving ? "yes" : "draining");
+  std::printf("%s", ClusterText(*status).c_str());
   return 0;
 }
 

@@ -11,6 +11,7 @@
 #include "tools/placectl/commands.h"
 #include "tools/placectl/npy.h"
 #include "tools/placectl/output.h"
+#include "tools/placectl/process_local_flags.h"
 #include "tools/placectl/rules.h"
 #include "tools/placectl/tensor_output.h"
 
@@ -26,6 +27,9 @@ ABSL_FLAG(std::string, prefix, "",
 ABSL_FLAG(int64_t, chunk_bytes, int64_t{1} << 20,
           "Bytes per stream message of uploads and "
           "downloads (downloads: at most 4 MiB).");
+ABSL_FLAG(int32_t, process, -1,
+          "tensor get: download only the distinct shards held by this node (process index), "
+          "concatenated along dimension 0 (loadax global_to_host_array).");
 ABSL_DECLARE_FLAG(int64_t, device);
 ABSL_DECLARE_FLAG(std::string, mesh);
 
@@ -34,6 +38,8 @@ namespace placement::placectl {
 int RunTensorPut(Session& session, const Args& args) {
   absl::StatusOr<std::optional<client::Rule>> rule = RuleFromFlags(session);
   if (!rule.ok()) return session.UsageError(rule.status().message());
+  absl::StatusOr<std::optional<client::ProcessLocal>> local = ProcessLocalFromFlags(session, *rule);
+  if (!local.ok()) return session.UsageError(local.status().message());
   if (absl::GetFlag(FLAGS_chunk_bytes) < 1) return session.UsageError("--chunk_bytes must be >= 1");
   auto reader = NpyReader::Open(args[0]);
   if (!reader.ok()) return ReportError(reader.status());
@@ -42,6 +48,7 @@ int RunTensorPut(Session& session, const Args& args) {
   client::UploadOptions upload;
   upload.name = absl::GetFlag(FLAGS_name);
   upload.chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes);
+  upload.process_local = *std::move(local);
   NpyReader* r = reader->get();
   auto info = client::TensorClient(*client).UploadFrom(
       r->header().dtype, r->header().shape,
@@ -54,13 +61,21 @@ int RunTensorPut(Session& session, const Args& args) {
 
 int RunTensorGet(Session& session, const Args& args) {
   if (absl::GetFlag(FLAGS_chunk_bytes) < 1) return session.UsageError("--chunk_bytes must be >= 1");
+  if (session.Given("device") && session.Given("process")) {
+    return session.UsageError("give --device or --process, not both");
+  }
   if (session.Given("device") && absl::GetFlag(FLAGS_device) < 0) {
     return session.UsageError("--device must be a device id >= 0");
+  }
+  if (session.Given("process") && absl::GetFlag(FLAGS_process) < 0) {
+    return session.UsageError("--process must be a process index >= 0");
   }
   const std::string& path = args[1];
   client::DownloadSelection selection = client::DownloadSelection::Whole();
   if (session.Given("device")) {
     selection = client::DownloadSelection::Device(absl::GetFlag(FLAGS_device));
+  } else if (session.Given("process")) {
+    selection = client::DownloadSelection::Process(absl::GetFlag(FLAGS_process));
   }
   const client::Client* client = session.client();
   if (client == nullptr) return 1;
@@ -116,10 +131,11 @@ int RunTensorDescribe(Session& session, const Args& args) {
       info->sharding.mesh_id.empty() ? "(implicit mesh)" : info->sharding.mesh_id.c_str(),
       client::SpecToString(info->sharding.spec).c_str(), HumanBytes(info->size_bytes).c_str(),
       HumanBytes(info->device_bytes).c_str());
-  std::vector<std::vector<std::string>> rows = {{"DEVICE", "INDEX", "SHAPE", "REPLICA", "BYTES"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"DEVICE", "NODE", "INDEX", "SHAPE", "REPLICA", "BYTES"}};
   for (const auto& s : info->shards) {
-    rows.push_back({absl::StrCat(s.device_id), IndexText(s), ShapeText(s.shape),
-                    absl::StrCat(s.replica_id), HumanBytes(s.size_bytes)});
+    rows.push_back({absl::StrCat(s.device_id), absl::StrCat(s.process_index), IndexText(s),
+                    ShapeText(s.shape), absl::StrCat(s.replica_id), HumanBytes(s.size_bytes)});
   }
   std::printf("%s", FormatTable(rows).c_str());
   return 0;

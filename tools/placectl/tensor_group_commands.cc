@@ -15,6 +15,7 @@
 #include "tools/placectl/npy.h"
 #include "tools/placectl/npy_mapping.h"
 #include "tools/placectl/output.h"
+#include "tools/placectl/process_local_flags.h"
 #include "tools/placectl/rules.h"
 #include "tools/placectl/tensor_output.h"
 
@@ -36,6 +37,8 @@ client::SourceHandling SourceFromFlags() {
 int RunTensorPutBatch(Session& session, const Args& args) {
   absl::StatusOr<std::optional<client::Rule>> rule = RuleFromFlags(session);
   if (!rule.ok()) return session.UsageError(rule.status().message());
+  absl::StatusOr<std::optional<client::ProcessLocal>> local = ProcessLocalFromFlags(session, *rule);
+  if (!local.ok()) return session.UsageError(local.status().message());
   if (absl::GetFlag(FLAGS_chunk_bytes) < 1) return session.UsageError("--chunk_bytes must be >= 1");
   std::vector<std::pair<std::string, std::string>> entries;
   std::set<std::string> keys;
@@ -64,6 +67,7 @@ int RunTensorPutBatch(Session& session, const Args& args) {
   client::UploadOptions upload;
   upload.name = absl::GetFlag(FLAGS_name);
   upload.chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes);
+  upload.process_local = *std::move(local);
   auto uploaded =
       client::TensorClient(*client).UploadBatch(arrays, rule->value_or(client::Rule()), upload);
   if (!uploaded.ok()) return ReportError(uploaded.status());

@@ -23,6 +23,17 @@
 // collective (the message says how each axis is used). See
 // docs/api/collectives.md for the full semantics.
 //
+// In a cluster (docs/cluster.md) a tensor's shards may live on several
+// daemons. CollectiveOptions::controller says who drives the call:
+// Controller::kSingle (the default) lets this one call drive every daemon
+// that holds shards; Controller::kMulti is JAX's multi-controller model:
+// every process's trainer makes the same call (same tensors, op, axes,
+// source and name) on its own daemon, the calls meet at a barrier and the
+// collective runs once; each call returns the same result. A multi call
+// waits for the others up to the daemon's --cluster_op_timeout (and the
+// call's deadline: give a multi call a `timeout` long enough for the
+// slowest process to arrive). On a lone daemon both mean the same.
+//
 // A CollectiveClient holds a reference to the Client, which must outlive it.
 // Thread-safe.
 #ifndef PLACEMENT_CLIENT_COLLECTIVES_H_
@@ -53,6 +64,8 @@ struct CollectiveOptions {
   // Deadline of the call; zero = the Client's default deadline. The daemon
   // stops a collective whose deadline passes (DEADLINE_EXCEEDED).
   absl::Duration timeout = absl::ZeroDuration();
+  // Who drives the call when the tensor's shards span daemons (above).
+  Controller controller = Controller::kSingle;
 };
 
 class CollectiveClient {

@@ -13,6 +13,12 @@
 // Unlike the seed, shard_model_state rejects a param_sharding other than
 // "replicate" / "shard" with INVALID_ARGUMENT instead of sharding on typos.
 //
+// In a cluster, a DataParallel built with Controller::kMulti runs its
+// collectives multi-controller (JAX's model: every process's trainer calls
+// all_reduce_gradients on its own daemon with the same tree, and the calls
+// run once together); the default, kSingle, lets one call drive every
+// daemon. See collectives.h.
+//
 // Thread-safe; the Client must outlive the facade.
 #ifndef PLACEMENT_CLIENT_DATA_PARALLEL_H_
 #define PLACEMENT_CLIENT_DATA_PARALLEL_H_
@@ -28,9 +34,12 @@ namespace placement::client {
 
 class DataParallel {
  public:
-  explicit DataParallel(const Client& client) : client_(client) {}
+  explicit DataParallel(const Client& client, Controller controller = Controller::kSingle)
+      : client_(client), controller_(controller) {}
 
   const Client& client() const { return client_; }
+  // Who drives all_reduce_gradients when the gradients span daemons.
+  Controller controller() const { return controller_; }
 
   // create_data_parallel_sharding(mesh, data_axis="data") =
   // NamedSharding(mesh, P(data_axis)). INVALID_ARGUMENT for an empty
@@ -87,17 +96,22 @@ class DataParallel {
   // default axis name "batch": on a mesh without that axis the daemon
   // answers INVALID_ARGUMENT naming the mesh's axes. kDonate reduces in
   // place and deletes the inputs' ids. An empty tree is returned as is.
+  // Runs under controller() (the static form: `controller`); a multi call
+  // has the Client's default deadline to meet the other processes' calls.
   absl::StatusOr<TensorTree> all_reduce_gradients(
       const TensorTree& gradients, const std::string& reduce_type = "mean",
       const std::string& axis_name = "batch", SourceHandling source = SourceHandling::kKeep) const {
-    return all_reduce_gradients_static(client_, gradients, reduce_type, axis_name, source);
+    return all_reduce_gradients_static(client_, gradients, reduce_type, axis_name, source,
+                                       controller_);
   }
   static absl::StatusOr<TensorTree> all_reduce_gradients_static(
       const Client& client, const TensorTree& gradients, const std::string& reduce_type = "mean",
-      const std::string& axis_name = "batch", SourceHandling source = SourceHandling::kKeep);
+      const std::string& axis_name = "batch", SourceHandling source = SourceHandling::kKeep,
+      Controller controller = Controller::kSingle);
 
  private:
   const Client& client_;
+  Controller controller_;
 };
 
 }  // namespace placement::client

@@ -8,7 +8,7 @@
 // calls (client.h), meshes (meshes.h), tensors (tensors.h, tensor_tree.h),
 // collectives (collectives.h), prefetch (prefetch.h), JSON text (json.h) and
 // the seed-named facades (device_mesh_manager.h, device_placement.h,
-// data_parallel.h). No generated protobuf or gRPC header is included.
+// data_parallel.h, loadax.h). No generated protobuf or gRPC header is included.
 #ifndef PLACEMENT_CLIENT_PLACEMENT_H_
 #define PLACEMENT_CLIENT_PLACEMENT_H_
 
@@ -18,6 +18,7 @@
 #include "placement/client/device_mesh_manager.h"  // IWYU pragma: export
 #include "placement/client/device_placement.h"     // IWYU pragma: export
 #include "placement/client/json.h"                 // IWYU pragma: export
+#include "placement/client/loadax.h"               // IWYU pragma: export
 #include "placement/client/meshes.h"               // IWYU pragma: export
 #include "placement/client/placements.h"           // IWYU pragma: export
 #include "placement/client/prefetch.h"             // IWYU pragma: export

@@ -6,6 +6,9 @@
 //               into the next call.
 //   HostTree    key -> host array the caller owns ({"images": HostArray…});
 //               placing one uploads every array in one UploadBatch stream.
+//   DownloadedTree  key -> bytes downloaded from the daemon, owned by the
+//               tree (loadax global_to_host_array); AsHostTree views them
+//               as a HostTree to upload again.
 //
 // PlaceTree and UploadTree apply one Rule to every leaf, all or nothing,
 // and return a tree with the same keys whose handles carry full TensorInfo.
@@ -44,6 +47,11 @@ class TensorHandle {
 
 using TensorTree = std::map<std::string, TensorHandle>;
 using HostTree = std::map<std::string, HostArray>;
+using DownloadedTree = std::map<std::string, DownloadedBytes>;
+
+// Views of `tree`'s bytes (dtype and shape from each header); valid while
+// `tree` is alive and unchanged.
+HostTree AsHostTree(const DownloadedTree& tree);
 
 // The tree's tensor ids in key order.
 std::vector<std::string> TreeIds(const TensorTree& tree);

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -108,6 +109,33 @@ struct BatchArray {
   HostArray array;
 };
 
+// A multi-controller upload (JAX make_array_from_process_local_data, loadax
+// host_to_global_device_array on several nodes): every process's trainer
+// uploads its host-local part to its own daemon under the same
+// `global_name` and the same rule over a cluster-wide mesh. The array (or
+// batch) given is this process's LOCAL part; the tensor commits, with one
+// id cluster-wide, once every process holding devices of the sharding has
+// contributed (a barrier through the coordinator), and no bytes cross nodes.
+// Each call returns the global tensor. The rule must be a sharding
+// (Placement::Sharded), a replicated mesh (Placement::Replicated) or a
+// Rule::DataPartition. See docs/cluster.md.
+struct ProcessLocal {
+  // Shared by every process's call; 1..256 bytes. The tensor is named
+  // `global_name`, a batch's arrays "<global_name>/<key>".
+  std::string global_name;
+  // Empty: inferred as JAX does (local_to_global_shape; a data partition:
+  // local rows x processes for kFull). Else each dimension equals the local
+  // one or the process's addressable extent. For a batch it applies to every
+  // array, so leave it empty unless all arrays share one global shape.
+  std::vector<int64_t> global_shape;
+  // How long this call waits for the other processes; zero = the daemon's
+  // default (60 s). On timeout: DEADLINE_EXCEEDED naming the missing
+  // processes, and nothing is kept anywhere.
+  absl::Duration timeout = absl::ZeroDuration();
+
+  bool operator==(const ProcessLocal&) const = default;
+};
+
 struct UploadOptions {
   std::string name;   // optional tensor name (groups: "<name>/<key>")
   std::string owner;  // for quotas and listing
@@ -117,6 +145,11 @@ struct UploadOptions {
   // kAuto: arrays of 256 KiB or more go through a staging region when the
   // daemon is on this host (regions.h); kStream / kRegion force a path.
   TransferPath path = TransferPath::kAuto;
+  // Set: a multi-controller upload of this process's part (above); `name`
+  // must then be empty (the tensor is named by global_name).
+  // INVALID_ARGUMENT before any byte moves for an empty or over-long
+  // global_name, a negative global_shape dimension or timeout.
+  std::optional<ProcessLocal> process_local;
 };
 
 struct DownloadOptions {

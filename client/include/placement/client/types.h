@@ -99,6 +99,23 @@ enum class DataPartition : int {
 // "full" / "replicated".
 absl::string_view DataPartitionName(DataPartition partition);
 
+// Who drives an operation on a tensor whose shards live on several daemons
+// of a cluster (docs/cluster.md). On a lone daemon both mean the same.
+enum class Controller : int {
+  // This call alone drives every daemon that holds shards (bytes move
+  // between daemons as needed). The default.
+  kSingle = 1,
+  // JAX multi-controller: every process's trainer makes the same call on its
+  // own daemon; the calls meet and run once, together.
+  kMulti = 2,
+};
+
+// "single" / "multi".
+absl::string_view ControllerName(Controller controller);
+// Inverse of ControllerName, case-insensitive. INVALID_ARGUMENT "unknown
+// controller 'x'; accepted values: single, multi" otherwise.
+absl::StatusOr<Controller> ParseController(absl::string_view name);
+
 // What happens to the source tensors of Place / Assemble / Disassemble and
 // of the collectives.
 enum class SourceHandling {
