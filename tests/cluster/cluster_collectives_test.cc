@@ -5,6 +5,8 @@
 // groups that span daemons and groups inside one, in-place donation,
 // concurrent collectives from different daemons, and results recorded on
 // every daemon. Device memory returns to its baseline after each test.
+#include <unistd.h>
+
 #include <cmath>
 #include <functional>
 #include <numeric>
@@ -35,6 +37,9 @@ using ::testing::HasSubstr;
 struct Layout {
   int processes;
   int devices;
+  // Each daemon in its own network namespace (separate hosts joined by
+  // veth pairs) instead of all on loopback.
+  bool namespaces = false;
 };
 
 class ClusterCollectivesTest : public ::testing::TestWithParam<Layout> {
@@ -43,8 +48,12 @@ class ClusterCollectivesTest : public ::testing::TestWithParam<Layout> {
     ClusterOptions options;
     options.num_processes = GetParam().processes;
     options.devices_per_process = GetParam().devices;
+    options.namespaces = GetParam().namespaces;
     options.extra_flags = {"--cluster_op_timeout=20s"};
     auto cluster = ClusterProcesses::Start(options);
+    if (!cluster.ok() && GetParam().namespaces && geteuid() != 0) {
+      GTEST_SKIP() << "network namespaces need root: " << cluster.status();
+    }
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
     for (int p = 0; p < cluster_->size(); ++p) {
@@ -303,8 +312,10 @@ TEST_P(ClusterCollectivesTest, MultiControllerCallsMeetAndRunOnce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Clusters, ClusterCollectivesTest,
-                         ::testing::Values(Layout{2, 4}, Layout{4, 2}), [](const auto& info) {
-                           return absl::StrCat(info.param.processes, "x", info.param.devices);
+                         ::testing::Values(Layout{2, 4}, Layout{4, 2}, Layout{2, 4, true}),
+                         [](const auto& info) {
+                           return absl::StrCat(info.param.processes, "x", info.param.devices,
+                                               info.param.namespaces ? "_netns" : "");
                          });
 
 }  // namespace

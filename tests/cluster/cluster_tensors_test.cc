@@ -4,6 +4,8 @@
 // daemon (Describe names each shard's process), reshards between layouts
 // that move bytes across daemons, assemble / disassemble, donation, deletes
 // freeing every daemon's memory, and the errors a client sees.
+#include <unistd.h>
+
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -28,6 +30,9 @@ using ::testing::HasSubstr;
 struct Layout {
   int processes;
   int devices;
+  // Each daemon in its own network namespace (separate hosts joined by
+  // veth pairs) instead of all on loopback.
+  bool namespaces = false;
 };
 
 class ClusterTensorsTest : public ::testing::TestWithParam<Layout> {
@@ -36,7 +41,11 @@ class ClusterTensorsTest : public ::testing::TestWithParam<Layout> {
     ClusterOptions options;
     options.num_processes = GetParam().processes;
     options.devices_per_process = GetParam().devices;
+    options.namespaces = GetParam().namespaces;
     auto cluster = ClusterProcesses::Start(options);
+    if (!cluster.ok() && GetParam().namespaces && geteuid() != 0) {
+      GTEST_SKIP() << "network namespaces need root: " << cluster.status();
+    }
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
     for (int p = 0; p < cluster_->size(); ++p) {
@@ -242,8 +251,10 @@ TEST_P(ClusterTensorsTest, ErrorsNameTheProblemOnEveryDaemon) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Clusters, ClusterTensorsTest,
-                         ::testing::Values(Layout{2, 4}, Layout{4, 2}), [](const auto& info) {
-                           return absl::StrCat(info.param.processes, "x", info.param.devices);
+                         ::testing::Values(Layout{2, 4}, Layout{4, 2}, Layout{2, 4, true}),
+                         [](const auto& info) {
+                           return absl::StrCat(info.param.processes, "x", info.param.devices,
+                                               info.param.namespaces ? "_netns" : "");
                          });
 
 }  // namespace

@@ -129,7 +129,7 @@ TEST_F(PlacectlClusterTest, GlobalTensorPerNodeAndMultiControllerAllReduce) {
 // devices. Disabled until the daemon implements ProcessLocal (issue 9; today
 // it ignores the field and takes each node's 4 rows as the whole array:
 // "([4,3]) cannot be sharded across 8 devices.").
-TEST_F(PlacectlClusterTest, DISABLED_MultiControllerPutCommitsOneGlobalTensor) {
+TEST_F(PlacectlClusterTest, MultiControllerPutCommitsOneGlobalTensor) {
   ASSERT_EQ(Run(0, {"mesh", "create", "data=8", "--mesh_id=m"}).exit_code, 0);
   CommandResult results[2];
   std::vector<std::thread> callers;

@@ -53,7 +53,7 @@ TEST(PlacectlHelpTest, CommandHelpShowsItsFlags) {
   EXPECT_THAT(r.out, HasSubstr("multi-controller upload"));
   auto reduce = RunCommand({PlacectlBinary(), "help", "collective", "all-reduce"});
   EXPECT_EQ(reduce.exit_code, 0) << reduce.err;
-  EXPECT_THAT(reduce.out, HasSubstr("--controller (default: \"single\")"));
+  EXPECT_THAT(reduce.out, HasSubstr("--controller (default: single)"));
   auto get = RunCommand({PlacectlBinary(), "help", "tensor", "get"});
   EXPECT_THAT(get.out, HasSubstr("--process (default: -1)"));
   auto group = RunCommand({PlacectlBinary(), "help", "collective"});
