@@ -215,6 +215,28 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(
           {"placementd_session_tensors", {}, static_cast<double>(sessions->tensor_count())});
     });
   }
+  if (metrics != nullptr && impl->cluster_tensors != nullptr) {
+    ClusterTensors* pending = impl->cluster_tensors.get();
+    metrics->Describe("placementd_cluster_epoch", "gauge",
+                      "Membership epoch of this daemon's cluster (advances on every change).");
+    metrics->Describe("placementd_cluster_processes", "gauge",
+                      "Daemons of the cluster by state (joining, alive, lost).");
+    metrics->Describe("placementd_cluster_pending_tensors", "gauge",
+                      "Tensor parts prepared here for an operation another daemon drives, not "
+                      "yet committed.");
+    metrics->AddCollector([cluster, pending](std::vector<GaugeSample>* out) {
+      std::shared_ptr<const ClusterView> view = cluster->view();
+      out->push_back({"placementd_cluster_epoch", {}, static_cast<double>(view->epoch)});
+      for (ProcessState state :
+           {ProcessState::kJoining, ProcessState::kAlive, ProcessState::kLost}) {
+        double n = 0;
+        for (const ProcessRecord& p : view->processes) n += p.state == state ? 1 : 0;
+        out->push_back({"placementd_cluster_processes", {{"state", ProcessStateName(state)}}, n});
+      }
+      out->push_back({"placementd_cluster_pending_tensors", {},
+                      static_cast<double>(pending->pending_count())});
+    });
+  }
   if (metrics != nullptr) {
     RegionRegistry* regions = impl->region_registry.get();
     metrics->Describe("placementd_regions", "gauge", "Shared-memory regions registered now.");
