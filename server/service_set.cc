@@ -231,9 +231,11 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(
            {ProcessState::kJoining, ProcessState::kAlive, ProcessState::kLost}) {
         double n = 0;
         for (const ProcessRecord& p : view->processes) n += p.state == state ? 1 : 0;
-        out->push_back({"placementd_cluster_processes", {{"state", ProcessStateName(state)}}, n});
+        out->push_back(
+            {"placementd_cluster_processes", {{"state", std::string(ProcessStateName(state))}}, n});
       }
-      out->push_back({"placementd_cluster_pending_tensors", {},
+      out->push_back({"placementd_cluster_pending_tensors",
+                      {},
                       static_cast<double>(pending->pending_count())});
     });
   }

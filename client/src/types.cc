@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/cluster_state.h"
 #include "common/dtype.h"
 #include "common/hardware.h"
 
@@ -85,35 +86,11 @@ absl::StatusOr<Controller> ParseController(absl::string_view name) {
 namespace placement::client {
 
 std::string ClusterStateName(ClusterState state) {
-  switch (state) {
-    case ClusterState::kSingle:
-      return "single";
-    case ClusterState::kForming:
-      return "forming";
-    case ClusterState::kFormed:
-      return "formed";
-    case ClusterState::kDegraded:
-      return "degraded";
-    case ClusterState::kFailed:
-      return "failed";
-    case ClusterState::kUnspecified:
-      break;
-  }
-  return "unspecified";
+  return std::string(placement::ClusterStateName(static_cast<placement::ClusterState>(state)));
 }
 
 std::string ProcessStateName(ProcessState state) {
-  switch (state) {
-    case ProcessState::kJoining:
-      return "joining";
-    case ProcessState::kAlive:
-      return "alive";
-    case ProcessState::kLost:
-      return "lost";
-    case ProcessState::kUnspecified:
-      break;
-  }
-  return "unspecified";
+  return std::string(placement::ProcessStateName(static_cast<placement::ProcessState>(state)));
 }
 
 }  // namespace placement::client

@@ -4,34 +4,6 @@
 
 namespace placement::server {
 
-const char* ProcessStateName(ProcessState state) {
-  switch (state) {
-    case ProcessState::kJoining:
-      return "joining";
-    case ProcessState::kAlive:
-      return "alive";
-    case ProcessState::kLost:
-      return "lost";
-  }
-  return "unknown";
-}
-
-const char* ClusterStateName(ClusterState state) {
-  switch (state) {
-    case ClusterState::kSingle:
-      return "single";
-    case ClusterState::kForming:
-      return "forming";
-    case ClusterState::kFormed:
-      return "formed";
-    case ClusterState::kDegraded:
-      return "degraded";
-    case ClusterState::kFailed:
-      return "failed";
-  }
-  return "unknown";
-}
-
 int32_t ClusterView::ProcessOf(int64_t device_id) const {
   for (const ProcessRecord& p : processes) {
     const int64_t count = static_cast<int64_t>(p.devices.size());

@@ -17,16 +17,14 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/cluster_state.h"
 #include "server/device/device_backend.h"
 
 namespace placement::server {
 
-enum class ProcessState { kJoining, kAlive, kLost };
-enum class ClusterState { kSingle, kForming, kFormed, kDegraded, kFailed };
-
-// "joining", "alive", "lost"; "single", "forming", "formed", "degraded", "failed".
-const char* ProcessStateName(ProcessState state);
-const char* ClusterStateName(ClusterState state);
+// ProcessState, ClusterState and their names: common/cluster_state.h.
+using placement::ClusterState;
+using placement::ProcessState;
 
 struct ProcessRecord {
   int32_t process_index = 0;

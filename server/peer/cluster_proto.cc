@@ -46,60 +46,23 @@ DeviceDescription DescriptionFromProto(const pb::Device& p) {
   return d;
 }
 
+// The core enums carry the proto values (common/cluster_state.h).
 pb::ProcessState ProcessStateToProto(ProcessState state) {
-  switch (state) {
-    case ProcessState::kJoining:
-      return pb::PROCESS_STATE_JOINING;
-    case ProcessState::kAlive:
-      return pb::PROCESS_STATE_ALIVE;
-    case ProcessState::kLost:
-      return pb::PROCESS_STATE_LOST;
-  }
-  return pb::PROCESS_STATE_UNSPECIFIED;
+  return static_cast<pb::ProcessState>(state);
 }
 
 pb::ClusterState ClusterStateToProto(ClusterState state) {
-  switch (state) {
-    case ClusterState::kSingle:
-      return pb::CLUSTER_STATE_SINGLE;
-    case ClusterState::kForming:
-      return pb::CLUSTER_STATE_FORMING;
-    case ClusterState::kFormed:
-      return pb::CLUSTER_STATE_FORMED;
-    case ClusterState::kDegraded:
-      return pb::CLUSTER_STATE_DEGRADED;
-    case ClusterState::kFailed:
-      return pb::CLUSTER_STATE_FAILED;
-  }
-  return pb::CLUSTER_STATE_UNSPECIFIED;
+  return static_cast<pb::ClusterState>(state);
 }
 
 namespace {
 
 ProcessState ProcessStateFromProto(pb::ProcessState state) {
-  switch (state) {
-    case pb::PROCESS_STATE_ALIVE:
-      return ProcessState::kAlive;
-    case pb::PROCESS_STATE_LOST:
-      return ProcessState::kLost;
-    default:
-      return ProcessState::kJoining;
-  }
+  return static_cast<ProcessState>(state);
 }
 
 ClusterState ClusterStateFromProto(pb::ClusterState state) {
-  switch (state) {
-    case pb::CLUSTER_STATE_SINGLE:
-      return ClusterState::kSingle;
-    case pb::CLUSTER_STATE_FORMED:
-      return ClusterState::kFormed;
-    case pb::CLUSTER_STATE_DEGRADED:
-      return ClusterState::kDegraded;
-    case pb::CLUSTER_STATE_FAILED:
-      return ClusterState::kFailed;
-    default:
-      return ClusterState::kForming;
-  }
+  return static_cast<ClusterState>(state);
 }
 
 }  // namespace

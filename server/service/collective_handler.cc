@@ -93,76 +93,72 @@ absl::Status CollectiveHandler::Execute(const Caller& caller, const pb::Collecti
   return absl::OkStatus();
 }
 
+namespace {
+
+void WriteResults(const std::vector<std::shared_ptr<const Tensor>>& out,
+                  pb::CollectiveResponse* response) {
+  TensorToProto(*out.front(), response->mutable_tensor());
+}
+
+void WriteResults(const std::vector<std::shared_ptr<const Tensor>>& out,
+                  pb::AllReduceBatchResponse* response) {
+  for (const auto& tensor : out) TensorToProto(*tensor, response->add_tensors());
+}
+
+}  // namespace
+
+template <typename Response>
+grpc::ServerUnaryReactor* CollectiveHandler::Serve(grpc::CallbackServerContext* context,
+                                                   const std::vector<std::string>& tensor_ids,
+                                                   pb::CollectiveOp op, Response* response) {
+  return RunAdmitted(context, *gate_, *core_, *dispatch_, tensor_ids, response,
+                     [=, this, op = std::move(op)](const Caller& caller) -> absl::Status {
+                       std::vector<std::shared_ptr<const Tensor>> out;
+                       RETURN_IF_ERROR(Execute(caller, op, context, &out));
+                       WriteResults(out, response);
+                       return absl::OkStatus();
+                     });
+}
+
 grpc::ServerUnaryReactor* CollectiveHandler::AllReduce(grpc::CallbackServerContext* context,
                                                        const pb::AllReduceRequest* request,
                                                        pb::CollectiveResponse* response) {
-  return RunAdmitted(context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
-                     [=, this](const Caller& caller) -> absl::Status {
-                       pb::CollectiveOp op;
-                       *op.mutable_all_reduce() = *request;
-                       std::vector<std::shared_ptr<const Tensor>> out;
-                       RETURN_IF_ERROR(Execute(caller, op, context, &out));
-                       TensorToProto(*out.front(), response->mutable_tensor());
-                       return absl::OkStatus();
-                     });
+  pb::CollectiveOp op;
+  *op.mutable_all_reduce() = *request;
+  return Serve(context, {request->tensor_id()}, std::move(op), response);
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::AllReduceBatch(
     grpc::CallbackServerContext* context, const pb::AllReduceBatchRequest* request,
     pb::AllReduceBatchResponse* response) {
-  std::vector<std::string> ids(request->tensor_ids().begin(), request->tensor_ids().end());
-  return RunAdmitted(context, *gate_, *core_, *dispatch_, ids, response,
-                     [=, this](const Caller& caller) -> absl::Status {
-                       pb::CollectiveOp op;
-                       *op.mutable_all_reduce_batch() = *request;
-                       std::vector<std::shared_ptr<const Tensor>> out;
-                       RETURN_IF_ERROR(Execute(caller, op, context, &out));
-                       for (const auto& tensor : out)
-                         TensorToProto(*tensor, response->add_tensors());
-                       return absl::OkStatus();
-                     });
+  pb::CollectiveOp op;
+  *op.mutable_all_reduce_batch() = *request;
+  return Serve(context, {request->tensor_ids().begin(), request->tensor_ids().end()}, std::move(op),
+               response);
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::AllGather(grpc::CallbackServerContext* context,
                                                        const pb::AllGatherRequest* request,
                                                        pb::CollectiveResponse* response) {
-  return RunAdmitted(context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
-                     [=, this](const Caller& caller) -> absl::Status {
-                       pb::CollectiveOp op;
-                       *op.mutable_all_gather() = *request;
-                       std::vector<std::shared_ptr<const Tensor>> out;
-                       RETURN_IF_ERROR(Execute(caller, op, context, &out));
-                       TensorToProto(*out.front(), response->mutable_tensor());
-                       return absl::OkStatus();
-                     });
+  pb::CollectiveOp op;
+  *op.mutable_all_gather() = *request;
+  return Serve(context, {request->tensor_id()}, std::move(op), response);
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::ReduceScatter(grpc::CallbackServerContext* context,
                                                            const pb::ReduceScatterRequest* request,
                                                            pb::CollectiveResponse* response) {
-  return RunAdmitted(context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
-                     [=, this](const Caller& caller) -> absl::Status {
-                       pb::CollectiveOp op;
-                       *op.mutable_reduce_scatter() = *request;
-                       std::vector<std::shared_ptr<const Tensor>> out;
-                       RETURN_IF_ERROR(Execute(caller, op, context, &out));
-                       TensorToProto(*out.front(), response->mutable_tensor());
-                       return absl::OkStatus();
-                     });
+  pb::CollectiveOp op;
+  *op.mutable_reduce_scatter() = *request;
+  return Serve(context, {request->tensor_id()}, std::move(op), response);
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::Broadcast(grpc::CallbackServerContext* context,
                                                        const pb::BroadcastRequest* request,
                                                        pb::CollectiveResponse* response) {
-  return RunAdmitted(context, *gate_, *core_, *dispatch_, {request->tensor_id()}, response,
-                     [=, this](const Caller& caller) -> absl::Status {
-                       pb::CollectiveOp op;
-                       *op.mutable_broadcast() = *request;
-                       std::vector<std::shared_ptr<const Tensor>> out;
-                       RETURN_IF_ERROR(Execute(caller, op, context, &out));
-                       TensorToProto(*out.front(), response->mutable_tensor());
-                       return absl::OkStatus();
-                     });
+  pb::CollectiveOp op;
+  *op.mutable_broadcast() = *request;
+  return Serve(context, {request->tensor_id()}, std::move(op), response);
 }
 
 }  // namespace placement::server

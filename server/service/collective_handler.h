@@ -55,6 +55,12 @@ class CollectiveHandler final : public placement::v1::CollectiveService::Callbac
                                       placement::v1::CollectiveResponse* response) override;
 
  private:
+  // Admits the call and runs `op` (on the dispatch pool unless quick),
+  // writing its results into `response`.
+  template <typename Response>
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context,
+                                  const std::vector<std::string>& tensor_ids,
+                                  placement::v1::CollectiveOp op, Response* response);
   absl::Status Execute(const Caller& caller, const placement::v1::CollectiveOp& op,
                        grpc::CallbackServerContext* context,
                        std::vector<std::shared_ptr<const Tensor>>* out) const;

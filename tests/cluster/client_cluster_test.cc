@@ -26,24 +26,9 @@ std::vector<uint8_t> BytesOf(const std::vector<T>& values, size_t from, size_t t
   return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
-class ClientClusterTest : public ::testing::Test {
+class ClientClusterTest : public ::testing::Test, protected ClusterFixture {
  protected:
-  void SetUp() override {
-    ClusterOptions options;
-    options.num_processes = 2;
-    options.devices_per_process = 4;
-    auto cluster = ClusterProcesses::Start(options);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = *std::move(cluster);
-    for (int p = 0; p < 2; ++p) {
-      auto client = cluster_->Connect(p);
-      ASSERT_TRUE(client.ok()) << client.status();
-      clients_.push_back(*std::move(client));
-    }
-  }
-
-  std::unique_ptr<ClusterProcesses> cluster_;
-  std::vector<std::unique_ptr<pc::Client>> clients_;
+  void SetUp() override { StartCluster({2, 4}, {}, /*meshes=*/false); }
 };
 
 TEST_F(ClientClusterTest, GlobalToHostArrayGivesEachNodeItsRows) {

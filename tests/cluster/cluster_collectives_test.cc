@@ -34,60 +34,16 @@ using client::SourceHandling;
 using client::TensorClient;
 using ::testing::HasSubstr;
 
-struct Layout {
-  int processes;
-  int devices;
-  // Each daemon in its own network namespace (separate hosts joined by
-  // veth pairs) instead of all on loopback.
-  bool namespaces = false;
-};
-
-class ClusterCollectivesTest : public ::testing::TestWithParam<Layout> {
+class ClusterCollectivesTest : public ::testing::TestWithParam<ClusterLayout>,
+                               protected ClusterFixture {
  protected:
   void SetUp() override {
-    ClusterOptions options;
-    options.num_processes = GetParam().processes;
-    options.devices_per_process = GetParam().devices;
-    options.namespaces = GetParam().namespaces;
-    options.extra_flags = {"--cluster_op_timeout=20s"};
-    auto cluster = ClusterProcesses::Start(options);
-    if (!cluster.ok() && GetParam().namespaces && geteuid() != 0) {
-      GTEST_SKIP() << "network namespaces need root: " << cluster.status();
+    StartCluster(GetParam(), {"--cluster_op_timeout=20s"});
+    for (const auto& c : clients_) {
+      collectives_.push_back(std::make_unique<CollectiveClient>(*c));
     }
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = *std::move(cluster);
-    for (int p = 0; p < cluster_->size(); ++p) {
-      auto c = cluster_->Connect(p);
-      ASSERT_TRUE(c.ok());
-      clients_.push_back(*std::move(c));
-      tensors_.push_back(std::make_unique<TensorClient>(*clients_.back()));
-      collectives_.push_back(std::make_unique<CollectiveClient>(*clients_.back()));
-    }
-    n_ = GetParam().processes * GetParam().devices;
-    client::MeshClient meshes(*clients_[0]);
-    ASSERT_TRUE(meshes.CreateMesh({{"data", n_}}, {.mesh_id = "flat"}).ok());
-    ASSERT_TRUE(meshes
-                    .CreateMesh({{"proc", GetParam().processes}, {"local", GetParam().devices}},
-                                {.mesh_id = "grid"})
-                    .ok());
-    baseline_ = Memory();
   }
-
-  void TearDown() override {
-    if (cluster_ == nullptr) return;
-    auto left = tensors_[0]->List();
-    ASSERT_TRUE(left.ok());
-    for (const auto& t : *left) tensors_[0]->Delete({t.id}).IgnoreError();
-    EXPECT_EQ(Memory(), baseline_);
-  }
-
-  std::vector<int64_t> Memory() {
-    std::vector<int64_t> out;
-    auto devices = clients_[0]->ListDevices();
-    EXPECT_TRUE(devices.ok());
-    for (const auto& d : *devices) out.push_back(d.memory_in_use_bytes);
-    return out;
-  }
+  void TearDown() override { ExpectMemoryAtBaseline(); }
 
   // A [n_ * rows, cols] f64 tensor sharded on rows over "flat": device d's
   // block is rows [d*rows, (d+1)*rows); value(d, i) for element i of the
@@ -112,12 +68,7 @@ class ClusterCollectivesTest : public ::testing::TestWithParam<Layout> {
     return out;
   }
 
-  std::unique_ptr<ClusterProcesses> cluster_;
-  std::vector<std::unique_ptr<client::Client>> clients_;
-  std::vector<std::unique_ptr<TensorClient>> tensors_;
   std::vector<std::unique_ptr<CollectiveClient>> collectives_;
-  int n_ = 0;
-  std::vector<int64_t> baseline_;
 };
 
 double Reduce(ReduceOp op, const std::vector<double>& xs) {
@@ -312,11 +263,9 @@ TEST_P(ClusterCollectivesTest, MultiControllerCallsMeetAndRunOnce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Clusters, ClusterCollectivesTest,
-                         ::testing::Values(Layout{2, 4}, Layout{4, 2}, Layout{2, 4, true}),
-                         [](const auto& info) {
-                           return absl::StrCat(info.param.processes, "x", info.param.devices,
-                                               info.param.namespaces ? "_netns" : "");
-                         });
+                         ::testing::Values(ClusterLayout{2, 4}, ClusterLayout{4, 2},
+                                           ClusterLayout{2, 4, true}),
+                         LayoutName);
 
 }  // namespace
 }  // namespace placement::testing

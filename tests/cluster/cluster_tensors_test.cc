@@ -27,60 +27,11 @@ using client::SourceHandling;
 using client::TensorClient;
 using ::testing::HasSubstr;
 
-struct Layout {
-  int processes;
-  int devices;
-  // Each daemon in its own network namespace (separate hosts joined by
-  // veth pairs) instead of all on loopback.
-  bool namespaces = false;
-};
-
-class ClusterTensorsTest : public ::testing::TestWithParam<Layout> {
+class ClusterTensorsTest : public ::testing::TestWithParam<ClusterLayout>,
+                           protected ClusterFixture {
  protected:
-  void SetUp() override {
-    ClusterOptions options;
-    options.num_processes = GetParam().processes;
-    options.devices_per_process = GetParam().devices;
-    options.namespaces = GetParam().namespaces;
-    auto cluster = ClusterProcesses::Start(options);
-    if (!cluster.ok() && GetParam().namespaces && geteuid() != 0) {
-      GTEST_SKIP() << "network namespaces need root: " << cluster.status();
-    }
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = *std::move(cluster);
-    for (int p = 0; p < cluster_->size(); ++p) {
-      auto c = cluster_->Connect(p);
-      ASSERT_TRUE(c.ok());
-      clients_.push_back(*std::move(c));
-      tensors_.push_back(std::make_unique<TensorClient>(*clients_.back()));
-    }
-    n_ = GetParam().processes * GetParam().devices;
-    client::MeshClient meshes(*clients_.back());
-    auto flat = meshes.CreateMesh({{"data", n_}}, {.mesh_id = "flat"});
-    ASSERT_TRUE(flat.ok()) << flat.status();
-    auto grid = meshes.CreateMesh({{"proc", GetParam().processes}, {"local", GetParam().devices}},
-                                  {.mesh_id = "grid"});
-    ASSERT_TRUE(grid.ok()) << grid.status();
-    baseline_ = MemoryInUse();
-  }
-
-  void TearDown() override {
-    if (cluster_ == nullptr) return;
-    // Every daemon's devices are back to where they started.
-    auto left = tensors_[0]->List();
-    ASSERT_TRUE(left.ok());
-    for (const auto& t : *left) tensors_[0]->Delete({t.id}).IgnoreError();
-    EXPECT_EQ(MemoryInUse(), baseline_);
-  }
-
-  // Bytes in use per device, as daemon 0 reports the whole cluster.
-  std::vector<int64_t> MemoryInUse() {
-    std::vector<int64_t> out;
-    auto devices = clients_[0]->ListDevices();
-    EXPECT_TRUE(devices.ok());
-    for (const auto& d : *devices) out.push_back(d.memory_in_use_bytes);
-    return out;
-  }
+  void SetUp() override { StartCluster(GetParam()); }
+  void TearDown() override { ExpectMemoryAtBaseline(); }
 
   static std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
     std::mt19937 rng(seed);
@@ -88,12 +39,6 @@ class ClusterTensorsTest : public ::testing::TestWithParam<Layout> {
     for (auto& b : out) b = static_cast<uint8_t>(rng());
     return out;
   }
-
-  std::unique_ptr<ClusterProcesses> cluster_;
-  std::vector<std::unique_ptr<client::Client>> clients_;
-  std::vector<std::unique_ptr<TensorClient>> tensors_;
-  int n_ = 0;
-  std::vector<int64_t> baseline_;
 };
 
 TEST_P(ClusterTensorsTest, EveryDtypeRoundTripsThroughAnyDaemon) {
@@ -251,11 +196,9 @@ TEST_P(ClusterTensorsTest, ErrorsNameTheProblemOnEveryDaemon) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Clusters, ClusterTensorsTest,
-                         ::testing::Values(Layout{2, 4}, Layout{4, 2}, Layout{2, 4, true}),
-                         [](const auto& info) {
-                           return absl::StrCat(info.param.processes, "x", info.param.devices,
-                                               info.param.namespaces ? "_netns" : "");
-                         });
+                         ::testing::Values(ClusterLayout{2, 4}, ClusterLayout{4, 2},
+                                           ClusterLayout{2, 4, true}),
+                         LayoutName);
 
 }  // namespace
 }  // namespace placement::testing

@@ -3,14 +3,20 @@
 #ifndef PLACEMENT_TESTS_CLUSTER_CLUSTER_TEST_UTIL_H_
 #define PLACEMENT_TESTS_CLUSTER_CLUSTER_TEST_UTIL_H_
 
+#include <unistd.h>
+
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
 #include "placement/client/client.h"
+#include "placement/client/meshes.h"
+#include "placement/client/tensors.h"
 #include "tests/testing/cluster_processes.h"
 
 namespace placement::testing {
@@ -34,6 +40,83 @@ inline bool ProcessIs(const client::DaemonStatus& s, int32_t process, client::Pr
   return process < static_cast<int32_t>(s.cluster.processes.size()) &&
          s.cluster.processes[process].state == state;
 }
+
+// The shape of a test cluster: processes x CPU devices each, on loopback or
+// with each daemon in its own network namespace.
+struct ClusterLayout {
+  int processes = 2;
+  int devices = 4;
+  bool namespaces = false;
+};
+
+// "2x4", "2x4_netns": parameterized test names.
+inline std::string LayoutName(const ::testing::TestParamInfo<ClusterLayout>& info) {
+  return absl::StrCat(info.param.processes, "x", info.param.devices,
+                      info.param.namespaces ? "_netns" : "");
+}
+
+// A started cluster with a client and a TensorClient per daemon and, when
+// asked, the meshes "flat" (data = every device) and "grid" (proc x local)
+// made through the last daemon. ExpectMemoryAtBaseline deletes what is
+// left and checks every device is back where it started.
+class ClusterFixture {
+ protected:
+  // Fatal-fails (or skips: namespaces without root) the calling test.
+  void StartCluster(const ClusterLayout& layout, std::vector<std::string> extra_flags = {},
+                    bool meshes = true) {
+    ClusterOptions options;
+    options.num_processes = layout.processes;
+    options.devices_per_process = layout.devices;
+    options.namespaces = layout.namespaces;
+    options.extra_flags = std::move(extra_flags);
+    auto cluster = ClusterProcesses::Start(options);
+    if (!cluster.ok() && layout.namespaces && geteuid() != 0) {
+      GTEST_SKIP() << "network namespaces need root: " << cluster.status();
+    }
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    for (int p = 0; p < cluster_->size(); ++p) {
+      auto c = cluster_->Connect(p);
+      ASSERT_TRUE(c.ok()) << c.status();
+      clients_.push_back(*std::move(c));
+      tensors_.push_back(std::make_unique<client::TensorClient>(*clients_.back()));
+    }
+    n_ = layout.processes * layout.devices;
+    if (meshes) {
+      client::MeshClient m(*clients_.back());
+      ASSERT_TRUE(m.CreateMesh({{"data", n_}}, {.mesh_id = "flat"}).ok());
+      ASSERT_TRUE(
+          m.CreateMesh({{"proc", layout.processes}, {"local", layout.devices}}, {.mesh_id = "grid"})
+              .ok());
+    }
+    baseline_ = Memory();
+  }
+
+  // Bytes in use per device, as daemon 0 reports the whole cluster.
+  std::vector<int64_t> Memory() const {
+    std::vector<int64_t> out;
+    auto devices = clients_[0]->ListDevices();
+    EXPECT_TRUE(devices.ok());
+    if (devices.ok()) {
+      for (const auto& d : *devices) out.push_back(d.memory_in_use_bytes);
+    }
+    return out;
+  }
+
+  void ExpectMemoryAtBaseline() {
+    if (cluster_ == nullptr) return;
+    auto left = tensors_[0]->List();
+    ASSERT_TRUE(left.ok());
+    for (const auto& t : *left) tensors_[0]->Delete({t.id}).IgnoreError();
+    EXPECT_EQ(Memory(), baseline_);
+  }
+
+  std::unique_ptr<ClusterProcesses> cluster_;
+  std::vector<std::unique_ptr<client::Client>> clients_;
+  std::vector<std::unique_ptr<client::TensorClient>> tensors_;
+  int n_ = 0;
+  std::vector<int64_t> baseline_;
+};
 
 }  // namespace placement::testing
 

@@ -26,16 +26,9 @@ std::string NpyF32(int rows, int cols, const std::vector<float>& values) {
   return Npy("<f4", absl::StrCat("(", rows, ", ", cols, ")"), Bytes(values));
 }
 
-class PlacectlClusterTest : public ::testing::Test {
+class PlacectlClusterTest : public ::testing::Test, protected ClusterFixture {
  protected:
-  void SetUp() override {
-    ClusterOptions options;
-    options.num_processes = 2;
-    options.devices_per_process = 4;
-    auto cluster = ClusterProcesses::Start(options);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = *std::move(cluster);
-  }
+  void SetUp() override { StartCluster({2, 4}, {}, /*meshes=*/false); }
 
   CommandResult Run(int daemon, std::vector<std::string> args) {
     std::vector<std::string> argv = {PlacectlBinary(), "--target=" + cluster_->address(daemon)};
@@ -45,7 +38,6 @@ class PlacectlClusterTest : public ::testing::Test {
   std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
 
   TempDir dir_;
-  std::unique_ptr<ClusterProcesses> cluster_;
 };
 
 TEST_F(PlacectlClusterTest, StatusAndDevicesShowTheCluster) {
