@@ -7,7 +7,6 @@ against the single-node result (the suite's lone 8-device daemon), and
 single-controller collectives on a mesh spanning both daemons."""
 import concurrent.futures
 import gc
-import os
 import time
 
 import numpy as np
