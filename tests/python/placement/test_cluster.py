@@ -243,6 +243,14 @@ def test_errors_as_loadax_and_jax_give_them(trainers):
         host_to_global_device_array({"x": np.ones((8,))}, "rows", mesh=mesh, global_name="n",
                                     client=c0)
     assert str(e.value) == "Unsupported partition: rows"
+    # JAX: a local dimension must be the global one or what the process addresses (2 rows).
+    with pytest.raises(errors.InvalidArgumentError) as e:
+        make_array_from_process_local_data(NamedSharding(mesh, P("x")),
+                                           np.ones((3, 2), np.float32), (4, 2),
+                                           global_name="bad-host-data", client=c0)
+    assert "Invalid host data, each dimension should match either global or process shape. " \
+        "In dimension 0, the process data has 3 elements. Process addresses 2 elements and " \
+        "global_shape=(4, 2)." in str(e.value)
     with pytest.raises(errors.InvalidArgumentError) as e:
         host_to_global_device_array({"x": np.ones((8,))}, mesh=mesh, global_name="", client=c0)
     assert str(e.value) == "process_local.global_name is 0 bytes; it must be 1..256"
