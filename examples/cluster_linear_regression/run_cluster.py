@@ -13,7 +13,8 @@ the single-node run's within --agree (1e-5), and all converge.
 
     PLACEMENTD_BIN=build/bin/placementd python run_cluster.py
 
-Exit status 0 when they agree and converged, 1 otherwise.
+Exit status 0 when they agree, converged and left no device memory behind,
+1 otherwise.
 """
 import argparse
 import json
@@ -51,6 +52,24 @@ def trainers(addresses, out_dir, tag, train_args):
     return results
 
 
+def leftover_bytes(addresses):
+    """Device bytes still held on each daemon's own devices once the
+    trainers exited (they must have freed everything)."""
+    import placement
+    left = {}
+    for address in addresses:
+        with placement.Client(address) as c:
+            deadline = time.monotonic() + 5
+            while True:
+                held = sum(d.memory_in_use_bytes for d in c.list_devices()
+                           if d.process_index == c.process_index)
+                if held == 0 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            left[address] = held
+    return left
+
+
 def main():
     flags = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     flags.add_argument("--processes", type=int, default=2)
@@ -62,8 +81,10 @@ def main():
     with tempfile.TemporaryDirectory(prefix="cluster-lr-") as out_dir:
         with LocalDaemon(devices=total) as lone:
             single = trainers([lone.address], out_dir, "single-node", train_args)[0]
+            left = leftover_bytes([lone.address])
         with LocalCluster(args.processes, args.devices_per_process) as cluster:
             nodes = trainers(cluster.addresses, out_dir, "cluster", train_args)
+            left.update(leftover_bytes(cluster.addresses))
 
     worst = 0.0
     for node in nodes:
@@ -80,7 +101,10 @@ def main():
     print(f"largest difference from the single-node run over the logged steps: {worst:.2e}; "
           f"between the cluster's trainers: {between:.2e}")
     converged = all(r["max_error"] <= 1e-3 for r in [single, *nodes])
-    ok = worst <= args.agree and converged
+    freed = all(v == 0 for v in left.values())
+    print("device memory after the trainers exited: " +
+          ", ".join(f"{a}: {v} bytes" for a, v in left.items()))
+    ok = worst <= args.agree and converged and freed
     print("SAME WEIGHTS" if ok else "MISMATCH (or not converged)")
     return 0 if ok else 1
 

@@ -162,6 +162,27 @@ def test_host_to_global_device_array_from_two_trainers(trainers):
         delete_all(b0, b1)
 
 
+def test_large_parts_through_same_host_regions(trainers):
+    """1 MiB per node: the default "auto" path hands it over in a shared
+    region (the daemons run on this host), both ways."""
+    parts = [np.random.default_rng(p).standard_normal((256, 1024)).astype(np.float32)
+             for p in range(2)]
+
+    def trainer(p, c):
+        batch = host_to_global_device_array({"x": parts[p]}, mesh=grid(c),
+                                            global_name="h2g/large", client=c)
+        return batch, global_to_host_array(batch), c.status().num_regions
+
+    results = on_every_process(trainers, trainer)
+    try:
+        for p, (_, rows, regions) in enumerate(results):
+            np.testing.assert_array_equal(rows["x"], parts[p])
+            assert regions > 0
+        np.testing.assert_array_equal(np.asarray(results[1][0]["x"]), np.concatenate(parts))
+    finally:
+        delete_all(*[r[0] for r in results])
+
+
 def test_host_to_global_device_array_replicated(trainers):
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
 
