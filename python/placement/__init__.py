@@ -3,7 +3,8 @@
 The seeds' APIs (artifex DevicePlacement / DeviceMeshManager / DataParallel,
 loadax host_to_global_device_array) with their names, defaults and messages,
 served by a placementd daemon; jax.sharding-style Mesh / NamedSharding /
-PartitionSpec; RemoteArray handles; a JAX bridge (to_jax / from_jax).
+PartitionSpec; RemoteArray handles; a JAX bridge (to_jax / from_jax);
+JAX's multi-process API over a cluster of daemons (placement.cluster).
 
     import placement
     placement.connect("127.0.0.1:50051")     # or set PLACEMENT_TARGET
@@ -12,10 +13,13 @@ PartitionSpec; RemoteArray handles; a JAX bridge (to_jax / from_jax).
 """
 from placement._transport import TransferPath, TransportOptions
 from placement._version import __version__
-from placement.api import (delete, device_count, device_put, devices, local_devices,
-                           make_array_from_single_device_arrays)
+from placement import collectives
+from placement.api import (delete, device_count, device_put, devices, local_device_count,
+                           local_devices, make_array_from_single_device_arrays)
 from placement.array import RemoteArray, Shard
 from placement.client import Client, connect, default_client
+from placement.cluster import (Controller, make_array_from_process_local_data, process_count,
+                               process_index, process_indices, sync_global_devices)
 from placement.data_parallel import DataParallel
 from placement.device_placement import (BatchSizeRecommendation, DevicePlacement, HardwareType,
                                         Roofline, distribute_batch,
@@ -33,7 +37,9 @@ from placement.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceS
 __all__ = [
     "__version__", "connect", "default_client", "Client", "TransportOptions", "TransferPath",
     "PlacementError", "SharedRegion",
-    "Device", "devices", "local_devices", "device_count", "device_put", "delete",
+    "Device", "devices", "local_devices", "device_count", "local_device_count", "device_put",
+    "delete", "process_index", "process_count", "process_indices", "Controller",
+    "make_array_from_process_local_data", "sync_global_devices", "collectives",
     "make_array_from_single_device_arrays", "RemoteArray", "Shard",
     "Mesh", "NamedSharding", "PartitionSpec", "SingleDeviceSharding",
     "HardwareType", "BatchSizeRecommendation", "Roofline", "DevicePlacement",

@@ -18,12 +18,20 @@ from placement.sharding import NamedSharding, SingleDeviceSharding, as_mesh, as_
 from placement.v1 import tensor_service_pb2 as pb
 
 
-def place_tree(client: Client, data: Any, rule: Optional[pb.PlacementRule]) -> Any:
+def place_tree(client: Client, data: Any, rule: Optional[pb.PlacementRule], *,
+               process_local: Optional[pb.ProcessLocal] = None) -> Any:
+    """With `process_local` (a multi-controller batch, placement.cluster)
+    every leaf must be a host array: this process's part."""
     leaves, treedef, keys = _tree.flatten(data, is_leaf=is_remote)
     if not leaves:
         return data
     results: List[Any] = [None] * len(leaves)
     remote = [(i, x) for i, x in enumerate(leaves) if is_remote(x)]
+    if remote and process_local is not None:
+        i, x = remote[0]
+        raise errors.InvalidArgumentError(
+            f"{keys[i]} is already a daemon tensor ({x.id}); a multi-controller upload "
+            f"(global_name '{process_local.global_name}') takes this process's host arrays")
     host = [(i, keys[i], _dtypes.as_host_array(x)) for i, x in enumerate(leaves)
             if not is_remote(x)]
     made: List[RemoteArray] = []
@@ -40,7 +48,8 @@ def place_tree(client: Client, data: Any, rule: Optional[pb.PlacementRule]) -> A
                 results[i] = RemoteArray(client, info)
                 made.append(results[i])
         if host:
-            infos = client.tensors.upload_batch([(k, a) for _, k, a in host], rule)
+            infos = client.tensors.upload_batch([(k, a) for _, k, a in host], rule,
+                                                process_local=process_local)
             for (i, _, _), info in zip(host, infos):
                 results[i] = RemoteArray(client, info)
     except BaseException:

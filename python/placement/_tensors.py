@@ -67,11 +67,16 @@ class Tensors:
 
     # --- Upload -----------------------------------------------------------------
     def upload(self, array: np.ndarray, rule: Optional[pb.PlacementRule] = None,
-               name: str = "", *, path: Any = None) -> types_pb2.TensorInfo:
+               name: str = "", *, path: Any = None,
+               process_local: Optional[pb.ProcessLocal] = None) -> types_pb2.TensorInfo:
         """One array (JAX's rules: a spec longer than the rank is an error).
-        `path` overrides TransportOptions.transfer_path."""
+        `path` overrides TransportOptions.transfer_path. With
+        `process_local`, `array` is this process's part of a
+        multi-controller upload (placement.cluster)."""
         array = _dtypes.as_host_array(array)
         header = self._upload_header(array.dtype, array.shape, rule, name)
+        if process_local is not None:
+            header.header.process_local.CopyFrom(process_local)
 
         def requests(staged: _staging.Staged) -> Iterator[object]:
             yield header
@@ -144,14 +149,20 @@ class Tensors:
 
     def upload_batch(self, arrays: Sequence[Tuple[str, np.ndarray]],
                      rule: Optional[pb.PlacementRule] = None,
-                     name: str = "", *, path: Any = None) -> List[types_pb2.TensorInfo]:
+                     name: str = "", *, path: Any = None,
+                     process_local: Optional[pb.ProcessLocal] = None
+                     ) -> List[types_pb2.TensorInfo]:
         """A group under one rule, all or nothing (UploadBatch); results in
-        `arrays` order. `path` overrides TransportOptions.transfer_path."""
+        `arrays` order. `path` overrides TransportOptions.transfer_path. With
+        `process_local`, the arrays are this process's parts of a
+        multi-controller batch: array `key` commits as "<global_name>/<key>"."""
         header = pb.UploadBatchRequest()
         header.header.name = name
         header.header.owner = self.client.owner
         if rule is not None:
             header.header.rule.CopyFrom(rule)
+        if process_local is not None:
+            header.header.process_local.CopyFrom(process_local)
         fill_batch_header(header.header, arrays)
 
         def requests(staged: _staging.Staged) -> Iterator[object]:

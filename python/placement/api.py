@@ -1,6 +1,6 @@
 """jax-style top-level calls on the default client: devices(),
-device_count(), device_put(), make_array_from_single_device_arrays(),
-delete()."""
+local_devices(), device_count(), local_device_count(), device_put(),
+make_array_from_single_device_arrays(), delete()."""
 from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
@@ -13,18 +13,29 @@ from placement.sharding import NamedSharding, SingleDeviceSharding, as_sharding
 
 
 def devices(backend: Optional[str] = None, *, client: Optional[Client] = None) -> List[Device]:
-    """The daemon's devices (jax.devices); `backend` filters by platform."""
+    """The daemon's devices (jax.devices): in a cluster every node's, by
+    global id; `backend` filters by platform."""
     return resolve(client).devices(backend)
 
 
-def local_devices(*, client: Optional[Client] = None) -> List[Device]:
+def local_devices(process_index: Optional[int] = None, backend: Optional[str] = None, *,
+                  client: Optional[Client] = None) -> List[Device]:
+    """jax.local_devices: the devices of node `process_index` (None: the
+    connected daemon's node)."""
     c = resolve(client)
-    process = int(c.status().process_index)
-    return [d for d in c.devices() if d.process_index == process]
+    process = c.process_index if process_index is None else int(process_index)
+    return [d for d in c.devices(backend) if d.process_index == process]
 
 
-def device_count(*, client: Optional[Client] = None) -> int:
-    return len(resolve(client).devices())
+def device_count(backend: Optional[str] = None, *, client: Optional[Client] = None) -> int:
+    """jax.device_count: devices of every node."""
+    return len(resolve(client).devices(backend))
+
+
+def local_device_count(backend: Optional[str] = None, *,
+                       client: Optional[Client] = None) -> int:
+    """jax.local_device_count: devices of the connected daemon's node."""
+    return len(local_devices(backend=backend, client=client))
 
 
 def device_put(x: Any, device: Any = None, *, client: Optional[Client] = None) -> Any:
@@ -63,5 +74,5 @@ def delete(tree: Any) -> None:
             leaf.delete()
 
 
-__all__ = ["devices", "local_devices", "device_count", "device_put",
+__all__ = ["devices", "local_devices", "device_count", "local_device_count", "device_put",
            "make_array_from_single_device_arrays", "delete", "NamedSharding"]

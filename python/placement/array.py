@@ -142,19 +142,43 @@ class RemoteArray:
                              partial_axes=tuple(s.partial_axes), partial_op=op,
                              padded=s.mode == types_pb2.SHARDING_MODE_PADDED)
 
-    @property
-    def addressable_shards(self) -> List[Shard]:
-        """Every shard (all devices of a node are addressable here), in mesh
-        order, replicas included."""
+    def _shards(self, addressable: bool) -> List[Shard]:
         dims = self.shape
+        shards = self._info.shards
+        if addressable and self._client.process_count > 1:
+            process = self._client.process_index
+            shards = [s for s in shards if s.process_index == process]
         return [Shard(self._device(s.device_id),
                       tuple(slice(None) if (r.begin, r.end) == (0, n) else slice(r.begin, r.end)
                             for r, n in zip(s.ranges, dims)),
                       s.replica_id, self, tuple(s.shape))
-                for s in self._info.shards]
+                for s in shards]
+
+    @property
+    def addressable_shards(self) -> List[Shard]:
+        """The shards on the devices of the client's daemon (JAX: this
+        process's), in mesh order, replicas included. On a lone daemon every
+        shard; in a cluster only the connected node's."""
+        return self._shards(addressable=True)
+
+    @property
+    def global_shards(self) -> List[Shard]:
+        """Every shard, on every node, in mesh order. `shard.data` works for
+        each (the daemon fetches a remote node's shard)."""
+        return self._shards(addressable=False)
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        """True when every shard is on the client's daemon (always on a lone
+        daemon)."""
+        if self._client.process_count <= 1:
+            return True
+        process = self._client.process_index
+        return all(s.process_index == process for s in self._info.shards)
 
     def devices(self) -> set:
-        return {s.device for s in self.addressable_shards}
+        """Every device holding a shard, on every node (jax.Array.devices)."""
+        return {s.device for s in self.global_shards}
 
     def is_fully_replicated(self) -> bool:
         return bool(self.sharding.is_fully_replicated)

@@ -65,6 +65,7 @@ class Client:
         self.tensors = Tensors(self)
         self._lock = threading.Lock()
         self._devices: Optional[List[Device]] = None
+        self._process: Optional[Tuple[int, int]] = None  # (process_index, process_count)
         self._meshes: Dict[Tuple[Any, ...], Mesh] = {}  # Mesh.key() -> registered Mesh
         self._meshes_by_id: Dict[str, Mesh] = {}
         self._live: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
@@ -113,6 +114,28 @@ class Client:
     def status(self) -> daemon_service_pb2.GetStatusResponse:
         return self.unary(self.daemon_stub.GetStatus, daemon_service_pb2.GetStatusRequest(),
                           idempotent=True)
+
+    @property
+    def process_index(self) -> int:
+        """The index of this client's daemon in its cluster (0 for a lone
+        daemon started without --process_index): JAX's process_index().
+        Asked once (GetStatus); a daemon keeps its index across restarts."""
+        return self._cluster_identity()[0]
+
+    @property
+    def process_count(self) -> int:
+        """How many daemons (processes) form the cluster; 1 for a lone daemon."""
+        return self._cluster_identity()[1]
+
+    def _cluster_identity(self) -> Tuple[int, int]:
+        with self._lock:
+            known = self._process
+        if known is None:
+            status = self.status()
+            known = (int(status.process_index), max(1, int(status.cluster.num_processes)))
+            with self._lock:
+                self._process = known
+        return known
 
     # --- Meshes ------------------------------------------------------------
     def create_mesh(self, request: mesh_service_pb2.CreateMeshRequest) -> Mesh:

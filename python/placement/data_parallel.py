@@ -9,26 +9,33 @@ every leaf is a per-device gradient tensor -- dimension 0 sharded over
 partial_axes=(axis,))) -- and the result is the reduction, replicated over
 the axis. Leaves sharing a mesh and dtype go in one fused call.
 
+In a cluster (placement.cluster) gradients may span nodes: the default
+controller "single" lets one trainer's call reduce them across every daemon;
+with controller="multi" every node's trainer makes the same call and they
+run once together.
+
 Differences from the seed: shard_model_state rejects a param_sharding other
 than "replicate" / "shard" (the seed silently sharded on typos).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Optional, Union
 
-from placement import _placing, _tree, errors
-from placement.array import RemoteArray, is_remote
+from placement import _placing, _tree, collectives, errors
+from placement.array import is_remote
 from placement.client import Client, resolve
+from placement.cluster import Controller
 from placement.sharding import NamedSharding, PartitionSpec, as_mesh
-from placement.v1 import collective_service_pb2 as cpb
-from placement.v1 import tensor_service_pb2 as tpb
 
 
 class DataParallel:
-    """Data parallel training utilities (instance and *_static forms)."""
+    """Data parallel training utilities (instance and *_static forms).
+    `controller`: the default of all_reduce_gradients (None: single)."""
 
-    def __init__(self, *, client: Optional[Client] = None) -> None:
+    def __init__(self, *, client: Optional[Client] = None,
+                 controller: Union[None, str, Controller] = None) -> None:
         self._client = client
+        self._controller = Controller.of(controller)
 
     @property
     def client(self) -> Client:
@@ -72,45 +79,36 @@ class DataParallel:
 
     # --- Collectives --------------------------------------------------------------
     def all_reduce_gradients(self, gradients: Any, reduce_type: str = "mean",
-                             axis_name: str = "batch") -> Any:
+                             axis_name: str = "batch", *,
+                             controller: Union[None, str, Controller] = None,
+                             timeout: Optional[float] = None) -> Any:
         """Aggregate gradients across devices ("mean" or "sum") over
-        `axis_name` of their mesh. Note the seed's default axis name "batch"."""
-        return DataParallel.all_reduce_gradients_static(gradients, reduce_type, axis_name,
-                                                        client=self._client)
+        `axis_name` of their mesh. Note the seed's default axis name "batch".
+        `controller` (default: this DataParallel's): "multi" when every
+        node's trainer makes this call for the same gradients
+        (placement.collectives)."""
+        return DataParallel.all_reduce_gradients_static(
+            gradients, reduce_type, axis_name, client=self._client,
+            controller=controller if controller is not None else self._controller,
+            timeout=timeout)
 
     @staticmethod
     def all_reduce_gradients_static(gradients: Any, reduce_type: str = "mean",
                                     axis_name: str = "batch", *,
-                                    client: Optional[Client] = None) -> Any:
+                                    client: Optional[Client] = None,
+                                    controller: Union[None, str, Controller] = None,
+                                    timeout: Optional[float] = None) -> Any:
         if reduce_type not in ("mean", "sum"):
             raise errors.InvalidArgumentError(
                 f"Unsupported reduce_type: {reduce_type}. Use 'mean' or 'sum'.")
-        leaves, treedef, keys = _tree.flatten(gradients, is_leaf=is_remote)
-        if not leaves:
-            return gradients
+        Controller.of(controller)  # checked before anything is sent
+        leaves, _, keys = _tree.flatten(gradients, is_leaf=is_remote)
         for key, leaf in zip(keys, leaves):
             if not is_remote(leaf):
                 raise errors.InvalidArgumentError(
                     f"all_reduce_gradients: gradient {key} is a "
                     f"{type(leaf).__name__}; gradients must be per-device daemon tensors "
                     f"(RemoteArray)")
-        c = resolve(client) if client is not None else leaves[0].client
-        groups: Dict[Tuple[str, int], List[int]] = {}
-        for i, leaf in enumerate(leaves):
-            groups.setdefault((leaf.info.sharding.mesh_id, leaf.info.dtype), []).append(i)
-        results: List[Any] = [None] * len(leaves)
-        made: List[RemoteArray] = []
-        try:
-            for indices in groups.values():
-                request = cpb.AllReduceBatchRequest(
-                    tensor_ids=[leaves[i].id for i in indices], axes=[axis_name],
-                    op_name=reduce_type, source=tpb.SOURCE_HANDLING_KEEP)
-                response = c.unary(c.collective_stub.AllReduceBatch, request, idempotent=False)
-                for i, info in zip(indices, response.tensors):
-                    results[i] = RemoteArray(c, info)
-                    made.append(results[i])
-        except BaseException:
-            for r in made:
-                r.delete()
-            raise
-        return _tree.unflatten(treedef, results)
+        return collectives.all_reduce_tree(gradients, reduce_type, (axis_name,),
+                                           controller=controller, timeout=timeout,
+                                           client=client)

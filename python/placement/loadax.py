@@ -8,8 +8,18 @@ host_to_global_device_array uploads each leaf straight into the global
 sharding (TensorService UploadBatch with a DataPartitionRule): FULL splits
 dimension 0 over the product of every mesh axis, REPLICATED copies it to
 every device. The daemon's errors are loadax's: "({shape}) cannot be sharded
-across {n} devices." and "Unsupported partition: ...". This daemon is one
-node (process_count 1), so the global shape equals the host shape.
+across {n} devices." and "Unsupported partition: ...".
+
+Several nodes (a cluster, docs/cluster.md), as loadax runs on several
+hosts: every node's trainer calls host_to_global_device_array with its own
+host arrays, the same mesh (spanning the nodes) and the same
+`global_name`; the calls meet on the daemons and make one global array per
+leaf ("<global_name>/<key>"), of shape [rows x processes, ...] for FULL
+(each host's rows must divide by its own device count), the host shape for
+REPLICATED. No bytes cross nodes. global_to_host_array then gives each node
+its own rows. Without `global_name` the host arrays are the global arrays
+(one trainer holds the whole batch, as on a single node), whichever daemons
+the mesh spans.
 """
 from __future__ import annotations
 
@@ -18,7 +28,7 @@ from typing import Any, List, Optional
 
 import numpy as np
 
-from placement import _placing, _tree, errors
+from placement import _placing, _tree, cluster, errors
 from placement.array import RemoteArray, is_remote
 from placement.client import Client, resolve
 from placement.sharding import Mesh, NamedSharding, PartitionSpec, as_sharding, current_mesh
@@ -52,13 +62,27 @@ def _mesh(mesh: Optional[Any]) -> Mesh:
 def host_to_global_device_array(host_arrays: Any,
                                 partition: DataPartitionType = DataPartitionType.FULL, *,
                                 mesh: Optional[Any] = None,
+                                global_name: Optional[str] = None,
+                                timeout: Optional[float] = None,
                                 client: Optional[Client] = None) -> Any:
     """Converts host arrays (a pytree) to global device arrays partitioned
-    according to `partition` over the current mesh."""
+    according to `partition` over the current mesh.
+
+    `global_name`: this host's part of a multi-node batch (module
+    docstring); every node's trainer passes the same name, and the call
+    returns once all have (DeadlineExceededError naming the missing
+    processes after `timeout` seconds, default 60)."""
     replicated = _check_partition(partition)
+    process_local = None
+    if global_name is not None:
+        process_local = cluster.process_local_proto(global_name, None, timeout)
+    elif timeout is not None:
+        raise errors.InvalidArgumentError(
+            "timeout is for multi-node uploads: give global_name too")
     c = resolve(client)
     return _placing.place_tree(c, host_arrays,
-                               _placing.data_partition_rule(c, _mesh(mesh), replicated))
+                               _placing.data_partition_rule(c, _mesh(mesh), replicated),
+                               process_local=process_local)
 
 
 def global_to_host_array(global_arrays: Any,
@@ -66,7 +90,8 @@ def global_to_host_array(global_arrays: Any,
                          client: Optional[Client] = None) -> Any:
     """This node's part of each global array, as numpy: FULL -> its rows
     (the distinct shards its devices hold, concatenated in index order);
-    REPLICATED -> its first shard."""
+    REPLICATED -> its first shard. "This node" is the daemon the client
+    talks to (`client`, else the arrays' own client)."""
     replicated = _check_partition(partition)
     leaves, treedef, keys = _tree.flatten(global_arrays, is_leaf=is_remote)
     if not leaves:
@@ -89,13 +114,14 @@ def global_to_host_array(global_arrays: Any,
                 raise errors.InvalidArgumentError(
                     f"global_to_host_array: batch size mismatch: {key} has "
                     f"{leaf.shape[0]} rows, {keys[0]} has {batch}")
-    process = int(c.status().process_index)
+    process = c.process_index
     out: List[np.ndarray] = []
     for leaf in leaves:
         if replicated:
-            local = [s for s in leaf.info.shards]
+            local = [s for s in leaf.info.shards if s.process_index == process]
             if not local:
-                raise errors.NotFoundError(f"tensor '{leaf.id}' has no local shard")
+                raise errors.NotFoundError(
+                    f"tensor '{leaf.id}' has no shard on process {process}")
             out.append(c.tensors.download(leaf.id, device_id=local[0].device_id,
                                           info=leaf.info)[1])
         else:
