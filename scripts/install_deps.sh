@@ -7,7 +7,8 @@ packages=(build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgloo-dev libsystemd-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  python3 python3-venv)
+  python3 python3-venv
+  iproute2 openssl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -41,10 +41,11 @@ absl::StatusOr<PeerListen> ResolvePeerListen(const DaemonClusterConfig& config,
   PeerListen out;
   if (!config.peer_listen.empty()) {
     out.address = config.peer_listen;
+  } else if (process_index == 0 && !config.coordinator.empty()) {
+    // The coordinator's address is process 0's peer address.
+    out.address = config.coordinator;
   } else if (!listen.is_unix && !IsLoopback(listen)) {
     out.address = listen_flag;
-  } else if (process_index == 0 && !config.coordinator.empty()) {
-    out.address = config.coordinator;
   } else if (!listen.is_unix) {
     out.address = absl::StrCat(listen.host.find(':') != std::string::npos
                                    ? absl::StrCat("[", listen.host, "]")

@@ -3,10 +3,10 @@
 // coordinator is, and joining once the servers are up.
 //
 // Addresses: --peer_listen is where the daemon-to-daemon services
-// (ClusterService on process 0, PeerService everywhere) listen. Unset, it is
-// --listen when that is not a loopback address (one port for everything);
-// process 0's --coordinator address; or, for daemons on one machine,
-// --listen's loopback host with a free port. --peer_advertise_address is
+// (ClusterService on process 0, PeerService everywhere) listen. Unset, it
+// is process 0's --coordinator address; else --listen when that is not a
+// loopback address (one port for everything); or, for daemons on one
+// machine, --listen's loopback host with a free port. --peer_advertise_address is
 // what the others dial (default: the bound peer address; with a wildcard
 // host, this machine's hostname). Gloo binds the advertised host.
 #ifndef PLACEMENT_SERVER_DAEMON_CLUSTER_H_

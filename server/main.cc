@@ -91,8 +91,8 @@ ABSL_FLAG(std::string, coordinator, "",
 ABSL_FLAG(int32_t, num_processes, 1,
           "Daemons (one per node) in the cluster; 1 with no --coordinator = a lone daemon.");
 ABSL_FLAG(std::string, peer_listen, "",
-          "host:port for the daemon-to-daemon services. Default: --listen when it is not "
-          "loopback; process 0's --coordinator; else --listen's loopback host, port 0.");
+          "host:port for the daemon-to-daemon services. Default: process 0's --coordinator; "
+          "else --listen when it is not loopback; else --listen's loopback host, port 0.");
 ABSL_FLAG(std::string, peer_advertise_address, "",
           "host:port other daemons dial to reach this one (default: the bound --peer_listen, a "
           "wildcard host replaced by the hostname). Gloo binds its host.");
