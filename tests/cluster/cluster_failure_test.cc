@@ -107,8 +107,9 @@ TEST_F(ClusterFailureTest, KilledDaemonFailsWaitingMultiControllerCallsAndRejoin
     EXPECT_EQ(statuses[p].error_code(), grpc::StatusCode::UNAVAILABLE)
         << statuses[p].error_message();
     EXPECT_THAT(statuses[p].error_message(), HasSubstr("process 2"));
-    // heartbeat 250 ms x 8 misses = 2 s, plus a sweep and a beat.
-    EXPECT_LT(ended[p] - killed, absl::Seconds(5));
+    // heartbeat 250 ms x 8 misses = 2 s, plus a sweep, a beat and slack for a
+    // loaded 2-core machine.
+    EXPECT_LT(ended[p] - killed, absl::Seconds(10));
   }
   // The input had shards on the lost daemon: freed on the survivors.
   EXPECT_TRUE(MemoryReturns(*clients_[0], {0, 1}, baseline));
