@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "placement/client/collectives.h"
 #include "placement/client/placement.h"
 #include "tests/testing/cluster_processes.h"
 
@@ -50,6 +51,16 @@ TEST_F(ClusterDonateTest, DisassemblesATensorSpanningDaemonsWithDonation) {
   ASSERT_TRUE(pieces.ok()) << pieces.status();
   EXPECT_EQ(pieces->size(), 2u);
   EXPECT_EQ(tensors.Describe(id).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ClusterDonateTest, DonatesToACollectiveOnOneDaemonOfACluster) {
+  auto mesh = pc::MeshClient(*client_).CreateMesh({{"data", 1}}, {.device_ids = {0}});
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  const std::string id = Upload(*mesh);
+  auto reduced = pc::CollectiveClient(*client_).AllReduce(
+      id, pc::ReduceOp::kSum, {.axes = {"data"}, .source = pc::SourceHandling::kDonate});
+  ASSERT_TRUE(reduced.ok()) << reduced.status();
+  EXPECT_EQ(pc::TensorClient(*client_).Describe(id).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace
