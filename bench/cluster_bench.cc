@@ -11,16 +11,18 @@
 //              called directly by N ranks (threads of this process, each
 //              with its own Gloo TCP device) over 127.0.0.1 on one buffer of
 //              the same size per rank: the same ranks on the wire as the
-//              daemons' Gloo participants (one per process). Also "Gloo +
-//              staging": the same Gloo call with the daemons' host staging
-//              (a fresh scratch per call, copy in, all-reduce, copy out), so
-//              the table separates the data path's cost from the control
-//              plane's. busbw = 2(n-1)/n * block bytes / time, n = processes.
+//              daemons' Gloo participants (one per process). Three more Gloo
+//              rows add, one at a time, what the daemons' data path
+//              (server/collective/cluster/hierarchical_collectives.cc) does
+//              around the same Gloo call: staging copies in and out of a
+//              scratch, the daemons' reduce kernels, and a fresh scratch per
+//              call. busbw = 2(n-1)/n * block bytes / time, n = processes.
 //   commit     multi-controller host_to_global commit: every process's
 //              thread uploads a small process-local part to its own daemon
 //              (header.process_local), against a bare gRPC echo of the same
-//              bytes to a server in another process (EchoService) and a bare
-//              ClusterService.Barrier round of all N on the coordinator.
+//              bytes to a server in another process (EchoService), a bare
+//              ClusterService.Barrier round of all N on the coordinator, and
+//              a plain upload of the same bytes to the caller's own daemon.
 //   place      single-controller Place of a tensor sharded on process 0's
 //              devices to the same sharding on process 1's devices (every
 //              byte crosses daemons), against a bare gRPC client stream
@@ -66,7 +68,9 @@
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
 
+#include "server/collective/cluster/wire_reduction.h"
 #include "server/collective/gloo/gloo_engine.h"
+#include "server/collective/gloo/gloo_support.h"
 #endif
 
 ABSL_FLAG(int, processes, 2, "Daemons in the cluster (and Gloo ranks in the baseline).");
@@ -246,14 +250,26 @@ class GlooRanks {
     return ranks;
   }
 
+  // What surrounds the Gloo call.
+  enum class Staging {
+    kNone,     // in place on the rank's buffer, gloo::sum: Gloo called directly
+    kCopies,   // memcpy into a scratch kept across calls, all-reduced, memcpy out
+    kKernels,  // as kCopies with the daemons' reduce kernels (ReduceToWire in,
+               // GlooPairwiseReduce in Gloo)
+    kFresh,    // the daemons' data path (hierarchical_collectives.cc) exactly:
+               // as kKernels with a fresh scratch per call
+  };
+
   // Mean seconds per all-reduce of `bytes` per rank over `iters` calls.
-  // staged: as the daemons' hierarchical path -- a fresh host scratch per
-  // call, the input copied in, all-reduced, copied out to a result buffer.
-  double Time(int64_t bytes, int iters, bool staged) {
+  double Time(int64_t bytes, int iters, Staging staging) {
     const int n = static_cast<int>(engines_.size());
     const size_t count = static_cast<size_t>(bytes) / sizeof(float);
+    const bool staged = staging != Staging::kNone;
+    const bool kernels = staging == Staging::kKernels || staging == Staging::kFresh;
     std::vector<std::vector<float>> in(n, std::vector<float>(count, 0.0f));
     std::vector<std::vector<float>> out(staged ? n : 0, std::vector<float>(count, 0.0f));
+    std::vector<std::vector<float>> kept(staged && staging != Staging::kFresh ? n : 0,
+                                         std::vector<float>(count, 0.0f));
     std::barrier sync(n);
     absl::Time start;
     double seconds = 0;
@@ -263,16 +279,28 @@ class GlooRanks {
       for (int i = 0; i < iters; ++i) {
         std::unique_ptr<float[]> scratch;
         float* data = in[r].data();
-        if (staged) {
+        if (staging == Staging::kFresh) {
           scratch.reset(new float[count]);
-          std::memcpy(scratch.get(), in[r].data(), bytes);
           data = scratch.get();
+        } else if (staged) {
+          data = kept[r].data();
+        }
+        if (kernels) {
+          const std::byte* inputs[1] = {reinterpret_cast<const std::byte*>(in[r].data())};
+          server::ReduceToWire(DType::kF32, server::ReduceOp::kSum, inputs,
+                               reinterpret_cast<std::byte*>(data), static_cast<int64_t>(count));
+        } else if (staged) {
+          std::memcpy(data, in[r].data(), bytes);
         }
         gloo::AllreduceOptions opts(engines_[r]->context());
         opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
         opts.setOutput(data, count);
-        opts.setReduceFunction(
-            static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+        if (kernels) {
+          opts.setReduceFunction(server::GlooPairwiseReduce(DType::kF32, server::ReduceOp::kSum));
+        } else {
+          opts.setReduceFunction(
+              static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+        }
         opts.setTimeout(std::chrono::seconds(120));
         gloo::allreduce(opts);
         if (staged) std::memcpy(out[r].data(), data, bytes);
@@ -330,7 +358,10 @@ class DaemonAllReduce {
           collectives.AllReduce(input_, pc::ReduceOp::kSum, {.axes = {"data"}, .source = source_});
       total += Seconds(absl::Now() - start);
       if (!reduced.ok()) return reduced.status();
-      if (absl::Status s = AfterCall(reduced->id); !s.ok()) return s;
+      if (absl::Status s = AfterCall(reduced->id); !s.ok()) {
+        return absl::Status(s.code(),
+                            absl::StrCat("after a single-controller call: ", s.message()));
+      }
     }
     return total / iters;
   }
@@ -370,6 +401,10 @@ class DaemonAllReduce {
                            *std::min_element(starts.begin(), starts.end()));
           absl::Status s = error.Get();
           if (s.ok()) s = AfterCall(result);
+          if (!s.ok()) {
+            s = absl::Status(s.code(),
+                             absl::StrCat("after a multi-controller call: ", s.message()));
+          }
           error.Note(s);
           failed = !s.ok();
         }
@@ -390,7 +425,10 @@ class DaemonAllReduce {
     pc::TensorClient tensors(*cluster_.clients[0]);
     if (source_ == pc::SourceHandling::kKeep) return tensors.Delete({result}).status();
     auto pieces = tensors.Disassemble(result, pc::SourceHandling::kDonate);
-    if (!pieces.ok()) return pieces.status();
+    if (!pieces.ok()) {
+      return absl::Status(pieces.status().code(),
+                          absl::StrCat("Disassemble: ", pieces.status().message()));
+    }
     std::vector<std::string> ids;
     for (const auto& p : *pieces) ids.push_back(p.id);
     auto input = tensors.Assemble({count_}, pc::Placement::Sharded(mesh_, {{"data"}}), ids,
@@ -417,34 +455,39 @@ absl::Status RunAllReduce(const Cluster& cluster, const Settings& s) {
       "per process, source %s)\n\n",
       n, s.devices_per_process, s.source == pc::SourceHandling::kKeep ? "KEEP" : "DONATE");
 #if PLACEMENT_WITH_GLOO
+  using Staging = GlooRanks::Staging;
   auto gloo = GlooRanks::Connect(n);
   if (!gloo.ok()) return gloo.status();
 #endif
   DaemonAllReduce daemons(cluster, *mesh, s.source);
   const double bus = 2.0 * (n - 1) / n;
   std::printf(
-      "| block per device | iters x reps | Gloo direct us | Gloo busbw GB/s | Gloo + staging us | "
-      "single-controller us | busbw GB/s | single / Gloo busbw | multi-controller us | "
-      "busbw GB/s | multi / Gloo busbw |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "| block per device | iters x reps | Gloo direct us | Gloo busbw GB/s | + copies us | "
+      "+ our kernels us | + fresh scratch (daemon data path) us | single-controller us | "
+      "busbw GB/s | single / Gloo busbw | multi-controller us | busbw GB/s | multi / Gloo "
+      "busbw |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int64_t bytes : s.sizes) {
     if (absl::Status st = daemons.UploadInput(bytes); !st.ok()) return st;
     // Warm-up (Gloo contexts, first-touch pages) and the iteration count.
     double gloo_first = 0;
 #if PLACEMENT_WITH_GLOO
-    (*gloo)->Time(bytes, 1, false);
-    (*gloo)->Time(bytes, 1, true);
-    gloo_first = (*gloo)->Time(bytes, 1, false);
+    for (auto staging : {Staging::kNone, Staging::kCopies, Staging::kKernels, Staging::kFresh}) {
+      (*gloo)->Time(bytes, 1, staging);
+    }
+    gloo_first = (*gloo)->Time(bytes, 1, Staging::kNone);
 #endif
     auto single_first = daemons.TimeSingle(1);
     if (!single_first.ok()) return single_first.status();
     if (auto multi = daemons.TimeMulti(1); !multi.ok()) return multi.status();
     const double first = gloo_first > 0 ? gloo_first : *single_first;
     const int iters = std::clamp(static_cast<int>(Seconds(s.min_time) / first), 2, s.max_iters);
-    std::vector<double> direct, staged, single, multi;
+    std::vector<double> direct, copies, kernels, staged, single, multi;
     for (int rep = 0; rep < s.reps; ++rep) {
 #if PLACEMENT_WITH_GLOO
-      direct.push_back((*gloo)->Time(bytes, iters, false));
-      staged.push_back((*gloo)->Time(bytes, iters, true));
+      direct.push_back((*gloo)->Time(bytes, iters, Staging::kNone));
+      copies.push_back((*gloo)->Time(bytes, iters, Staging::kCopies));
+      kernels.push_back((*gloo)->Time(bytes, iters, Staging::kKernels));
+      staged.push_back((*gloo)->Time(bytes, iters, Staging::kFresh));
 #endif
       auto t_single = daemons.TimeSingle(iters);
       if (!t_single.ok()) return t_single.status();
@@ -454,7 +497,9 @@ absl::Status RunAllReduce(const Cluster& cluster, const Settings& s) {
       multi.push_back(*t_multi);
     }
     if (absl::Status st = daemons.DeleteInput(); !st.ok()) return st;
-    const double g = Median(direct), st = Median(staged), sc = Median(single), mc = Median(multi);
+    const double g = Median(direct), cp = Median(copies), kn = Median(kernels);
+    const double st = Median(staged);
+    const double sc = Median(single), mc = Median(multi);
     auto us = [](double t) { return t > 0 ? absl::StrFormat("%.0f", t * 1e6) : std::string("-"); };
     auto bw = [&](double t) {
       return t > 0 ? absl::StrFormat("%.3f", bus * bytes / t / 1e9) : std::string("-");
@@ -462,10 +507,10 @@ absl::Status RunAllReduce(const Cluster& cluster, const Settings& s) {
     auto ratio = [&](double t) {
       return g > 0 && t > 0 ? absl::StrFormat("%.2f", g / t) : std::string("-");
     };
-    std::printf("| %s | %d x %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+    std::printf("| %s | %d x %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
                 SizeName(bytes).c_str(), iters, s.reps, us(g).c_str(), bw(g).c_str(),
-                us(st).c_str(), us(sc).c_str(), bw(sc).c_str(), ratio(sc).c_str(), us(mc).c_str(),
-                bw(mc).c_str(), ratio(mc).c_str());
+                us(cp).c_str(), us(kn).c_str(), us(st).c_str(), us(sc).c_str(), bw(sc).c_str(),
+                ratio(sc).c_str(), us(mc).c_str(), bw(mc).c_str(), ratio(mc).c_str());
     std::fflush(stdout);
   }
   return absl::OkStatus();
@@ -479,6 +524,12 @@ absl::Status RunCommit(const Cluster& cluster, const std::string& echo_address, 
   const int n = cluster.processes();
   auto mesh = cluster.Mesh(cluster.DevicesOf(0, n));
   if (!mesh.ok()) return mesh.status();
+  std::vector<std::string> own_meshes;  // each process's devices only
+  for (int p = 0; p < n; ++p) {
+    auto own = cluster.Mesh(cluster.DevicesOf(p, 1));
+    if (!own.ok()) return own.status();
+    own_meshes.push_back(own->id);
+  }
   // Each process's part covers its devices' blocks of f32[n * local].
   const int64_t k = s.devices_per_process;
   const int64_t local = std::max<int64_t>(1, s.commit_bytes / 4 / k) * k;
@@ -495,12 +546,15 @@ absl::Status RunCommit(const Cluster& cluster, const std::string& echo_address, 
     tensors.push_back(pv1::TensorService::NewStub(channel));
   pc::TensorClient deleter(*cluster.clients[0]);
 
-  enum Kind { kEcho, kBarrier, kCommit, kKinds };
+  // kUpload: the same upload to the caller's own daemon, of a tensor on that
+  // daemon's devices only (no process_local, no barrier).
+  enum Kind { kEcho, kBarrier, kUpload, kCommit, kKinds };
   std::vector<std::vector<double>> samples(kKinds);  // every call's seconds
   std::vector<double> all_committed;                 // first start to last return
   std::vector<absl::Time> starts(n), ends(n);
   std::vector<double> call(n);
   std::string committed_id;
+  std::vector<std::string> uploaded(n);
   std::barrier sync(n);
   FirstError error;
   bool failed = false;
@@ -530,15 +584,18 @@ absl::Status RunCommit(const Cluster& cluster, const std::string& echo_address, 
     h->set_dtype(pv1::DTYPE_F32);
     h->add_shape(local);
     pv1::Sharding* sharding = h->mutable_rule()->mutable_placement()->mutable_sharding();
-    sharding->set_mesh_id(mesh->id);
+    sharding->set_mesh_id(kind == kCommit ? mesh->id : own_meshes[t]);
     sharding->mutable_spec()->add_dims()->add_axes("data");
-    h->mutable_process_local()->set_global_name(absl::StrCat("cluster_bench/commit/", round));
+    if (kind == kCommit) {
+      h->mutable_process_local()->set_global_name(absl::StrCat("cluster_bench/commit/", round));
+    }
     pv1::UploadRequest chunk;
     chunk.set_chunk(payload);
     writer->Write(header);
     writer->WriteLast(chunk, grpc::WriteOptions());
     absl::Status status = FromGrpc(writer->Finish(), absl::StrCat("process-local upload ", t));
-    if (t == 0) committed_id = response.tensor().id();
+    if (kind == kUpload) uploaded[t] = response.tensor().id();
+    if (kind == kCommit && t == 0) committed_id = response.tensor().id();
     return status;
   };
 
@@ -560,8 +617,11 @@ absl::Status RunCommit(const Cluster& cluster, const std::string& echo_address, 
                                               *std::min_element(starts.begin(), starts.end())));
             }
           }
-          if (kind == kCommit && error.Get().ok())
+          if (kind == kCommit && error.Get().ok()) {
             error.Note(deleter.Delete({committed_id}).status());
+          } else if (kind == kUpload && error.Get().ok()) {
+            error.Note(deleter.Delete(uploaded).status());
+          }
           failed = !error.Get().ok();
         }
         sync.arrive_and_wait();
@@ -590,6 +650,7 @@ absl::Status RunCommit(const Cluster& cluster, const std::string& echo_address, 
       n);
   row("bare gRPC echo to another process", samples[kEcho]);
   row("bare ClusterService.Barrier on the coordinator", samples[kBarrier]);
+  row("plain upload to the caller's own daemon (no commit)", samples[kUpload]);
   row("process-local upload + commit, per call", samples[kCommit]);
   row("process-local commit, first call to last return", all_committed);
   return absl::OkStatus();
