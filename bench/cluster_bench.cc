@@ -56,6 +56,7 @@
 #include "bench/bench_util.h"
 #include "bench/cluster_daemons.h"
 #include "bench/echo_process.h"
+#include "bench/gloo_ranks.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/client/collectives.h"
 #include "placement/client/placement.h"
@@ -64,22 +65,13 @@
 #include "placement/v1/tensor_service.grpc.pb.h"
 #include "server/logging.h"
 
-#if PLACEMENT_WITH_GLOO
-#include <gloo/allreduce.h>
-#include <gloo/math.h>
-
-#include "server/collective/cluster/wire_reduction.h"
-#include "server/collective/gloo/gloo_engine.h"
-#include "server/collective/gloo/gloo_support.h"
-#endif
-
 ABSL_FLAG(int, processes, 2, "Daemons in the cluster (and Gloo ranks in the baseline).");
 ABSL_FLAG(int, devices_per_process, 1, "CPU devices per daemon; the mesh spans all of them.");
 ABSL_FLAG(int64_t, min_bytes, 64 << 10, "Smallest all-reduce block per device (x4 steps).");
 ABSL_FLAG(int64_t, max_bytes, 64 << 20, "Largest all-reduce block per device.");
 ABSL_FLAG(int, reps, 5, "Interleaved reps per all-reduce size (medians printed).");
-ABSL_FLAG(int, min_time_ms, 300, "Target time of one all-reduce measurement (sets iterations).");
-ABSL_FLAG(int, max_iters, 100, "Most iterations of one all-reduce measurement.");
+ABSL_FLAG(int, min_time_ms, 1000, "Target time of one all-reduce measurement (sets iterations).");
+ABSL_FLAG(int, max_iters, 400, "Most iterations of one all-reduce measurement.");
 ABSL_FLAG(std::string, source, "keep",
           "All-reduce input: keep (result freed between calls) "
           "or donate (in place; result re-sharded between calls).");
@@ -225,98 +217,6 @@ struct Cluster {
 // ---------------------------------------------------------------------------
 // All-reduce
 // ---------------------------------------------------------------------------
-
-#if PLACEMENT_WITH_GLOO
-// N Gloo ranks, each a thread of this process with its own TCP device and
-// buffer, connected through an in-memory rendezvous.
-class GlooRanks {
- public:
-  static absl::StatusOr<std::unique_ptr<GlooRanks>> Connect(int n) {
-    auto ranks = std::unique_ptr<GlooRanks>(new GlooRanks());
-    ranks->engines_.resize(n);
-    FirstError error;
-    OnThreads(n, [&](int r) {
-      server::GlooEngineOptions options;
-      options.rank = r;
-      options.size = n;
-      options.store = &ranks->store_;
-      options.prefix = "cluster_bench";
-      options.timeout = absl::Seconds(120);
-      auto engine = server::GlooEngine::Create(options);
-      if (engine.ok()) ranks->engines_[r] = *std::move(engine);
-      error.Note(engine.status());
-    });
-    if (absl::Status s = error.Get(); !s.ok()) return s;
-    return ranks;
-  }
-
-  // What surrounds the Gloo call.
-  enum class Staging {
-    kNone,     // in place on the rank's buffer, gloo::sum: Gloo called directly
-    kCopies,   // memcpy into a scratch kept across calls, all-reduced, memcpy out
-    kKernels,  // as kCopies with the daemons' reduce kernels (ReduceToWire in,
-               // GlooPairwiseReduce in Gloo)
-    kFresh,    // the daemons' data path (hierarchical_collectives.cc) exactly:
-               // as kKernels with a fresh scratch per call
-  };
-
-  // Mean seconds per all-reduce of `bytes` per rank over `iters` calls.
-  double Time(int64_t bytes, int iters, Staging staging) {
-    const int n = static_cast<int>(engines_.size());
-    const size_t count = static_cast<size_t>(bytes) / sizeof(float);
-    const bool staged = staging != Staging::kNone;
-    const bool kernels = staging == Staging::kKernels || staging == Staging::kFresh;
-    std::vector<std::vector<float>> in(n, std::vector<float>(count, 0.0f));
-    std::vector<std::vector<float>> out(staged ? n : 0, std::vector<float>(count, 0.0f));
-    std::vector<std::vector<float>> kept(staged && staging != Staging::kFresh ? n : 0,
-                                         std::vector<float>(count, 0.0f));
-    std::barrier sync(n);
-    absl::Time start;
-    double seconds = 0;
-    OnThreads(n, [&](int r) {
-      sync.arrive_and_wait();
-      if (r == 0) start = absl::Now();
-      for (int i = 0; i < iters; ++i) {
-        std::unique_ptr<float[]> scratch;
-        float* data = in[r].data();
-        if (staging == Staging::kFresh) {
-          scratch.reset(new float[count]);
-          data = scratch.get();
-        } else if (staged) {
-          data = kept[r].data();
-        }
-        if (kernels) {
-          const std::byte* inputs[1] = {reinterpret_cast<const std::byte*>(in[r].data())};
-          server::ReduceToWire(DType::kF32, server::ReduceOp::kSum, inputs,
-                               reinterpret_cast<std::byte*>(data), static_cast<int64_t>(count));
-        } else if (staged) {
-          std::memcpy(data, in[r].data(), bytes);
-        }
-        gloo::AllreduceOptions opts(engines_[r]->context());
-        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-        opts.setOutput(data, count);
-        if (kernels) {
-          opts.setReduceFunction(server::GlooPairwiseReduce(DType::kF32, server::ReduceOp::kSum));
-        } else {
-          opts.setReduceFunction(
-              static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-        }
-        opts.setTimeout(std::chrono::seconds(120));
-        gloo::allreduce(opts);
-        if (staged) std::memcpy(out[r].data(), data, bytes);
-      }
-      sync.arrive_and_wait();
-      if (r == 0) seconds = Seconds(absl::Now() - start) / iters;
-    });
-    return seconds;
-  }
-
- private:
-  GlooRanks() = default;
-  server::InMemoryRendezvousStore store_;
-  std::vector<std::unique_ptr<server::GlooEngine>> engines_;
-};
-#endif  // PLACEMENT_WITH_GLOO
 
 // The all-reduce through the daemons, on an input sharded P('data') over
 // every device of the cluster with `block` bytes per device.
