@@ -150,11 +150,13 @@ absl::StatusOr<Results> ExecuteCollective(const CollectiveServiceCore& core,
   }
   std::sort(participants.begin(), participants.end());
   participants.erase(std::unique(participants.begin(), participants.end()), participants.end());
+  // Released before running: DONATE takes an input only when nothing else
+  // holds it.
+  tensors->clear();
   if (!spans && !multi) return RunCollectiveOp(core, op, context, nullptr);
   const size_t num_results = inputs.size();
   const std::vector<std::string> donated =
       facts.source == pb::SOURCE_HANDLING_DONATE ? inputs : std::vector<std::string>{};
-  tensors->clear();
   ClusterCollectives::RunPart run_here = [&core, &op](const CollectiveContext& ctx,
                                                       const CollectiveCommit& commit) {
     return RunCollectiveOp(core, op, ctx, &commit);

@@ -263,8 +263,14 @@ absl::StatusOr<std::shared_ptr<const Tensor>> TensorOps::Assemble(
 absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> TensorOps::Disassemble(
     const std::string& id, SourceHandling source) const {
   if (distributed_ != nullptr) {
-    ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor, store_->Get(id));
-    if (!tensor->all_local()) return distributed_->Disassemble(id, source);
+    bool all_local = true;
+    {
+      // Released before the call: a donating participant (this daemon
+      // included) takes the source only when nothing else holds it.
+      ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor, store_->Get(id));
+      all_local = tensor->all_local();
+    }
+    if (!all_local) return distributed_->Disassemble(id, source);
   }
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Tensor>> pieces,
                    DisassembleTensor(store_, id, source));

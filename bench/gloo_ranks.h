@@ -1,0 +1,54 @@
+// GlooRanks: cluster_bench's direct-Gloo baseline -- N Gloo ranks, each a
+// thread of this process with its own Gloo TCP device and buffers,
+// connected through an in-memory rendezvous on 127.0.0.1, running Gloo's
+// ring all-reduce (f32 SUM) directly; optionally with what the daemons'
+// cross-process data path (server/collective/cluster/
+// hierarchical_collectives.cc) does around the same Gloo call, so a
+// benchmark can tell that data path's cost from the control plane's.
+//
+// Not thread-safe (Time runs its own threads).
+#ifndef PLACEMENT_BENCH_GLOO_RANKS_H_
+#define PLACEMENT_BENCH_GLOO_RANKS_H_
+
+#if PLACEMENT_WITH_GLOO
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/collective/gloo/gloo_engine.h"
+#include "server/collective/gloo/rendezvous_store.h"
+
+namespace placement::bench {
+
+class GlooRanks {
+ public:
+  // Connects `n` ranks (a full mesh each); Gloo's error when they cannot.
+  static absl::StatusOr<std::unique_ptr<GlooRanks>> Connect(int n);
+
+  // What surrounds the Gloo call.
+  enum class Staging {
+    kNone,     // in place on the rank's buffer, gloo::sum: Gloo called directly
+    kCopies,   // memcpy into a scratch kept across calls, all-reduced, memcpy out
+    kKernels,  // as kCopies with the daemons' reduce kernels (ReduceToWire in,
+               // GlooPairwiseReduce in Gloo)
+    kFresh,    // the daemons' data path (hierarchical_collectives.cc) exactly:
+               // as kKernels with a fresh scratch per call
+  };
+
+  // Mean seconds per all-reduce of `bytes` (whole f32 elements) per rank
+  // over `iters` calls, every rank on its own thread; buffers are allocated
+  // and touched before the clock starts.
+  double Time(int64_t bytes, int iters, Staging staging);
+
+ private:
+  GlooRanks() = default;
+  server::InMemoryRendezvousStore store_;
+  std::vector<std::unique_ptr<server::GlooEngine>> engines_;
+};
+
+}  // namespace placement::bench
+
+#endif  // PLACEMENT_WITH_GLOO
+#endif  // PLACEMENT_BENCH_GLOO_RANKS_H_
