@@ -5,6 +5,7 @@
 #include <gloo/broadcast.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "server/collective/cluster/wire_reduction.h"
@@ -63,6 +64,22 @@ absl::StatusOr<std::unique_ptr<std::byte[]>> ReduceAcrossProcesses(const Collect
 absl::Status AllReduce(const CollectiveItem& item, const ClusterItemPlan& plan,
                        const GlooOperation& op, RankBufferIo& io) {
   const int64_t count = plan.block / DTypeSize(item.dtype);
+  // One rank on this process, in host memory, reduced in its own element
+  // type: Gloo reduces straight in the receive buffer -- no scratch, at
+  // most one copy (none in place), as a direct Gloo caller would.
+  if (plan.local.size() == 1 && WireDType(item.dtype, item.op) == item.dtype) {
+    const RankBuffers& rank = plan.local.front();
+    std::byte* recv = io.Direct(*rank.recv);
+    const std::byte* send = rank.send != nullptr ? io.Direct(*rank.send) : nullptr;
+    if (recv != nullptr && send != nullptr) {
+      if (send != recv) std::memcpy(recv, send, static_cast<size_t>(plan.block));
+      GlooAllReduceInPlace(op, item.dtype, WireCombineOp(item.op), recv, count);
+      if (item.op == ReduceOp::kMean) {
+        FinishFromWire(item.dtype, item.op, plan.ranks, recv, recv, count);
+      }
+      return absl::OkStatus();
+    }
+  }
   absl::StatusOr<std::unique_ptr<std::byte[]>> result =
       ReduceAcrossProcesses(item, plan, op, io, count, /*finish=*/true);
   if (!result.ok()) return result.status();

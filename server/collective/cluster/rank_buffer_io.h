@@ -27,6 +27,11 @@ class RankBufferIo {
   absl::StatusOr<const std::byte*> View(const DeviceBuffer& buffer,
                                         std::vector<std::byte>& staging);
 
+  // The buffer's own host memory on a host-addressable backend (null
+  // otherwise): engines may work in it directly.
+  std::byte* Direct(const DeviceBuffer& buffer) const {
+    return direct_ ? static_cast<std::byte*>(buffer.data()) : nullptr;
+  }
   // Copies `length` bytes at `offset` of `src` to `dst` on the host.
   absl::Status Read(const DeviceBuffer& src, int64_t offset, std::byte* dst, int64_t length);
 
