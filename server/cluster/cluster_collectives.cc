@@ -51,9 +51,35 @@ absl::Status ClusterCollectives::Explain(const absl::Status& status,
 absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Participate(
     const std::string& op_key, const std::vector<int32_t>& participants,
     const std::vector<std::string>& result_ids, int32_t driver, const std::string& payload,
-    const RunPart& run, const CollectiveContext& base) {
+    const RunPart& run, const CollectiveContext& base, const CrossProcessTicket* given) {
   TensorStore::QuietScope quiet;
   RETURN_IF_ERROR(cluster_->CheckAlive(participants));
+  CollectiveContext context = base;
+  std::vector<std::string> ids = result_ids;
+  std::vector<std::unique_ptr<Tensor>> records;
+  auto commit_as = [&](const std::string& token) -> CollectiveCommit {
+    return [&, token](std::unique_ptr<Tensor> result,
+                      size_t index) -> absl::StatusOr<std::shared_ptr<const Tensor>> {
+      if (ids.size() <= index) ids = IdsFromToken(token, index + 1);
+      result->id = ids[index];
+      std::unique_ptr<Tensor> record = RecordOf(*result);
+      std::shared_ptr<const Tensor> view(RecordOf(*result).release());
+      RETURN_IF_ERROR(tensors_->AddPending(std::move(result), driver));
+      if (records.size() <= index) records.resize(index + 1);
+      records[index] = std::move(record);
+      return view;
+    };
+  };
+  if (given != nullptr) {
+    context.ticket = given;
+    absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ran =
+        run(context, commit_as(std::string()));
+    if (!ran.ok()) {
+      tensors_->AbortHere(ids);
+      return Explain(ran.status(), participants);
+    }
+    return records;
+  }
   BarrierArrival arrival;
   arrival.barrier_id = absl::StrCat(op_key, "/start");
   arrival.process_index = cluster_->process_index();
@@ -75,24 +101,9 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Partici
   ticket.epoch = static_cast<uint64_t>(start.epoch);
   ticket.generation = static_cast<uint64_t>(start.generation);
   ticket.ticket = static_cast<uint64_t>(start.ticket);
-  CollectiveContext context = base;
   context.ticket = &ticket;
-
-  std::vector<std::string> ids = result_ids;
-  std::vector<std::unique_ptr<Tensor>> records;
-  absl::Status pending_status;
-  CollectiveCommit commit = [&](std::unique_ptr<Tensor> result,
-                                size_t index) -> absl::StatusOr<std::shared_ptr<const Tensor>> {
-    if (ids.size() <= index) ids = IdsFromToken(start.token, index + 1);
-    result->id = ids[index];
-    std::unique_ptr<Tensor> record = RecordOf(*result);
-    std::shared_ptr<const Tensor> view(RecordOf(*result).release());
-    RETURN_IF_ERROR(tensors_->AddPending(std::move(result), driver));
-    if (records.size() <= index) records.resize(index + 1);
-    records[index] = std::move(record);
-    return view;
-  };
-  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ran = run(context, commit);
+  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ran =
+      run(context, commit_as(start.token));
   if (!ran.ok()) {
     tensors_->AbortHere(ids);
     return Explain(ran.status(), participants);
@@ -107,14 +118,29 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterCollectives::D
   const std::string op_key = absl::StrCat("sc/", store_->NewId());
   std::vector<std::string> ids;
   for (size_t i = 0; i < num_results; ++i) ids.push_back(store_->NewId());
+  // The driver takes the set's next ticket for everyone: one coordinator
+  // call instead of every participant meeting.
+  RETURN_IF_ERROR(cluster_->CheckAlive(participants));
+  BarrierArrival take;
+  take.barrier_id = absl::StrCat(op_key, "/ticket");
+  take.process_index = cluster_->process_index();
+  take.participants = {cluster_->process_index()};
+  take.timeout = cluster_->config().op_timeout;
+  take.sequence_key = SetKey(participants);
+  ASSIGN_OR_RETURN(BarrierResult taken, cluster_->coordinator()->Barrier(take));
+  CrossProcessTicket ticket;
+  ticket.set_key = take.sequence_key;
+  ticket.epoch = static_cast<uint64_t>(taken.epoch);
+  ticket.generation = static_cast<uint64_t>(taken.generation);
+  ticket.ticket = static_cast<uint64_t>(taken.ticket);
   std::vector<std::vector<std::unique_ptr<Tensor>>> records(participants.size());
   absl::Status ran = PeerClient::ForEach(participants, [&](int32_t p) -> absl::Status {
     const size_t slot =
         std::find(participants.begin(), participants.end(), p) - participants.begin();
     absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
         p == cluster_->process_index()
-            ? Participate(op_key, participants, ids, p, "", run_here, context)
-            : remote(p, op_key, participants, ids);
+            ? Participate(op_key, participants, ids, p, "", run_here, context, &ticket)
+            : remote(p, op_key, participants, ids, ticket);
     if (!part.ok()) return part.status();
     records[slot] = *std::move(part);
     return absl::OkStatus();

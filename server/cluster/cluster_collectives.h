@@ -52,7 +52,7 @@ class ClusterCollectives {
   // Another participant's part (PeerService.Prepare); its results' records.
   using RemotePart = std::function<absl::StatusOr<std::vector<std::unique_ptr<Tensor>>>(
       int32_t process, const std::string& op_key, const std::vector<int32_t>& participants,
-      const std::vector<std::string>& result_ids)>;
+      const std::vector<std::string>& result_ids, const CrossProcessTicket& ticket)>;
 
   // REQUIRES: every argument outlives this object.
   ClusterCollectives(Cluster* cluster, TensorStore* store, ClusterTensors* tensors,
@@ -65,11 +65,14 @@ class ClusterCollectives {
   // This daemon's part of collective `op_key`: meets the other participants,
   // runs `run`, holds the results pending for `driver` under `result_ids`.
   // Returns the results' records. `payload` must be the same on every
-  // participant (INVALID_ARGUMENT naming both otherwise).
+  // participant (INVALID_ARGUMENT naming both otherwise). With `given`
+  // (a single-controller driver took the ticket for everyone) there is no
+  // meeting.
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> Participate(
       const std::string& op_key, const std::vector<int32_t>& participants,
       const std::vector<std::string>& result_ids, int32_t driver, const std::string& payload,
-      const RunPart& run, const CollectiveContext& context);
+      const RunPart& run, const CollectiveContext& context,
+      const CrossProcessTicket* given = nullptr);
 
   // Single controller. `num_results` results; `donated` inputs are deleted
   // everywhere once the results exist.

@@ -159,10 +159,16 @@ absl::Status PeerClient::PrepareDisassemble(int32_t process, const std::string& 
 
 absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::PrepareCollective(
     int32_t process, const pb::CollectiveOp& op, const std::string& op_key,
-    const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids) {
+    const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
+    const CrossProcessTicket& ticket) {
   pb::PrepareRequest request;
   *request.mutable_collective() = op;
   request.mutable_collective()->set_op_key(op_key);
+  pb::CollectiveTicket* t = request.mutable_collective()->mutable_ticket();
+  t->set_set_key(ticket.set_key);
+  t->set_epoch(static_cast<int64_t>(ticket.epoch));
+  t->set_generation(static_cast<int64_t>(ticket.generation));
+  t->set_ticket(static_cast<int64_t>(ticket.ticket));
   for (int32_t p : participants) request.mutable_collective()->add_participants(p);
   for (const std::string& id : result_ids) request.mutable_collective()->add_result_ids(id);
   const absl::Duration timeout = PrepareTimeout(*cluster_);

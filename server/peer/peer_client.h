@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/cluster/cluster.h"
+#include "server/collective/collective_engine.h"
 #include "server/device/device_inventory.h"
 #include "server/mesh/mesh_registry.h"
 #include "server/peer/peer_caller.h"
@@ -59,7 +60,8 @@ class PeerClient {
   // results pending under `result_ids`; their records.
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PrepareCollective(
       int32_t process, const placement::v1::CollectiveOp& op, const std::string& op_key,
-      const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids);
+      const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
+      const CrossProcessTicket& ticket);
 
   // Every record `process` holds, as tensor shells (no buffers).
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ListTensorRecords(int32_t process);

@@ -167,11 +167,11 @@ absl::StatusOr<Results> ExecuteCollective(const CollectiveServiceCore& core,
     return cluster->RunMulti(key, op.SerializeAsString(), participants, num_results, run_here,
                              donated, context);
   }
-  ClusterCollectives::RemotePart remote = [peers, &op](int32_t p, const std::string& op_key,
-                                                       const std::vector<int32_t>& members,
-                                                       const std::vector<std::string>& ids) {
-    return peers->PrepareCollective(p, op, op_key, members, ids);
-  };
+  ClusterCollectives::RemotePart remote =
+      [peers, &op](int32_t p, const std::string& op_key, const std::vector<int32_t>& members,
+                   const std::vector<std::string>& ids, const CrossProcessTicket& ticket) {
+        return peers->PrepareCollective(p, op, op_key, members, ids, ticket);
+      };
   return cluster->Drive(participants, num_results, run_here, remote, donated, context);
 }
 

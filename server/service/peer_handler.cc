@@ -311,9 +311,17 @@ grpc::ServerUnaryReactor* PeerHandler::Prepare(grpc::CallbackServerContext* cont
             };
             CollectiveContext context;
             context.deadline = absl::Now() + DurationFromProto(request->timeout());
+            std::optional<CrossProcessTicket> ticket;
+            if (op.has_ticket()) {
+              ticket = CrossProcessTicket{op.ticket().set_key(),
+                                          static_cast<uint64_t>(op.ticket().epoch()),
+                                          static_cast<uint64_t>(op.ticket().generation()),
+                                          static_cast<uint64_t>(op.ticket().ticket())};
+            }
             ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Tensor>> records,
                              collectives_->Participate(op.op_key(), participants, ids, driver, "",
-                                                       run, context));
+                                                       run, context,
+                                                       ticket.has_value() ? &*ticket : nullptr));
             for (const auto& record : records) RecordToProto(*record, response->add_results());
             return absl::OkStatus();
           }
