@@ -7,9 +7,7 @@
 #define PLACEMENT_TESTS_COMMON_PROCESS_LOCAL_CASES_H_
 
 #include <cstdint>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +16,7 @@
 #include "common/region.h"
 #include "common/sharding.h"
 #include "gtest/gtest.h"
+#include "tests/common/case_table.h"
 
 namespace placement::process_local_cases {
 
@@ -52,26 +51,6 @@ struct Case {
   std::vector<ExpectedShard> shards;
 };
 
-inline std::vector<std::string> Fields(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> fields;
-  for (std::string field; in >> field;) fields.push_back(field);
-  return fields;
-}
-
-inline std::vector<std::string> SplitOn(const std::string& text, char separator) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(text);
-  while (std::getline(in, part, separator)) parts.push_back(part);
-  return parts;
-}
-
-inline IndexRange ParseRange(const std::string& text) {
-  const size_t colon = text.find(':');
-  return {std::stoll(text.substr(0, colon)), std::stoll(text.substr(colon + 1))};
-}
-
 inline DimsOrError ParseDims(const std::vector<std::string>& f) {
   DimsOrError out;
   if (f.size() >= 2 && f[1] == "error") {
@@ -84,85 +63,56 @@ inline DimsOrError ParseDims(const std::vector<std::string>& f) {
   return out;
 }
 
-inline Shape ToShape(const std::vector<std::string>& f) {
-  Shape shape;
-  for (size_t i = 1; i < f.size(); ++i) shape.push_back(std::stoll(f[i]));
-  return shape;
+// Reads one line of a case; false for an unknown tag.
+inline bool ParseLine(Case& c, const std::vector<std::string>& f, const std::string& line) {
+  const std::string& tag = f[0];
+  if (tag == "mesh") {
+    c.axes = case_table::ParseMeshAxes(f);
+  } else if (tag == "devices") {
+    c.device_ids = case_table::ParseInts(f);
+  } else if (tag == "processes") {
+    for (int64_t p : case_table::ParseInts(f)) c.process_of.push_back(static_cast<int32_t>(p));
+  } else if (tag == "process") {
+    c.process = std::stoi(f.at(1));
+  } else if (tag == "spec") {
+    c.spec = case_table::ParseSpec(f);
+  } else if (tag == "local_shape") {
+    c.local_shape = case_table::ParseInts(f);
+  } else if (tag == "global_shape") {
+    if (f.size() != 2 || f[1] != "?") c.global_shape = case_table::ParseInts(f);
+  } else if (tag == "index_count") {
+    EXPECT_EQ(std::stoul(f.at(1)), c.index_counts.size()) << c.name << ": " << line;
+    c.index_counts.emplace_back(f.begin() + 2, f.end());
+  } else if (tag == "local_to_global") {
+    c.local_to_global = ParseDims(f);
+  } else if (tag == "addressable") {
+    c.addressable = ParseDims(f);
+  } else if (tag == "layout_error") {
+    c.layout_error = f.at(1);
+    const std::string prefix = "layout_error " + f[1] + " ";
+    c.layout_message = line.size() > prefix.size() ? line.substr(prefix.size()) : "";
+  } else if (tag == "layout_global") {
+    c.layout_global = case_table::ParseInts(f);
+  } else if (tag == "shard") {
+    ExpectedShard& shard = c.shards.emplace_back();
+    shard.device_id = std::stoll(f.at(1));
+    Box* box = &shard.global_box;
+    for (size_t i = 2; i < f.size(); ++i) {
+      if (f[i] == "|") {
+        box = &shard.local_box;
+      } else {
+        box->push_back(case_table::ParseRange(f[i]));
+      }
+    }
+  } else {
+    return false;
+  }
+  return true;
 }
 
 // Parses the whole file; a malformed line fails the calling test.
 inline std::vector<Case> ParseCases(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  std::vector<Case> cases;
-  Case* current = nullptr;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    const std::vector<std::string> f = Fields(line);
-    if (f.empty() || f[0][0] == '#') continue;
-    const std::string& tag = f[0];
-    if (tag == "case") {
-      EXPECT_EQ(current, nullptr) << "line " << number << ": case inside a case";
-      current = &cases.emplace_back();
-      current->name = line;
-      current->line = number;
-      continue;
-    }
-    if (current == nullptr) {
-      ADD_FAILURE() << "line " << number << ": '" << line << "' outside a case";
-      continue;
-    }
-    if (tag == "mesh") {
-      for (size_t i = 1; i < f.size(); ++i) {
-        const size_t eq = f[i].find('=');
-        current->axes.push_back({f[i].substr(0, eq), std::stoll(f[i].substr(eq + 1))});
-      }
-    } else if (tag == "devices") {
-      current->device_ids = ToShape(f);
-    } else if (tag == "processes") {
-      for (size_t i = 1; i < f.size(); ++i) current->process_of.push_back(std::stoi(f[i]));
-    } else if (tag == "process") {
-      current->process = std::stoi(f.at(1));
-    } else if (tag == "spec") {
-      for (size_t i = 1; i < f.size(); ++i) {
-        current->spec.dims.push_back(f[i] == "-" ? std::vector<std::string>{} : SplitOn(f[i], ','));
-      }
-    } else if (tag == "local_shape") {
-      current->local_shape = ToShape(f);
-    } else if (tag == "global_shape") {
-      if (f.size() != 2 || f[1] != "?") current->global_shape = ToShape(f);
-    } else if (tag == "index_count") {
-      EXPECT_EQ(std::stoul(f.at(1)), current->index_counts.size()) << "line " << number;
-      current->index_counts.emplace_back(f.begin() + 2, f.end());
-    } else if (tag == "local_to_global") {
-      current->local_to_global = ParseDims(f);
-    } else if (tag == "addressable") {
-      current->addressable = ParseDims(f);
-    } else if (tag == "layout_error") {
-      current->layout_error = f.at(1);
-      const std::string prefix = "layout_error " + f[1] + " ";
-      current->layout_message = line.size() > prefix.size() ? line.substr(prefix.size()) : "";
-    } else if (tag == "layout_global") {
-      current->layout_global = ToShape(f);
-    } else if (tag == "shard") {
-      ExpectedShard& shard = current->shards.emplace_back();
-      shard.device_id = std::stoll(f.at(1));
-      Box* box = &shard.global_box;
-      for (size_t i = 2; i < f.size(); ++i) {
-        if (f[i] == "|") {
-          box = &shard.local_box;
-        } else {
-          box->push_back(ParseRange(f[i]));
-        }
-      }
-    } else if (tag == "end") {
-      current = nullptr;
-    } else {
-      ADD_FAILURE() << "line " << number << ": unknown tag '" << tag << "'";
-    }
-  }
-  EXPECT_EQ(current, nullptr) << "file ends inside a case";
-  return cases;
+  return case_table::ParseCases<Case>(path, ParseLine);
 }
 
 }  // namespace placement::process_local_cases

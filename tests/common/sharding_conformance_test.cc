@@ -3,9 +3,7 @@
 // scripts/gen_sharding_conformance.py; the file documents its format). Runs
 // without JAX: the reference answers are checked in.
 #include <cstdint>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +13,7 @@
 #include "common/region.h"
 #include "common/sharding.h"
 #include "gtest/gtest.h"
+#include "tests/common/case_table.h"
 
 #ifndef PLACEMENT_TEST_DATA_DIR
 #error "PLACEMENT_TEST_DATA_DIR must name the tests/data directory"
@@ -40,75 +39,28 @@ struct Case {
   std::vector<ExpectedShard> shards;
 };
 
-std::vector<std::string> Fields(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> fields;
-  for (std::string field; in >> field;) fields.push_back(field);
-  return fields;
-}
-
-std::vector<std::string> SplitOn(const std::string& text, char separator) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(text);
-  while (std::getline(in, part, separator)) parts.push_back(part);
-  return parts;
-}
-
-// Parses the whole file; a malformed line fails the calling test.
-std::vector<Case> ParseCases(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  std::vector<Case> cases;
-  Case* current = nullptr;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    const std::vector<std::string> f = Fields(line);
-    if (f.empty() || f[0][0] == '#') continue;
-    const std::string& tag = f[0];
-    if (tag == "case") {
-      EXPECT_EQ(current, nullptr) << "line " << number << ": case inside a case";
-      current = &cases.emplace_back();
-      current->name = line;
-      current->line = number;
-      continue;
-    }
-    if (current == nullptr) {
-      ADD_FAILURE() << "line " << number << ": '" << line << "' outside a case";
-      continue;
-    }
-    if (tag == "mesh") {
-      for (size_t i = 1; i < f.size(); ++i) {
-        const size_t eq = f[i].find('=');
-        current->axes.push_back({f[i].substr(0, eq), std::stoll(f[i].substr(eq + 1))});
-      }
-    } else if (tag == "devices") {
-      for (size_t i = 1; i < f.size(); ++i) current->device_ids.push_back(std::stoll(f[i]));
-    } else if (tag == "spec") {
-      for (size_t i = 1; i < f.size(); ++i) {
-        current->spec.dims.push_back(f[i] == "-" ? std::vector<std::string>{} : SplitOn(f[i], ','));
-      }
-    } else if (tag == "shape") {
-      for (size_t i = 1; i < f.size(); ++i) current->shape.push_back(std::stoll(f[i]));
-    } else if (tag == "error") {
-      current->error = f.at(1);
-    } else if (tag == "shard") {
-      ExpectedShard& shard = current->shards.emplace_back();
-      shard.device_id = std::stoll(f.at(1));
-      shard.replica_id = std::stoll(f.at(2));
-      for (size_t i = 3; i < f.size(); ++i) {
-        const size_t colon = f[i].find(':');
-        shard.box.push_back(
-            {std::stoll(f[i].substr(0, colon)), std::stoll(f[i].substr(colon + 1))});
-      }
-    } else if (tag == "end") {
-      current = nullptr;
-    } else {
-      ADD_FAILURE() << "line " << number << ": unknown tag '" << tag << "'";
-    }
+// Reads one line of a case; false for an unknown tag.
+bool ParseLine(Case& c, const std::vector<std::string>& f, const std::string& /*line*/) {
+  const std::string& tag = f[0];
+  if (tag == "mesh") {
+    c.axes = case_table::ParseMeshAxes(f);
+  } else if (tag == "devices") {
+    c.device_ids = case_table::ParseInts(f);
+  } else if (tag == "spec") {
+    c.spec = case_table::ParseSpec(f);
+  } else if (tag == "shape") {
+    c.shape = case_table::ParseInts(f);
+  } else if (tag == "error") {
+    c.error = f.at(1);
+  } else if (tag == "shard") {
+    ExpectedShard& shard = c.shards.emplace_back();
+    shard.device_id = std::stoll(f.at(1));
+    shard.replica_id = std::stoll(f.at(2));
+    for (size_t i = 3; i < f.size(); ++i) shard.box.push_back(case_table::ParseRange(f[i]));
+  } else {
+    return false;
   }
-  EXPECT_EQ(current, nullptr) << "file ends inside a case";
-  return cases;
+  return true;
 }
 
 // Runs one case; returns false (after recording failures) on a mismatch.
@@ -182,7 +134,8 @@ bool CheckCase(const Case& c) {
 
 TEST(ShardingConformanceTest, MatchesJaxDevicesIndicesMap) {
   const std::vector<Case> cases =
-      ParseCases(std::string(PLACEMENT_TEST_DATA_DIR) + "/sharding_conformance.txt");
+      case_table::ParseCases<Case>(std::string(PLACEMENT_TEST_DATA_DIR) + "/sharding_conformance.txt",
+                                   ParseLine);
   int compared = 0, errors = 0, passed = 0;
   for (const Case& c : cases) {
     ++compared;
