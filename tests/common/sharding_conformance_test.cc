@@ -133,9 +133,8 @@ bool CheckCase(const Case& c) {
 }
 
 TEST(ShardingConformanceTest, MatchesJaxDevicesIndicesMap) {
-  const std::vector<Case> cases =
-      case_table::ParseCases<Case>(std::string(PLACEMENT_TEST_DATA_DIR) + "/sharding_conformance.txt",
-                                   ParseLine);
+  const std::vector<Case> cases = case_table::ParseCases<Case>(
+      std::string(PLACEMENT_TEST_DATA_DIR) + "/sharding_conformance.txt", ParseLine);
   int compared = 0, errors = 0, passed = 0;
   for (const Case& c : cases) {
     ++compared;
