@@ -272,6 +272,26 @@ absl::StatusOr<int64_t> PrefetchStream::SendBatch(const std::vector<BatchArray>&
       }
     }
   }
+  // The batch's bytes go into its region before waiting for credit: that
+  // copy overlaps the consumer's use of the batches ahead, and once credit
+  // comes only the daemon's one copy out of the region remains.
+  std::vector<pb::PrefetchRequest> slices;
+  if (lease.has_value()) {
+    // One region slice per array, all in the batch's region.
+    const SharedRegion& region = lease->region();
+    int64_t offset = 0;
+    for (size_t i = 0; i < arrays.size(); ++i) {
+      absl::Span<const uint8_t> bytes = arrays[i].array.data;
+      if (bytes.empty()) continue;
+      ParallelCopy(region.data() + offset, bytes.data(), bytes.size());
+      pb::BatchChunk* slice = slices.emplace_back().mutable_chunk();
+      slice->set_array_index(static_cast<int32_t>(i));
+      slice->mutable_region()->set_region_id(region.id());
+      slice->mutable_region()->set_offset(offset);
+      slice->mutable_region()->set_size(static_cast<int64_t>(bytes.size()));
+      offset += static_cast<int64_t>(bytes.size());
+    }
+  }
   int64_t sequence = -1;
   {
     absl::MutexLock lock(&m.mu);
@@ -309,21 +329,6 @@ absl::StatusOr<int64_t> PrefetchStream::SendBatch(const std::vector<BatchArray>&
     ok = m.WriteLocked(&message);
   }
   if (lease.has_value()) {
-    // One region slice per array, all in the batch's region.
-    const SharedRegion& region = lease->region();
-    std::vector<pb::PrefetchRequest> slices;
-    int64_t offset = 0;
-    for (size_t i = 0; i < arrays.size(); ++i) {
-      absl::Span<const uint8_t> bytes = arrays[i].array.data;
-      if (bytes.empty()) continue;
-      ParallelCopy(region.data() + offset, bytes.data(), bytes.size());
-      pb::BatchChunk* slice = slices.emplace_back().mutable_chunk();
-      slice->set_array_index(static_cast<int32_t>(i));
-      slice->mutable_region()->set_region_id(region.id());
-      slice->mutable_region()->set_offset(offset);
-      slice->mutable_region()->set_size(static_cast<int64_t>(bytes.size()));
-      offset += static_cast<int64_t>(bytes.size());
-    }
     {
       absl::MutexLock lock(&m.mu);
       m.staged.emplace(sequence, *std::move(lease));
