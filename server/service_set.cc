@@ -307,6 +307,9 @@ absl::Status ServiceSet::AttachCluster(const ClusterView& view) {
     ASSIGN_OR_RETURN(impl_->cluster_engine, ClusterEngine::Create(std::move(engine)));
     impl_->collective_core->set_engine(impl_->cluster_engine.get());
     ClusterEngine* made = impl_->cluster_engine.get();
+    impl_->cluster_collectives->set_forfeit(
+        [made](const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
+               const absl::Status& why) { made->Forfeit(ticket, participants, why); });
     cluster->AddListener([made](const ClusterEvent& event) {
       made->DropEpochsBefore(static_cast<uint64_t>(event.after->epoch));
     });

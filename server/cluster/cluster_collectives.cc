@@ -1,7 +1,9 @@
 #include "server/cluster/cluster_collectives.h"
 
 #include <algorithm>
+#include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +29,17 @@ std::vector<std::string> IdsFromToken(const std::string& token, size_t n) {
   return ids;
 }
 
+// Whether a done-barrier payload (a part's absl::Status::ToString) is a
+// consequence of another part's failure (PeerClient::IsConsequence).
+bool ReportsConsequence(absl::string_view reported) {
+  for (absl::StatusCode code :
+       {absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded,
+        absl::StatusCode::kCancelled, absl::StatusCode::kAborted}) {
+    if (absl::StartsWith(reported, absl::StrCat(absl::StatusCodeToString(code), ":"))) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<int32_t> ClusterCollectives::ParticipantsOf(const Tensor& tensor) const {
@@ -46,6 +59,12 @@ absl::Status ClusterCollectives::Explain(const absl::Status& status,
                                                " (", status.message(), ")"));
   }
   return status;
+}
+
+void ClusterCollectives::Forfeited(const CrossProcessTicket& ticket,
+                                   const std::vector<int32_t>& participants,
+                                   const absl::Status& status) {
+  if (forfeit_) forfeit_(ticket, participants, status);
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Participate(
@@ -75,6 +94,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Partici
     absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ran =
         run(context, commit_as(std::string()));
     if (!ran.ok()) {
+      Forfeited(*context.ticket, participants, ran.status());
       tensors_->AbortHere(ids);
       return Explain(ran.status(), participants);
     }
@@ -105,6 +125,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Partici
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ran =
       run(context, commit_as(start.token));
   if (!ran.ok()) {
+    Forfeited(ticket, participants, ran.status());
     tensors_->AbortHere(ids);
     return Explain(ran.status(), participants);
   }
@@ -196,13 +217,23 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterCollectives::R
     for (const auto& r : *part) ids.push_back(r->id);
   }
   absl::Status failure = !part.ok() ? part.status() : agreed.status();
-  if (failure.ok()) {
+  // Another process's failure explains this one's when this part only saw
+  // its consequence (a closed connection, a timeout).
+  if (agreed.ok() && (failure.ok() || PeerClient::IsConsequence(failure))) {
+    // The first other failure that is a cause, else the first at all.
+    std::optional<size_t> blamed;
     for (size_t i = 0; i < agreed->payloads.size(); ++i) {
-      if (!agreed->payloads[i].empty()) {
-        failure = absl::AbortedError(absl::StrCat("process ", agreed->participants[i],
-                                                  " failed its part: ", agreed->payloads[i]));
+      const std::string& reported = agreed->payloads[i];
+      if (agreed->participants[i] == self || reported.empty()) continue;
+      if (!blamed.has_value()) blamed = i;
+      if (!ReportsConsequence(reported)) {
+        blamed = i;
         break;
       }
+    }
+    if (blamed.has_value()) {
+      failure = absl::AbortedError(absl::StrCat("process ", agreed->participants[*blamed],
+                                                " failed its part: ", agreed->payloads[*blamed]));
     }
   }
   if (!failure.ok()) {

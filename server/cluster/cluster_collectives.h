@@ -59,6 +59,14 @@ class ClusterCollectives {
                      PeerClient* peers)
       : cluster_(cluster), store_(store), tensors_(tensors), peers_(peers) {}
 
+  // Called when this daemon's part of a ticketed collective failed, with
+  // the ticket, the participants and the failure: the cluster engine's
+  // Forfeit, so that peers already inside the collective fail at once.
+  using Forfeit = std::function<void(const CrossProcessTicket&, const std::vector<int32_t>&,
+                                     const absl::Status&)>;
+  // Set once, before the first collective.
+  void set_forfeit(Forfeit forfeit) { forfeit_ = std::move(forfeit); }
+
   // The daemons holding shards of `tensor` (ascending).
   std::vector<int32_t> ParticipantsOf(const Tensor& tensor) const;
 
@@ -90,6 +98,9 @@ class ClusterCollectives {
       const CollectiveContext& context);
 
  private:
+  // Tells forfeit_ (when set) that this daemon's part of `ticket` failed.
+  void Forfeited(const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
+                 const absl::Status& status);
   // The error to report for a failed part: a lost participant named when
   // membership lost one.
   absl::Status Explain(const absl::Status& status, const std::vector<int32_t>& participants) const;
@@ -98,6 +109,7 @@ class ClusterCollectives {
   TensorStore* store_;
   ClusterTensors* tensors_;
   PeerClient* peers_;
+  Forfeit forfeit_;
   absl::Mutex mu_;
   // Multi-controller calls made so far per key: the n-th call of a key on
   // every daemon is the same collective.

@@ -43,9 +43,24 @@ absl::Status PeerClient::ForEach(const std::vector<int32_t>& processes,
   }
   for (std::thread& t : threads) t.join();
   for (const absl::Status& s : results) {
+    if (!s.ok() && !IsConsequence(s)) return s;
+  }
+  for (const absl::Status& s : results) {
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+bool PeerClient::IsConsequence(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kAborted:
+      return true;
+    default:
+      return false;
+  }
 }
 
 absl::StatusOr<std::vector<DeviceState>> PeerClient::GetLocalDevices(int32_t process,

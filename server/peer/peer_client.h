@@ -66,8 +66,14 @@ class PeerClient {
   // Every record `process` holds, as tensor shells (no buffers).
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ListTensorRecords(int32_t process);
 
-  // Runs fn(p) for every process in `processes` on threads of its own and
-  // returns the first error (by process order), every call finished.
+  // Runs fn(p) for every process in `processes` on threads of its own and,
+  // every call finished, returns the first error (by process order) that
+  // is not a consequence of another's (IsConsequence), else the first.
+  // Whether `status` is what a process sees when a peer failed or vanished
+  // (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, ABORTED) rather than a
+  // failure of its own (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...).
+  static bool IsConsequence(const absl::Status& status);
+
   static absl::Status ForEach(const std::vector<int32_t>& processes,
                               const std::function<absl::Status(int32_t)>& fn);
   // The alive processes other than this daemon.

@@ -171,6 +171,26 @@ absl::Status ClusterEngine::RunSpanning(CollectiveKind kind, size_t index, uint3
   return status;
 }
 
+void ClusterEngine::Forfeit(const CrossProcessTicket& ticket,
+                            const std::vector<int32_t>& participants, const absl::Status& why) {
+  if (participants.size() < 2) return;
+  absl::StatusOr<std::shared_ptr<TicketSequencer>> sequencer = SequencerFor(ticket);
+  if (!sequencer.ok()) return;
+  CollectiveContext turn;
+  turn.deadline = absl::Now() + options_.gap_timeout;
+  // Refused when the ticket ran (or was refused) here: nothing to undo.
+  if (!(*sequencer)->Acquire(ticket.ticket, turn).ok()) return;
+  const GlooContextKey full{ticket.epoch, ticket.set_key, ticket.generation, participants};
+  if (!contexts_.Connected(full)) {
+    // Peers may wait in the full set's rendezvous for this process.
+    contexts_.Get(full, std::min(options_.gap_timeout, options_.timeout)).IgnoreError();
+  }
+  contexts_.FailGeneration(ticket.epoch, ticket.set_key, ticket.generation);
+  ReportFailure(ticket,
+                absl::Status(why.code(), absl::StrCat("forfeited here: ", why.message())));
+  (*sequencer)->Finish(ticket.ticket);
+}
+
 void ClusterEngine::ReportFailure(const CrossProcessTicket& ticket, const absl::Status& status) {
   LogWarning("cluster collective (", TicketName(ticket), ") failed on process ",
              options_.process_index, ": ", status.ToString());

@@ -48,7 +48,9 @@
 //                        operation cannot be interrupted).
 // A call refused before its turn (invalid items, cancelled while waiting)
 // counts as finished here, so its successors do not wait for it; its peers
-// then time out in the items this process never ran.
+// then time out in the items this process never ran. A caller that fails
+// before it reaches Run (a result it could not allocate) says so with
+// Forfeit, which makes the peers fail at once instead.
 //
 // Thread-safe: calls of different sets run in parallel; calls of one set
 // run one at a time, in ticket order.
@@ -120,6 +122,19 @@ class ClusterEngine final : public CollectiveEngine {
   absl::string_view Name() const override { return "cluster"; }
   absl::Status Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                    const CollectiveContext& context) override;
+
+  // This process will not run `ticket` (its caller failed before calling
+  // Run, e.g. allocating a result): in the ticket's turn here, the set's
+  // contexts of the ticket's generation are closed -- the full set's
+  // (`participants`, ascending, this process included) connected first if
+  // it was not, so peers still in its rendezvous get through it -- and the
+  // failure is reported (on_failure: a new generation). Peers inside the
+  // ticket's operations then fail at once (UNAVAILABLE, "Connection closed
+  // by peer") rather than after `timeout`. Waits at most `gap_timeout` for
+  // the turn and for that connection. No-op when the ticket already ran or
+  // was refused here (its turn passed), or for a set of one process.
+  void Forfeit(const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
+               const absl::Status& why);
 
   // Membership changed: frees the contexts and sequencers of epochs before
   // `epoch`. Calls of those epochs that wait for their turn, and later ones,

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/collective/cluster/cluster_item.h"
@@ -91,6 +92,45 @@ void GlooContextCache::Fail(const GlooContextKey& key) {
   }
   // `dropped` closes its connections here, outside the locks, unless a call
   // still holds it.
+}
+
+void GlooContextCache::FailGeneration(uint64_t epoch, const std::string& set_key,
+                                      uint64_t generation) {
+  // Every subset's prefix starts with the set's, up to "/p".
+  const std::string stem = GlooContextKey{epoch, set_key, generation, {}}.Prefix();
+  std::vector<std::shared_ptr<Entry>> matching;
+  {
+    absl::MutexLock lock(&mu_);
+    auto by_prefix = entries_.find(epoch);
+    if (by_prefix == entries_.end()) return;
+    for (const auto& [prefix, entry] : by_prefix->second) {
+      if (absl::StartsWith(prefix, stem)) matching.push_back(entry);
+    }
+  }
+  std::vector<std::shared_ptr<gloo::Context>> dropped;
+  for (const std::shared_ptr<Entry>& entry : matching) {
+    absl::MutexLock lock(&entry->mu);
+    entry->failed = true;
+    if (entry->context != nullptr) dropped.push_back(std::move(entry->context));
+  }
+  // `dropped` closes the connections here, outside the locks.
+}
+
+bool GlooContextCache::Connected(const GlooContextKey& key) const {
+  std::shared_ptr<Entry> entry;
+  {
+    absl::MutexLock lock(&mu_);
+    auto by_prefix = entries_.find(key.epoch);
+    if (by_prefix == entries_.end()) return false;
+    auto it = by_prefix->second.find(key.Prefix());
+    if (it == by_prefix->second.end()) return false;
+    entry = it->second;
+  }
+  // A key that is connecting holds its lock: not connected yet.
+  if (!entry->mu.TryLock()) return false;
+  const bool connected = entry->context != nullptr;
+  entry->mu.Unlock();
+  return connected;
 }
 
 void GlooContextCache::DropEpochsBefore(uint64_t epoch) {

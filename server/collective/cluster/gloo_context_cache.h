@@ -75,6 +75,14 @@ class GlooContextCache {
   // Drops the context of `key` and refuses the key from now on.
   void Fail(const GlooContextKey& key);
 
+  // Fail() for every context of `set_key`'s `generation` in `epoch` that
+  // this process holds or tried (every subset): their connections close, so
+  // peers inside an operation on one of them fail at once.
+  void FailGeneration(uint64_t epoch, const std::string& set_key, uint64_t generation);
+
+  // Whether the context of `key` is connected here.
+  bool Connected(const GlooContextKey& key) const;
+
   // Frees the contexts (and refusals) of epochs before `epoch`. Calls that
   // hold one keep it until they return.
   void DropEpochsBefore(uint64_t epoch);

@@ -1,0 +1,174 @@
+// A collective that one daemon cannot run (its result does not fit on its
+// devices) fails everywhere at once, not after --cluster_op_timeout: the
+// daemon that failed before reaching Gloo forfeits its ticket, closing the
+// set's Gloo connections, so the peers already inside the operation fail
+// too (ClusterEngine::Forfeit). The caller learns the cause, device memory
+// goes back to baseline everywhere, and the next collective of the set runs
+// on a fresh generation. Real daemons on loopback, real Gloo.
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "placement/client/collectives.h"
+#include "placement/client/meshes.h"
+#include "placement/client/tensors.h"
+#include "placement/v1/collective_service.grpc.pb.h"
+#include "tests/cluster/cluster_test_util.h"
+
+namespace placement::testing {
+namespace {
+
+namespace pb = placement::v1;
+using client::HostArray;
+using client::Placement;
+using ::testing::HasSubstr;
+
+// 3 daemons x 2 devices; process 1's devices hold 6 MiB, the others' 64.
+// The input's shards are 4 MiB, so process 1 can hold an input shard but
+// not a result shard beside it.
+constexpr int64_t kColumns = int64_t{1} << 20;  // f32: 4 MiB per row
+// Far above what any call here may take: without forfeiting, the peers
+// would wait this long inside Gloo.
+constexpr char kOpTimeout[] = "--cluster_op_timeout=120s";
+constexpr absl::Duration kBound = absl::Seconds(20);
+
+int64_t InUse(const client::Client& via) {
+  int64_t total = 0;
+  auto devices = via.ListDevices();
+  EXPECT_TRUE(devices.ok());
+  for (const auto& d : *devices) total += d.memory_in_use_bytes;
+  return total;
+}
+
+// Polls until the cluster's device memory in use is `baseline` (bounded).
+bool MemoryReturns(const client::Client& via, int64_t baseline) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    if (InUse(via) == baseline) return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return false;
+}
+
+class ClusterForfeitTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterOptions options;
+    options.num_processes = 3;
+    options.devices_per_process = 2;
+    options.device_memory = int64_t{64} << 20;
+    options.extra_flags = {kOpTimeout};
+    options.per_process = {{}, {absl::StrCat("--cpu_device_memory=", int64_t{6} << 20)}, {}};
+    auto cluster = ClusterProcesses::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    auto c = cluster_->Connect(0);
+    ASSERT_TRUE(c.ok());
+    client_ = *std::move(c);
+    client::MeshClient meshes(*client_);
+    ASSERT_TRUE(meshes.CreateMesh({{"data", 6}}, {.mesh_id = "flat"}).ok());
+  }
+
+  // A [6, columns] f32 tensor of ones, one row per device.
+  client::TensorInfo Upload(int64_t columns) {
+    client::TensorClient tensors(*client_);
+    std::vector<float> values(6 * columns, 1.f);
+    auto info =
+        tensors.Upload(HostArray::Of(values, {6, columns}), Placement::Sharded("flat", {{"data"}}));
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? *info : client::TensorInfo();
+  }
+
+  // A single-controller all-reduce of `id` that must succeed: every
+  // element is 6.
+  void ExpectSumWorks(const std::string& id, int64_t columns) {
+    client::CollectiveClient collectives(*client_);
+    auto sum = collectives.AllReduce(id, client::ReduceOp::kSum);
+    ASSERT_TRUE(sum.ok()) << sum.status();
+    std::vector<float> got(columns);
+    client::TensorClient tensors(*client_);
+    ASSERT_TRUE(tensors.Download(sum->id, client::AsWritableBytes(got)).ok());
+    EXPECT_EQ(got.front(), 6.f);
+    EXPECT_EQ(got.back(), 6.f);
+    ASSERT_TRUE(tensors.Delete({sum->id}).ok());
+  }
+
+  // A single-controller all-reduce of `id` that process 1 cannot hold.
+  void ExpectSumFailsAtOnce(const std::string& id) {
+    client::CollectiveClient collectives(*client_);
+    const absl::Time start = absl::Now();
+    auto sum = collectives.AllReduce(id, client::ReduceOp::kSum);
+    const absl::Duration took = absl::Now() - start;
+    ASSERT_FALSE(sum.ok());
+    // The cause, not the peers' broken connections.
+    EXPECT_EQ(sum.status().code(), absl::StatusCode::kResourceExhausted) << sum.status();
+    EXPECT_LT(took, kBound) << sum.status();
+  }
+
+  std::unique_ptr<ClusterProcesses> cluster_;
+  std::unique_ptr<client::Client> client_;
+};
+
+TEST_F(ClusterForfeitTest, SingleControllerFailsEverywhereAtOnceThenRecovers) {
+  const int64_t baseline = InUse(*client_);
+  client::TensorInfo big = Upload(kColumns);
+  client::TensorInfo small = Upload(4);
+  const int64_t with_inputs = InUse(*client_);
+
+  // The set's first collective: process 1 never connected a Gloo context
+  // (the others wait in the rendezvous for it).
+  ExpectSumFailsAtOnce(big.id);
+  EXPECT_TRUE(MemoryReturns(*client_, with_inputs));
+  // The next one runs on a new generation's context.
+  ExpectSumWorks(small.id, 4);
+  // Now the context is connected everywhere: the others wait inside the
+  // Gloo operation.
+  ExpectSumFailsAtOnce(big.id);
+  EXPECT_TRUE(MemoryReturns(*client_, with_inputs));
+  ExpectSumWorks(small.id, 4);
+
+  client::TensorClient tensors(*client_);
+  ASSERT_TRUE(tensors.Delete({big.id, small.id}).ok());
+  EXPECT_TRUE(MemoryReturns(*client_, baseline));
+}
+
+TEST_F(ClusterForfeitTest, MultiControllerTrainersLearnWhichProcessFailed) {
+  client::TensorInfo big = Upload(kColumns);
+  client::TensorInfo small = Upload(4);
+  ExpectSumWorks(small.id, 4);  // contexts connected
+  const int64_t with_inputs = InUse(*client_);
+
+  std::vector<grpc::Status> statuses(3);
+  std::vector<absl::Duration> took(3);
+  std::vector<std::thread> trainers;
+  for (int p = 0; p < 3; ++p) {
+    trainers.emplace_back([&, p] {
+      auto stub = pb::CollectiveService::NewStub(
+          grpc::CreateChannel(cluster_->address(p), grpc::InsecureChannelCredentials()));
+      pb::AllReduceRequest request;
+      request.set_tensor_id(big.id);
+      request.set_controller(pb::CONTROLLER_MULTI);
+      pb::CollectiveResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(100));
+      const absl::Time start = absl::Now();
+      statuses[p] = stub->AllReduce(&context, request, &response);
+      took[p] = absl::Now() - start;
+    });
+  }
+  for (auto& t : trainers) t.join();
+  EXPECT_EQ(statuses[1].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << statuses[1].error_message();
+  for (int p : {0, 2}) {
+    EXPECT_EQ(statuses[p].error_code(), grpc::StatusCode::ABORTED) << statuses[p].error_message();
+    EXPECT_THAT(statuses[p].error_message(), HasSubstr("process 1 failed its part"));
+    EXPECT_THAT(statuses[p].error_message(), HasSubstr("RESOURCE_EXHAUSTED"));
+  }
+  for (int p = 0; p < 3; ++p) EXPECT_LT(took[p], kBound) << "process " << p;
+  EXPECT_TRUE(MemoryReturns(*client_, with_inputs));
+  ExpectSumWorks(small.id, 4);
+}
+
+}  // namespace
+}  // namespace placement::testing
