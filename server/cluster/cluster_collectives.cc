@@ -32,9 +32,8 @@ std::vector<std::string> IdsFromToken(const std::string& token, size_t n) {
 // Whether a done-barrier payload (a part's absl::Status::ToString) is a
 // consequence of another part's failure (PeerClient::IsConsequence).
 bool ReportsConsequence(absl::string_view reported) {
-  for (absl::StatusCode code :
-       {absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded,
-        absl::StatusCode::kCancelled, absl::StatusCode::kAborted}) {
+  for (absl::StatusCode code : {absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded,
+                                absl::StatusCode::kCancelled, absl::StatusCode::kAborted}) {
     if (absl::StartsWith(reported, absl::StrCat(absl::StatusCodeToString(code), ":"))) return true;
   }
   return false;

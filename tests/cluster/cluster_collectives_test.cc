@@ -221,15 +221,11 @@ TEST_P(ClusterCollectivesTest, MultiControllerCallsMeetAndRunOnce) {
   std::vector<std::thread> trainers;
   for (int p = 0; p < cluster_->size(); ++p) {
     trainers.emplace_back([&, p] {
-      auto stub = pb::CollectiveService::NewStub(
-          grpc::CreateChannel(cluster_->address(p), grpc::InsecureChannelCredentials()));
       pb::AllReduceRequest request;
       request.set_tensor_id(id);
       request.set_op(pb::REDUCE_OP_SUM);
       request.set_controller(pb::CONTROLLER_MULTI);
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-      statuses[p] = stub->AllReduce(&context, request, &responses[p]);
+      statuses[p] = AllReduceOn(cluster_->address(p), request, &responses[p]);
     });
   }
   for (auto& t : trainers) t.join();
@@ -244,15 +240,11 @@ TEST_P(ClusterCollectivesTest, MultiControllerCallsMeetAndRunOnce) {
   std::vector<std::thread> again;
   for (int p = 0; p < cluster_->size(); ++p) {
     again.emplace_back([&, p] {
-      auto stub = pb::CollectiveService::NewStub(
-          grpc::CreateChannel(cluster_->address(p), grpc::InsecureChannelCredentials()));
       pb::AllReduceRequest request;
       request.set_tensor_id(id);
       request.set_op(p == 0 ? pb::REDUCE_OP_MAX : pb::REDUCE_OP_SUM);
       request.set_controller(pb::CONTROLLER_MULTI);
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-      statuses[p] = stub->AllReduce(&context, request, &responses[p]);
+      statuses[p] = AllReduceOn(cluster_->address(p), request, &responses[p]);
     });
   }
   for (auto& t : again) t.join();

@@ -24,30 +24,6 @@ using client::Placement;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
-// Bytes in use on the devices of `processes`, as daemon `via` sees them.
-std::vector<int64_t> MemoryOf(const client::Client& via, const std::vector<int32_t>& processes) {
-  std::vector<int64_t> out;
-  auto devices = via.ListDevices();
-  EXPECT_TRUE(devices.ok());
-  for (const auto& d : *devices) {
-    if (std::find(processes.begin(), processes.end(), d.process_index) != processes.end()) {
-      out.push_back(d.memory_in_use_bytes);
-    }
-  }
-  return out;
-}
-
-// Polls until the survivors' memory is back to `baseline` (bounded).
-bool MemoryReturns(const client::Client& via, const std::vector<int32_t>& processes,
-                   const std::vector<int64_t>& baseline) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (absl::Now() < deadline) {
-    if (MemoryOf(via, processes) == baseline) return true;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return false;
-}
-
 class ClusterFailureTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -87,15 +63,11 @@ TEST_F(ClusterFailureTest, KilledDaemonFailsWaitingMultiControllerCallsAndRejoin
   std::vector<std::thread> trainers;
   for (int p = 0; p < 2; ++p) {
     trainers.emplace_back([&, p] {
-      auto stub = pb::CollectiveService::NewStub(
-          grpc::CreateChannel(cluster_->address(p), grpc::InsecureChannelCredentials()));
       pb::AllReduceRequest request;
       request.set_tensor_id(input->id);
       request.set_controller(pb::CONTROLLER_MULTI);
       pb::CollectiveResponse response;
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-      statuses[p] = stub->AllReduce(&context, request, &response);
+      statuses[p] = AllReduceOn(cluster_->address(p), request, &response);
       ended[p] = absl::Now();
     });
   }

@@ -33,24 +33,6 @@ constexpr int64_t kColumns = int64_t{1} << 20;  // f32: 4 MiB per row
 constexpr char kOpTimeout[] = "--cluster_op_timeout=120s";
 constexpr absl::Duration kBound = absl::Seconds(20);
 
-int64_t InUse(const client::Client& via) {
-  int64_t total = 0;
-  auto devices = via.ListDevices();
-  EXPECT_TRUE(devices.ok());
-  for (const auto& d : *devices) total += d.memory_in_use_bytes;
-  return total;
-}
-
-// Polls until the cluster's device memory in use is `baseline` (bounded).
-bool MemoryReturns(const client::Client& via, int64_t baseline) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (absl::Now() < deadline) {
-    if (InUse(via) == baseline) return true;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return false;
-}
-
 class ClusterForfeitTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -111,49 +93,45 @@ class ClusterForfeitTest : public ::testing::Test {
 };
 
 TEST_F(ClusterForfeitTest, SingleControllerFailsEverywhereAtOnceThenRecovers) {
-  const int64_t baseline = InUse(*client_);
+  const std::vector<int64_t> baseline = MemoryOf(*client_);
   client::TensorInfo big = Upload(kColumns);
   client::TensorInfo small = Upload(4);
-  const int64_t with_inputs = InUse(*client_);
+  const std::vector<int64_t> with_inputs = MemoryOf(*client_);
 
   // The set's first collective: process 1 never connected a Gloo context
   // (the others wait in the rendezvous for it).
   ExpectSumFailsAtOnce(big.id);
-  EXPECT_TRUE(MemoryReturns(*client_, with_inputs));
+  EXPECT_TRUE(MemoryReturns(*client_, {}, with_inputs));
   // The next one runs on a new generation's context.
   ExpectSumWorks(small.id, 4);
   // Now the context is connected everywhere: the others wait inside the
   // Gloo operation.
   ExpectSumFailsAtOnce(big.id);
-  EXPECT_TRUE(MemoryReturns(*client_, with_inputs));
+  EXPECT_TRUE(MemoryReturns(*client_, {}, with_inputs));
   ExpectSumWorks(small.id, 4);
 
   client::TensorClient tensors(*client_);
   ASSERT_TRUE(tensors.Delete({big.id, small.id}).ok());
-  EXPECT_TRUE(MemoryReturns(*client_, baseline));
+  EXPECT_TRUE(MemoryReturns(*client_, {}, baseline));
 }
 
 TEST_F(ClusterForfeitTest, MultiControllerTrainersLearnWhichProcessFailed) {
   client::TensorInfo big = Upload(kColumns);
   client::TensorInfo small = Upload(4);
   ExpectSumWorks(small.id, 4);  // contexts connected
-  const int64_t with_inputs = InUse(*client_);
+  const std::vector<int64_t> with_inputs = MemoryOf(*client_);
 
   std::vector<grpc::Status> statuses(3);
   std::vector<absl::Duration> took(3);
   std::vector<std::thread> trainers;
   for (int p = 0; p < 3; ++p) {
     trainers.emplace_back([&, p] {
-      auto stub = pb::CollectiveService::NewStub(
-          grpc::CreateChannel(cluster_->address(p), grpc::InsecureChannelCredentials()));
       pb::AllReduceRequest request;
       request.set_tensor_id(big.id);
       request.set_controller(pb::CONTROLLER_MULTI);
       pb::CollectiveResponse response;
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(100));
       const absl::Time start = absl::Now();
-      statuses[p] = stub->AllReduce(&context, request, &response);
+      statuses[p] = AllReduceOn(cluster_->address(p), request, &response, absl::Seconds(100));
       took[p] = absl::Now() - start;
     });
   }
@@ -166,7 +144,7 @@ TEST_F(ClusterForfeitTest, MultiControllerTrainersLearnWhichProcessFailed) {
     EXPECT_THAT(statuses[p].error_message(), HasSubstr("RESOURCE_EXHAUSTED"));
   }
   for (int p = 0; p < 3; ++p) EXPECT_LT(took[p], kBound) << "process " << p;
-  EXPECT_TRUE(MemoryReturns(*client_, with_inputs));
+  EXPECT_TRUE(MemoryReturns(*client_, {}, with_inputs));
   ExpectSumWorks(small.id, 4);
 }
 

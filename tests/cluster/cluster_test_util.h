@@ -1,22 +1,27 @@
 // Helpers the cluster tests share: polling a daemon's view of its cluster
-// until a condition holds (bounded), and status assertions.
+// (status, device memory) until a condition holds (bounded), and status
+// assertions.
 #ifndef PLACEMENT_TESTS_CLUSTER_CLUSTER_TEST_UTIL_H_
 #define PLACEMENT_TESTS_CLUSTER_CLUSTER_TEST_UTIL_H_
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "placement/client/client.h"
 #include "placement/client/meshes.h"
 #include "placement/client/tensors.h"
+#include "placement/v1/collective_service.grpc.pb.h"
 #include "tests/testing/cluster_processes.h"
 
 namespace placement::testing {
@@ -34,6 +39,49 @@ inline absl::StatusOr<client::DaemonStatus> WaitForStatus(
     absl::SleepFor(absl::Milliseconds(50));
   }
   return status;
+}
+
+// Bytes in use per device, as daemon `via` reports them, of the devices of
+// `processes` (every device when empty), in global id order.
+inline std::vector<int64_t> MemoryOf(const client::Client& via,
+                                     const std::vector<int32_t>& processes = {}) {
+  std::vector<int64_t> out;
+  auto devices = via.ListDevices();
+  EXPECT_TRUE(devices.ok()) << devices.status();
+  if (!devices.ok()) return out;
+  for (const auto& d : *devices) {
+    if (processes.empty() ||
+        std::find(processes.begin(), processes.end(), d.process_index) != processes.end()) {
+      out.push_back(d.memory_in_use_bytes);
+    }
+  }
+  return out;
+}
+
+// Polls MemoryOf(via, processes) until it equals `baseline` (true) or 30 s
+// pass (false).
+inline bool MemoryReturns(const client::Client& via, const std::vector<int32_t>& processes,
+                          const std::vector<int64_t>& baseline) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    if (MemoryOf(via, processes) == baseline) return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return false;
+}
+
+// One trainer's CollectiveService.AllReduce on the daemon at `address`
+// (raw gRPC, so tests can set any field, e.g. controller MULTI) with a
+// deadline of `timeout`.
+inline grpc::Status AllReduceOn(const std::string& address,
+                                const placement::v1::AllReduceRequest& request,
+                                placement::v1::CollectiveResponse* response,
+                                absl::Duration timeout = absl::Seconds(60)) {
+  auto stub = placement::v1::CollectiveService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  return stub->AllReduce(&context, request, response);
 }
 
 inline bool ProcessIs(const client::DaemonStatus& s, int32_t process, client::ProcessState state) {
@@ -93,15 +141,7 @@ class ClusterFixture {
   }
 
   // Bytes in use per device, as daemon 0 reports the whole cluster.
-  std::vector<int64_t> Memory() const {
-    std::vector<int64_t> out;
-    auto devices = clients_[0]->ListDevices();
-    EXPECT_TRUE(devices.ok());
-    if (devices.ok()) {
-      for (const auto& d : *devices) out.push_back(d.memory_in_use_bytes);
-    }
-    return out;
-  }
+  std::vector<int64_t> Memory() const { return MemoryOf(*clients_[0]); }
 
   void ExpectMemoryAtBaseline() {
     if (cluster_ == nullptr) return;

@@ -186,8 +186,7 @@ void ClusterEngine::Forfeit(const CrossProcessTicket& ticket,
     contexts_.Get(full, std::min(options_.gap_timeout, options_.timeout)).IgnoreError();
   }
   contexts_.FailGeneration(ticket.epoch, ticket.set_key, ticket.generation);
-  ReportFailure(ticket,
-                absl::Status(why.code(), absl::StrCat("forfeited here: ", why.message())));
+  ReportFailure(ticket, absl::Status(why.code(), absl::StrCat("forfeited here: ", why.message())));
   (*sequencer)->Finish(ticket.ticket);
 }
 
