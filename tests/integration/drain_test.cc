@@ -10,6 +10,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "placement/v1/daemon_service.grpc.pb.h"
 #include "placement/v1/device_service.grpc.pb.h"
 #include "placement/v1/tensor_service.grpc.pb.h"
 #include "tests/testing/daemon_process.h"
@@ -62,13 +63,20 @@ TEST(DrainTest, InFlightCallFinishesNewCallsAreRefused) {
   chunk.set_chunk(std::string(512, '\x01'));
   ASSERT_TRUE(writer->Write(chunk));
 
-  // Let the daemon register the call, then ask it to stop.
-  auto devices = v1::DeviceService::NewStub(channel);
-  {
+  // Wait (bounded) until the daemon counts the upload as open -- a round
+  // trip on another call does not order it after the upload's start -- then
+  // ask it to stop.
+  auto daemon_service = v1::DaemonService::NewStub(channel);
+  int64_t open_streams = 0;
+  for (int i = 0; i < 400 && open_streams < 1; ++i) {
     grpc::ClientContext context;
-    v1::ListDevicesResponse response;
-    ASSERT_TRUE(devices->ListDevices(&context, {}, &response).ok());
+    v1::GetStatusResponse status;
+    ASSERT_TRUE(daemon_service->GetStatus(&context, {}, &status).ok());
+    open_streams = status.num_open_streams();
+    if (open_streams < 1) absl::SleepFor(absl::Milliseconds(5));
   }
+  ASSERT_EQ(open_streams, 1);
+  auto devices = v1::DeviceService::NewStub(channel);
   ASSERT_EQ(kill((*daemon)->pid(), SIGTERM), 0);
 
   // Bounded wait for the drain to start: health turns NOT_SERVING.

@@ -3,6 +3,8 @@
 // ticket, over real Gloo on loopback TCP; results checked against float64 /
 // exact integer references. Calls that must be waiting or inside the engine
 // are detected through the `cancelled` poll, never by sleeping.
+#include <signal.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,6 +24,14 @@
 
 namespace placement::server {
 namespace {
+
+// As placementd's main does: a "process" whose peer closed its Gloo
+// connections mid-call must see the write fail (EPIPE), not be killed by
+// SIGPIPE -- these processes share one test binary.
+const bool kSigpipeIgnored = [] {
+  signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
 
 #if PLACEMENT_WITH_GLOO
 
