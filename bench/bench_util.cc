@@ -39,8 +39,8 @@ grpc::ServerReadReactor<v1::EchoMessage>* EchoServiceImpl::Sink(grpc::CallbackSe
   return new Reactor(response);
 }
 
-grpc::ServerWriteReactor<v1::EchoMessage>* EchoServiceImpl::Source(grpc::CallbackServerContext*,
-                                                                   const v1::SourceRequest* request) {
+grpc::ServerWriteReactor<v1::EchoMessage>* EchoServiceImpl::Source(
+    grpc::CallbackServerContext*, const v1::SourceRequest* request) {
   class Reactor final : public grpc::ServerWriteReactor<v1::EchoMessage> {
    public:
     explicit Reactor(const v1::SourceRequest* request)
@@ -64,7 +64,8 @@ grpc::ServerWriteReactor<v1::EchoMessage>* EchoServiceImpl::Source(grpc::Callbac
         return;
       }
       int64_t n = std::min(chunk_, remaining_);
-      if (static_cast<int64_t>(message_.payload().size()) != n) message_.mutable_payload()->resize(n);
+      if (static_cast<int64_t>(message_.payload().size()) != n)
+        message_.mutable_payload()->resize(n);
       remaining_ -= n;
       StartWrite(&message_);
     }
@@ -106,6 +107,12 @@ LatencySummary Summarize(std::vector<absl::Duration> samples) {
 
 std::string Micros(absl::Duration d) {
   return absl::StrFormat("%.1f us", absl::ToDoubleMicroseconds(d));
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
 }
 
 }  // namespace placement::bench

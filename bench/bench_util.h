@@ -18,7 +18,8 @@ namespace placement::bench {
 class EchoServiceImpl final : public placement::bench::v1::EchoService::CallbackService {
  public:
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
-                                 const v1::EchoMessage* request, v1::EchoMessage* response) override;
+                                 const v1::EchoMessage* request,
+                                 v1::EchoMessage* response) override;
   grpc::ServerReadReactor<v1::EchoMessage>* Sink(grpc::CallbackServerContext* context,
                                                  v1::SinkSummary* response) override;
   grpc::ServerWriteReactor<v1::EchoMessage>* Source(grpc::CallbackServerContext* context,
@@ -39,6 +40,9 @@ LatencySummary Summarize(std::vector<absl::Duration> samples);
 
 // "1.23 us".
 std::string Micros(absl::Duration d);
+
+// The median of `values` (the upper one of an even count); 0 when empty.
+double Median(std::vector<double> values);
 
 }  // namespace placement::bench
 

@@ -34,6 +34,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/bench_util.h"
 #include "placement/client/client.h"
 #include "placement/client/prefetch.h"
 #include "placement/client/tensors.h"
@@ -70,8 +71,8 @@ struct Pool {
   int64_t bytes_per_batch = 0;
 
   explicit Pool(double mib) {
-    const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(mib * (1 << 20)) /
-                                                  (kRowFloats * 4 + 4));
+    const int64_t rows =
+        std::max<int64_t>(1, static_cast<int64_t>(mib * (1 << 20)) / (kRowFloats * 4 + 4));
     for (int k = 0; k < 4; ++k) {
       std::vector<float> images(rows * kRowFloats, static_cast<float>(k));
       std::vector<int32_t> labels(rows, k);
@@ -125,16 +126,15 @@ absl::StatusOr<absl::Duration> Serial(const client::TensorClient& tensors, const
 
 struct PrefetchResult {
   absl::Duration total;
-  absl::Duration stall;        // inside the Next() calls that returned a batch
-  absl::Duration first_stall;  // inside the first Next()
+  absl::Duration stall;         // inside the Next() calls that returned a batch
+  absl::Duration first_stall;   // inside the first Next()
   absl::Duration daemon_stall;  // the daemon's consumer_stall figure
 };
 
 absl::StatusOr<PrefetchResult> Prefetch(const client::Client& client, const Pool& pool, int steps,
                                         absl::Duration step, bool spin, int buffer_size) {
   auto next = std::make_shared<int>(0);
-  client::BatchSource source = [&pool, next,
-                                steps]() -> absl::StatusOr<std::optional<HostBatch>> {
+  client::BatchSource source = [&pool, next, steps]() -> absl::StatusOr<std::optional<HostBatch>> {
     if (*next >= steps) return std::optional<HostBatch>();
     return std::optional<HostBatch>(pool.Make((*next)++));
   };
@@ -165,12 +165,9 @@ absl::StatusOr<PrefetchResult> Prefetch(const client::Client& client, const Pool
   return result;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+std::string Ms(absl::Duration d) {
+  return absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(d));
 }
-
-std::string Ms(absl::Duration d) { return absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(d)); }
 
 int Run() {
   server::DaemonConfig config;
@@ -206,10 +203,11 @@ int Run() {
   }
   std::sort(uploads.begin(), uploads.end());
   const absl::Duration transfer = uploads[uploads.size() / 2];
-  std::printf("prefetch_bench: batch %.2f MiB (images f32 + labels i32), %d steps, buffer_size %d,"
-              " compute=%s, %d cpu devices\n",
-              pool.bytes_per_batch / double(1 << 20), steps, buffer_size, spin ? "spin" : "sleep",
-              absl::GetFlag(FLAGS_devices));
+  std::printf(
+      "prefetch_bench: batch %.2f MiB (images f32 + labels i32), %d steps, buffer_size %d,"
+      " compute=%s, %d cpu devices\n",
+      pool.bytes_per_batch / double(1 << 20), steps, buffer_size, spin ? "spin" : "sleep",
+      absl::GetFlag(FLAGS_devices));
   std::printf("serial upload of one batch (UploadBatch, median of 10): %s = %.0f MiB/s\n",
               Ms(transfer).c_str(),
               pool.bytes_per_batch / double(1 << 20) / absl::ToDoubleSeconds(transfer));
@@ -261,8 +259,7 @@ int Run() {
       prefetch_ms.push_back(absl::ToDoubleMilliseconds(prefetch->total));
       speedups.push_back(absl::ToDoubleSeconds(*serial) / absl::ToDoubleSeconds(prefetch->total));
       stalls.push_back(100 * absl::ToDoubleSeconds(prefetch->stall) / compute_total);
-      stalls_excl.push_back(100 *
-                            absl::ToDoubleSeconds(prefetch->stall - prefetch->first_stall) /
+      stalls_excl.push_back(100 * absl::ToDoubleSeconds(prefetch->stall - prefetch->first_stall) /
                             compute_total);
       daemon_ms.push_back(absl::ToDoubleMilliseconds(prefetch->daemon_stall));
     }

@@ -61,11 +61,6 @@ struct Target {
   std::vector<double> upload_mb_per_s;
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 int Run() {
   const std::string dir =
       std::filesystem::temp_directory_path() / absl::StrCat("placement-tls-bench-", getpid());

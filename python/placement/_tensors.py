@@ -204,13 +204,8 @@ class Tensors:
         array of the result's dtype and shape) receives the bytes and is
         returned -- with no copy here when it lies in one of the caller's
         SharedRegions; `path` overrides TransportOptions.transfer_path."""
-        request = pb.DownloadRequest(tensor_id=tensor_id, chunk_size_bytes=self.chunk)
-        if device_id is not None:
-            request.device_id = device_id
-        elif process_index is not None:
-            request.process_index = process_index
-        else:
-            request.whole = True
+        request = _download_request(tensor_id, device_id, process_index)
+        request.chunk_size_bytes = self.chunk
         if out is not None and (not isinstance(out, np.ndarray) or not out.flags.c_contiguous
                                 or not out.flags.writeable):
             raise errors.InvalidArgumentError(
@@ -264,13 +259,7 @@ class Tensors:
                            process_index: Optional[int] = None) -> pb.DownloadHeader:
         """The daemon writes the selection into `region` at `offset` (at
         most `size` bytes; 0 = the rest of the region)."""
-        request = pb.DownloadRequest(tensor_id=tensor_id)
-        if device_id is not None:
-            request.device_id = device_id
-        elif process_index is not None:
-            request.process_index = process_index
-        else:
-            request.whole = True
+        request = _download_request(tensor_id, device_id, process_index)
         if size == 0 and 0 <= offset <= region.size:
             size = region.size - offset
         return self._download_to_region(request, region, offset, size)
@@ -368,6 +357,20 @@ class Tensors:
                                      else pb.SOURCE_HANDLING_KEEP)
         return self.client.unary(self.client.tensor_stub.Assemble, request,
                                  idempotent=False).tensor
+
+
+def _download_request(tensor_id: str, device_id: Optional[int],
+                      process_index: Optional[int]) -> pb.DownloadRequest:
+    """What to download: one device's shard, one node's rows, or the whole
+    array."""
+    request = pb.DownloadRequest(tensor_id=tensor_id)
+    if device_id is not None:
+        request.device_id = device_id
+    elif process_index is not None:
+        request.process_index = process_index
+    else:
+        request.whole = True
+    return request
 
 
 def _check_out(tensor_id: str, dtype: Any, shape: Tuple[int, ...], out: np.ndarray) -> None:
