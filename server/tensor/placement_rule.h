@@ -79,6 +79,21 @@ inline bool IsDefaultRule(const PlacementRule& rule) {
   return std::holds_alternative<std::monostate>(rule);
 }
 
+// The mesh `rule` names; empty for the default device and single devices.
+inline const std::string& MeshIdOf(const PlacementRule& rule) {
+  static const std::string* const kNone = new std::string();
+  if (const auto* placement = std::get_if<TensorPlacement>(&rule)) {
+    if (const auto* s = std::get_if<ShardingRequest>(placement)) return s->mesh_id;
+    if (const auto* r = std::get_if<ReplicatedOnMesh>(placement)) return r->mesh_id;
+    return *kNone;
+  }
+  if (const auto* r = std::get_if<ShardBatchDimRule>(&rule)) return r->mesh_id;
+  if (const auto* r = std::get_if<ReplicateRule>(&rule)) return r->mesh_id;
+  if (const auto* r = std::get_if<ModelStateRule>(&rule)) return r->mesh_id;
+  if (const auto* r = std::get_if<DataPartitionRule>(&rule)) return r->mesh_id;
+  return *kNone;
+}
+
 }  // namespace placement::server
 
 #endif  // PLACEMENT_SERVER_TENSOR_PLACEMENT_RULE_H_

@@ -31,17 +31,7 @@ namespace {
 // The size of the mesh a rule names (1 for single devices): dimensions of
 // this size suit any of its shardings.
 int64_t MeshSizeOf(const PlacementRule& rule, const MeshRegistry& meshes) {
-  std::string mesh_id;
-  if (const auto* placement = std::get_if<TensorPlacement>(&rule)) {
-    if (const auto* s = std::get_if<ShardingRequest>(placement)) mesh_id = s->mesh_id;
-    if (const auto* r = std::get_if<ReplicatedOnMesh>(placement)) mesh_id = r->mesh_id;
-  } else if (const auto* r = std::get_if<ShardBatchDimRule>(&rule)) {
-    mesh_id = r->mesh_id;
-  } else if (const auto* r = std::get_if<ModelStateRule>(&rule)) {
-    mesh_id = r->mesh_id;
-  } else if (const auto* r = std::get_if<ReplicateRule>(&rule)) {
-    mesh_id = r->mesh_id;
-  }
+  const std::string& mesh_id = MeshIdOf(rule);
   if (mesh_id.empty()) return 1;
   absl::StatusOr<RegisteredMesh> mesh = meshes.Get(mesh_id);
   return mesh.ok() ? mesh->mesh.num_devices() : 1;
