@@ -1,21 +1,27 @@
 #include "server/cluster/barrier_table.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 
 namespace placement::server {
 
-absl::StatusOr<BarrierResult> BarrierTable::Arrive(const BarrierArrival& arrival) {
+namespace {
+
+absl::Status CheckArrival(const BarrierArrival& arrival) {
   if (arrival.barrier_id.empty() || arrival.barrier_id.size() > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("barrier_id is ", arrival.barrier_id.size(), " bytes; ids are 1..1024 bytes"));
   }
-  if (arrival.payload.size() > kMaxPayloadBytes) {
+  if (arrival.payload.size() > BarrierTable::kMaxPayloadBytes) {
     return absl::InvalidArgumentError(absl::StrCat("barrier payload is ", arrival.payload.size(),
-                                                   " bytes; at most ", kMaxPayloadBytes));
+                                                   " bytes; at most ",
+                                                   BarrierTable::kMaxPayloadBytes));
   }
   if (arrival.participants.empty() ||
       !std::is_sorted(arrival.participants.begin(), arrival.participants.end()) ||
@@ -31,65 +37,118 @@ absl::StatusOr<BarrierResult> BarrierTable::Arrive(const BarrierArrival& arrival
         "barrier '", arrival.barrier_id, "': process ", arrival.process_index,
         " is not among its participants [", absl::StrJoin(arrival.participants, ","), "]"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+BarrierTable::~BarrierTable() { Shutdown(); }
+
+void BarrierTable::Arrive(const BarrierArrival& arrival, ArriveDone arrive_done) {
+  Completions<BarrierResult> done;
+  if (absl::Status valid = CheckArrival(arrival); !valid.ok()) {
+    done.Add(std::move(arrive_done), valid);
+    return;
+  }
   absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("the coordinator is stopping");
+  if (stopping_) {
+    done.Add(std::move(arrive_done), absl::UnavailableError("the coordinator is stopping"));
+    return;
+  }
   for (int32_t p : arrival.participants) {
     if (std::find(lost_.begin(), lost_.end(), p) != lost_.end()) {
-      return absl::UnavailableError(absl::StrCat("barrier '", arrival.barrier_id, "': process ", p,
-                                                 " has left the cluster (epoch ", epoch_, ")"));
+      done.Add(std::move(arrive_done), absl::UnavailableError(absl::StrCat(
+                                           "barrier '", arrival.barrier_id, "': process ", p,
+                                           " has left the cluster (epoch ", epoch_, ")")));
+      return;
     }
   }
   std::shared_ptr<Instance>& slot = open_[arrival.barrier_id];
   if (slot == nullptr) {
     if (open_.size() > kMaxOpenBarriers) {
       open_.erase(arrival.barrier_id);
-      return absl::ResourceExhaustedError(
-          absl::StrCat(kMaxOpenBarriers, " barriers are open; their participants never arrived"));
+      done.Add(std::move(arrive_done),
+               absl::ResourceExhaustedError(absl::StrCat(
+                   kMaxOpenBarriers, " barriers are open; their participants never arrived")));
+      return;
     }
     slot = std::make_shared<Instance>();
+    slot->id = arrival.barrier_id;
     slot->participants = arrival.participants;
     slot->sequence_key = arrival.sequence_key;
   } else if (slot->participants != arrival.participants) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "barrier '", arrival.barrier_id, "': process ", arrival.process_index,
-        " names participants [", absl::StrJoin(arrival.participants, ","),
-        "] but the first arrival named [", absl::StrJoin(slot->participants, ","), "]"));
+    done.Add(std::move(arrive_done),
+             absl::InvalidArgumentError(absl::StrCat(
+                 "barrier '", arrival.barrier_id, "': process ", arrival.process_index,
+                 " names participants [", absl::StrJoin(arrival.participants, ","),
+                 "] but the first arrival named [", absl::StrJoin(slot->participants, ","), "]")));
+    return;
   }
   std::shared_ptr<Instance> instance = slot;
   if (!instance->payloads.emplace(arrival.process_index, arrival.payload).second) {
-    return absl::AlreadyExistsError(absl::StrCat("barrier '", arrival.barrier_id, "': process ",
-                                                 arrival.process_index, " arrived twice"));
+    done.Add(std::move(arrive_done),
+             absl::AlreadyExistsError(absl::StrCat("barrier '", arrival.barrier_id, "': process ",
+                                                   arrival.process_index, " arrived twice")));
+    return;
   }
+  auto wait = std::make_shared<Wait>(std::move(arrive_done));
+  instance->waits.push_back(wait);
   if (instance->payloads.size() == instance->participants.size()) {
-    CompleteLocked(instance.get());
     open_.erase(arrival.barrier_id);
+    EndLocked(*instance, ResultLocked(*instance), done);
+    return;
   }
-  auto done = [&instance]() { return instance->done; };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&done), arrival.timeout)) {
-    std::vector<int32_t> missing;
-    for (int32_t p : instance->participants) {
-      if (!instance->payloads.contains(p)) missing.push_back(p);
-    }
-    instance->done = true;
-    instance->status = absl::DeadlineExceededError(absl::StrCat(
-        "barrier '", arrival.barrier_id, "': process(es) ", absl::StrJoin(missing, ", "),
-        " did not arrive within ", absl::FormatDuration(arrival.timeout)));
-    auto it = open_.find(arrival.barrier_id);
-    if (it != open_.end() && it->second == instance) open_.erase(it);
-  }
-  if (!instance->status.ok()) return instance->status;
-  return instance->result;
+  const absl::Duration timeout = arrival.timeout;
+  wait->timer = timer_->Schedule(absl::Now() + timeout,
+                                 [this, instance, timeout] { TimedOut(instance, timeout); });
 }
 
-void BarrierTable::CompleteLocked(Instance* instance) {
-  BarrierResult& r = instance->result;
-  r.participants = instance->participants;
-  for (int32_t p : instance->participants) r.payloads.push_back(instance->payloads[p]);
+absl::StatusOr<BarrierResult> BarrierTable::ArriveBlocking(const BarrierArrival& arrival) {
+  absl::Notification ready;
+  absl::StatusOr<BarrierResult> result;
+  Arrive(arrival, [&](absl::StatusOr<BarrierResult> r) {
+    result = std::move(r);
+    ready.Notify();
+  });
+  ready.WaitForNotification();
+  return result;
+}
+
+void BarrierTable::TimedOut(const std::shared_ptr<Instance>& instance, absl::Duration timeout) {
+  Completions<BarrierResult> done;
+  absl::MutexLock lock(&mu_);
+  auto it = open_.find(instance->id);
+  if (it == open_.end() || it->second != instance) return;  // ended otherwise
+  open_.erase(it);
+  std::vector<int32_t> missing;
+  for (int32_t p : instance->participants) {
+    if (!instance->payloads.contains(p)) missing.push_back(p);
+  }
+  EndLocked(*instance,
+            absl::DeadlineExceededError(absl::StrCat(
+                "barrier '", instance->id, "': process(es) ", absl::StrJoin(missing, ", "),
+                " did not arrive within ", absl::FormatDuration(timeout))),
+            done);
+}
+
+void BarrierTable::EndLocked(Instance& instance, const absl::StatusOr<BarrierResult>& result,
+                             Completions<BarrierResult>& done) {
+  for (const std::shared_ptr<Wait>& wait : instance.waits) {
+    timer_->Cancel(wait->timer);
+    done.Add(wait->Take(), result);
+  }
+  instance.waits.clear();
+}
+
+BarrierResult BarrierTable::ResultLocked(const Instance& instance) {
+  BarrierResult r;
+  r.participants = instance.participants;
+  for (int32_t p : instance.participants) r.payloads.push_back(instance.payloads.at(p));
   r.token = absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(bitgen_),
                             absl::Uniform<uint64_t>(bitgen_));
   r.epoch = epoch_;
-  if (!instance->sequence_key.empty()) {
-    Sequence& seq = sequences_[instance->sequence_key];
+  if (!instance.sequence_key.empty()) {
+    Sequence& seq = sequences_[instance.sequence_key];
     if (seq.epoch != epoch_) {
       seq.epoch = epoch_;
       seq.next = 0;
@@ -97,10 +156,11 @@ void BarrierTable::CompleteLocked(Instance* instance) {
     r.ticket = seq.next++;
     r.generation = seq.generation;
   }
-  instance->done = true;
+  return r;
 }
 
 void BarrierTable::OnMembershipChange(int64_t epoch, const std::vector<int32_t>& lost) {
+  Completions<BarrierResult> done;
   absl::MutexLock lock(&mu_);
   epoch_ = epoch;
   lost_ = lost;
@@ -116,10 +176,11 @@ void BarrierTable::OnMembershipChange(int64_t epoch, const std::vector<int32_t>&
       ++it;
       continue;
     }
-    instance.done = true;
-    instance.status = absl::UnavailableError(
-        absl::StrCat("barrier '", it->first, "': ", gone.size() == 1 ? "process " : "processes ",
-                     absl::StrJoin(gone, ", "), " left the cluster (epoch ", epoch, ")"));
+    EndLocked(instance,
+              absl::UnavailableError(absl::StrCat(
+                  "barrier '", it->first, "': ", gone.size() == 1 ? "process " : "processes ",
+                  absl::StrJoin(gone, ", "), " left the cluster (epoch ", epoch, ")")),
+              done);
     it = open_.erase(it);
   }
 }
@@ -132,11 +193,11 @@ int64_t BarrierTable::ReportFailure(const std::string& sequence_key, int64_t gen
 }
 
 void BarrierTable::Shutdown() {
+  Completions<BarrierResult> done;
   absl::MutexLock lock(&mu_);
   stopping_ = true;
   for (auto& [id, instance] : open_) {
-    instance->done = true;
-    instance->status = absl::UnavailableError("the coordinator is stopping");
+    EndLocked(*instance, absl::UnavailableError("the coordinator is stopping"), done);
   }
   open_.clear();
 }

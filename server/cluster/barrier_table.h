@@ -12,6 +12,11 @@
 // sequence key -- the next ticket of that key in the current epoch (tickets
 // count 0, 1, 2, ... again in every epoch) and the key's generation.
 //
+// Arrivals hold no thread: each waits as a callback (AsyncWait), completed
+// when the last participant arrives, when a deadline passes (on the
+// DeadlineTimer's thread) or at shutdown, so a barrier may have any number
+// of participants.
+//
 // Failure: a waiter whose deadline passes fails the instance for everyone
 // (DEADLINE_EXCEEDED naming the processes that did not arrive); a
 // participant that membership loses fails it with UNAVAILABLE naming that
@@ -33,6 +38,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/cluster/async_wait.h"
+#include "server/cluster/deadline_timer.h"
 
 namespace placement::server {
 
@@ -59,8 +66,19 @@ class BarrierTable {
   static constexpr size_t kMaxPayloadBytes = size_t{1} << 20;
   static constexpr size_t kMaxOpenBarriers = 100000;
 
-  // Arrives and waits for the others. See the header comment for errors.
-  absl::StatusOr<BarrierResult> Arrive(const BarrierArrival& arrival);
+  using ArriveDone = AsyncWait<BarrierResult>::Done;
+
+  // REQUIRES: `timer` outlives the table.
+  explicit BarrierTable(DeadlineTimer* timer) : timer_(timer) {}
+  ~BarrierTable();  // fails open barriers with UNAVAILABLE
+
+  // Arrives; `done` gets the result once every participant arrived, or the
+  // error (see the header comment). `done` may run on this thread before
+  // Arrive returns (the last arrival, or a refusal), on another arrival's
+  // thread, on the timer's or on a membership change's.
+  void Arrive(const BarrierArrival& arrival, ArriveDone done);
+  // Arrive, waiting on this thread (tests, tools).
+  absl::StatusOr<BarrierResult> ArriveBlocking(const BarrierArrival& arrival);
 
   // The membership moved to `epoch`; `lost` processes (every one lost now)
   // fail the instances that wait for them, and later arrivals that name
@@ -76,13 +94,13 @@ class BarrierTable {
   void Shutdown();
 
  private:
+  using Wait = AsyncWait<BarrierResult>;
   struct Instance {
+    std::string id;
     std::vector<int32_t> participants;
     std::map<int32_t, std::string> payloads;
     std::string sequence_key;
-    bool done = false;
-    absl::Status status;
-    BarrierResult result;
+    std::vector<std::shared_ptr<Wait>> waits;  // one per arrival
   };
   struct Sequence {
     int64_t epoch = 0;
@@ -90,7 +108,13 @@ class BarrierTable {
     int64_t generation = 0;
   };
 
-  void CompleteLocked(Instance* instance) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends every wait of `instance` with `result` (into `done`).
+  void EndLocked(Instance& instance, const absl::StatusOr<BarrierResult>& result,
+                 Completions<BarrierResult>& done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  BarrierResult ResultLocked(const Instance& instance) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TimedOut(const std::shared_ptr<Instance>& instance, absl::Duration timeout);
+
+  DeadlineTimer* const timer_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Instance>> open_ ABSL_GUARDED_BY(mu_);

@@ -7,7 +7,10 @@
 namespace placement::server {
 
 Coordinator::Coordinator(MembershipOptions options)
-    : membership_(options),
+    : timer_(std::make_unique<DeadlineTimer>()),
+      membership_(options, timer_.get()),
+      kv_(timer_.get()),
+      barriers_(timer_.get()),
       sweep_interval_(std::max(options.heartbeat_interval / 2, absl::Milliseconds(10))) {
   membership_.AddListener([this](const ClusterView& view) {
     std::vector<int32_t> lost;
@@ -31,6 +34,9 @@ Coordinator::~Coordinator() {
   Shutdown();
   stop_.Notify();
   sweeper_.join();
+  // No wait is left to time out; the components' own Shutdown (in their
+  // destructors) finds nothing to cancel.
+  timer_.reset();
 }
 
 }  // namespace placement::server

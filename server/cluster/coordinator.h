@@ -6,6 +6,9 @@
 //
 // Owns a sweeper thread that marks silent members lost every half
 // heartbeat interval; a loss fails the barriers that wait for that process.
+// Waits (joins, barrier arrivals, key-value gets) hold no thread: they are
+// callbacks bounded by one DeadlineTimer, so the number of processes that
+// can wait at once is bounded only by memory.
 // Single point of failure, as in JAX and torch's TCPStore: when process 0
 // dies the others see the cluster fail and rejoin a restarted coordinator
 // (docs/cluster.md).
@@ -19,6 +22,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "server/cluster/barrier_table.h"
+#include "server/cluster/deadline_timer.h"
 #include "server/cluster/kv_store.h"
 #include "server/cluster/membership.h"
 
@@ -29,7 +33,8 @@ class Coordinator {
   explicit Coordinator(MembershipOptions options);
   ~Coordinator();  // stops the sweeper
 
-  // Fails every waiting Join, KeyValueGet and Barrier with UNAVAILABLE.
+  // Fails every waiting Join, KeyValueGet and Barrier with UNAVAILABLE,
+  // now and from now on.
   void Shutdown();
 
   Membership& membership() { return membership_; }
@@ -37,6 +42,9 @@ class Coordinator {
   BarrierTable& barriers() { return barriers_; }
 
  private:
+  // ~Coordinator stops it after Shutdown ended every wait, so no timeout
+  // runs while the components below are destroyed.
+  std::unique_ptr<DeadlineTimer> timer_;
   Membership membership_;
   KvStore kv_;
   BarrierTable barriers_;

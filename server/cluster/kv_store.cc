@@ -1,9 +1,15 @@
 #include "server/cluster/kv_store.h"
 
+#include <utility>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 
 namespace placement::server {
+
+KvStore::~KvStore() { Shutdown(); }
 
 absl::Status KvStore::Set(const std::string& key, std::string value) {
   if (key.empty() || key.size() > kMaxKeyBytes) {
@@ -14,27 +20,63 @@ absl::Status KvStore::Set(const std::string& key, std::string value) {
     return absl::InvalidArgumentError(absl::StrCat("value of key '", key, "' is ", value.size(),
                                                    " bytes; at most ", kMaxValueBytes));
   }
+  Completions<std::string> done;
   absl::MutexLock lock(&mu_);
   if (values_.size() >= kMaxKeys && !values_.contains(key)) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the key-value store holds ", values_.size(), " keys, its limit"));
   }
+  auto [first, last] = waiting_.equal_range(key);
+  for (auto it = first; it != last; ++it) {
+    timer_->Cancel(it->second->timer);
+    done.Add(it->second->Take(), value);
+  }
+  waiting_.erase(first, last);
   values_[key] = std::move(value);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> KvStore::Get(const std::string& key, absl::Duration timeout) const {
+void KvStore::Get(const std::string& key, absl::Duration timeout, GetDone get_done) {
+  Completions<std::string> done;
   absl::MutexLock lock(&mu_);
-  auto present = [this, &key]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || values_.contains(key);
-  };
-  const bool ready = mu_.AwaitWithTimeout(absl::Condition(&present), timeout);
-  if (stopping_) return absl::UnavailableError("the coordinator is stopping");
-  if (!ready) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("key '", key, "' was not set within ", absl::FormatDuration(timeout)));
+  if (stopping_) {
+    done.Add(std::move(get_done), absl::UnavailableError("the coordinator is stopping"));
+    return;
   }
-  return values_.at(key);
+  if (auto it = values_.find(key); it != values_.end()) {
+    done.Add(std::move(get_done), it->second);
+    return;
+  }
+  auto wait = std::make_shared<Wait>(std::move(get_done));
+  waiting_.emplace(key, wait);
+  wait->timer = timer_->Schedule(absl::Now() + timeout,
+                                 [this, key, wait, timeout] { TimedOut(key, wait, timeout); });
+}
+
+void KvStore::TimedOut(const std::string& key, const std::shared_ptr<Wait>& wait,
+                       absl::Duration timeout) {
+  Completions<std::string> done;
+  absl::MutexLock lock(&mu_);
+  auto [first, last] = waiting_.equal_range(key);
+  for (auto it = first; it != last; ++it) {
+    if (it->second != wait) continue;
+    waiting_.erase(it);
+    done.Add(wait->Take(),
+             absl::DeadlineExceededError(absl::StrCat("key '", key, "' was not set within ",
+                                                      absl::FormatDuration(timeout))));
+    return;
+  }
+}
+
+absl::StatusOr<std::string> KvStore::GetBlocking(const std::string& key, absl::Duration timeout) {
+  absl::Notification ready;
+  absl::StatusOr<std::string> result;
+  Get(key, timeout, [&](absl::StatusOr<std::string> got) {
+    result = std::move(got);
+    ready.Notify();
+  });
+  ready.WaitForNotification();
+  return result;
 }
 
 int64_t KvStore::DeletePrefix(const std::string& prefix) {
@@ -49,13 +91,24 @@ int64_t KvStore::DeletePrefix(const std::string& prefix) {
 }
 
 void KvStore::Shutdown() {
+  Completions<std::string> done;
   absl::MutexLock lock(&mu_);
   stopping_ = true;
+  for (auto& [key, wait] : waiting_) {
+    timer_->Cancel(wait->timer);
+    done.Add(wait->Take(), absl::UnavailableError("the coordinator is stopping"));
+  }
+  waiting_.clear();
 }
 
 int64_t KvStore::size() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(values_.size());
+}
+
+int64_t KvStore::waiting() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(waiting_.size());
 }
 
 }  // namespace placement::server

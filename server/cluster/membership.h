@@ -12,6 +12,11 @@
 // leaves (Leave) is lost at once. Every change of any member's state or
 // instance advances the epoch, and listeners hear of it.
 //
+// Joins that wait for formation hold no thread: each is a callback
+// (AsyncWait), completed at formation, at its timeout (on the
+// DeadlineTimer's thread) or at shutdown, so any number of processes can
+// join.
+//
 // Rejoin: a restarted daemon joins its old index again with a new instance
 // id (the previous instance, if still marked alive, is replaced and counted
 // lost first). It must bring the same number of devices: ids stay fixed.
@@ -29,7 +34,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/cluster/async_wait.h"
 #include "server/cluster/cluster_view.h"
+#include "server/cluster/deadline_timer.h"
 
 namespace placement::server {
 
@@ -52,16 +59,26 @@ struct JoinInfo {
 
 class Membership {
  public:
-  explicit Membership(MembershipOptions options);
+  using JoinDone = AsyncWait<ClusterView>::Done;
 
-  // Registers `info` and waits until the cluster has formed (or `timeout`).
+  // REQUIRES: `timer` outlives the membership.
+  Membership(MembershipOptions options, DeadlineTimer* timer);
+  ~Membership();  // fails waiting joins with UNAVAILABLE
+
+  // Registers `info`; `done` gets the view once the cluster has formed (at
+  // once when it had), or the error.
   // INVALID_ARGUMENT: index out of range, num_processes different from the
   // coordinator's, no devices. ALREADY_EXISTS: a live member with another
   // instance holds the index and beat within the last interval.
   // FAILED_PRECONDITION: a rejoin with a different device count.
   // DEADLINE_EXCEEDED: not formed in time, naming the missing indices (the
   // caller stays registered; joining again continues the wait).
-  absl::StatusOr<ClusterView> Join(const JoinInfo& info, absl::Duration timeout);
+  // UNAVAILABLE at shutdown. `done` may run on this thread before Join
+  // returns, on the thread of the join that formed the cluster, or on the
+  // timer's.
+  void Join(const JoinInfo& info, absl::Duration timeout, JoinDone done);
+  // Join, waiting on this thread (tests, tools).
+  absl::StatusOr<ClusterView> JoinBlocking(const JoinInfo& info, absl::Duration timeout);
 
   // Records a beat. NOT_FOUND when `instance_id` is not the current member
   // at `process_index` (it was lost and replaced, or never joined): the
@@ -74,7 +91,7 @@ class Membership {
   // Marks members lost whose last beat is older than the allowed silence.
   void Sweep(absl::Time now);
 
-  // Wakes every waiting Join with UNAVAILABLE (shutdown).
+  // Fails every waiting Join with UNAVAILABLE, now and from now on.
   void Shutdown();
 
   ClusterView View() const;
@@ -89,6 +106,13 @@ class Membership {
   ClusterView ChangedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ClusterView ViewLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Announce(const ClusterView& view);
+  // Registers `info` (the first half of Join): the views to announce, or
+  // the refusal.
+  absl::Status RegisterLocked(const JoinInfo& info, std::vector<ClusterView>& changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "2 of 65 processes have not joined (process_index 3, 9)".
+  std::string MissingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TimedOut(const std::shared_ptr<AsyncWait<ClusterView>>& wait);
 
   struct Slot {
     ProcessRecord record;
@@ -97,7 +121,10 @@ class Membership {
   };
 
   const MembershipOptions options_;
+  DeadlineTimer* const timer_;
   mutable absl::Mutex mu_;
+  // Joins waiting for formation.
+  std::vector<std::shared_ptr<AsyncWait<ClusterView>>> waiting_ ABSL_GUARDED_BY(mu_);
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   bool formed_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

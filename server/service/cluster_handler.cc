@@ -28,12 +28,14 @@ absl::Duration WaitOf(const google::protobuf::Duration& d, absl::Duration fallba
 grpc::ServerUnaryReactor* ClusterHandler::Join(grpc::CallbackServerContext* context,
                                                const pb::JoinRequest* request,
                                                pb::JoinResponse* response) {
-  return RunPeerBlocking(context, *gate_, waiters_, [this, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(ClusterView view,
-                     coordinator_->membership().Join(JoinInfoFromProto(*request),
-                                                     WaitOf(request->timeout(), absl::Minutes(5))));
-    ViewToProto(view, response->mutable_topology());
-    return absl::OkStatus();
+  return RunPeerAsync(context, *gate_, [this, request, response](auto finish) {
+    coordinator_->membership().Join(JoinInfoFromProto(*request),
+                                    WaitOf(request->timeout(), absl::Minutes(5)),
+                                    [response, finish](absl::StatusOr<ClusterView> view) {
+                                      if (view.ok())
+                                        ViewToProto(*view, response->mutable_topology());
+                                      finish(view.status());
+                                    });
   });
 }
 
@@ -77,12 +79,12 @@ grpc::ServerUnaryReactor* ClusterHandler::KeyValueSet(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* ClusterHandler::KeyValueGet(grpc::CallbackServerContext* context,
                                                       const pb::KeyValueGetRequest* request,
                                                       pb::KeyValueGetResponse* response) {
-  return RunPeerBlocking(context, *gate_, waiters_, [this, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(
-        std::string value,
-        coordinator_->kv().Get(request->key(), WaitOf(request->timeout(), absl::Seconds(30))));
-    response->set_value(std::move(value));
-    return absl::OkStatus();
+  return RunPeerAsync(context, *gate_, [this, request, response](auto finish) {
+    coordinator_->kv().Get(request->key(), WaitOf(request->timeout(), absl::Seconds(30)),
+                           [response, finish](absl::StatusOr<std::string> value) {
+                             if (value.ok()) response->set_value(*std::move(value));
+                             finish(value.status());
+                           });
   });
 }
 
@@ -98,7 +100,7 @@ grpc::ServerUnaryReactor* ClusterHandler::KeyValueDelete(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* ClusterHandler::Barrier(grpc::CallbackServerContext* context,
                                                   const pb::BarrierRequest* request,
                                                   pb::BarrierResponse* response) {
-  return RunPeerBlocking(context, *gate_, waiters_, [this, request, response]() -> absl::Status {
+  return RunPeerAsync(context, *gate_, [this, request, response](auto finish) {
     BarrierArrival arrival;
     arrival.barrier_id = request->barrier_id();
     arrival.process_index = request->process_index();
@@ -110,14 +112,21 @@ grpc::ServerUnaryReactor* ClusterHandler::Barrier(grpc::CallbackServerContext* c
     arrival.payload = request->payload();
     arrival.timeout = WaitOf(request->timeout(), absl::Seconds(60));
     arrival.sequence_key = request->sequence_key();
-    ASSIGN_OR_RETURN(BarrierResult result, coordinator_->barriers().Arrive(arrival));
-    for (std::string& payload : result.payloads) response->add_payloads(std::move(payload));
-    for (int32_t p : result.participants) response->add_participants(p);
-    response->set_token(result.token);
-    response->set_ticket(result.ticket);
-    response->set_generation(result.generation);
-    response->set_epoch(result.epoch);
-    return absl::OkStatus();
+    coordinator_->barriers().Arrive(arrival,
+                                    [response, finish](absl::StatusOr<BarrierResult> result) {
+                                      if (result.ok()) {
+                                        for (std::string& payload : result->payloads) {
+                                          response->add_payloads(std::move(payload));
+                                        }
+                                        for (int32_t p : result->participants)
+                                          response->add_participants(p);
+                                        response->set_token(result->token);
+                                        response->set_ticket(result->ticket);
+                                        response->set_generation(result->generation);
+                                        response->set_epoch(result->epoch);
+                                      }
+                                      finish(result.status());
+                                    });
   });
 }
 

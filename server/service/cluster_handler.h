@@ -3,16 +3,15 @@
 // (membership, key-value store, barriers) and MeshAuthority calls. No logic
 // of its own. Callers are daemons (peer_unary.h).
 //
-// Thread-safe (the components are). Blocking calls (Join, KeyValueGet,
-// Barrier) hold a callback thread while they wait, bounded by their
-// timeout (at most kMaxWait).
+// Thread-safe (the components are). Calls that wait (Join, KeyValueGet,
+// Barrier) hold no thread while they wait: the coordinator completes them
+// (RunPeerAsync), bounded by their timeout (at most kMaxWait).
 #ifndef PLACEMENT_SERVER_SERVICE_CLUSTER_HANDLER_H_
 #define PLACEMENT_SERVER_SERVICE_CLUSTER_HANDLER_H_
 
 #include "placement/v1/cluster_service.grpc.pb.h"
 #include "server/cluster/coordinator.h"
 #include "server/cluster/mesh_authority.h"
-#include "server/common/worker_pool.h"
 #include "server/service/call_gate.h"
 
 namespace placement::server {
@@ -25,9 +24,7 @@ class ClusterHandler final : public placement::v1::ClusterService::CallbackServi
   // REQUIRES: every argument outlives the handler; `meshes` may be set
   // later (set_meshes) but before daemons call the mesh RPCs.
   ClusterHandler(Coordinator* coordinator, CallGate* gate)
-      : coordinator_(coordinator), gate_(gate), waiters_(kWaitingThreads) {}
-  // Calls that wait at once; more queue.
-  static constexpr int kWaitingThreads = 64;
+      : coordinator_(coordinator), gate_(gate) {}
   void set_meshes(MeshAuthority* meshes) { meshes_ = meshes; }
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
@@ -74,7 +71,6 @@ class ClusterHandler final : public placement::v1::ClusterService::CallbackServi
   Coordinator* coordinator_;
   CallGate* gate_;
   MeshAuthority* meshes_ = nullptr;
-  WorkerPool waiters_;  // runs Join, KeyValueGet and Barrier
 };
 
 }  // namespace placement::server

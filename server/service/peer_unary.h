@@ -6,6 +6,7 @@
 #ifndef PLACEMENT_SERVER_SERVICE_PEER_UNARY_H_
 #define PLACEMENT_SERVER_SERVICE_PEER_UNARY_H_
 
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -65,6 +66,28 @@ grpc::ServerUnaryReactor* RunPeerBlocking(grpc::CallbackServerContext* context, 
   }
   pool.Submit([reactor, ticket, fn = std::move(fn)]() mutable {
     reactor->Finish(ToGrpcStatus(fn()));
+    ticket->Reset();
+  });
+  return reactor;
+}
+
+// RunPeerUnary for calls that wait without a thread (the coordinator's
+// Join, KeyValueGet, Barrier): `start(finish)` begins the wait and returns;
+// whoever ends it calls `finish(status)` exactly once, from any thread,
+// after filling the response. The gate ticket lives until then.
+template <typename Start>
+grpc::ServerUnaryReactor* RunPeerAsync(grpc::CallbackServerContext* context, CallGate& gate,
+                                       Start start) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto ticket = std::make_shared<CallGate::Ticket>();
+  absl::StatusOr<Caller> caller = AdmitPeer(gate, *context, ticket.get());
+  context->AddTrailingMetadata(kPeerAnswerKey, "1");
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller.status()));
+    return reactor;
+  }
+  start([reactor, ticket](const absl::Status& status) {
+    reactor->Finish(ToGrpcStatus(status));
     ticket->Reset();
   });
   return reactor;
