@@ -1,9 +1,22 @@
 #include "server/peer/peer_call.h"
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 
 namespace placement::server {
+
+namespace {
+constexpr char kUnreachablePayload[] = "placement.peer/unreachable-process";
+}  // namespace
+
+void MarkUnreachable(absl::Status& status, int32_t process) {
+  status.SetPayload(kUnreachablePayload, absl::Cord(absl::StrCat(process)));
+}
+
+bool IsUnreachable(const absl::Status& status) {
+  return status.GetPayload(kUnreachablePayload).has_value();
+}
 
 PeerCall::PeerCall(Cluster* cluster, int32_t process, absl::Duration timeout)
     : cluster_(cluster), process_(process) {
@@ -27,13 +40,15 @@ absl::Status PeerCall::Finish(const grpc::Status& status) {
                          (code == grpc::StatusCode::DEADLINE_EXCEEDED &&
                           status.error_message() == "Deadline Exceeded");
   if (!transport) return FromGrpcStatus(status);
-  absl::Status alive = cluster_->CheckAlive({process_});
-  if (!alive.ok()) return alive;
-  const std::string who = cluster_->view()->Describe(process_);
-  if (code == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::DeadlineExceededError(absl::StrCat(who, " did not answer in time"));
+  absl::Status failed = cluster_->CheckAlive({process_});
+  if (failed.ok()) {
+    const std::string who = cluster_->view()->Describe(process_);
+    failed = code == grpc::StatusCode::DEADLINE_EXCEEDED
+                 ? absl::DeadlineExceededError(absl::StrCat(who, " did not answer in time"))
+                 : absl::UnavailableError(absl::StrCat(who, ": ", status.error_message()));
   }
-  return absl::UnavailableError(absl::StrCat(who, ": ", status.error_message()));
+  MarkUnreachable(failed, process_);
+  return failed;
 }
 
 }  // namespace placement::server

@@ -5,6 +5,9 @@
 // cut short because the process was lost reads "process 1 (HOST:PORT) is
 // lost (epoch 4)" (UNAVAILABLE); other transport failures are UNAVAILABLE
 // naming the process; the peer's own errors keep their codes and text.
+// Both kinds of transport failure are marked (IsUnreachable): they are
+// evidence that this process vanished, which PeerClient::ForEach prefers
+// over other daemons' consequences of the same loss.
 //
 // One call per object; not thread-safe.
 #ifndef PLACEMENT_SERVER_PEER_PEER_CALL_H_
@@ -19,6 +22,11 @@
 #include "server/cluster/cluster.h"
 
 namespace placement::server {
+
+// Marks `status` as a transport failure of a call to `process`.
+void MarkUnreachable(absl::Status& status, int32_t process);
+// Whether `status` was marked by MarkUnreachable.
+bool IsUnreachable(const absl::Status& status);
 
 class PeerCall {
  public:

@@ -45,6 +45,11 @@ absl::Status PeerClient::ForEach(const std::vector<int32_t>& processes,
   for (const absl::Status& s : results) {
     if (!s.ok() && !IsConsequence(s)) return s;
   }
+  // A call that could not reach its process names the one that vanished;
+  // the others only saw its consequences (a closed Gloo connection).
+  for (const absl::Status& s : results) {
+    if (IsUnreachable(s)) return s;
+  }
   for (const absl::Status& s : results) {
     if (!s.ok()) return s;
   }

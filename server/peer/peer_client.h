@@ -68,7 +68,9 @@ class PeerClient {
 
   // Runs fn(p) for every process in `processes` on threads of its own and,
   // every call finished, returns the first error (by process order) that
-  // is not a consequence of another's (IsConsequence), else the first.
+  // is not a consequence of another's (IsConsequence), else the first that
+  // could not reach its process (IsUnreachable, peer_call.h), else the
+  // first.
   // Whether `status` is what a process sees when a peer failed or vanished
   // (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, ABORTED) rather than a
   // failure of its own (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...).

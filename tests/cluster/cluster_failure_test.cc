@@ -134,7 +134,7 @@ TEST_F(ClusterFailureTest, KilledDaemonFailsARunningCollective) {
     GTEST_LOG_(INFO) << "the collective finished before the kill";
   } else {
     EXPECT_EQ(result.code(), absl::StatusCode::kUnavailable) << result;
-    EXPECT_THAT(result.message(), HasSubstr("process 1"));
+    EXPECT_THAT(std::string(result.message()), HasSubstr("process 1")) << result;
     EXPECT_LT(ended - killed, absl::Seconds(25));
   }
   // Nothing half-made survives on the daemons that are left.
