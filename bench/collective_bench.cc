@@ -38,8 +38,8 @@
 #include "placement/client/placement.h"
 #include "server/collective/local/local_engine.h"
 #include "server/daemon.h"
-#include "server/device/cpu/cpu_backend.h"
 #include "server/logging.h"
+#include "server/platform/cpu/cpu_backend.h"
 
 #if PLACEMENT_WITH_GLOO
 #include <gloo/allreduce_halving_doubling.h>
@@ -51,7 +51,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "server/device/cuda/cuda_backend.h"
+#include "server/platform/cuda/cuda_backend.h"
 #endif
 
 ABSL_FLAG(int64_t, min_bytes, 1 << 10, "Smallest per-device size.");
@@ -383,8 +383,7 @@ int Run() {
     server::DaemonConfig config;
     config.listen = "127.0.0.1:0";
     config.backend.kind = "cpu";
-    config.backend.cpu.num_devices = n;
-    config.backend.cpu.device_memory_bytes = 2 * max_bytes + (64 << 20);
+    server::RequestDevicesEverywhere({n, 2 * max_bytes + (64 << 20)}, &config.backend.platforms);
     auto started = server::Daemon::Start(config);
     if (!started.ok()) {
       std::fprintf(stderr, "daemon: %s\n", started.status().ToString().c_str());

@@ -173,8 +173,7 @@ int Run() {
   server::DaemonConfig config;
   config.listen = "127.0.0.1:0";
   config.backend.kind = absl::GetFlag(FLAGS_backend);
-  config.backend.cpu.num_devices = absl::GetFlag(FLAGS_devices);
-  config.backend.cuda.logical_devices = absl::GetFlag(FLAGS_devices);
+  server::RequestDevicesEverywhere({absl::GetFlag(FLAGS_devices), 0}, &config.backend.platforms);
   auto daemon = server::Daemon::Start(config);
   if (!daemon.ok()) {
     std::fprintf(stderr, "daemon: %s\n", daemon.status().ToString().c_str());

@@ -115,11 +115,9 @@ int Run() {
   server::DaemonConfig config;
   config.listen = is_unix ? absl::StrCat("unix:", dir, "/placementd.sock") : "127.0.0.1:0";
   config.backend.kind = absl::GetFlag(FLAGS_backend);
-  config.backend.cpu.num_devices = devices;
   // Room for the source, a reshard destination and a replicated copy.
-  config.backend.cpu.device_memory_bytes = 2 * bytes + (int64_t{64} << 20);
-  config.backend.cuda.logical_devices = devices;
-  config.backend.cuda.device_memory_bytes = config.backend.cpu.device_memory_bytes;
+  server::RequestDevicesEverywhere({devices, 2 * bytes + (int64_t{64} << 20)},
+                                   &config.backend.platforms);
   const bool on_gpu = config.backend.kind == "cuda";
   auto daemon = server::Daemon::Start(config);
   if (!daemon.ok()) return Check(daemon.status(), "daemon") ? 0 : 1;

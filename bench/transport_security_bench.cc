@@ -84,8 +84,8 @@ int Run() {
     server::DaemonConfig config;
     config.listen = "127.0.0.1:0";
     config.backend.kind = "cpu";
-    config.backend.cpu.num_devices = 1;
-    config.backend.cpu.device_memory_bytes = absl::GetFlag(FLAGS_size_mib) << 21;
+    server::RequestDevicesEverywhere({1, absl::GetFlag(FLAGS_size_mib) << 21},
+                                     &config.backend.platforms);
     client::ClientOptions options;
     options.default_deadline = absl::Minutes(10);
     if (i == 1) {

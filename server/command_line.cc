@@ -12,6 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "placement_git_describe.h"
 #include "server/daemon_identity.h"
+#include "server/platform/platform_registry.h"
 
 #ifndef PLACEMENT_BUILD_TYPE
 #define PLACEMENT_BUILD_TYPE ""
@@ -76,14 +77,20 @@ void PrintHelp(const std::string& usage, std::ostream& out) {
 }  // namespace
 
 std::string VersionText() {
-  std::vector<std::string> backends = {"cpu"};
-  if (PLACEMENT_WITH_CUDA) backends.push_back("cuda (NCCL collectives)");
+  // Registered platforms, lowest priority (the always-built cpu) first;
+  // those compiled out say why after a ';'.
+  std::vector<std::string> backends, missing;
+  std::vector<const Platform*> platforms = PlatformRegistry::Global().ByPriority();
+  std::reverse(platforms.begin(), platforms.end());
+  for (const Platform* platform : platforms) {
+    (platform->compiled_in() ? backends : missing).push_back(platform->BuildNote());
+  }
   if (PLACEMENT_WITH_GLOO) backends.push_back("gloo collectives");
   return absl::StrCat("placementd ", PlacementVersion(), " (git ", PLACEMENT_GIT_DESCRIBE, ")\n",
                       "build: ", BuildType(), "\n", "compiler: ", Compiler(), ", __cplusplus ",
                       __cplusplus, "\n", "backends: ", absl::StrJoin(backends, ", "),
-                      PLACEMENT_WITH_CUDA ? "" : "; CUDA off", "\n", "libraries: gRPC ",
-                      grpc::Version(), ", protobuf ",
+                      missing.empty() ? "" : absl::StrCat("; ", absl::StrJoin(missing, ", ")), "\n",
+                      "libraries: gRPC ", grpc::Version(), ", protobuf ",
                       google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION), "\n");
 }
 

@@ -1,12 +1,6 @@
 #include "server/daemon.h"
 
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <fstream>
-#include <vector>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -18,75 +12,36 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/auth/authenticator.h"
-#include "server/auth/transport_security.h"
 #include "server/cluster/cluster.h"
 #include "server/cluster/coordinator.h"
 #include "server/daemon_identity.h"
+#include "server/daemon_metrics.h"
+#include "server/daemon_server.h"
 #include "server/device/device_inventory.h"
 #include "server/listen_address.h"
 #include "server/logging.h"
 #include "server/metrics/http_server.h"
 #include "server/metrics/metrics.h"
+#include "server/ready_file.h"
 #include "server/service/call_gate.h"
 #include "server/service/cluster_handler.h"
 #include "server/service/daemon_handler.h"
 #include "server/service/device_handler.h"
-#include "server/service/malformed_request_interceptor.h"
-#include "server/service/rpc_metrics_interceptor.h"
 #include "server/service_set.h"
 #include "server/systemd_notifier.h"
 
 namespace placement::server {
-namespace {
 
-// A unix socket path that accepts connections belongs to a live server;
-// gRPC would unlink it and steal the address, so refuse instead.
-absl::Status CheckUnixSocketFree(const std::string& path) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("unix socket path '", path, "' is longer than ",
-                                                   sizeof(addr.sun_path) - 1, " bytes"));
-  }
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::OkStatus();
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
-  bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  if (live) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on unix:", path,
-                                               ": address already in use by a running server"));
-  }
-  return absl::OkStatus();
-}
-
-// Line 1: the gRPC address. With metrics on, a line
-// "metrics=http://HOST:PORT/metrics"; in a cluster, "peer=HOST:PORT" (what
-// other daemons dial; process 0's is the --coordinator of the others).
-absl::Status WriteReadyFile(const std::string& path, const std::string& address,
-                            const MetricsHttpServer* metrics_http,
-                            const std::string& peer_address) {
-  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << address << "\n";
-    if (metrics_http != nullptr) {
-      out << "metrics=" << metrics_http->scheme() << "://" << metrics_http->address()
-          << "/metrics\n";
-    }
-    if (!peer_address.empty()) out << "peer=" << peer_address << "\n";
-    if (!out.good()) return absl::InternalError(absl::StrCat("cannot write --ready_file ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-struct Daemon::State {
+// Everything a running daemon holds. Members are destroyed in reverse
+// order: handlers and servers before the components they call.
+struct DaemonState {
   DaemonConfig config;
+  // The parsed addresses (CheckAddresses).
+  ListenAddress listen;
+  bool in_cluster = false;
+  PeerListen peer_listen;
+  ListenAddress peer_bind;
+
   DaemonIdentity identity;
   Metrics metrics;
   std::unique_ptr<Authenticator> authenticator;
@@ -110,25 +65,20 @@ struct Daemon::State {
   std::unique_ptr<grpc::Server> peer_server;
   SystemdNotifier systemd;
   std::string address;
+  int port = 0;              // the public server's (TCP)
   std::string peer_address;  // advertised; empty outside a cluster
   absl::Mutex drain_mu;
   bool drained = false;
 };
 
-Daemon::Daemon(std::unique_ptr<State> state) : state_(std::move(state)) {}
+namespace {
 
-Daemon::~Daemon() { Drain(); }
-
-const std::string& Daemon::address() const { return state_->address; }
-int Daemon::metrics_port() const { return state_->metrics_http ? state_->metrics_http->port() : 0; }
-const std::string& Daemon::backend_note() const { return state_->identity.backend_note; }
-
-absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config) {
-  ASSIGN_OR_RETURN(ListenAddress listen, ParseListenAddress(config.listen));
-  if (config.drain_timeout < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--drain_timeout must be >= 0");
-  }
-  RETURN_IF_ERROR(ValidateTransportSecurity(config.transport, listen));
+// The listen, metrics and peer addresses, each checked against the
+// transport-security policy.
+absl::Status CheckAddresses(DaemonState* state) {
+  const DaemonConfig& config = state->config;
+  ASSIGN_OR_RETURN(state->listen, ParseListenAddress(config.listen));
+  RETURN_IF_ERROR(ValidateTransportSecurity(config.transport, state->listen));
   if (!config.metrics_listen.empty()) {
     ASSIGN_OR_RETURN(ListenAddress metrics_listen, ParseListenAddress(config.metrics_listen));
     // Off loopback the metrics port serves HTTPS with the daemon's own
@@ -142,60 +92,88 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
           "--allow_insecure"));
     }
   }
-  if (listen.is_unix) RETURN_IF_ERROR(CheckUnixSocketFree(listen.path));
-  const bool in_cluster = config.cluster.enabled();
-  PeerListen peer_listen;
-  ListenAddress peer_bind;
-  if (in_cluster) {
-    ASSIGN_OR_RETURN(peer_listen, ResolvePeerListen(config.cluster, config.process_index,
-                                                    config.listen, listen));
-    ASSIGN_OR_RETURN(peer_bind, ParseListenAddress(peer_listen.address));
-    if (absl::Status s = ValidateTransportSecurity(config.transport, peer_bind); !s.ok()) {
+  if (state->listen.is_unix) RETURN_IF_ERROR(CheckUnixSocketFree(state->listen.path));
+  state->in_cluster = config.cluster.enabled();
+  if (state->in_cluster) {
+    ASSIGN_OR_RETURN(state->peer_listen, ResolvePeerListen(config.cluster, config.process_index,
+                                                           config.listen, state->listen));
+    ASSIGN_OR_RETURN(state->peer_bind, ParseListenAddress(state->peer_listen.address));
+    if (absl::Status s = ValidateTransportSecurity(config.transport, state->peer_bind); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("peer port: ", s.message()));
     }
   }
+  return absl::OkStatus();
+}
 
-  auto state = std::make_unique<State>();
-  state->config = config;
+// The numeric bounds no module checks itself.
+absl::Status CheckLimits(const DaemonConfig& config) {
+  if (config.drain_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--drain_timeout must be >= 0");
+  }
+  if (config.streams.max_streams < 0 || config.streams.max_streams_per_tenant < 0) {
+    return absl::InvalidArgumentError("--max_streams and --tenant_max_streams must be >= 0");
+  }
+  if (config.streams.idle_timeout < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stream_idle_timeout must be at least 1s, got ",
+                     absl::FormatDuration(config.streams.idle_timeout)));
+  }
+  if (config.sessions.sweep_interval < absl::Milliseconds(10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--session_sweep_interval must be at least 10ms, got ",
+                     absl::FormatDuration(config.sessions.sweep_interval)));
+  }
+  if (config.regions.registry.max_regions < 0) {
+    return absl::InvalidArgumentError("--max_regions must be >= 0");
+  }
+  if (config.regions.registry.max_regions_per_tenant < 0) {
+    return absl::InvalidArgumentError("--tenant_max_regions must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+// The authenticator (--auth_file) and the stream bounds, both behind the
+// gates.
+absl::Status StartGates(DaemonState* state) {
+  const DaemonConfig& config = state->config;
   if (config.auth_file.empty()) {
     state->authenticator = std::make_unique<Authenticator>();
   } else {
     auto authenticator = Authenticator::FromFile(config.auth_file);
-    if (!authenticator.ok()) {
-      return absl::InvalidArgumentError(authenticator.status().message());
-    }
+    if (!authenticator.ok()) return absl::InvalidArgumentError(authenticator.status().message());
     state->authenticator = std::move(*authenticator);
   }
   state->gate.set_authenticator(state->authenticator.get());
   state->peer_gate.set_authenticator(state->authenticator.get());
-  if (config.max_streams < 0 || config.tenant_max_streams < 0) {
-    return absl::InvalidArgumentError("--max_streams and --tenant_max_streams must be >= 0");
-  }
-  if (config.stream_idle_timeout < absl::Seconds(1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--stream_idle_timeout must be at least 1s, got ",
-                     absl::FormatDuration(config.stream_idle_timeout)));
-  }
-  state->streams = std::make_unique<StreamRegistry>(
-      StreamLimits{config.max_streams, config.tenant_max_streams, config.stream_idle_timeout});
+  state->streams = std::make_unique<StreamRegistry>(config.streams);
   state->gate.set_streams(state->streams.get());
-  if (!config.transport.tls() && !IsLoopback(listen)) {
+  return absl::OkStatus();
+}
+
+// Says what an operator exposes by choice (--allow_insecure, no
+// --auth_file) on a reachable address.
+void WarnAboutExposure(const DaemonState& state) {
+  const DaemonConfig& config = state.config;
+  if (!config.transport.tls() && !IsLoopback(state.listen)) {
     LogWarning("serving plaintext gRPC on non-loopback ", config.listen,
                " (--allow_insecure): anyone who can reach the port can read and inject traffic");
   }
-  if (!state->authenticator->enabled() && !IsLoopback(listen)) {
+  if (!state.authenticator->enabled() && !IsLoopback(state.listen)) {
     LogWarning("authentication is off (no --auth_file) on non-loopback ", config.listen,
                ": every client that reaches the port manages every tensor");
   }
+}
+
+// The platform's backend and devices, and its collective engine; the
+// daemon's identity.
+absl::StatusOr<std::unique_ptr<CollectiveEngine>> CreateDevices(DaemonState* state) {
+  const DaemonConfig& config = state->config;
   const PlatformConfig platform_config = MakePlatformConfig(config.backend, config.process_index);
   ASSIGN_OR_RETURN(BackendSelection selection,
                    SelectPlatform(config.backend.kind, platform_config));
   state->backend = std::move(selection.backend);
   LogInfo("backend: ", state->backend->Name(), ": ", selection.note);
   state->inventory = std::make_unique<DeviceInventory>(state->backend.get());
-  ASSIGN_OR_RETURN(std::unique_ptr<CollectiveEngine> engine,
-                   selection.platform->CreateEngine(state->backend.get(), platform_config));
-
   DaemonIdentity& id = state->identity;
   id.version = PlacementVersion();
   id.instance_id = NewInstanceId();
@@ -203,64 +181,61 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   id.backend = std::string(state->backend->Name());
   id.backend_note = selection.note;
   id.process_index = config.process_index;
-
-  ServiceSetOptions service_options;
-  service_options.max_tensor_bytes_per_owner = config.max_tensor_bytes_per_owner;
-  service_options.max_device_bytes_per_tenant = config.tenant_max_device_bytes;
-  service_options.max_tensors_per_tenant = config.tenant_max_tensors;
-  if (config.session_sweep_interval < absl::Milliseconds(10)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--session_sweep_interval must be at least 10ms, got ",
-                     absl::FormatDuration(config.session_sweep_interval)));
-  }
-  service_options.sessions.sweep_interval = config.session_sweep_interval;
-  if (config.max_regions < 0) return absl::InvalidArgumentError("--max_regions must be >= 0");
-  service_options.region_socket = config.region_socket != "auto" ? config.region_socket
-                                  : listen.is_unix
-                                      ? absl::StrCat(listen.path, ".regions")
-                                      : absl::StrCat("@placementd-regions-", id.instance_id);
-  service_options.regions.allow_shm_names = config.allow_shm_regions;
-  service_options.regions.max_regions = config.max_regions;
-  if (config.tenant_max_regions < 0) {
-    return absl::InvalidArgumentError("--tenant_max_regions must be >= 0");
-  }
-  service_options.regions.max_regions_per_tenant = config.tenant_max_regions;
   id.host_id = HostId();
   id.boot_id = BootId();
-  if (in_cluster) {
-    ASSIGN_OR_RETURN(std::string token, ReadPeerToken(config.cluster.peer_token_file));
-    ClusterConfig cluster_config;
-    cluster_config.coordinator = config.cluster.coordinator;
-    cluster_config.process_index = config.process_index;
-    cluster_config.num_processes = config.cluster.num_processes;
-    cluster_config.init_timeout = config.cluster.init_timeout;
-    cluster_config.heartbeat_interval = config.cluster.heartbeat_interval;
-    cluster_config.heartbeat_misses = config.cluster.heartbeat_misses;
-    cluster_config.op_timeout = config.cluster.op_timeout;
-    state->cluster = std::make_unique<Cluster>(
-        cluster_config,
-        PeerSecurity{config.transport, config.cluster.peer_tls_server_name, std::move(token)});
-    if (config.process_index == 0) {
-      MembershipOptions membership;
-      membership.num_processes = config.cluster.num_processes;
-      membership.coordinator_instance_id = id.instance_id;
-      membership.heartbeat_interval = config.cluster.heartbeat_interval;
-      membership.heartbeat_misses = config.cluster.heartbeat_misses;
-      state->coordinator = std::make_unique<Coordinator>(membership);
-      state->cluster_handler =
-          std::make_unique<ClusterHandler>(state->coordinator.get(), &state->peer_gate);
-    }
-  } else {
-    ClusterConfig lone;
-    lone.process_index = config.process_index;
-    state->cluster = std::make_unique<Cluster>(lone, PeerSecurity{});
+  return selection.platform->CreateEngine(state->backend.get(), platform_config);
+}
+
+// This daemon's Cluster (disabled for a lone daemon); on process 0 of a
+// cluster also the coordinator and its ClusterService.
+absl::Status CreateCluster(DaemonState* state) {
+  const DaemonConfig& config = state->config;
+  ClusterConfig cluster_config;
+  cluster_config.process_index = config.process_index;
+  if (!state->in_cluster) {
+    state->cluster = std::make_unique<Cluster>(cluster_config, PeerSecurity{});
+    return absl::OkStatus();
   }
-  service_options.cluster = state->cluster.get();
-  service_options.peer_gate = &state->peer_gate;
-  ASSIGN_OR_RETURN(state->services,
-                   ServiceSet::Create(state->inventory.get(), std::move(engine), &state->gate,
-                                      &state->metrics, service_options));
-  id.region_socket = state->services->region_socket();
+  ASSIGN_OR_RETURN(std::string token, ReadPeerToken(config.cluster.peer_token_file));
+  cluster_config.coordinator = config.cluster.coordinator;
+  cluster_config.num_processes = config.cluster.num_processes;
+  cluster_config.init_timeout = config.cluster.init_timeout;
+  cluster_config.heartbeat_interval = config.cluster.heartbeat_interval;
+  cluster_config.heartbeat_misses = config.cluster.heartbeat_misses;
+  cluster_config.op_timeout = config.cluster.op_timeout;
+  state->cluster = std::make_unique<Cluster>(
+      cluster_config,
+      PeerSecurity{config.transport, config.cluster.peer_tls_server_name, std::move(token)});
+  if (config.process_index == 0) {
+    MembershipOptions membership;
+    membership.num_processes = config.cluster.num_processes;
+    membership.coordinator_instance_id = state->identity.instance_id;
+    membership.heartbeat_interval = config.cluster.heartbeat_interval;
+    membership.heartbeat_misses = config.cluster.heartbeat_misses;
+    state->coordinator = std::make_unique<Coordinator>(membership);
+    state->cluster_handler =
+        std::make_unique<ClusterHandler>(state->coordinator.get(), &state->peer_gate);
+  }
+  return absl::OkStatus();
+}
+
+// The data plane (ServiceSet) over the devices, and the device and daemon
+// handlers.
+absl::Status CreateServices(DaemonState* state, std::unique_ptr<CollectiveEngine> engine) {
+  const DaemonConfig& config = state->config;
+  ServiceSetOptions options;
+  options.tensors = config.tensors;
+  options.sessions = config.sessions;
+  options.regions = config.regions.registry;
+  options.region_socket = config.regions.socket != "auto" ? config.regions.socket
+                          : state->listen.is_unix
+                              ? absl::StrCat(state->listen.path, ".regions")
+                              : absl::StrCat("@placementd-regions-", state->identity.instance_id);
+  options.cluster = state->cluster.get();
+  options.peer_gate = &state->peer_gate;
+  ASSIGN_OR_RETURN(state->services, ServiceSet::Create(state->inventory.get(), std::move(engine),
+                                                       &state->gate, &state->metrics, options));
+  state->identity.region_socket = state->services->region_socket();
   if (state->cluster_handler) state->cluster_handler->set_meshes(state->services->mesh_authority());
   state->device_handler = std::make_unique<DeviceHandler>(state->inventory.get(), &state->gate);
   DaemonCounts counts = state->services->counts();
@@ -269,160 +244,100 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   state->daemon_handler =
       std::make_unique<DaemonHandler>(&state->identity, state->inventory.get(), std::move(counts),
                                       &state->gate, state->cluster.get());
+  return absl::OkStatus();
+}
 
+// Registers the daemon-to-daemon services on `builder`.
+void RegisterPeerServices(DaemonState* state, grpc::ServerBuilder* builder) {
+  state->services->RegisterPeer(builder);
+  if (state->cluster_handler) builder->RegisterService(state->cluster_handler.get());
+}
+
+// The public gRPC server: every handler, health, reflection. In a cluster
+// it answers UNAVAILABLE (and health NOT_SERVING) until the cluster formed.
+absl::Status StartPublicServer(DaemonState* state) {
+  const DaemonConfig& config = state->config;
   grpc::EnableDefaultHealthCheckService(true);
   // Reflection describes only services whose descriptors are linked in; gRPC's
   // health service brings none, so reference ours (proto/grpc/health/v1).
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
   if (config.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  // Two daemons must never share a port: without this gRPC sets SO_REUSEPORT.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
-  int selected_port = 0;
-  std::string bind_uri = listen.ToGrpcUri(listen.port);
-  builder.AddListeningPort(bind_uri, MakeServerCredentials(config.transport),
-                           listen.is_unix ? nullptr : &selected_port);
+  ApplyServerDefaults(&builder);
+  int port = 0;
+  builder.AddListeningPort(state->listen.ToGrpcUri(state->listen.port),
+                           MakeServerCredentials(config.transport),
+                           state->listen.is_unix ? nullptr : &port);
   builder.RegisterService(state->device_handler.get());
   builder.RegisterService(state->daemon_handler.get());
   state->services->Register(&builder);
-  if (in_cluster && peer_listen.shared) {
-    state->services->RegisterPeer(&builder);
-    if (state->cluster_handler) builder.RegisterService(state->cluster_handler.get());
+  if (state->in_cluster && state->peer_listen.shared) RegisterPeerServices(state, &builder);
+  if (state->in_cluster) {
+    state->gate.SetNotReady(absl::StrCat("placementd is joining its cluster as process ",
+                                         config.process_index, " of ", config.cluster.num_processes,
+                                         "; it serves once every process has joined"));
   }
-  if (in_cluster) {
-    state->gate.SetNotReady(absl::StrCat(
-        "placementd is joining its cluster as process ", config.process_index, " of ",
-        config.cluster.num_processes, "; it serves once every process has joined"));
-  }
-  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(MakeMalformedRequestInterceptorFactory());
-  interceptors.push_back(MakeRpcMetricsInterceptorFactory(&state->metrics));
-  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  SetDaemonInterceptors(&builder, &state->metrics);
   state->server = builder.BuildAndStart();
-  if (state->server == nullptr || (!listen.is_unix && selected_port == 0)) {
+  if (state->server == nullptr || (!state->listen.is_unix && port == 0)) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", config.listen,
                      ": the address is already in use or not available on this host"));
   }
-  state->address = listen.ToGrpcUri(selected_port);
-  id.listen_address = state->address;
-  grpc::HealthCheckServiceInterface* health = state->server->GetHealthCheckService();
-  health->SetServingStatus(!in_cluster);
-  if (in_cluster) RETURN_IF_ERROR(JoinCluster(state.get(), peer_listen, peer_bind, selected_port));
-
-  if (!config.metrics_listen.empty()) {
-    State* raw = state.get();
-    state->metrics.AddCollector([raw](std::vector<GaugeSample>* out) {
-      for (const DeviceState& d : raw->inventory->List()) {
-        MetricLabels labels = {{"device", absl::StrCat(d.description.id)},
-                               {"platform", d.description.platform}};
-        out->push_back({"placementd_device_memory_in_use_bytes", labels,
-                        static_cast<double>(d.memory_in_use_bytes)});
-        out->push_back({"placementd_device_memory_cached_bytes", labels,
-                        static_cast<double>(d.memory_cached_bytes)});
-        out->push_back({"placementd_device_memory_limit_bytes", labels,
-                        static_cast<double>(d.description.memory_limit_bytes)});
-      }
-      out->push_back({"placementd_inflight_calls", {}, static_cast<double>(raw->gate.in_flight())});
-      out->push_back({"placementd_up", {}, raw->gate.draining() ? 0.0 : 1.0});
-      out->push_back(
-          {"placementd_open_streams", {}, static_cast<double>(raw->streams->open_streams())});
-      out->push_back(
-          {"placementd_streams_reaped", {}, static_cast<double>(raw->streams->reaped_total())});
-    });
-    state->metrics.Describe("placementd_open_streams", "gauge",
-                            "Upload, download and prefetch streams open now (--max_streams).");
-    state->metrics.Describe("placementd_streams_reaped", "gauge",
-                            "Streams cancelled since start for making no progress "
-                            "(--stream_idle_timeout).");
-    state->metrics.Describe("placementd_device_memory_in_use_bytes", "gauge",
-                            "Bytes the daemon holds on each device.");
-    state->metrics.Describe("placementd_device_memory_cached_bytes", "gauge",
-                            "Freed bytes kept for reuse on each device (within its budget).");
-    state->metrics.Describe("placementd_device_memory_limit_bytes", "gauge",
-                            "Byte budget of each device.");
-    state->metrics.Describe("placementd_inflight_calls", "gauge", "RPCs currently running.");
-    state->metrics.Describe("placementd_up", "gauge", "1 while serving, 0 while draining.");
-    std::optional<MetricsHttpServer::Tls> metrics_tls;
-    auto metrics_listen = ParseListenAddress(config.metrics_listen);
-    if (config.transport.tls() && metrics_listen.ok() && !IsLoopback(*metrics_listen)) {
-      metrics_tls = MetricsHttpServer::Tls{config.transport.tls_cert, config.transport.tls_key};
-    }
-    auto http = MetricsHttpServer::Start(
-        config.metrics_listen, state->metrics, [raw] { return !raw->gate.draining(); },
-        metrics_tls);
-    if (!http.ok()) {
-      state->server->Shutdown(absl::ToChronoTime(absl::Now()));
-      return http.status();
-    }
-    state->metrics_http = std::move(*http);
-    LogInfo("metrics on ", state->metrics_http->scheme(), "://", state->metrics_http->address(),
-            "/metrics");
-  }
-
-  LogInfo("transport: ",
-          config.transport.mutual_tls() ? "mutual TLS"
-          : config.transport.tls()      ? "TLS"
-                                        : "plaintext",
-          "; authentication: ",
-          state->authenticator->enabled() ? absl::StrCat("on (", config.auth_file, ")")
-                                          : std::string("off (one implicit tenant)"));
-  LogInfo("placementd ", id.version, " serving on ", state->address, " with ",
-          state->inventory->num_devices(), " ", id.backend, " device(s); instance ",
-          id.instance_id);
-  if (!config.ready_file.empty())
-    RETURN_IF_ERROR(WriteReadyFile(config.ready_file, state->address, state->metrics_http.get(),
-                                   state->peer_address));
-  state->systemd.NotifyReady(absl::StrCat("serving on ", state->address));
-  return std::unique_ptr<Daemon>(new Daemon(std::move(state)));
+  state->port = port;
+  state->address = state->listen.ToGrpcUri(port);
+  state->identity.listen_address = state->address;
+  state->server->GetHealthCheckService()->SetServingStatus(!state->in_cluster);
+  return absl::OkStatus();
 }
 
-absl::Status Daemon::JoinCluster(State* state, const PeerListen& peer_listen,
-                                 const ListenAddress& peer_bind, int public_port) {
-  const DaemonConfig& config = state->config;
-  auto fail = [state](absl::Status status) {
-    if (state->coordinator) state->coordinator->Shutdown();
-    const auto now = absl::ToChronoTime(absl::Now());
-    if (state->peer_server) state->peer_server->Shutdown(now);
-    state->server->Shutdown(now);
-    return status;
-  };
-  int peer_port = public_port;
-  if (!peer_listen.shared) {
+// The peer server when --peer_listen is not the public address; sets the
+// advertised peer address.
+absl::Status StartPeerServer(DaemonState* state) {
+  int port = state->port;
+  if (!state->peer_listen.shared) {
     grpc::ServerBuilder builder;
-    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-    builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
-    builder.AddListeningPort(peer_bind.ToGrpcUri(peer_bind.port),
-                             MakeServerCredentials(config.transport), &peer_port);
-    state->services->RegisterPeer(&builder);
-    if (state->cluster_handler) builder.RegisterService(state->cluster_handler.get());
-    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> chain;
-    chain.push_back(MakeMalformedRequestInterceptorFactory());
-    builder.experimental().SetInterceptorCreators(std::move(chain));
+    ApplyServerDefaults(&builder);
+    builder.AddListeningPort(state->peer_bind.ToGrpcUri(state->peer_bind.port),
+                             MakeServerCredentials(state->config.transport), &port);
+    RegisterPeerServices(state, &builder);
+    SetDaemonInterceptors(&builder, nullptr);
     state->peer_server = builder.BuildAndStart();
-    if (state->peer_server == nullptr || peer_port == 0) {
-      return fail(absl::UnavailableError(
-          absl::StrCat("cannot listen on --peer_listen=", peer_listen.address,
-                       ": the address is already in use or not available on this host")));
+    if (state->peer_server == nullptr || port == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on --peer_listen=", state->peer_listen.address,
+                       ": the address is already in use or not available on this host"));
     }
   }
-  state->peer_address = AdvertisedPeerAddress(config.cluster, peer_bind, peer_port);
+  state->peer_address = AdvertisedPeerAddress(state->config.cluster, state->peer_bind, port);
+  return absl::OkStatus();
+}
+
+// Stops what StartPublicServer and JoinCluster started, for a start that
+// fails after them.
+void StopServers(DaemonState* state) {
+  if (state->coordinator) state->coordinator->Shutdown();
+  const auto now = absl::ToChronoTime(absl::Now());
+  if (state->peer_server) state->peer_server->Shutdown(now);
+  if (state->server) state->server->Shutdown(now);
+}
+
+// Starts the peer server, joins the cluster (blocking up to
+// --cluster_init_timeout), assigns the global device ids and opens the
+// gate.
+absl::Status JoinCluster(DaemonState* state) {
+  const DaemonConfig& config = state->config;
+  RETURN_IF_ERROR(StartPeerServer(state));
   state->cluster->SetAddresses(state->peer_address, HostOf(state->peer_address));
   LogInfo("cluster: joining as process ", config.process_index, " of ",
           config.cluster.num_processes, " through the coordinator at ",
           state->cluster->config().coordinator, " (peer address ", state->peer_address, ")");
   absl::StatusOr<std::shared_ptr<const ClusterView>> view =
       state->cluster->Join(state->backend->Devices(), state->identity.instance_id);
-  if (!view.ok()) return fail(ExplainJoinFailure(view.status(), config.transport));
+  if (!view.ok()) return ExplainJoinFailure(view.status(), config.transport);
   const ProcessRecord& self = (*view)->processes[config.process_index];
-  if (absl::Status s = state->backend->AssignGlobalIds(self.first_device_id, config.process_index);
-      !s.ok()) {
-    return fail(s);
-  }
-  if (absl::Status s = state->services->AttachCluster(**view); !s.ok()) return fail(s);
+  RETURN_IF_ERROR(state->backend->AssignGlobalIds(self.first_device_id, config.process_index));
+  RETURN_IF_ERROR(state->services->AttachCluster(**view));
   state->cluster->StartHeartbeats();
   state->gate.SetReady();
   state->server->GetHealthCheckService()->SetServingStatus(true);
@@ -433,6 +348,83 @@ absl::Status Daemon::JoinCluster(State* state, const PeerListen& peer_listen,
   return absl::OkStatus();
 }
 
+// The Prometheus endpoint (--metrics_listen): HTTPS with the daemon's
+// certificate off loopback when it has one.
+absl::Status StartMetrics(DaemonState* state) {
+  const DaemonConfig& config = state->config;
+  if (config.metrics_listen.empty()) return absl::OkStatus();
+  AddDaemonGauges(&state->metrics, state->inventory.get(), &state->gate, state->streams.get());
+  std::optional<MetricsHttpServer::Tls> tls;
+  auto metrics_listen = ParseListenAddress(config.metrics_listen);
+  if (config.transport.tls() && metrics_listen.ok() && !IsLoopback(*metrics_listen)) {
+    tls = MetricsHttpServer::Tls{config.transport.tls_cert, config.transport.tls_key};
+  }
+  const CallGate* gate = &state->gate;
+  ASSIGN_OR_RETURN(state->metrics_http, MetricsHttpServer::Start(
+                                            config.metrics_listen, state->metrics,
+                                            [gate] { return !gate->draining(); }, tls));
+  LogInfo("metrics on ", state->metrics_http->scheme(), "://", state->metrics_http->address(),
+          "/metrics");
+  return absl::OkStatus();
+}
+
+// The ready file, the "serving on" line, systemd's READY=1.
+absl::Status AnnounceServing(DaemonState* state) {
+  const DaemonConfig& config = state->config;
+  if (!config.ready_file.empty()) {
+    ReadyFileContents contents{state->address, "", state->peer_address};
+    if (state->metrics_http != nullptr) {
+      contents.metrics_url = absl::StrCat(state->metrics_http->scheme(), "://",
+                                          state->metrics_http->address(), "/metrics");
+    }
+    RETURN_IF_ERROR(WriteReadyFile(config.ready_file, contents));
+  }
+  LogInfo("transport: ",
+          config.transport.mutual_tls() ? "mutual TLS"
+          : config.transport.tls()      ? "TLS"
+                                        : "plaintext",
+          "; authentication: ",
+          state->authenticator->enabled() ? absl::StrCat("on (", config.auth_file, ")")
+                                          : std::string("off (one implicit tenant)"));
+  LogInfo("placementd ", state->identity.version, " serving on ", state->address, " with ",
+          state->inventory->num_devices(), " ", state->identity.backend, " device(s); instance ",
+          state->identity.instance_id);
+  state->systemd.NotifyReady(absl::StrCat("serving on ", state->address));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Daemon::Daemon(std::unique_ptr<DaemonState> state) : state_(std::move(state)) {}
+
+Daemon::~Daemon() { Drain(); }
+
+const std::string& Daemon::address() const { return state_->address; }
+int Daemon::metrics_port() const { return state_->metrics_http ? state_->metrics_http->port() : 0; }
+const std::string& Daemon::backend_note() const { return state_->identity.backend_note; }
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config) {
+  auto state = std::make_unique<DaemonState>();
+  state->config = config;
+  RETURN_IF_ERROR(CheckAddresses(state.get()));
+  RETURN_IF_ERROR(CheckLimits(config));
+  RETURN_IF_ERROR(CheckReadyFile(config.ready_file));
+  RETURN_IF_ERROR(StartGates(state.get()));
+  WarnAboutExposure(*state);
+  ASSIGN_OR_RETURN(std::unique_ptr<CollectiveEngine> engine, CreateDevices(state.get()));
+  RETURN_IF_ERROR(CreateCluster(state.get()));
+  RETURN_IF_ERROR(CreateServices(state.get(), std::move(engine)));
+  RETURN_IF_ERROR(StartPublicServer(state.get()));
+  absl::Status started = state->in_cluster ? JoinCluster(state.get()) : absl::OkStatus();
+  if (started.ok()) started = StartMetrics(state.get());
+  if (started.ok()) started = AnnounceServing(state.get());
+  if (!started.ok()) {
+    StopServers(state.get());
+    return started;
+  }
+  return std::unique_ptr<Daemon>(new Daemon(std::move(state)));
+}
+
 void Daemon::Reload() {
   if (state_->authenticator) (void)state_->authenticator->Reload();
 }
@@ -441,7 +433,7 @@ void Daemon::Drain() {
   absl::MutexLock lock(&state_->drain_mu);
   if (state_->drained) return;
   state_->drained = true;
-  State& s = *state_;
+  DaemonState& s = *state_;
   s.systemd.NotifyStopping();
   if (s.server) s.server->GetHealthCheckService()->SetServingStatus(false);
   s.gate.StartDraining();

@@ -14,6 +14,10 @@
 #include "server/auth/transport_security.h"
 #include "server/daemon_cluster.h"
 #include "server/platform/platform_selection.h"
+#include "server/region/region_flags.h"
+#include "server/service/stream_registry.h"
+#include "server/session/session_manager.h"
+#include "server/tensor/tensor_store.h"
 
 namespace placement::server {
 
@@ -23,6 +27,8 @@ struct DaemonConfig {
   // Once serving, the actual address is written here (atomically) as line 1;
   // with metrics on, line 2 is "metrics=http://HOST:PORT/metrics" (https://
   // when the metrics port is off loopback and the daemon has --tls_cert).
+  // Checked before anything starts: a path that cannot be written fails
+  // the start (FAILED_PRECONDITION naming it).
   std::string ready_file;
   // --backend and every platform's settings.
   BackendOptions backend;
@@ -33,37 +39,32 @@ struct DaemonConfig {
   std::string metrics_listen;
   // How long in-flight calls may run after draining starts.
   absl::Duration drain_timeout = absl::Seconds(30);
-  // Per-owner quota on tensor bytes; 0 = unlimited.
-  int64_t max_tensor_bytes_per_owner = 0;
-  // Per-tenant quotas: page-rounded device bytes and tensor count; 0 =
-  // unlimited.
-  int64_t tenant_max_device_bytes = 0;
-  int64_t tenant_max_tensors = 0;
+  // Quotas of the tensor store (per owner, per tenant; 0 = unlimited).
+  TensorStoreOptions tensors;
   // Stream bounds (server/service/stream_registry.h).
-  int64_t max_streams = 1024;
-  int64_t tenant_max_streams = 0;
-  absl::Duration stream_idle_timeout = absl::Seconds(60);
-  // How often expired sessions are swept (their tensors freed).
-  absl::Duration session_sweep_interval = absl::Seconds(1);
+  StreamLimits streams;
+  // Session leases and how often expired sessions are swept.
+  SessionOptions sessions;
   // TLS / mutual TLS on the gRPC port, and when plaintext is allowed
   // (server/auth/transport_security.h).
   TransportSecurityConfig transport;
   // Credentials file (server/auth/credentials_file.h); empty = authentication
   // off, every caller is one implicit tenant.
   std::string auth_file;
-  // Shared-memory regions (docs/api/regions.md): the fd-passing socket (a
-  // path, "@abstract", "auto" = LISTEN_PATH.regions for a unix listen address,
-  // else "@placementd-regions-INSTANCE"; "" = fd passing off), whether POSIX
-  // shm names are accepted, and how many regions may be registered at once.
-  std::string region_socket = "auto";
-  bool allow_shm_regions = false;
-  int64_t max_regions = 1024;
-  int64_t tenant_max_regions = 0;  // 0 = unlimited
+  // Shared-memory regions (docs/api/regions.md): the fd-passing socket and
+  // the registry's bounds.
+  RegionSettings regions;
   // Serve grpc.reflection (always unauthenticated, like health).
   bool reflection = true;
   // Cluster membership (server/daemon_cluster.h, docs/cluster.md).
   DaemonClusterConfig cluster;
 };
+
+// Every flag of placementd, each read by the module that declares it
+// (server/daemon_flags.cc). REQUIRES: absl::ParseCommandLine ran.
+DaemonConfig DaemonConfigFromFlags();
+
+struct DaemonState;
 
 class Daemon {
  public:
@@ -87,14 +88,8 @@ class Daemon {
   void Drain();
 
  private:
-  struct State;
-  explicit Daemon(std::unique_ptr<State> state);
-  // Starts the peer server when it is not the public one, joins the
-  // cluster (blocking up to --cluster_init_timeout), assigns the global
-  // device ids and opens the gate. On error everything started is stopped.
-  static absl::Status JoinCluster(State* state, const PeerListen& peer_listen,
-                                  const ListenAddress& peer_bind, int public_port);
-  std::unique_ptr<State> state_;
+  explicit Daemon(std::unique_ptr<DaemonState> state);
+  std::unique_ptr<DaemonState> state_;
 };
 
 }  // namespace placement::server

@@ -37,6 +37,9 @@ struct DaemonClusterConfig {
   bool enabled() const { return num_processes > 1 || !coordinator.empty(); }
 };
 
+// The cluster flags' values (declared in daemon_cluster_flags.cc).
+DaemonClusterConfig DaemonClusterConfigFromFlags();
+
 // Where the peer services listen, and whether that is the public server.
 struct PeerListen {
   std::string address;  // host:port (port may be 0)

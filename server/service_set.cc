@@ -50,6 +50,50 @@ void AddMeshAndTensorMetrics(Metrics* metrics, MeshRegistry* meshes, TensorStore
   });
 }
 
+void AddSessionMetrics(Metrics* metrics, SessionManager* sessions) {
+  metrics->Describe("placementd_sessions", "gauge", "Open sessions (SessionService).");
+  metrics->Describe("placementd_session_tensors", "gauge",
+                    "Tensors held by open sessions (freed when a session ends or expires).");
+  metrics->AddCollector([sessions](std::vector<GaugeSample>* out) {
+    out->push_back({"placementd_sessions", {}, static_cast<double>(sessions->size())});
+    out->push_back(
+        {"placementd_session_tensors", {}, static_cast<double>(sessions->tensor_count())});
+  });
+}
+
+void AddRegionMetrics(Metrics* metrics, RegionRegistry* regions) {
+  metrics->Describe("placementd_regions", "gauge", "Shared-memory regions registered now.");
+  metrics->Describe("placementd_region_mapped_bytes", "gauge",
+                    "Bytes of client shared memory the daemon maps now.");
+  metrics->AddCollector([regions](std::vector<GaugeSample>* out) {
+    out->push_back({"placementd_regions", {}, static_cast<double>(regions->size())});
+    out->push_back(
+        {"placementd_region_mapped_bytes", {}, static_cast<double>(regions->mapped_bytes())});
+  });
+}
+
+void AddClusterMetrics(Metrics* metrics, Cluster* cluster, ClusterTensors* pending) {
+  metrics->Describe("placementd_cluster_epoch", "gauge",
+                    "Membership epoch of this daemon's cluster (advances on every change).");
+  metrics->Describe("placementd_cluster_processes", "gauge",
+                    "Daemons of the cluster by state (joining, alive, lost).");
+  metrics->Describe("placementd_cluster_pending_tensors", "gauge",
+                    "Tensor parts prepared here for an operation another daemon drives, not "
+                    "yet committed.");
+  metrics->AddCollector([cluster, pending](std::vector<GaugeSample>* out) {
+    std::shared_ptr<const ClusterView> view = cluster->view();
+    out->push_back({"placementd_cluster_epoch", {}, static_cast<double>(view->epoch)});
+    for (ProcessState state : {ProcessState::kJoining, ProcessState::kAlive, ProcessState::kLost}) {
+      double n = 0;
+      for (const ProcessRecord& p : view->processes) n += p.state == state ? 1 : 0;
+      out->push_back(
+          {"placementd_cluster_processes", {{"state", std::string(ProcessStateName(state))}}, n});
+    }
+    out->push_back(
+        {"placementd_cluster_pending_tensors", {}, static_cast<double>(pending->pending_count())});
+  });
+}
+
 }  // namespace
 
 // Components first, handlers after them: members are destroyed in reverse
@@ -106,6 +150,18 @@ struct ServiceSet::Impl {
   MeshRegistry* meshes() const { return mesh_registry.get(); }
   TensorStore* tensors() const { return tensor_store.get(); }
   TensorOps* ops() const { return tensor_ops.get(); }
+
+  // The steps of Create, in order.
+  absl::Status CreateRegions();
+  void CreateMeshesAndTensors();
+  void CreateCollectives(std::unique_ptr<CollectiveEngine> engine);
+  void CreateSessions();
+  void CreatePrefetch();
+  void CreateCluster();
+  void AddMetrics();
+  // The steps of AttachCluster.
+  void ShowClusterDevices(const ClusterView& view);
+  absl::Status CreateClusterEngine();
 };
 
 ServiceSet::ServiceSet(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -119,138 +175,105 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(
   impl->gate = gate;
   impl->metrics = metrics;
   impl->options = options;
+  RETURN_IF_ERROR(impl->CreateRegions());
+  impl->CreateMeshesAndTensors();
+  impl->CreateCollectives(std::move(engine));
+  impl->CreateSessions();
+  impl->CreatePrefetch();
+  impl->CreateCluster();
+  // Last, once nothing can fail: the collectors point into this ServiceSet,
+  // so the metrics endpoint must stop before the ServiceSet dies (the Daemon
+  // stops it first).
+  impl->AddMetrics();
+  return std::unique_ptr<ServiceSet>(new ServiceSet(std::move(impl)));
+}
 
+absl::Status ServiceSet::Impl::CreateRegions() {
   if (!options.region_socket.empty()) {
-    ASSIGN_OR_RETURN(impl->fd_listener, FdPassingListener::Start(options.region_socket));
+    ASSIGN_OR_RETURN(fd_listener, FdPassingListener::Start(options.region_socket));
   }
-  impl->region_registry =
-      std::make_unique<RegionRegistry>(impl->fd_listener.get(), metrics, options.regions);
-  {
-    // Regions are pinned for DMA where the backend can (CUDA); elsewhere
-    // RegisterHostMemory is UNIMPLEMENTED and regions stay unpinned.
-    DeviceBackend* backend = inventory->backend();
-    impl->region_registry->set_pinning(
-        [backend](void* data, int64_t size) { return backend->RegisterHostMemory(data, size); },
-        [backend](void* data) { backend->UnregisterHostMemory(data); });
-  }
-  impl->region_handler = std::make_unique<RegionHandler>(impl->region_registry.get(), gate);
+  region_registry = std::make_unique<RegionRegistry>(fd_listener.get(), metrics, options.regions);
+  // Regions are pinned for DMA where the backend can (CUDA); elsewhere
+  // RegisterHostMemory is UNIMPLEMENTED and regions stay unpinned.
+  DeviceBackend* backend = inventory->backend();
+  region_registry->set_pinning(
+      [backend](void* data, int64_t size) { return backend->RegisterHostMemory(data, size); },
+      [backend](void* data) { backend->UnregisterHostMemory(data); });
+  region_handler = std::make_unique<RegionHandler>(region_registry.get(), gate);
+  return absl::OkStatus();
+}
 
-  impl->mesh_registry = std::make_unique<MeshRegistry>(inventory);
-  TensorStoreOptions store_options;
-  store_options.max_bytes_per_owner = options.max_tensor_bytes_per_owner;
-  store_options.max_device_bytes_per_tenant = options.max_device_bytes_per_tenant;
-  store_options.max_tensors_per_tenant = options.max_tensors_per_tenant;
-  impl->tensor_store = std::make_unique<TensorStore>(inventory->backend(), store_options);
-  impl->tensor_ops = std::make_unique<TensorOps>(impl->tensors(), impl->meshes());
-  impl->mesh_handler = std::make_unique<MeshHandler>(impl->meshes(), impl->ops(), gate);
-  impl->tensor_handler =
-      std::make_unique<TensorHandler>(impl->ops(), gate, impl->region_registry.get());
+void ServiceSet::Impl::CreateMeshesAndTensors() {
+  mesh_registry = std::make_unique<MeshRegistry>(inventory);
+  tensor_store = std::make_unique<TensorStore>(inventory->backend(), options.tensors);
+  tensor_ops = std::make_unique<TensorOps>(tensors(), meshes());
+  mesh_handler = std::make_unique<MeshHandler>(meshes(), ops(), gate);
+  tensor_handler = std::make_unique<TensorHandler>(ops(), gate, region_registry.get());
+}
 
-  impl->collective_engine = std::move(engine);
-  impl->collective_core = std::make_unique<CollectiveServiceCore>(
-      impl->tensors(), impl->collective_engine.get(), metrics);
+void ServiceSet::Impl::CreateCollectives(std::unique_ptr<CollectiveEngine> engine) {
+  collective_engine = std::move(engine);
+  collective_core =
+      std::make_unique<CollectiveServiceCore>(tensors(), collective_engine.get(), metrics);
   // Collective RPCs wait on their engine call; 8 of them may do so at once,
   // more queue (the engine's own pool does the work).
-  impl->collective_dispatch = std::make_unique<WorkerPool>(8);
-  impl->collective_handler = std::make_unique<CollectiveHandler>(
-      impl->collective_core.get(), impl->collective_dispatch.get(), gate);
+  collective_dispatch = std::make_unique<WorkerPool>(8);
+  collective_handler =
+      std::make_unique<CollectiveHandler>(collective_core.get(), collective_dispatch.get(), gate);
+}
 
-  impl->session_manager = std::make_unique<SessionManager>(impl->tensors(), options.sessions);
-  impl->session_handler = std::make_unique<SessionHandler>(impl->session_manager.get(), gate);
-  gate->set_sessions(impl->session_manager.get());
-  {
-    RegionRegistry* regions = impl->region_registry.get();
-    SessionManager* sessions = impl->session_manager.get();
-    sessions->AddEndListener([regions](const std::string& id) { regions->EndSession(id); });
-    regions->set_session_check([sessions](const std::string& id) { return sessions->IsOpen(id); });
-  }
+void ServiceSet::Impl::CreateSessions() {
+  session_manager = std::make_unique<SessionManager>(tensors(), options.sessions);
+  session_handler = std::make_unique<SessionHandler>(session_manager.get(), gate);
+  gate->set_sessions(session_manager.get());
+  RegionRegistry* regions = region_registry.get();
+  SessionManager* sessions = session_manager.get();
+  sessions->AddEndListener([regions](const std::string& id) { regions->EndSession(id); });
+  regions->set_session_check([sessions](const std::string& id) { return sessions->IsOpen(id); });
+}
 
-  impl->prefetch_manager = std::make_unique<PrefetchManager>(impl->ops(), metrics);
-  impl->prefetch_handler = std::make_unique<PrefetchHandler>(impl->prefetch_manager.get(), gate,
-                                                             impl->region_registry.get());
+void ServiceSet::Impl::CreatePrefetch() {
+  prefetch_manager = std::make_unique<PrefetchManager>(ops(), metrics);
+  prefetch_handler =
+      std::make_unique<PrefetchHandler>(prefetch_manager.get(), gate, region_registry.get());
+}
 
+void ServiceSet::Impl::CreateCluster() {
   Cluster* cluster = options.cluster;
   if (cluster != nullptr && !cluster->enabled()) {
     // A lone daemon: its shards report its --process_index.
     TensorStoreHooks hooks;
     const int32_t process = cluster->process_index();
     hooks.process_of = [process](int64_t) { return process; };
-    impl->tensor_store->set_hooks(std::move(hooks));
+    tensor_store->set_hooks(std::move(hooks));
   }
-  if (cluster != nullptr && cluster->enabled()) {
-    impl->peer_client = std::make_unique<PeerClient>(cluster);
-    impl->cluster_tensors = std::make_unique<ClusterTensors>(
-        cluster, impl->tensors(), impl->peer_client.get(), cluster->config().op_timeout * 10);
-    impl->cluster_meshes = std::make_unique<ClusterMeshes>(cluster, impl->meshes(), impl->ops(),
-                                                           impl->peer_client.get());
-    impl->cluster_data = std::make_unique<ClusterData>(
-        cluster, impl->tensors(), impl->cluster_tensors.get(), impl->peer_client.get());
-    impl->tensor_ops->set_remote_shards(impl->cluster_data.get());
-    impl->cluster_ops =
-        std::make_unique<ClusterOps>(cluster, impl->tensors(), impl->cluster_tensors.get(),
-                                     impl->cluster_data.get(), impl->peer_client.get());
-    impl->tensor_ops->set_distributed(impl->cluster_ops.get());
-    impl->peer_handler = std::make_unique<PeerHandler>(
-        cluster, inventory, impl->cluster_tensors.get(), impl->cluster_meshes.get(),
-        impl->cluster_ops.get(), options.peer_gate);
-    impl->cluster_collectives = std::make_unique<ClusterCollectives>(
-        cluster, impl->tensors(), impl->cluster_tensors.get(), impl->peer_client.get());
-    impl->peer_handler->set_collectives(impl->cluster_collectives.get(),
-                                        impl->collective_core.get());
-    impl->collective_handler->set_cluster(impl->cluster_collectives.get(), impl->peer_client.get());
-  }
+  if (cluster == nullptr || !cluster->enabled()) return;
+  peer_client = std::make_unique<PeerClient>(cluster);
+  cluster_tensors = std::make_unique<ClusterTensors>(cluster, tensors(), peer_client.get(),
+                                                     cluster->config().op_timeout * 10);
+  cluster_meshes = std::make_unique<ClusterMeshes>(cluster, meshes(), ops(), peer_client.get());
+  cluster_data =
+      std::make_unique<ClusterData>(cluster, tensors(), cluster_tensors.get(), peer_client.get());
+  tensor_ops->set_remote_shards(cluster_data.get());
+  cluster_ops = std::make_unique<ClusterOps>(cluster, tensors(), cluster_tensors.get(),
+                                             cluster_data.get(), peer_client.get());
+  tensor_ops->set_distributed(cluster_ops.get());
+  peer_handler =
+      std::make_unique<PeerHandler>(cluster, inventory, cluster_tensors.get(), cluster_meshes.get(),
+                                    cluster_ops.get(), options.peer_gate);
+  cluster_collectives = std::make_unique<ClusterCollectives>(
+      cluster, tensors(), cluster_tensors.get(), peer_client.get());
+  peer_handler->set_collectives(cluster_collectives.get(), collective_core.get());
+  collective_handler->set_cluster(cluster_collectives.get(), peer_client.get());
+}
 
-  // Last, once nothing can fail: the collector points into this ServiceSet,
-  // so the metrics endpoint must stop before the ServiceSet dies (the Daemon
-  // stops it first).
-  AddMeshAndTensorMetrics(metrics, impl->meshes(), impl->tensors());
-  if (metrics != nullptr) {
-    SessionManager* sessions = impl->session_manager.get();
-    metrics->Describe("placementd_sessions", "gauge", "Open sessions (SessionService).");
-    metrics->Describe("placementd_session_tensors", "gauge",
-                      "Tensors held by open sessions (freed when a session ends or expires).");
-    metrics->AddCollector([sessions](std::vector<GaugeSample>* out) {
-      out->push_back({"placementd_sessions", {}, static_cast<double>(sessions->size())});
-      out->push_back(
-          {"placementd_session_tensors", {}, static_cast<double>(sessions->tensor_count())});
-    });
-  }
-  if (metrics != nullptr && impl->cluster_tensors != nullptr) {
-    ClusterTensors* pending = impl->cluster_tensors.get();
-    metrics->Describe("placementd_cluster_epoch", "gauge",
-                      "Membership epoch of this daemon's cluster (advances on every change).");
-    metrics->Describe("placementd_cluster_processes", "gauge",
-                      "Daemons of the cluster by state (joining, alive, lost).");
-    metrics->Describe("placementd_cluster_pending_tensors", "gauge",
-                      "Tensor parts prepared here for an operation another daemon drives, not "
-                      "yet committed.");
-    metrics->AddCollector([cluster, pending](std::vector<GaugeSample>* out) {
-      std::shared_ptr<const ClusterView> view = cluster->view();
-      out->push_back({"placementd_cluster_epoch", {}, static_cast<double>(view->epoch)});
-      for (ProcessState state :
-           {ProcessState::kJoining, ProcessState::kAlive, ProcessState::kLost}) {
-        double n = 0;
-        for (const ProcessRecord& p : view->processes) n += p.state == state ? 1 : 0;
-        out->push_back(
-            {"placementd_cluster_processes", {{"state", std::string(ProcessStateName(state))}}, n});
-      }
-      out->push_back({"placementd_cluster_pending_tensors",
-                      {},
-                      static_cast<double>(pending->pending_count())});
-    });
-  }
-  if (metrics != nullptr) {
-    RegionRegistry* regions = impl->region_registry.get();
-    metrics->Describe("placementd_regions", "gauge", "Shared-memory regions registered now.");
-    metrics->Describe("placementd_region_mapped_bytes", "gauge",
-                      "Bytes of client shared memory the daemon maps now.");
-    metrics->AddCollector([regions](std::vector<GaugeSample>* out) {
-      out->push_back({"placementd_regions", {}, static_cast<double>(regions->size())});
-      out->push_back(
-          {"placementd_region_mapped_bytes", {}, static_cast<double>(regions->mapped_bytes())});
-    });
-  }
-  return std::unique_ptr<ServiceSet>(new ServiceSet(std::move(impl)));
+void ServiceSet::Impl::AddMetrics() {
+  if (metrics == nullptr) return;
+  AddMeshAndTensorMetrics(metrics, meshes(), tensors());
+  AddSessionMetrics(metrics, session_manager.get());
+  AddRegionMetrics(metrics, region_registry.get());
+  if (cluster_tensors != nullptr)
+    AddClusterMetrics(metrics, options.cluster, cluster_tensors.get());
 }
 
 void ServiceSet::Register(grpc::ServerBuilder* builder) {
@@ -268,11 +291,23 @@ void ServiceSet::RegisterPeer(grpc::ServerBuilder* builder) {
 
 absl::Status ServiceSet::AttachCluster(const ClusterView& view) {
   if (!impl_->cluster_tensors) return absl::OkStatus();
-  Cluster* cluster = impl_->options.cluster;
+  impl_->ShowClusterDevices(view);
+  impl_->cluster_tensors->Attach();
+  impl_->cluster_meshes->Attach();
+  RETURN_IF_ERROR(impl_->CreateClusterEngine());
+  if (impl_->options.cluster->process_index() != 0) {
+    // A daemon that joins again finds the cluster's meshes and tensors.
+    RETURN_IF_ERROR(impl_->cluster_meshes->Sync());
+    RETURN_IF_ERROR(impl_->cluster_tensors->SyncFrom(0));
+  }
+  return absl::OkStatus();
+}
+
+void ServiceSet::Impl::ShowClusterDevices(const ClusterView& view) {
   // ListDevices shows every daemon's devices; the others' accounting comes
   // from them when asked.
-  PeerClient* peers = impl_->peer_client.get();
-  impl_->inventory->SetClusterDevices(view.AllDevices(), [peers] {
+  PeerClient* peers = peer_client.get();
+  inventory->SetClusterDevices(view.AllDevices(), [peers] {
     const std::vector<int32_t> alive = peers->AlivePeers();
     std::vector<std::vector<DeviceState>> per(alive.size());
     PeerClient::ForEach(alive, [&](int32_t p) {
@@ -285,41 +320,36 @@ absl::Status ServiceSet::AttachCluster(const ClusterView& view) {
     for (auto& v : per) out.insert(out.end(), v.begin(), v.end());
     return out;
   });
-  impl_->cluster_tensors->Attach();
-  impl_->cluster_meshes->Attach();
+}
+
+absl::Status ServiceSet::Impl::CreateClusterEngine() {
 #if PLACEMENT_WITH_GLOO
-  {
-    ClusterEngineOptions engine;
-    engine.local = impl_->collective_engine.get();
-    engine.backend = impl_->inventory->backend();
-    engine.process_index = cluster->process_index();
-    engine.process_of = [cluster](int64_t device) { return cluster->ProcessOf(device); };
-    engine.store = cluster->coordinator();
-    engine.hostname = cluster->config().gloo_hostname;
-    engine.timeout = cluster->config().op_timeout;
-    engine.gap_timeout = std::min(cluster->config().op_timeout, absl::Seconds(10));
-    engine.on_failure = [cluster](const CrossProcessTicket& ticket, const absl::Status& status) {
-      cluster->coordinator()
-          ->ReportContextFailure(ticket.set_key, static_cast<int64_t>(ticket.generation),
-                                 std::string(status.message()))
-          .IgnoreError();
-    };
-    ASSIGN_OR_RETURN(impl_->cluster_engine, ClusterEngine::Create(std::move(engine)));
-    impl_->collective_core->set_engine(impl_->cluster_engine.get());
-    ClusterEngine* made = impl_->cluster_engine.get();
-    impl_->cluster_collectives->set_forfeit(
-        [made](const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
-               const absl::Status& why) { made->Forfeit(ticket, participants, why); });
-    cluster->AddListener([made](const ClusterEvent& event) {
-      made->DropEpochsBefore(static_cast<uint64_t>(event.after->epoch));
-    });
-  }
+  Cluster* cluster = options.cluster;
+  ClusterEngineOptions engine;
+  engine.local = collective_engine.get();
+  engine.backend = inventory->backend();
+  engine.process_index = cluster->process_index();
+  engine.process_of = [cluster](int64_t device) { return cluster->ProcessOf(device); };
+  engine.store = cluster->coordinator();
+  engine.hostname = cluster->config().gloo_hostname;
+  engine.timeout = cluster->config().op_timeout;
+  engine.gap_timeout = std::min(cluster->config().op_timeout, absl::Seconds(10));
+  engine.on_failure = [cluster](const CrossProcessTicket& ticket, const absl::Status& status) {
+    cluster->coordinator()
+        ->ReportContextFailure(ticket.set_key, static_cast<int64_t>(ticket.generation),
+                               std::string(status.message()))
+        .IgnoreError();
+  };
+  ASSIGN_OR_RETURN(cluster_engine, ClusterEngine::Create(std::move(engine)));
+  collective_core->set_engine(cluster_engine.get());
+  ClusterEngine* made = cluster_engine.get();
+  cluster_collectives->set_forfeit(
+      [made](const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
+             const absl::Status& why) { made->Forfeit(ticket, participants, why); });
+  cluster->AddListener([made](const ClusterEvent& event) {
+    made->DropEpochsBefore(static_cast<uint64_t>(event.after->epoch));
+  });
 #endif
-  if (cluster->process_index() != 0) {
-    // A daemon that joins again finds the cluster's meshes and tensors.
-    RETURN_IF_ERROR(impl_->cluster_meshes->Sync());
-    RETURN_IF_ERROR(impl_->cluster_tensors->SyncFrom(0));
-  }
   return absl::OkStatus();
 }
 

@@ -28,9 +28,8 @@ class ClusterTensors;
 class MeshAuthority;
 
 struct ServiceSetOptions {
-  int64_t max_tensor_bytes_per_owner = 0;   // 0 = unlimited
-  int64_t max_device_bytes_per_tenant = 0;  // page-rounded; 0 = unlimited
-  int64_t max_tensors_per_tenant = 0;       // 0 = unlimited
+  // The tensor store's quotas.
+  TensorStoreOptions tensors;
   SessionOptions sessions;
   // Shared-memory regions: the fd-passing socket ("" = fd passing off) and
   // the registry's bounds.

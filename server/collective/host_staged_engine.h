@@ -1,10 +1,10 @@
-// HostStagedEngine: collectives over device buffers that the platform's
-// peer engine cannot serve -- today, groups whose ranks share one GPU
-// (logical devices, CudaBackendOptions::logical_devices_per_gpu), since NCCL
-// allows one rank per GPU in a communicator. Every rank's send buffer is read
-// into host memory through the DeviceBackend, the LocalEngine runs the
-// collective there (same dtypes, ops and accumulation as on CPU virtual
-// devices), and every receive buffer is written back.
+// HostStagedEngine: collectives over device buffers that a platform's own
+// engine cannot serve -- e.g. groups whose ranks share one physical device
+// (logical devices), which a library allowing one rank per device per
+// communicator (NCCL, RCCL) refuses. A building block platforms share. Every rank's send buffer is
+// read into host memory through the DeviceBackend, the LocalEngine runs the collective there (same
+// dtypes, ops and accumulation as on CPU virtual devices), and every receive buffer is written
+// back.
 //
 // Cost: one device->host and one host->device copy per rank, plus host
 // memory for the staged buffers while the call runs (not counted against

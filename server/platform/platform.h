@@ -6,7 +6,10 @@
 // (platform_registry.h) in their own folder (server/platform/<name>/); the
 // daemon picks one by name (--backend=NAME) or asks every registered
 // platform, highest auto_priority first (--backend=auto). Nothing outside a
-// platform's folder and the registry knows platform names or types.
+// platform's folder and the registry knows platform names or types: a
+// platform's options and flags live in its folder too (ReadFlags), and
+// adding one is a folder plus one entry in server/CMakeLists.txt
+// (docs/adding-a-backend.md).
 //
 // Implementations are stateless and thread-safe.
 #ifndef PLACEMENT_SERVER_PLATFORM_PLATFORM_H_
@@ -14,6 +17,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -22,6 +26,17 @@
 #include "server/platform/platform_config.h"
 
 namespace placement::server {
+
+// What callers that must run on whichever platform is picked (the
+// conformance suite, benchmarks) ask of it: `count` devices (per physical
+// device, for platforms that split one into logical devices) of
+// `memory_bytes` each, keeping at most `cache_bytes` of freed blocks per
+// device (-1: the platform's default).
+struct DeviceRequest {
+  int count = 1;
+  int64_t memory_bytes = 0;
+  int64_t cache_bytes = -1;
+};
 
 class Platform {
  public:
@@ -35,6 +50,22 @@ class Platform {
   // --backend=auto asks platforms in decreasing priority; the always-usable
   // fallback (cpu) has the lowest.
   virtual int auto_priority() const = 0;
+
+  // What --version says of this platform in this build ("cpu", "cuda (NCCL
+  // collectives)"; for a platform compiled out, why: "CUDA off").
+  virtual std::string BuildNote() const = 0;
+  // False for a stand-in registered by a build without the platform.
+  virtual bool compiled_in() const { return true; }
+
+  // Copies the platform's own flags (declared in its folder) into
+  // `options`. Called by the daemon for every registered platform.
+  virtual void ReadFlags(PlatformOptions* options) const {}
+  // Sets `options` so that CreateBackend makes the devices `request` asks
+  // for (DeviceRequest).
+  virtual void RequestDevices(const DeviceRequest& request, PlatformOptions* options) const {}
+  // The same request as placementd flags ("--cpu_devices=4", ...), for
+  // tests and benchmarks that start a daemon on this platform.
+  virtual std::vector<std::string> RequestFlags(const DeviceRequest& request) const { return {}; }
 
   // FAILED_PRECONDITION (with the driver's or the build's reason) when the
   // platform is not usable on this machine -- auto then asks the next one;

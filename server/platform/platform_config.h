@@ -1,37 +1,53 @@
 // PlatformConfig: everything a platform needs to make its DeviceBackend and
 // its intra-node CollectiveEngine, filled by the daemon from its flags. Node
 // identity (process_index) is the daemon's: it is passed to whichever
-// platform is chosen, never owned by one backend's options.
+// platform is chosen, never owned by one platform's options.
 //
-// Plain struct; thread-compatible.
+// PlatformOptions holds each platform's own settings by type: a platform
+// defines its options struct in its folder (server/platform/<name>/), reads
+// its flags into it (Platform::ReadFlags) and finds it again in
+// CreateBackend; nothing here knows which platforms exist. A platform that
+// was given no options sees its struct's defaults.
+//
+// Plain values; thread-compatible.
 #ifndef PLACEMENT_SERVER_PLATFORM_PLATFORM_CONFIG_H_
 #define PLACEMENT_SERVER_PLATFORM_PLATFORM_CONFIG_H_
 
+#include <any>
 #include <cstdint>
+#include <map>
+#include <typeindex>
 
 namespace placement::server {
 
-// --cpu_devices, --cpu_device_memory.
-struct CpuPlatformOptions {
-  int num_devices = 8;
-  // Budget per virtual device in bytes; 0 = half the machine's physical
-  // memory divided evenly among the devices.
-  int64_t device_memory_bytes = 0;
-  // Freed blocks kept per device (counted against its budget); 0 disables.
-  int64_t cache_bytes_per_device = int64_t{512} << 20;
+class PlatformOptions {
+ public:
+  // The options of type T: those set through Mutable<T>, else T{}.
+  template <typename T>
+  const T& Get() const {
+    auto it = by_type_.find(std::type_index(typeid(T)));
+    if (it == by_type_.end()) {
+      static const T* const kDefaults = new T();
+      return *kDefaults;
+    }
+    return *std::any_cast<T>(&it->second);
+  }
+
+  // The options of type T, made from T{} on first use.
+  template <typename T>
+  T& Mutable() {
+    std::any& slot = by_type_[std::type_index(typeid(T))];
+    if (!slot.has_value()) slot = T();
+    return *std::any_cast<T>(&slot);
+  }
+
+ private:
+  std::map<std::type_index, std::any> by_type_;
 };
 
-// --cuda_memory_fraction, --cuda_logical_devices, --cuda_device_memory.
-struct CudaPlatformOptions {
-  double memory_fraction = 0.9;
-  // Devices each GPU is presented as, and each one's budget (0 = an even
-  // share of memory_fraction of the GPU's free memory).
-  int32_t logical_devices = 1;
-  int64_t device_memory_bytes = 0;
-};
-
-// Options of the LocalEngine that serves groups of this node's devices
-// (directly on host-addressable devices, host-staged otherwise).
+// Options of the LocalEngine that serves groups of this node's devices in
+// host memory (directly on host-addressable devices, host-staged
+// otherwise); shared by every platform that uses it.
 struct LocalCollectiveOptions {
   int num_threads = -1;  // pool threads besides each caller; -1 = default
 };
@@ -40,9 +56,9 @@ struct PlatformConfig {
   // This node's index among the daemons of a job: device ids are
   // process_index * kMaxLocalDevices + local index.
   int32_t process_index = 0;
-  CpuPlatformOptions cpu;
-  CudaPlatformOptions cuda;
   LocalCollectiveOptions local_collectives;
+  // Each platform's own settings (its flags), by type.
+  PlatformOptions options;
 };
 
 }  // namespace placement::server

@@ -12,10 +12,15 @@ namespace placement::server {
 PlatformConfig MakePlatformConfig(const BackendOptions& options, int32_t process_index) {
   PlatformConfig config;
   config.process_index = process_index;
-  config.cpu = options.cpu;
-  config.cuda = options.cuda;
+  config.options = options.platforms;
   config.local_collectives = options.local_collectives;
   return config;
+}
+
+void RequestDevicesEverywhere(const DeviceRequest& request, PlatformOptions* options) {
+  for (const Platform* platform : PlatformRegistry::Global().ByPriority()) {
+    platform->RequestDevices(request, options);
+  }
 }
 
 absl::StatusOr<BackendSelection> SelectPlatform(absl::string_view kind,

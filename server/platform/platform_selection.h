@@ -31,10 +31,17 @@ namespace placement::server {
 // node identity, which the daemon owns and adds (MakePlatformConfig).
 struct BackendOptions {
   std::string kind = "auto";  // "auto" or a registered platform name
-  CpuPlatformOptions cpu;
-  CudaPlatformOptions cuda;
+  PlatformOptions platforms;  // each platform's own options, by type
   LocalCollectiveOptions local_collectives;
 };
+
+// --backend and every registered platform's flags (Platform::ReadFlags);
+// defined with the --backend flag in platform_flags.cc.
+BackendOptions BackendOptionsFromFlags();
+
+// Platform::RequestDevices of every registered platform: `options` then
+// asks whichever platform is picked for the same devices.
+void RequestDevicesEverywhere(const DeviceRequest& request, PlatformOptions* options);
 
 PlatformConfig MakePlatformConfig(const BackendOptions& options, int32_t process_index);
 

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "server/platform/platform.h"
 #include "server/platform/platform_registry.h"
+#include "server/platform/platform_selection.h"
 
 namespace placement::server::conformance {
 
@@ -20,14 +21,15 @@ inline constexpr int64_t kDeviceBudget = int64_t{32} << 20;
 // Devices the suite asks for (per GPU for platforms that split GPUs).
 inline constexpr int kDevices = 4;
 
+// What the suite asks of every platform (Platform::RequestDevices).
+inline DeviceRequest ConformanceRequest() {
+  return DeviceRequest{kDevices, kDeviceBudget, kDeviceBudget / 2};
+}
+
 // Small budgets and a cache smaller than the budget, for every platform.
 inline PlatformConfig ConformanceConfig() {
   PlatformConfig config;
-  config.cpu.num_devices = kDevices;
-  config.cpu.device_memory_bytes = kDeviceBudget;
-  config.cpu.cache_bytes_per_device = kDeviceBudget / 2;
-  config.cuda.logical_devices = kDevices;
-  config.cuda.device_memory_bytes = kDeviceBudget;
+  RequestDevicesEverywhere(ConformanceRequest(), &config.options);
   config.local_collectives.num_threads = 2;
   return config;
 }

@@ -36,11 +36,8 @@ class DaemonConformanceTest : public ::testing::TestWithParam<std::string> {
       ASSERT_TRUE(probe.ok()) << probe.status();
     }
     placement::testing::DaemonOptions options;
-    options.extra_flags = {absl::StrCat("--backend=", GetParam()),
-                           absl::StrCat("--cpu_devices=", kDevices),
-                           absl::StrCat("--cpu_device_memory=", kDeviceBudget),
-                           absl::StrCat("--cuda_logical_devices=", kDevices),
-                           absl::StrCat("--cuda_device_memory=", kDeviceBudget)};
+    options.extra_flags = platform->RequestFlags(ConformanceRequest());
+    options.extra_flags.push_back(absl::StrCat("--backend=", GetParam()));
     auto daemon = placement::testing::DaemonProcess::Start(options);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = std::move(*daemon);
@@ -201,8 +198,8 @@ TEST_P(DaemonConformanceTest, ExhaustedBudgetFailsCleanly) {
   EXPECT_EQ(InUse(), baseline_);
   // The budget is still there in full afterwards.
   std::vector<float> fits(static_cast<size_t>(kDeviceBudget / 4), 2.0f);
-  auto ok = tensors_->Upload(HostArray::Of(fits, {kDeviceBudget / 4}),
-                             Placement::Device(devices_[0].id));
+  auto ok =
+      tensors_->Upload(HostArray::Of(fits, {kDeviceBudget / 4}), Placement::Device(devices_[0].id));
   ASSERT_TRUE(ok.ok()) << ok.status();
   ExpectWithinBudgets();
 }

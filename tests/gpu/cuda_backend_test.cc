@@ -1,6 +1,6 @@
 // CudaBackend on a real GPU: enumeration, accounting, H2D / D2H / D2D runs.
 // Skips when no GPU is usable.
-#include "server/device/cuda/cuda_backend.h"
+#include "server/platform/cuda/cuda_backend.h"
 
 #include <numeric>
 #include <vector>

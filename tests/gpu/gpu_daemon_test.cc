@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "placement/client/client.h"
 #include "placement/client/placement.h"
-#include "server/device/cuda/cuda_backend.h"
+#include "server/platform/cuda/cuda_backend.h"
 #include "tests/testing/daemon_process.h"
 
 namespace placement::client {

@@ -1,14 +1,14 @@
 // NcclEngine on the GPUs of this machine (skipped without one). With one GPU
 // the group of size 1, batching, caching, abort/rebuild and cancellation
 // paths still run; with more, the groups span them.
-#include "server/collective/nccl/nccl_engine.h"
+#include "server/platform/cuda/nccl_engine.h"
 
 #include <memory>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/device/cuda/cuda_backend.h"
+#include "server/platform/cuda/cuda_backend.h"
 #include "tests/server/collective/collective_test_util.h"
 
 namespace placement::server {

@@ -14,7 +14,7 @@
 #include "placement/client/meshes.h"
 #include "placement/client/regions.h"
 #include "placement/client/tensors.h"
-#include "server/device/cuda/cuda_backend.h"
+#include "server/platform/cuda/cuda_backend.h"
 #include "tests/testing/daemon_process.h"
 
 namespace placement {

@@ -5,10 +5,12 @@
 // (cuda_platform_unavailable.cc stands in otherwise).
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/collective/nccl/nccl_engine.h"
-#include "server/device/cuda/cuda_backend.h"
+#include "server/platform/cuda/cuda_backend.h"
+#include "server/platform/cuda/cuda_options.h"
+#include "server/platform/cuda/nccl_engine.h"
 #include "server/platform/platform.h"
 #include "server/platform/platform_registry.h"
 
@@ -20,14 +22,35 @@ class CudaPlatform final : public Platform {
   absl::string_view name() const override { return "cuda"; }
   absl::string_view device_noun() const override { return "GPU"; }
   int auto_priority() const override { return 100; }
+  std::string BuildNote() const override { return "cuda (NCCL collectives)"; }
+
+  void ReadFlags(PlatformOptions* options) const override {
+    options->Mutable<CudaPlatformOptions>() = CudaOptionsFromFlags();
+  }
+
+  void RequestDevices(const DeviceRequest& request, PlatformOptions* options) const override {
+    CudaPlatformOptions& cuda = options->Mutable<CudaPlatformOptions>();
+    cuda.logical_devices = request.count;
+    cuda.device_memory_bytes = request.memory_bytes;
+    if (request.cache_bytes >= 0) cuda.cache_bytes_per_device = request.cache_bytes;
+  }
+
+  std::vector<std::string> RequestFlags(const DeviceRequest& request) const override {
+    return {absl::StrCat("--cuda_logical_devices=", request.count),
+            absl::StrCat("--cuda_device_memory=", request.memory_bytes)};
+  }
 
   absl::StatusOr<std::unique_ptr<DeviceBackend>> CreateBackend(
       const PlatformConfig& config) const override {
+    const CudaPlatformOptions& cuda = config.options.Get<CudaPlatformOptions>();
     CudaBackendOptions options;
-    options.memory_fraction = config.cuda.memory_fraction;
+    options.memory_fraction = cuda.memory_fraction;
     options.process_index = config.process_index;
-    options.logical_devices_per_gpu = config.cuda.logical_devices;
-    options.device_memory_bytes = config.cuda.device_memory_bytes;
+    options.logical_devices_per_gpu = cuda.logical_devices;
+    options.device_memory_bytes = cuda.device_memory_bytes;
+    if (cuda.cache_bytes_per_device >= 0) {
+      options.cache_bytes_per_device = cuda.cache_bytes_per_device;
+    }
     absl::StatusOr<std::unique_ptr<CudaBackend>> backend = CudaBackend::Create(options);
     if (!backend.ok()) return backend.status();
     return std::unique_ptr<DeviceBackend>(std::move(*backend));
@@ -47,8 +70,9 @@ class CudaPlatform final : public Platform {
   std::string DescribeDevices(const DeviceBackend& backend,
                               const PlatformConfig& config) const override {
     std::string text = absl::StrCat(backend.Devices().size(), " CUDA device(s)");
-    if (config.cuda.logical_devices > 1) {
-      absl::StrAppend(&text, " (", config.cuda.logical_devices, " logical per GPU)");
+    const int32_t logical = config.options.Get<CudaPlatformOptions>().logical_devices;
+    if (logical > 1) {
+      absl::StrAppend(&text, " (", logical, " logical per GPU)");
     }
     return text;
   }

@@ -17,6 +17,8 @@ class UnavailableCudaPlatform final : public Platform {
   absl::string_view name() const override { return "cuda"; }
   absl::string_view device_noun() const override { return "GPU"; }
   int auto_priority() const override { return 100; }
+  std::string BuildNote() const override { return "CUDA off"; }
+  bool compiled_in() const override { return false; }
 
   absl::StatusOr<std::unique_ptr<DeviceBackend>> CreateBackend(
       const PlatformConfig&) const override {

@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/collective/local/local_engine.h"
-#include "server/device/cpu/cpu_backend.h"
+#include "server/platform/cpu/cpu_backend.h"
 #include "tests/server/collective/collective_test_util.h"
 
 #if PLACEMENT_WITH_GLOO

@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/device/cpu/cpu_backend.h"
+#include "server/platform/cpu/cpu_backend.h"
 #include "tests/server/collective/collective_test_util.h"
 #include "tests/testing/daemon_process.h"
 

@@ -8,7 +8,7 @@
 #include "common/mesh.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/device/cpu/cpu_backend.h"
+#include "server/platform/cpu/cpu_backend.h"
 #include "server/platform/platform_selection.h"
 #include "tests/server/collective/collective_test_util.h"
 

@@ -29,7 +29,7 @@
 #include "server/collective/cluster/cluster_engine.h"
 #include "server/collective/gloo/rendezvous_store.h"
 #include "server/collective/local/local_engine.h"
-#include "server/device/cpu/cpu_backend.h"
+#include "server/platform/cpu/cpu_backend.h"
 #include "tests/server/collective/collective_test_util.h"
 
 namespace placement::server::testing {

@@ -1,5 +1,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/platform/cpu/cpu_options.h"
 #include "server/platform/platform_selection.h"
 
 namespace placement::server {
@@ -18,8 +19,8 @@ bool GpuPresent() {
 TEST(BackendFactoryTest, CpuIsAlwaysAvailable) {
   BackendOptions options;
   options.kind = "cpu";
-  options.cpu.num_devices = 3;
-  options.cpu.device_memory_bytes = 4096;
+  options.platforms.Mutable<CpuPlatformOptions>().num_devices = 3;
+  options.platforms.Mutable<CpuPlatformOptions>().device_memory_bytes = 4096;
   auto selection = CreateBackend(options);
   ASSERT_TRUE(selection.ok()) << selection.status();
   EXPECT_EQ(selection->backend->Name(), "cpu");

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "server/device/cpu/cpu_backend.h"
+#include "server/platform/cpu/cpu_backend.h"
 
 namespace placement::server {
 namespace {

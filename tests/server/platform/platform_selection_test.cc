@@ -12,7 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/device/cpu/cpu_backend.h"
+#include "server/platform/cpu/cpu_backend.h"
+#include "server/platform/cpu/cpu_options.h"
 #include "server/platform/platform_registry.h"
 
 namespace placement::server {
@@ -31,6 +32,7 @@ class TestPlatform final : public Platform {
   absl::string_view name() const override { return name_; }
   absl::string_view device_noun() const override { return "TPU"; }
   int auto_priority() const override { return priority_; }
+  std::string BuildNote() const override { return name_; }
   absl::StatusOr<std::unique_ptr<DeviceBackend>> CreateBackend(
       const PlatformConfig& config) const override {
     if (!status_.ok()) return status_;
@@ -85,8 +87,8 @@ TEST(PlatformRegistryTest, ANameIsRegisteredOnce) {
 TEST(PlatformSelectionTest, ExplicitNamesAndUnknownNames) {
   BackendOptions options;
   options.kind = "cpu";
-  options.cpu.num_devices = 3;
-  options.cpu.device_memory_bytes = 4096;
+  options.platforms.Mutable<CpuPlatformOptions>().num_devices = 3;
+  options.platforms.Mutable<CpuPlatformOptions>().device_memory_bytes = 4096;
   auto cpu = CreateBackend(options, /*process_index=*/2);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   EXPECT_EQ(cpu->platform->name(), "cpu");
@@ -103,20 +105,52 @@ TEST(PlatformSelectionTest, ExplicitNamesAndUnknownNames) {
 
   // Settings a platform refuses are INVALID_ARGUMENT, named or under auto.
   options.kind = "cpu";
-  options.cpu.num_devices = 0;
+  options.platforms.Mutable<CpuPlatformOptions>().num_devices = 0;
   EXPECT_EQ(CreateBackend(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(PlatformSelectionTest, EnginesComeFromThePlatformThatMadeTheBackend) {
   BackendOptions options;
   options.kind = "cpu";
-  options.cpu.num_devices = 2;
-  options.cpu.device_memory_bytes = 1 << 20;
+  options.platforms.Mutable<CpuPlatformOptions>().num_devices = 2;
+  options.platforms.Mutable<CpuPlatformOptions>().device_memory_bytes = 1 << 20;
   auto selection = CreateBackend(options);
   ASSERT_TRUE(selection.ok());
   auto engine = CreateCollectiveEngine(selection->backend.get());
   ASSERT_TRUE(engine.ok()) << engine.status();
   EXPECT_TRUE((*engine)->CompletesInline());
+}
+
+TEST(PlatformOptionsTest, EachPlatformFindsItsOwnOptionsOrItsDefaults) {
+  PlatformOptions options;
+  EXPECT_EQ(options.Get<CpuPlatformOptions>().num_devices, CpuPlatformOptions().num_devices);
+  options.Mutable<CpuPlatformOptions>().num_devices = 5;
+  PlatformOptions copy = options;  // value semantics: copies do not share
+  copy.Mutable<CpuPlatformOptions>().num_devices = 6;
+  EXPECT_EQ(options.Get<CpuPlatformOptions>().num_devices, 5);
+  EXPECT_EQ(copy.Get<CpuPlatformOptions>().num_devices, 6);
+}
+
+TEST(PlatformOptionsTest, RequestDevicesReachesWhicheverPlatformIsPicked) {
+  BackendOptions options;
+  options.kind = "cpu";
+  RequestDevicesEverywhere(DeviceRequest{3, 1 << 20, 0}, &options.platforms);
+  auto selection = CreateBackend(options);
+  ASSERT_TRUE(selection.ok()) << selection.status();
+  ASSERT_EQ(selection->backend->Devices().size(), 3u);
+  EXPECT_EQ(selection->backend->Devices()[0].memory_limit_bytes, 1 << 20);
+  // The same request as daemon flags.
+  EXPECT_THAT(PlatformRegistry::Global().Find("cpu")->RequestFlags(DeviceRequest{3, 1 << 20, 0}),
+              ElementsAre("--cpu_devices=3", "--cpu_device_memory=1048576"));
+}
+
+TEST(PlatformOptionsTest, VersionNotesSayWhatIsBuilt) {
+  const Platform* cpu = PlatformRegistry::Global().Find("cpu");
+  EXPECT_TRUE(cpu->compiled_in());
+  EXPECT_EQ(cpu->BuildNote(), "cpu");
+  const Platform* cuda = PlatformRegistry::Global().Find("cuda");
+  EXPECT_EQ(cuda->compiled_in(), PLACEMENT_WITH_CUDA == 1);
+  EXPECT_EQ(cuda->BuildNote(), PLACEMENT_WITH_CUDA ? "cuda (NCCL collectives)" : "CUDA off");
 }
 
 // Registers platforms that outrank cpu and cuda for the rest of this binary,
@@ -127,8 +161,8 @@ TEST(PlatformSelectionTest, AutoFallsBackPastUnusablePlatformsAndStopsAtBadSetti
   ASSERT_TRUE(registry.Register(std::make_unique<TestPlatform>(
       "test_absent", 500, absl::FailedPreconditionError("no TPU attached"))));
   BackendOptions options;
-  options.cpu.num_devices = 4;
-  options.cpu.device_memory_bytes = 4096;
+  options.platforms.Mutable<CpuPlatformOptions>().num_devices = 4;
+  options.platforms.Mutable<CpuPlatformOptions>().device_memory_bytes = 4096;
   auto selection = CreateBackend(options);
   ASSERT_TRUE(selection.ok()) << selection.status();
   EXPECT_EQ(selection->platform->name(), "cpu");
@@ -136,7 +170,8 @@ TEST(PlatformSelectionTest, AutoFallsBackPastUnusablePlatformsAndStopsAtBadSetti
   EXPECT_THAT(selection->note, HasSubstr("); falling back to 4 CPU virtual devices"));
 
   // The first usable platform by priority wins (after the unusable one).
-  ASSERT_TRUE(registry.Register(std::make_unique<TestPlatform>("test_here", 400, absl::OkStatus())));
+  ASSERT_TRUE(
+      registry.Register(std::make_unique<TestPlatform>("test_here", 400, absl::OkStatus())));
   selection = CreateBackend(options);
   ASSERT_TRUE(selection.ok()) << selection.status();
   EXPECT_EQ(selection->platform->name(), "test_here");
@@ -155,8 +190,8 @@ TEST(PlatformSelectionTest, AutoFallsBackPastUnusablePlatformsAndStopsAtBadSetti
   EXPECT_EQ(absent.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(absent.status().message(),
             "--backend=test_absent but no TPU is usable: no TPU attached");
-  EXPECT_THAT(registry.Names(), ElementsAre("test_misconfigured", "test_absent", "test_here",
-                                            "cuda", "cpu"));
+  EXPECT_THAT(registry.Names(),
+              ElementsAre("test_misconfigured", "test_absent", "test_here", "cuda", "cpu"));
 }
 
 }  // namespace

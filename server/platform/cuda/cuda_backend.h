@@ -16,8 +16,8 @@
 // use NCCL (one rank per GPU) and run host-staged (see NcclEngine).
 //
 // Thread-safe. Built only when the CUDA toolkit is found.
-#ifndef PLACEMENT_SERVER_DEVICE_CUDA_CUDA_BACKEND_H_
-#define PLACEMENT_SERVER_DEVICE_CUDA_CUDA_BACKEND_H_
+#ifndef PLACEMENT_SERVER_PLATFORM_CUDA_CUDA_BACKEND_H_
+#define PLACEMENT_SERVER_PLATFORM_CUDA_CUDA_BACKEND_H_
 
 #include <memory>
 #include <string>
@@ -98,4 +98,4 @@ bool CudaDevicesPresent(std::string* reason);
 
 }  // namespace placement::server
 
-#endif  // PLACEMENT_SERVER_DEVICE_CUDA_CUDA_BACKEND_H_
+#endif  // PLACEMENT_SERVER_PLATFORM_CUDA_CUDA_BACKEND_H_

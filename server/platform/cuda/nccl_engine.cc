@@ -1,4 +1,4 @@
-#include "server/collective/nccl/nccl_engine.h"
+#include "server/platform/cuda/nccl_engine.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>

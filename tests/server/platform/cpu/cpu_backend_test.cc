@@ -1,4 +1,4 @@
-#include "server/device/cpu/cpu_backend.h"
+#include "server/platform/cpu/cpu_backend.h"
 
 #include <cstring>
 #include <thread>

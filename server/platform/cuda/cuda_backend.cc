@@ -1,4 +1,4 @@
-#include "server/device/cuda/cuda_backend.h"
+#include "server/platform/cuda/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
 

@@ -32,8 +32,8 @@
 // the same group are serialised by the group's lock (NCCL requires one
 // in-order issuer per communicator). Groups are locked in a fixed order, so
 // calls spanning several groups cannot deadlock.
-#ifndef PLACEMENT_SERVER_COLLECTIVE_NCCL_NCCL_ENGINE_H_
-#define PLACEMENT_SERVER_COLLECTIVE_NCCL_NCCL_ENGINE_H_
+#ifndef PLACEMENT_SERVER_PLATFORM_CUDA_NCCL_ENGINE_H_
+#define PLACEMENT_SERVER_PLATFORM_CUDA_NCCL_ENGINE_H_
 
 #include <cstdint>
 #include <map>
@@ -46,7 +46,7 @@
 #include "absl/time/time.h"
 #include "server/collective/collective_engine.h"
 #include "server/collective/host_staged_engine.h"
-#include "server/device/cuda/cuda_backend.h"
+#include "server/platform/cuda/cuda_backend.h"
 
 namespace placement::server {
 
@@ -103,4 +103,4 @@ class NcclEngine final : public CollectiveEngine {
 
 }  // namespace placement::server
 
-#endif  // PLACEMENT_SERVER_COLLECTIVE_NCCL_NCCL_ENGINE_H_
+#endif  // PLACEMENT_SERVER_PLATFORM_CUDA_NCCL_ENGINE_H_

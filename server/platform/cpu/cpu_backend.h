@@ -5,8 +5,8 @@
 // works on it.
 //
 // Thread-safe.
-#ifndef PLACEMENT_SERVER_DEVICE_CPU_CPU_BACKEND_H_
-#define PLACEMENT_SERVER_DEVICE_CPU_CPU_BACKEND_H_
+#ifndef PLACEMENT_SERVER_PLATFORM_CPU_CPU_BACKEND_H_
+#define PLACEMENT_SERVER_PLATFORM_CPU_CPU_BACKEND_H_
 
 #include <memory>
 #include <vector>
@@ -57,4 +57,4 @@ class CpuBackend final : public BudgetedBackend {
 
 }  // namespace placement::server
 
-#endif  // PLACEMENT_SERVER_DEVICE_CPU_CPU_BACKEND_H_
+#endif  // PLACEMENT_SERVER_PLATFORM_CPU_CPU_BACKEND_H_

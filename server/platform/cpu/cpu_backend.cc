@@ -1,4 +1,4 @@
-#include "server/device/cpu/cpu_backend.h"
+#include "server/platform/cpu/cpu_backend.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -46,8 +46,8 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
     return absl::InvalidArgumentError("cache_bytes_per_device must be >= 0");
   }
   if (options.device_memory_bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("cpu_device_memory must be >= 0 bytes, got ",
-                                                   options.device_memory_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cpu_device_memory must be >= 0 bytes, got ", options.device_memory_bytes));
   }
   int64_t budget = options.device_memory_bytes;
   if (budget == 0) budget = PhysicalMemoryBytes() / 2 / options.num_devices;
