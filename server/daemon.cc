@@ -22,6 +22,8 @@
 #include "server/logging.h"
 #include "server/metrics/http_server.h"
 #include "server/metrics/metrics.h"
+#include "server/peer/coordinator_client.h"
+#include "server/peer/peer_channels.h"
 #include "server/ready_file.h"
 #include "server/service/call_gate.h"
 #include "server/service/cluster_handler.h"
@@ -51,8 +53,10 @@ struct DaemonState {
   CallGate peer_gate;
   std::unique_ptr<DeviceBackend> backend;
   std::unique_ptr<DeviceInventory> inventory;
-  // Cluster membership (disabled for a lone daemon); process 0 also runs
-  // the coordinator and its ClusterService.
+  // Cluster membership (disabled for a lone daemon) and the channels to the
+  // other daemons; process 0 also runs the coordinator and its
+  // ClusterService.
+  std::unique_ptr<PeerChannels> peer_channels;
   std::unique_ptr<Cluster> cluster;
   std::unique_ptr<Coordinator> coordinator;
   std::unique_ptr<ClusterHandler> cluster_handler;
@@ -193,7 +197,7 @@ absl::Status CreateCluster(DaemonState* state) {
   ClusterConfig cluster_config;
   cluster_config.process_index = config.process_index;
   if (!state->in_cluster) {
-    state->cluster = std::make_unique<Cluster>(cluster_config, PeerSecurity{});
+    state->cluster = std::make_unique<Cluster>(cluster_config, nullptr);
     return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(std::string token, ReadPeerToken(config.cluster.peer_token_file));
@@ -203,9 +207,13 @@ absl::Status CreateCluster(DaemonState* state) {
   cluster_config.heartbeat_interval = config.cluster.heartbeat_interval;
   cluster_config.heartbeat_misses = config.cluster.heartbeat_misses;
   cluster_config.op_timeout = config.cluster.op_timeout;
-  state->cluster = std::make_unique<Cluster>(
-      cluster_config,
+  state->peer_channels = std::make_unique<PeerChannels>(
       PeerSecurity{config.transport, config.cluster.peer_tls_server_name, std::move(token)});
+  PeerChannels* channels = state->peer_channels.get();
+  state->cluster =
+      std::make_unique<Cluster>(cluster_config, [channels](const std::string& address) {
+        return std::make_unique<CoordinatorClient>(channels, address);
+      });
   if (config.process_index == 0) {
     MembershipOptions membership;
     membership.num_processes = config.cluster.num_processes;
@@ -232,6 +240,7 @@ absl::Status CreateServices(DaemonState* state, std::unique_ptr<CollectiveEngine
                               ? absl::StrCat(state->listen.path, ".regions")
                               : absl::StrCat("@placementd-regions-", state->identity.instance_id);
   options.cluster = state->cluster.get();
+  options.peer_channels = state->peer_channels.get();
   options.peer_gate = &state->peer_gate;
   ASSIGN_OR_RETURN(state->services, ServiceSet::Create(state->inventory.get(), std::move(engine),
                                                        &state->gate, &state->metrics, options));

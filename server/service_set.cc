@@ -11,6 +11,7 @@
 #include "server/cluster/cluster_meshes.h"
 #include "server/cluster/cluster_ops.h"
 #include "server/cluster/cluster_tensors.h"
+#include "server/cluster/fan_out.h"
 #include "server/collective/collective_service_core.h"
 #include "server/common/worker_pool.h"
 #include "server/mesh/mesh_registry.h"
@@ -248,7 +249,7 @@ void ServiceSet::Impl::CreateCluster() {
     tensor_store->set_hooks(std::move(hooks));
   }
   if (cluster == nullptr || !cluster->enabled()) return;
-  peer_client = std::make_unique<PeerClient>(cluster);
+  peer_client = std::make_unique<PeerClient>(options.peer_channels, cluster);
   cluster_tensors = std::make_unique<ClusterTensors>(cluster, tensors(), peer_client.get(),
                                                      cluster->config().op_timeout * 10);
   cluster_meshes = std::make_unique<ClusterMeshes>(cluster, meshes(), ops(), peer_client.get());
@@ -262,9 +263,9 @@ void ServiceSet::Impl::CreateCluster() {
       std::make_unique<PeerHandler>(cluster, inventory, cluster_tensors.get(), cluster_meshes.get(),
                                     cluster_ops.get(), options.peer_gate);
   cluster_collectives = std::make_unique<ClusterCollectives>(
-      cluster, tensors(), cluster_tensors.get(), peer_client.get());
-  peer_handler->set_collectives(cluster_collectives.get(), collective_core.get());
-  collective_handler->set_cluster(cluster_collectives.get(), peer_client.get());
+      cluster, collective_core.get(), cluster_tensors.get(), peer_client.get());
+  peer_handler->set_collectives(cluster_collectives.get());
+  collective_core->set_distributed(cluster_collectives.get());
 }
 
 void ServiceSet::Impl::AddMetrics() {
@@ -306,11 +307,12 @@ absl::Status ServiceSet::AttachCluster(const ClusterView& view) {
 void ServiceSet::Impl::ShowClusterDevices(const ClusterView& view) {
   // ListDevices shows every daemon's devices; the others' accounting comes
   // from them when asked.
-  PeerClient* peers = peer_client.get();
-  inventory->SetClusterDevices(view.AllDevices(), [peers] {
-    const std::vector<int32_t> alive = peers->AlivePeers();
+  PeerTransport* peers = peer_client.get();
+  Cluster* cluster = options.cluster;
+  inventory->SetClusterDevices(view.AllDevices(), [peers, cluster] {
+    const std::vector<int32_t> alive = cluster->AlivePeers();
     std::vector<std::vector<DeviceState>> per(alive.size());
-    PeerClient::ForEach(alive, [&](int32_t p) {
+    FanOut(alive, [&](int32_t p) {
       const size_t i = std::find(alive.begin(), alive.end(), p) - alive.begin();
       absl::StatusOr<std::vector<DeviceState>> states = peers->GetLocalDevices(p, absl::Seconds(2));
       if (states.ok()) per[i] = *std::move(states);

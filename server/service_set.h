@@ -26,6 +26,7 @@ struct ClusterView;
 class ClusterMeshes;
 class ClusterTensors;
 class MeshAuthority;
+class PeerChannels;
 
 struct ServiceSetOptions {
   // The tensor store's quotas.
@@ -35,9 +36,11 @@ struct ServiceSetOptions {
   // the registry's bounds.
   std::string region_socket;
   RegionRegistryOptions regions;
-  // The daemon's cluster membership (disabled for a lone daemon) and the
-  // gate of the daemon-to-daemon services; null in unit tests.
+  // The daemon's cluster membership (disabled for a lone daemon), the
+  // channels to the other daemons and the gate of the daemon-to-daemon
+  // services; null in unit tests.
   Cluster* cluster = nullptr;
+  PeerChannels* peer_channels = nullptr;
   CallGate* peer_gate = nullptr;
 };
 

@@ -6,7 +6,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "grpcpp/client_context.h"
 #include "server/logging.h"
 
 namespace placement::server {
@@ -18,8 +17,8 @@ constexpr absl::Duration kJoinRetry = absl::Milliseconds(200);
 
 }  // namespace
 
-Cluster::Cluster(ClusterConfig config, PeerSecurity security)
-    : config_(std::move(config)), channels_(std::move(security)) {
+Cluster::Cluster(ClusterConfig config, CoordinatorConnector connect)
+    : config_(std::move(config)), connect_(std::move(connect)) {
   auto single = std::make_shared<ClusterView>();
   single->num_processes = std::max(config_.num_processes, 1);
   single->state = config_.enabled() ? ClusterState::kForming : ClusterState::kSingle;
@@ -30,7 +29,7 @@ void Cluster::SetAddresses(std::string peer_address, std::string gloo_hostname) 
   config_.peer_address = std::move(peer_address);
   config_.gloo_hostname = std::move(gloo_hostname);
   if (config_.coordinator.empty()) config_.coordinator = config_.peer_address;
-  coordinator_ = std::make_unique<CoordinatorClient>(&channels_, config_.coordinator);
+  coordinator_ = connect_(config_.coordinator);
 }
 
 Cluster::~Cluster() {
@@ -55,6 +54,17 @@ int32_t Cluster::ProcessOf(int64_t device_id) const {
     if (device_id >= first && device_id < first + count) return static_cast<int32_t>(p);
   }
   return -1;
+}
+
+std::vector<int32_t> Cluster::AlivePeers() const {
+  std::vector<int32_t> out;
+  std::shared_ptr<const ClusterView> v = view();
+  for (const ProcessRecord& p : v->processes) {
+    if (p.process_index != process_index() && p.state == ProcessState::kAlive) {
+      out.push_back(p.process_index);
+    }
+  }
+  return out;
 }
 
 std::vector<int32_t> Cluster::ProcessesOf(absl::Span<const int64_t> device_ids) const {
@@ -301,20 +311,20 @@ void Cluster::CancelCallsTo(int32_t process) {
   absl::MutexLock lock(&mu_);
   auto it = calls_.find(process);
   if (it == calls_.end()) return;
-  for (grpc::ClientContext* context : it->second) context->TryCancel();
+  for (CallGuard* guard : it->second) guard->cancel_();
 }
 
-Cluster::CallGuard::CallGuard(Cluster* cluster, int32_t process, grpc::ClientContext* context)
-    : cluster_(cluster), process_(process), context_(context) {
+Cluster::CallGuard::CallGuard(Cluster* cluster, int32_t process, std::function<void()> cancel)
+    : cluster_(cluster), process_(process), cancel_(std::move(cancel)) {
   absl::MutexLock lock(&cluster_->mu_);
-  cluster_->calls_[process_].insert(context_);
+  cluster_->calls_[process_].insert(this);
 }
 
 Cluster::CallGuard::~CallGuard() {
   absl::MutexLock lock(&cluster_->mu_);
   auto it = cluster_->calls_.find(process_);
   if (it == cluster_->calls_.end()) return;
-  it->second.erase(context_);
+  it->second.erase(this);
   if (it->second.empty()) cluster_->calls_.erase(it);
 }
 

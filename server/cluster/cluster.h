@@ -1,8 +1,9 @@
 // Cluster: one daemon's membership in a cluster of daemons (one per node),
 // modelled on JAX's multi-controller runtime (jax.distributed.initialize):
 // how it joins through the coordinator, what it knows of the others (a
-// ClusterView, refreshed by heartbeats), how it reaches them (PeerChannels,
-// CoordinatorClient) and who hears about membership changes.
+// ClusterView, refreshed by heartbeats), how it reaches the coordinator
+// (CoordinatorApi, made by the connector it is given once the coordinator's
+// address is known) and who hears about membership changes.
 //
 // A daemon started without --num_processes/--coordinator has a disabled
 // Cluster: process_index() is its --process_index, every device is local,
@@ -22,10 +23,10 @@
 // Device ids are fixed by the first formation; a later formation that would
 // move this daemon's ids is refused (logged; the view stays kFailed).
 //
-// In-flight calls to a peer register a CallGuard; when membership loses
-// that peer, its calls are cancelled at once, so they end within the
-// detection bound (heartbeat_interval * heartbeat_misses) instead of their
-// own deadlines.
+// In-flight calls to a peer register a CallGuard with how to cancel them;
+// when membership loses that peer, its calls are cancelled at once, so they
+// end within the detection bound (heartbeat_interval * heartbeat_misses)
+// instead of their own deadlines.
 //
 // Thread-safe.
 #ifndef PLACEMENT_SERVER_CLUSTER_CLUSTER_H_
@@ -47,12 +48,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/cluster/cluster_view.h"
-#include "server/peer/coordinator_client.h"
-#include "server/peer/peer_channels.h"
-
-namespace grpc {
-class ClientContext;
-}  // namespace grpc
+#include "server/cluster/coordinator_api.h"
 
 namespace placement::server {
 
@@ -89,7 +85,12 @@ struct ClusterEvent {
 
 class Cluster {
  public:
-  Cluster(ClusterConfig config, PeerSecurity security);
+  // Makes the client of the coordinator at `address` (host:port).
+  using CoordinatorConnector =
+      std::function<std::unique_ptr<CoordinatorApi>(const std::string& address)>;
+
+  // `connect` is called once, by SetAddresses; a lone daemon needs none.
+  Cluster(ClusterConfig config, CoordinatorConnector connect);
   ~Cluster();  // stops heartbeats (does not leave; see Leave)
 
   const ClusterConfig& config() const { return config_; }
@@ -125,6 +126,8 @@ class Cluster {
   // The process owning a device (-1 when unknown); a lone daemon owns all.
   int32_t ProcessOf(int64_t device_id) const;
   bool IsLocalDevice(int64_t device_id) const { return ProcessOf(device_id) == process_index(); }
+  // The alive processes other than this daemon, ascending.
+  std::vector<int32_t> AlivePeers() const;
   // Distinct processes owning `device_ids`, ascending.
   std::vector<int32_t> ProcessesOf(absl::Span<const int64_t> device_ids) const;
   // OK when every listed process is alive; UNAVAILABLE naming the first one
@@ -132,22 +135,24 @@ class Cluster {
   absl::Status CheckAlive(absl::Span<const int32_t> processes) const;
   std::string PeerAddress(int32_t process_index) const;
 
-  CoordinatorClient* coordinator() { return coordinator_.get(); }
-  PeerChannels* channels() { return &channels_; }
+  // REQUIRES: SetAddresses ran.
+  CoordinatorApi* coordinator() { return coordinator_.get(); }
 
-  // Registers `context` (a call to `process`) for cancellation if the
-  // process is lost while the call runs. Destroy before the context.
+  // Registers a call to `process` for cancellation (`cancel`, called from
+  // the heartbeat thread, perhaps more than once) if the process is lost
+  // while the call runs. Destroy before what `cancel` touches.
   class CallGuard {
    public:
-    CallGuard(Cluster* cluster, int32_t process, grpc::ClientContext* context);
+    CallGuard(Cluster* cluster, int32_t process, std::function<void()> cancel);
     ~CallGuard();
     CallGuard(const CallGuard&) = delete;
     CallGuard& operator=(const CallGuard&) = delete;
 
    private:
+    friend class Cluster;
     Cluster* cluster_;
     int32_t process_;
-    grpc::ClientContext* context_;
+    std::function<void()> cancel_;
   };
 
  private:
@@ -159,8 +164,8 @@ class Cluster {
   void CancelCallsTo(int32_t process);
 
   ClusterConfig config_;  // addresses set once by SetAddresses
-  PeerChannels channels_;
-  std::unique_ptr<CoordinatorClient> coordinator_;
+  CoordinatorConnector connect_;
+  std::unique_ptr<CoordinatorApi> coordinator_;
   std::vector<std::function<void(const ClusterEvent&)>> listeners_;
 
   mutable absl::Mutex mu_;
@@ -169,7 +174,7 @@ class Cluster {
   std::string instance_id_ ABSL_GUARDED_BY(mu_);
   // (first id, count) per process, fixed at the first formation.
   std::vector<std::pair<int64_t, int64_t>> ranges_ ABSL_GUARDED_BY(mu_);
-  std::map<int32_t, std::set<grpc::ClientContext*>> calls_ ABSL_GUARDED_BY(mu_);
+  std::map<int32_t, std::set<CallGuard*>> calls_ ABSL_GUARDED_BY(mu_);
 
   absl::Notification stop_;
   std::thread heartbeats_;

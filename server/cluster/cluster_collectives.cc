@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "server/cluster/cluster_data.h"
+#include "server/cluster/fan_out.h"
 
 namespace placement::server {
 namespace {
@@ -30,7 +31,7 @@ std::vector<std::string> IdsFromToken(const std::string& token, size_t n) {
 }
 
 // Whether a done-barrier payload (a part's absl::Status::ToString) is a
-// consequence of another part's failure (PeerClient::IsConsequence).
+// consequence of another part's failure (IsConsequence, fan_out.h).
 bool ReportsConsequence(absl::string_view reported) {
   for (absl::StatusCode code : {absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded,
                                 absl::StatusCode::kCancelled, absl::StatusCode::kAborted}) {
@@ -39,7 +40,35 @@ bool ReportsConsequence(absl::string_view reported) {
   return false;
 }
 
+using Results = std::vector<std::shared_ptr<const Tensor>>;
+
 }  // namespace
+
+absl::StatusOr<Results> ClusterCollectives::Execute(const CollectiveRequest& request,
+                                                    const std::string& tenant,
+                                                    const CollectiveContext& context) {
+  const bool multi = request.controller == Controller::kMulti;
+  absl::StatusOr<Results> tensors = store_->GetMany(request.tensor_ids);
+  if (!tensors.ok() || tensors->empty()) return core_->Run(request, context, nullptr);
+  bool spans = false;
+  std::vector<int32_t> participants;
+  for (const auto& t : *tensors) {
+    spans |= !t->all_local();
+    for (int32_t p : ParticipantsOf(*t)) participants.push_back(p);
+  }
+  std::sort(participants.begin(), participants.end());
+  participants.erase(std::unique(participants.begin(), participants.end()), participants.end());
+  // Released before running: DONATE takes an input only when nothing else
+  // holds it.
+  tensors->clear();
+  if (!spans && !multi) return core_->Run(request, context, nullptr);
+  if (multi) {
+    const std::string key =
+        absl::StrCat(tenant, "/", absl::StrJoin(request.tensor_ids, ","), "/", request.KindName());
+    return RunMulti(key, participants, request, context);
+  }
+  return Drive(participants, request, context);
+}
 
 std::vector<int32_t> ClusterCollectives::ParticipantsOf(const Tensor& tensor) const {
   std::vector<int32_t> out;
@@ -69,7 +98,8 @@ void ClusterCollectives::Forfeited(const CrossProcessTicket& ticket,
 absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Participate(
     const std::string& op_key, const std::vector<int32_t>& participants,
     const std::vector<std::string>& result_ids, int32_t driver, const std::string& payload,
-    const RunPart& run, const CollectiveContext& base, const CrossProcessTicket* given) {
+    const CollectiveRequest& request, const CollectiveContext& base,
+    const CrossProcessTicket* given) {
   TensorStore::QuietScope quiet;
   RETURN_IF_ERROR(cluster_->CheckAlive(participants));
   CollectiveContext context = base;
@@ -88,10 +118,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Partici
       return view;
     };
   };
+  auto run = [&](const CollectiveCommit& commit) { return core_->Run(request, context, &commit); };
   if (given != nullptr) {
     context.ticket = given;
-    absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ran =
-        run(context, commit_as(std::string()));
+    absl::StatusOr<Results> ran = run(commit_as(std::string()));
     if (!ran.ok()) {
       Forfeited(*context.ticket, participants, ran.status());
       tensors_->AbortHere(ids);
@@ -121,8 +151,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Partici
   ticket.generation = static_cast<uint64_t>(start.generation);
   ticket.ticket = static_cast<uint64_t>(start.ticket);
   context.ticket = &ticket;
-  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ran =
-      run(context, commit_as(start.token));
+  absl::StatusOr<Results> ran = run(commit_as(start.token));
   if (!ran.ok()) {
     Forfeited(ticket, participants, ran.status());
     tensors_->AbortHere(ids);
@@ -131,10 +160,12 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Partici
   return records;
 }
 
-absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterCollectives::Drive(
-    const std::vector<int32_t>& participants, size_t num_results, const RunPart& run_here,
-    const RemotePart& remote, const std::vector<std::string>& donated,
-    const CollectiveContext& context) {
+absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& participants,
+                                                  const CollectiveRequest& request,
+                                                  const CollectiveContext& context) {
+  const size_t num_results = request.tensor_ids.size();
+  const std::vector<std::string> donated =
+      request.source == SourceHandling::kDonate ? request.tensor_ids : std::vector<std::string>{};
   const std::string op_key = absl::StrCat("sc/", store_->NewId());
   std::vector<std::string> ids;
   for (size_t i = 0; i < num_results; ++i) ids.push_back(store_->NewId());
@@ -154,13 +185,13 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterCollectives::D
   ticket.generation = static_cast<uint64_t>(taken.generation);
   ticket.ticket = static_cast<uint64_t>(taken.ticket);
   std::vector<std::vector<std::unique_ptr<Tensor>>> records(participants.size());
-  absl::Status ran = PeerClient::ForEach(participants, [&](int32_t p) -> absl::Status {
+  absl::Status ran = FanOut(participants, [&](int32_t p) -> absl::Status {
     const size_t slot =
         std::find(participants.begin(), participants.end(), p) - participants.begin();
     absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
         p == cluster_->process_index()
-            ? Participate(op_key, participants, ids, p, "", run_here, context, &ticket)
-            : remote(p, op_key, participants, ids, ticket);
+            ? Participate(op_key, participants, ids, p, "", request, context, &ticket)
+            : peers_->PrepareCollective(p, request, op_key, participants, ids, ticket);
     if (!part.ok()) return part.status();
     records[slot] = *std::move(part);
     return absl::OkStatus();
@@ -183,10 +214,13 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterCollectives::D
   return committed;
 }
 
-absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterCollectives::RunMulti(
-    const std::string& key, const std::string& payload, const std::vector<int32_t>& participants,
-    size_t num_results, const RunPart& run_here, const std::vector<std::string>& donated,
-    const CollectiveContext& context) {
+absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& key,
+                                                     const std::vector<int32_t>& participants,
+                                                     const CollectiveRequest& request,
+                                                     const CollectiveContext& context) {
+  const size_t num_results = request.tensor_ids.size();
+  const std::vector<std::string> donated =
+      request.source == SourceHandling::kDonate ? request.tensor_ids : std::vector<std::string>{};
   const int32_t self = cluster_->process_index();
   if (!std::binary_search(participants.begin(), participants.end(), self)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -202,7 +236,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterCollectives::R
   }
   const std::string op_key = absl::StrCat("mc/", key, "/", n);
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
-      Participate(op_key, participants, {}, self, payload, run_here, context);
+      Participate(op_key, participants, {}, self, request.Encode(), request, context);
   // Everyone learns whether everyone succeeded.
   BarrierArrival done;
   done.barrier_id = absl::StrCat(op_key, "/done");
@@ -218,7 +252,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterCollectives::R
   absl::Status failure = !part.ok() ? part.status() : agreed.status();
   // Another process's failure explains this one's when this part only saw
   // its consequence (a closed connection, a timeout).
-  if (agreed.ok() && (failure.ok() || PeerClient::IsConsequence(failure))) {
+  if (agreed.ok() && (failure.ok() || IsConsequence(failure))) {
     // The first other failure that is a cause, else the first at all.
     std::optional<size_t> blamed;
     for (size_t i = 0; i < agreed->payloads.size(); ++i) {
@@ -250,12 +284,10 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterCollectives::R
   for (const auto& r : *part) records.push_back(r.get());
   if (self == participants.front()) {
     std::vector<int32_t> others;
-    for (int32_t p : peers_->AlivePeers()) {
+    for (int32_t p : cluster_->AlivePeers()) {
       if (!std::binary_search(participants.begin(), participants.end(), p)) others.push_back(p);
     }
-    PeerClient::ForEach(others, [&](int32_t p) {
-      return peers_->Commit(p, records, donated);
-    }).IgnoreError();
+    FanOut(others, [&](int32_t p) { return peers_->Commit(p, records, donated); }).IgnoreError();
   }
   RETURN_IF_ERROR(tensors_->CommitHere(*std::move(part), donated));
   std::vector<std::shared_ptr<const Tensor>> committed;

@@ -1,14 +1,20 @@
-// ClusterCollectives: collectives on tensors whose shards span daemons
-// (docs/cluster.md). Every daemon holding shards of the input runs its part
-// -- the same CollectiveServiceCore call on its own shards -- and the
-// cluster engine (server/collective/cluster/cluster_engine.h) moves the
-// bytes between daemons over Gloo, in the order the coordinator's tickets
-// give: every part first meets the others at a barrier ("<op>/start") that
-// hands out the process set's next ticket.
+// ClusterCollectives: the cluster's DistributedCollectives -- collectives on
+// tensors whose shards span daemons (docs/cluster.md), as the collective
+// core hands them over (CollectiveServiceCore::Execute). It decides whether
+// a request spans daemons (its inputs' shards, its controller) and
+// orchestrates it; a request whose inputs are all here and that is
+// single-controller runs on this daemon alone. Every daemon holding shards
+// of the input runs its part -- the same CollectiveServiceCore::Run on its
+// own shards -- and the cluster engine (server/collective/cluster/
+// cluster_engine.h) moves the bytes between daemons over the platform's
+// cross-process transport, in the order the coordinator's tickets give:
+// every part first meets the others at a barrier ("<op>/start") that hands
+// out the process set's next ticket.
 //
-// Two ways to ask (Controller in the protos):
+// Two ways to ask (Controller):
 //   single   Drive: one call on any daemon; it sends the request to every
-//            participant (PeerService.Prepare), each runs its part and holds
+//            participant (PeerTransport::PrepareCollective), each runs its
+//            part and holds
 //            its results pending, then the driver commits them everywhere
 //            (or aborts them everywhere).
 //   multi    RunMulti: JAX multi-controller -- every participant's trainer
@@ -38,26 +44,19 @@
 #include "absl/synchronization/mutex.h"
 #include "server/cluster/cluster.h"
 #include "server/cluster/cluster_tensors.h"
+#include "server/cluster/peer_transport.h"
+#include "server/collective/collective_request.h"
 #include "server/collective/collective_service_core.h"
-#include "server/peer/peer_client.h"
+#include "server/collective/distributed_collectives.h"
 
 namespace placement::server {
 
-class ClusterCollectives {
+class ClusterCollectives final : public DistributedCollectives {
  public:
-  // This daemon's part: the core call on its shards with `context` (which
-  // carries the ticket) publishing its results through `commit`.
-  using RunPart = std::function<absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>>(
-      const CollectiveContext& context, const CollectiveCommit& commit)>;
-  // Another participant's part (PeerService.Prepare); its results' records.
-  using RemotePart = std::function<absl::StatusOr<std::vector<std::unique_ptr<Tensor>>>(
-      int32_t process, const std::string& op_key, const std::vector<int32_t>& participants,
-      const std::vector<std::string>& result_ids, const CrossProcessTicket& ticket)>;
-
   // REQUIRES: every argument outlives this object.
-  ClusterCollectives(Cluster* cluster, TensorStore* store, ClusterTensors* tensors,
-                     PeerClient* peers)
-      : cluster_(cluster), store_(store), tensors_(tensors), peers_(peers) {}
+  ClusterCollectives(Cluster* cluster, const CollectiveServiceCore* core, ClusterTensors* tensors,
+                     PeerTransport* peers)
+      : cluster_(cluster), core_(core), store_(core->store()), tensors_(tensors), peers_(peers) {}
 
   // Called when this daemon's part of a ticketed collective failed, with
   // the ticket, the participants and the failure: the cluster engine's
@@ -67,37 +66,38 @@ class ClusterCollectives {
   // Set once, before the first collective.
   void set_forfeit(Forfeit forfeit) { forfeit_ = std::move(forfeit); }
 
+  // DistributedCollectives. Multi-controller calls are told apart by
+  // (tenant, inputs, kind): the n-th such call on every daemon is the same
+  // collective, and the participants' requests must encode alike.
+  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> Execute(
+      const CollectiveRequest& request, const std::string& tenant,
+      const CollectiveContext& context) override;
+
   // The daemons holding shards of `tensor` (ascending).
   std::vector<int32_t> ParticipantsOf(const Tensor& tensor) const;
 
   // This daemon's part of collective `op_key`: meets the other participants,
-  // runs `run`, holds the results pending for `driver` under `result_ids`.
-  // Returns the results' records. `payload` must be the same on every
-  // participant (INVALID_ARGUMENT naming both otherwise). With `given`
-  // (a single-controller driver took the ticket for everyone) there is no
-  // meeting.
+  // runs `request` on its shards, holds the results pending for `driver`
+  // under `result_ids`. Returns the results' records. `payload` must be the
+  // same on every participant (INVALID_ARGUMENT naming both otherwise).
+  // With `given` (a single-controller driver took the ticket for everyone)
+  // there is no meeting.
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> Participate(
       const std::string& op_key, const std::vector<int32_t>& participants,
       const std::vector<std::string>& result_ids, int32_t driver, const std::string& payload,
-      const RunPart& run, const CollectiveContext& context,
+      const CollectiveRequest& request, const CollectiveContext& context,
       const CrossProcessTicket* given = nullptr);
 
-  // Single controller. `num_results` results; `donated` inputs are deleted
-  // everywhere once the results exist.
-  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> Drive(
-      const std::vector<int32_t>& participants, size_t num_results, const RunPart& run_here,
-      const RemotePart& remote, const std::vector<std::string>& donated,
-      const CollectiveContext& context);
-
-  // Multi controller: `key` names the call the same way on every daemon
-  // (tenant, inputs, kind); `payload` is the request, compared across
-  // daemons.
-  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> RunMulti(
-      const std::string& key, const std::string& payload, const std::vector<int32_t>& participants,
-      size_t num_results, const RunPart& run_here, const std::vector<std::string>& donated,
-      const CollectiveContext& context);
-
  private:
+  // Single controller: `request`'s results on every participant, committed
+  // everywhere; its donated inputs are deleted everywhere once they exist.
+  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> Drive(
+      const std::vector<int32_t>& participants, const CollectiveRequest& request,
+      const CollectiveContext& context);
+  // Multi controller: `key` names the call the same way on every daemon.
+  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> RunMulti(
+      const std::string& key, const std::vector<int32_t>& participants,
+      const CollectiveRequest& request, const CollectiveContext& context);
   // Tells forfeit_ (when set) that this daemon's part of `ticket` failed.
   void Forfeited(const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
                  const absl::Status& status);
@@ -106,9 +106,10 @@ class ClusterCollectives {
   absl::Status Explain(const absl::Status& status, const std::vector<int32_t>& participants) const;
 
   Cluster* cluster_;
+  const CollectiveServiceCore* core_;
   TensorStore* store_;
   ClusterTensors* tensors_;
-  PeerClient* peers_;
+  PeerTransport* peers_;
   Forfeit forfeit_;
   absl::Mutex mu_;
   // Multi-controller calls made so far per key: the n-th call of a key on

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "server/cluster/fan_out.h"
 #include "server/logging.h"
-#include "server/peer/peer_streams.h"
 
 namespace placement::server {
 
@@ -122,7 +122,7 @@ absl::StatusOr<std::unique_ptr<Tensor>> ShardSink::Finish() {
 // --- ClusterData -------------------------------------------------------------
 
 ClusterData::ClusterData(Cluster* cluster, TensorStore* store, ClusterTensors* tensors,
-                         PeerClient* peers)
+                         PeerTransport* peers)
     : cluster_(cluster),
       store_(store),
       tensors_(tensors),
@@ -134,15 +134,16 @@ ClusterData::~ClusterData() = default;
 absl::StatusOr<std::unique_ptr<RemoteBoxStream>> ClusterData::OpenBox(const Tensor& tensor,
                                                                       const Shard& shard,
                                                                       const Box& box) {
-  return OpenPeerBox(cluster_, shard.process_index, tensor.id, shard.domain.device_id, box,
-                     cluster_->config().op_timeout * 10);
+  return peers_->OpenBox(shard.process_index, tensor.id, shard.domain.device_id, box,
+                         cluster_->config().op_timeout * 10);
 }
 
 namespace {
 
 class ShardWriter final : public RemoteShardWriter {
  public:
-  ShardWriter(Cluster* cluster, ClusterTensors* tensors) : cluster_(cluster), tensors_(tensors) {}
+  ShardWriter(Cluster* cluster, ClusterTensors* tensors, PeerTransport* peers)
+      : cluster_(cluster), tensors_(tensors), peers_(peers) {}
   ~ShardWriter() override { Abort(); }
 
   absl::Status Open(const Tensor& tensor) {
@@ -154,9 +155,9 @@ class ShardWriter final : public RemoteShardWriter {
     processes_ = cluster_->ProcessesOf(devices);
     std::unique_ptr<Tensor> record = RecordOf(tensor);
     for (int32_t p : processes_) {
-      ASSIGN_OR_RETURN(std::unique_ptr<PeerShardStream> stream,
-                       PeerShardStream::Open(cluster_, p, *record, cluster_->config().op_timeout,
-                                             cluster_->config().op_timeout * 10));
+      ASSIGN_OR_RETURN(std::unique_ptr<PeerShardWriter> stream,
+                       peers_->OpenShardWriter(p, *record, cluster_->config().op_timeout,
+                                               cluster_->config().op_timeout * 10));
       streams_.emplace(p, std::move(stream));
     }
     return absl::OkStatus();
@@ -207,9 +208,10 @@ class ShardWriter final : public RemoteShardWriter {
  private:
   Cluster* cluster_;
   ClusterTensors* tensors_;
+  PeerTransport* peers_;
   std::string id_;
   std::vector<int32_t> processes_;
-  std::map<int32_t, std::unique_ptr<PeerShardStream>> streams_;
+  std::map<int32_t, std::unique_ptr<PeerShardWriter>> streams_;
   bool done_ = false;
 };
 
@@ -227,7 +229,7 @@ constexpr absl::string_view kFailed = "!failed: ";
 
 class BarrierCommit final : public ProcessLocalCommit {
  public:
-  BarrierCommit(Cluster* cluster, TensorStore* store, PeerClient* peers, WorkerPool* notices,
+  BarrierCommit(Cluster* cluster, TensorStore* store, PeerTransport* peers, WorkerPool* notices,
                 std::vector<int32_t> participants, ProcessLocalRequest request,
                 std::string agreement)
       : cluster_(cluster),
@@ -272,12 +274,12 @@ class BarrierCommit final : public ProcessLocalCommit {
                      store_->Install(std::move(local_part)));
     if (cluster_->process_index() == participants_.front()) {
       std::vector<int32_t> others;
-      for (int32_t p : peers_->AlivePeers()) {
+      for (int32_t p : cluster_->AlivePeers()) {
         if (!std::binary_search(participants_.begin(), participants_.end(), p)) {
           others.push_back(p);
         }
       }
-      PeerClient::ForEach(others, [&](int32_t p) {
+      FanOut(others, [&](int32_t p) {
         return peers_->Commit(p, {record.get()}, {});
       }).IgnoreError();
     }
@@ -298,7 +300,7 @@ class BarrierCommit final : public ProcessLocalCommit {
  private:
   Cluster* cluster_;
   TensorStore* store_;
-  PeerClient* peers_;
+  PeerTransport* peers_;
   WorkerPool* notices_;
   std::vector<int32_t> participants_;
   ProcessLocalRequest request_;
@@ -321,7 +323,7 @@ absl::StatusOr<std::unique_ptr<ProcessLocalCommit>> ClusterData::BeginProcessLoc
 }
 
 absl::StatusOr<std::unique_ptr<RemoteShardWriter>> ClusterData::StartWrite(const Tensor& tensor) {
-  auto writer = std::make_unique<ShardWriter>(cluster_, tensors_);
+  auto writer = std::make_unique<ShardWriter>(cluster_, tensors_, peers_);
   RETURN_IF_ERROR(writer->Open(tensor));
   return writer;
 }

@@ -24,8 +24,8 @@
 #include "absl/status/statusor.h"
 #include "server/cluster/cluster.h"
 #include "server/cluster/cluster_tensors.h"
+#include "server/cluster/peer_transport.h"
 #include "server/common/worker_pool.h"
-#include "server/peer/peer_client.h"
 #include "server/tensor/box_cursor.h"
 #include "server/tensor/remote_shards.h"
 #include "server/tensor/tensor_store.h"
@@ -81,7 +81,7 @@ class ShardSink {
 class ClusterData final : public RemoteShards {
  public:
   // REQUIRES: every argument outlives this object.
-  ClusterData(Cluster* cluster, TensorStore* store, ClusterTensors* tensors, PeerClient* peers);
+  ClusterData(Cluster* cluster, TensorStore* store, ClusterTensors* tensors, PeerTransport* peers);
   ~ClusterData() override;  // waits for pending failure notices (bounded)
 
   absl::StatusOr<std::unique_ptr<RemoteBoxStream>> OpenBox(const Tensor& tensor, const Shard& shard,
@@ -101,7 +101,7 @@ class ClusterData final : public RemoteShards {
   Cluster* cluster_;
   TensorStore* store_;
   ClusterTensors* tensors_;
-  PeerClient* peers_;
+  PeerTransport* peers_;
   // Tells the other processes that this one's part failed, off the
   // caller's thread.
   std::unique_ptr<WorkerPool> notices_;

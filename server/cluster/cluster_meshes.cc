@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/cluster/fan_out.h"
 #include "server/logging.h"
 
 namespace placement::server {
@@ -41,8 +42,8 @@ absl::StatusOr<RegisteredMesh> ClusterMeshes::CreateMesh(const std::string& tena
   }
   ASSIGN_OR_RETURN(RegisteredMesh registered,
                    registry_->Register(RegisteredMesh{mesh_id, std::move(mesh), tenant}));
-  absl::Status pushed = PeerClient::ForEach(
-      peers_->AlivePeers(), [&](int32_t p) { return peers_->InstallMesh(p, registered); });
+  absl::Status pushed =
+      FanOut(cluster_->AlivePeers(), [&](int32_t p) { return peers_->InstallMesh(p, registered); });
   if (!pushed.ok()) {
     // A daemon that missed it is failing; it copies the meshes when it
     // joins again.
@@ -58,7 +59,7 @@ absl::StatusOr<int64_t> ClusterMeshes::DeleteMesh(const std::string& mesh_id,
   // The calling daemon checked visibility and use; every daemon holds the
   // same records, so its count is everyone's.
   RETURN_IF_ERROR(registry_->Get(mesh_id).status());
-  absl::Status pushed = PeerClient::ForEach(peers_->AlivePeers(), [&](int32_t p) {
+  absl::Status pushed = FanOut(cluster_->AlivePeers(), [&](int32_t p) {
     return peers_->RemoveMesh(p, mesh_id, force).status();
   });
   if (!pushed.ok()) {

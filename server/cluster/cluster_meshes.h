@@ -22,8 +22,8 @@
 #include "absl/status/statusor.h"
 #include "server/cluster/cluster.h"
 #include "server/cluster/mesh_authority.h"
+#include "server/cluster/peer_transport.h"
 #include "server/mesh/mesh_registry.h"
-#include "server/peer/peer_client.h"
 #include "server/tensor/tensor_ops.h"
 
 namespace placement::server {
@@ -31,7 +31,7 @@ namespace placement::server {
 class ClusterMeshes final : public MeshAuthority {
  public:
   // REQUIRES: every argument outlives this object.
-  ClusterMeshes(Cluster* cluster, MeshRegistry* registry, TensorOps* ops, PeerClient* peers)
+  ClusterMeshes(Cluster* cluster, MeshRegistry* registry, TensorOps* ops, PeerTransport* peers)
       : cluster_(cluster), registry_(registry), ops_(ops), peers_(peers) {}
 
   // Routes this daemon's mesh changes through the coordinator and listens
@@ -57,7 +57,7 @@ class ClusterMeshes final : public MeshAuthority {
   Cluster* cluster_;
   MeshRegistry* registry_;
   TensorOps* ops_;
-  PeerClient* peers_;
+  PeerTransport* peers_;
 };
 
 }  // namespace placement::server

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/cluster/fan_out.h"
 #include "server/tensor/assembler.h"
 #include "server/tensor/resharder.h"
 
@@ -47,7 +48,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterOps::RunTwoPha
   RETURN_IF_ERROR(cluster_->CheckAlive(processes));
   std::vector<std::string> ids;
   for (const auto& r : records) ids.push_back(r->id);
-  absl::Status prepared = PeerClient::ForEach(processes, prepare);
+  absl::Status prepared = FanOut(processes, prepare);
   if (!prepared.ok()) {
     tensors_->AbortOn(processes, ids);
     return prepared;

@@ -32,7 +32,7 @@
 #include "server/cluster/cluster.h"
 #include "server/cluster/cluster_data.h"
 #include "server/cluster/cluster_tensors.h"
-#include "server/peer/peer_client.h"
+#include "server/cluster/peer_transport.h"
 #include "server/tensor/distributed_ops.h"
 #include "server/tensor/tensor_store.h"
 
@@ -42,7 +42,7 @@ class ClusterOps final : public DistributedOps {
  public:
   // REQUIRES: every argument outlives this object.
   ClusterOps(Cluster* cluster, TensorStore* store, ClusterTensors* tensors, ClusterData* data,
-             PeerClient* peers)
+             PeerTransport* peers)
       : cluster_(cluster), store_(store), tensors_(tensors), data_(data), peers_(peers) {}
 
   // --- driver (DistributedOps) -------------------------------------------------
@@ -82,7 +82,7 @@ class ClusterOps final : public DistributedOps {
   TensorStore* store_;
   ClusterTensors* tensors_;
   ClusterData* data_;
-  PeerClient* peers_;
+  PeerTransport* peers_;
 };
 
 }  // namespace placement::server

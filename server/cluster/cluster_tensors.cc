@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/cluster/fan_out.h"
 #include "server/logging.h"
 
 namespace placement::server {
@@ -21,7 +22,7 @@ bool TouchesAny(const Tensor& t, const std::vector<int32_t>& processes) {
 
 }  // namespace
 
-ClusterTensors::ClusterTensors(Cluster* cluster, TensorStore* store, PeerClient* peers,
+ClusterTensors::ClusterTensors(Cluster* cluster, TensorStore* store, PeerTransport* peers,
                                absl::Duration pending_lifetime)
     : cluster_(cluster), store_(store), peers_(peers), pending_lifetime_(pending_lifetime) {
   reaper_ = std::thread([this] { ReapLoop(); });
@@ -44,10 +45,9 @@ void ClusterTensors::Attach() {
 }
 
 void ClusterTensors::OnCommit(const Tensor& tensor) {
-  const std::vector<int32_t> peers = peers_->AlivePeers();
+  const std::vector<int32_t> peers = cluster_->AlivePeers();
   if (peers.empty()) return;
-  absl::Status status =
-      PeerClient::ForEach(peers, [&](int32_t p) { return peers_->Commit(p, {&tensor}, {}); });
+  absl::Status status = FanOut(peers, [&](int32_t p) { return peers_->Commit(p, {&tensor}, {}); });
   if (!status.ok()) {
     // The peer that missed it is failing; it resyncs when it joins again.
     LogWarning("cluster: tensor ", tensor.id,
@@ -56,10 +56,10 @@ void ClusterTensors::OnCommit(const Tensor& tensor) {
 }
 
 void ClusterTensors::OnDelete(const std::vector<std::string>& ids) {
-  const std::vector<int32_t> peers = peers_->AlivePeers();
+  const std::vector<int32_t> peers = cluster_->AlivePeers();
   if (peers.empty() || ids.empty()) return;
   absl::Status status =
-      PeerClient::ForEach(peers, [&](int32_t p) { return peers_->DeleteTensors(p, ids).status(); });
+      FanOut(peers, [&](int32_t p) { return peers_->DeleteTensors(p, ids).status(); });
   if (!status.ok()) {
     LogWarning("cluster: a delete did not reach every daemon: ", status.message());
   }
@@ -147,9 +147,9 @@ absl::Status ClusterTensors::CommitEverywhere(std::vector<std::unique_ptr<Tensor
                                               std::vector<std::shared_ptr<const Tensor>>* out) {
   std::vector<const Tensor*> records;
   for (const auto& t : tensors) records.push_back(t.get());
-  const std::vector<int32_t> peers = peers_->AlivePeers();
+  const std::vector<int32_t> peers = cluster_->AlivePeers();
   absl::Status remote =
-      PeerClient::ForEach(peers, [&](int32_t p) { return peers_->Commit(p, records, delete_ids); });
+      FanOut(peers, [&](int32_t p) { return peers_->Commit(p, records, delete_ids); });
   std::vector<std::string> ids;
   for (const auto& t : tensors) ids.push_back(t->id);
   absl::Status here = CommitHere(std::move(tensors), delete_ids);
@@ -173,7 +173,7 @@ void ClusterTensors::AbortOn(const std::vector<int32_t>& processes,
       others.push_back(p);
     }
   }
-  PeerClient::ForEach(others, [&](int32_t p) { return peers_->Abort(p, ids); }).IgnoreError();
+  FanOut(others, [&](int32_t p) { return peers_->Abort(p, ids); }).IgnoreError();
 }
 
 absl::Status ClusterTensors::SyncFrom(int32_t process) {

@@ -32,7 +32,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "server/cluster/cluster.h"
-#include "server/peer/peer_client.h"
+#include "server/cluster/peer_transport.h"
 #include "server/tensor/tensor_store.h"
 
 namespace placement::server {
@@ -40,7 +40,7 @@ namespace placement::server {
 class ClusterTensors {
  public:
   // REQUIRES: every argument outlives this object.
-  ClusterTensors(Cluster* cluster, TensorStore* store, PeerClient* peers,
+  ClusterTensors(Cluster* cluster, TensorStore* store, PeerTransport* peers,
                  absl::Duration pending_lifetime);
   ~ClusterTensors();  // frees pending tensors, stops the reaper
 
@@ -94,7 +94,7 @@ class ClusterTensors {
 
   Cluster* cluster_;
   TensorStore* store_;
-  PeerClient* peers_;
+  PeerTransport* peers_;
   const absl::Duration pending_lifetime_;
   mutable absl::Mutex mu_;
   std::map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);

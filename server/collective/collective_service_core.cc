@@ -353,4 +353,49 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore
   return committed;
 }
 
+absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore::Execute(
+    const CollectiveRequest& request, const std::string& tenant,
+    const CollectiveContext& context) const {
+  if (distributed_ != nullptr) return distributed_->Execute(request, tenant, context);
+  // One daemon is one controller: kMulti means nothing more here.
+  return Run(request, context, nullptr);
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore::Run(
+    const CollectiveRequest& request, const CollectiveContext& context,
+    const CollectiveCommit* commit) const {
+  using Results = std::vector<std::shared_ptr<const Tensor>>;
+  auto one = [](absl::StatusOr<std::shared_ptr<const Tensor>> t) -> absl::StatusOr<Results> {
+    if (!t.ok()) return t.status();
+    return Results{*std::move(t)};
+  };
+  if (request.kind == CollectiveRequestKind::kAllReduceBatch) {
+    return AllReduceBatch(request.tensor_ids, request.axes, request.op, request.source, context,
+                          commit);
+  }
+  if (request.tensor_ids.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(request.KindName(), " takes one tensor_id, got ", request.tensor_ids.size()));
+  }
+  CollectiveTarget target;
+  target.tensor_id = request.tensor_ids.front();
+  target.axes = request.axes;
+  target.source = request.source;
+  target.name = request.name;
+  target.commit = commit;
+  switch (request.kind) {
+    case CollectiveRequestKind::kAllReduce:
+      return one(AllReduce(target, request.op, context));
+    case CollectiveRequestKind::kAllGather:
+      return one(AllGather(target, request.dim, context));
+    case CollectiveRequestKind::kReduceScatter:
+      return one(ReduceScatter(target, request.op, request.dim, context));
+    case CollectiveRequestKind::kBroadcast:
+      return one(Broadcast(target, request.root_device_id, context));
+    case CollectiveRequestKind::kAllReduceBatch:
+      break;
+  }
+  return absl::InvalidArgumentError("unknown collective kind");
+}
+
 }  // namespace placement::server

@@ -43,6 +43,8 @@
 #include "absl/status/statusor.h"
 #include "server/collective/collective_engine.h"
 #include "server/collective/collective_plan.h"
+#include "server/collective/collective_request.h"
+#include "server/collective/distributed_collectives.h"
 #include "server/metrics/metrics.h"
 #include "server/tensor/tensor_spec.h"
 #include "server/tensor/tensor_store.h"
@@ -100,6 +102,22 @@ class CollectiveServiceCore {
   // In a cluster the engine is the cluster's (ClusterEngine), made once the
   // cluster has formed. REQUIRES: before serving.
   void set_engine(CollectiveEngine* engine) { engine_ = engine; }
+  // In a cluster, the requests Execute hands over (their inputs span
+  // daemons, or they are multi-controller). REQUIRES: before serving.
+  void set_distributed(DistributedCollectives* distributed) { distributed_ = distributed; }
+
+  // `request` for `tenant`: through the cluster when there is one
+  // (DistributedCollectives::Execute decides whether it spans daemons),
+  // else Run on this daemon. The results, committed.
+  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> Execute(
+      const CollectiveRequest& request, const std::string& tenant,
+      const CollectiveContext& context) const;
+
+  // `request` on this daemon's shards (the method of its kind below),
+  // publishing the results through `commit` (null: TensorStore::Commit).
+  absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> Run(
+      const CollectiveRequest& request, const CollectiveContext& context,
+      const CollectiveCommit* commit) const;
 
   absl::StatusOr<std::shared_ptr<const Tensor>> AllGather(const CollectiveTarget& target,
                                                           int64_t dim,
@@ -139,6 +157,7 @@ class CollectiveServiceCore {
   TensorStore* store_;
   CollectiveEngine* engine_;
   Metrics* metrics_;
+  DistributedCollectives* distributed_ = nullptr;
 };
 
 }  // namespace placement::server

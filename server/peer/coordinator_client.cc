@@ -4,6 +4,7 @@
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "placement/v1/cluster_service.grpc.pb.h"
+#include "server/convert/mesh_proto.h"
 #include "server/peer/cluster_proto.h"
 
 namespace placement::server {
@@ -17,11 +18,8 @@ constexpr absl::Duration kQuickCall = absl::Seconds(10);
 // Slack on top of a waiting call's own timeout.
 constexpr absl::Duration kSlack = absl::Seconds(5);
 
-absl::StatusOr<RegisteredMesh> MeshFromProto(const pb::ClusterMesh& proto) {
-  std::vector<MeshAxis> axes;
-  for (const pb::MeshAxis& a : proto.mesh().axes()) axes.push_back({a.name(), a.size()});
-  std::vector<int64_t> ids(proto.mesh().device_ids().begin(), proto.mesh().device_ids().end());
-  ASSIGN_OR_RETURN(Mesh mesh, Mesh::Create(std::move(axes), std::move(ids)));
+absl::StatusOr<RegisteredMesh> RegisteredMeshFromProto(const pb::ClusterMesh& proto) {
+  ASSIGN_OR_RETURN(Mesh mesh, MeshFromProto(proto.mesh()));
   return RegisteredMesh{proto.mesh().id(), std::move(mesh), proto.tenant()};
 }
 
@@ -154,7 +152,7 @@ absl::StatusOr<RegisteredMesh> CoordinatorClient::CreateMesh(
   for (int64_t id : device_ids) request.add_device_ids(id);
   pb::ClusterCreateMeshResponse response;
   RETURN_IF_ERROR(PLACEMENT_COORD_CALL(CreateMesh, request, response, absl::Seconds(30)));
-  return MeshFromProto(response.mesh());
+  return RegisteredMeshFromProto(response.mesh());
 }
 
 absl::StatusOr<int64_t> CoordinatorClient::DeleteMesh(const std::string& mesh_id,
@@ -176,7 +174,7 @@ absl::StatusOr<std::vector<RegisteredMesh>> CoordinatorClient::ListMeshes() {
   RETURN_IF_ERROR(PLACEMENT_COORD_CALL(ListMeshes, request, response, kQuickCall));
   std::vector<RegisteredMesh> out;
   for (const pb::ClusterMesh& m : response.meshes()) {
-    ASSIGN_OR_RETURN(RegisteredMesh mesh, MeshFromProto(m));
+    ASSIGN_OR_RETURN(RegisteredMesh mesh, RegisteredMeshFromProto(m));
     out.push_back(std::move(mesh));
   }
   return out;

@@ -1,29 +1,19 @@
 #include "server/peer/peer_call.h"
 
-#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "server/cluster/fan_out.h"
 
 namespace placement::server {
 
-namespace {
-constexpr char kUnreachablePayload[] = "placement.peer/unreachable-process";
-}  // namespace
-
-void MarkUnreachable(absl::Status& status, int32_t process) {
-  status.SetPayload(kUnreachablePayload, absl::Cord(absl::StrCat(process)));
-}
-
-bool IsUnreachable(const absl::Status& status) {
-  return status.GetPayload(kUnreachablePayload).has_value();
-}
-
-PeerCall::PeerCall(Cluster* cluster, int32_t process, absl::Duration timeout)
+PeerCall::PeerCall(PeerChannels* channels, Cluster* cluster, int32_t process,
+                   absl::Duration timeout)
     : cluster_(cluster), process_(process) {
-  cluster_->channels()->Prepare(&context_, timeout);
-  stub_ = placement::v1::PeerService::NewStub(
-      cluster_->channels()->Get(cluster_->PeerAddress(process)));
-  guard_ = std::make_unique<Cluster::CallGuard>(cluster_, process, &context_);
+  channels->Prepare(&context_, timeout);
+  stub_ = placement::v1::PeerService::NewStub(channels->Get(cluster_->PeerAddress(process)));
+  grpc::ClientContext* context = &context_;
+  guard_ =
+      std::make_unique<Cluster::CallGuard>(cluster_, process, [context] { context->TryCancel(); });
 }
 
 PeerCall::~PeerCall() { guard_.reset(); }

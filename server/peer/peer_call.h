@@ -1,13 +1,13 @@
 // PeerCall: one call to another daemon's PeerService -- the stub, a client
-// context with the daemon's credentials and a deadline, and registration
-// with Cluster::CallGuard so the call is cancelled when membership loses
-// the process. Finish turns the outcome into the daemon's status: a call
+// context with the daemon's credentials (PeerChannels) and a deadline, and
+// registration with Cluster::CallGuard so the call is cancelled when
+// membership loses the process. Finish turns the outcome into the daemon's status: a call
 // cut short because the process was lost reads "process 1 (HOST:PORT) is
 // lost (epoch 4)" (UNAVAILABLE); other transport failures are UNAVAILABLE
 // naming the process; the peer's own errors keep their codes and text.
-// Both kinds of transport failure are marked (IsUnreachable): they are
-// evidence that this process vanished, which PeerClient::ForEach prefers
-// over other daemons' consequences of the same loss.
+// Both kinds of transport failure are marked (MarkUnreachable,
+// server/cluster/fan_out.h): they are evidence that this process vanished,
+// which FanOut prefers over other daemons' consequences of the same loss.
 //
 // One call per object; not thread-safe.
 #ifndef PLACEMENT_SERVER_PEER_PEER_CALL_H_
@@ -20,17 +20,14 @@
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/peer_service.grpc.pb.h"
 #include "server/cluster/cluster.h"
+#include "server/peer/peer_channels.h"
 
 namespace placement::server {
 
-// Marks `status` as a transport failure of a call to `process`.
-void MarkUnreachable(absl::Status& status, int32_t process);
-// Whether `status` was marked by MarkUnreachable.
-bool IsUnreachable(const absl::Status& status);
-
 class PeerCall {
  public:
-  PeerCall(Cluster* cluster, int32_t process, absl::Duration timeout);
+  // REQUIRES: channels and cluster outlive the call.
+  PeerCall(PeerChannels* channels, Cluster* cluster, int32_t process, absl::Duration timeout);
   ~PeerCall();
 
   placement::v1::PeerService::Stub* stub() { return stub_.get(); }

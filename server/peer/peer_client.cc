@@ -1,15 +1,15 @@
 #include "server/peer/peer_client.h"
 
-#include <thread>
-
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "placement/v1/peer_service.grpc.pb.h"
+#include "server/convert/collective_request_proto.h"
+#include "server/convert/mesh_proto.h"
 #include "server/peer/cluster_proto.h"
 #include "server/peer/peer_call.h"
+#include "server/peer/peer_streams.h"
 #include "server/peer/tensor_record_proto.h"
-#include "server/service/to_proto.h"
 
 namespace placement::server {
 
@@ -21,56 +21,9 @@ constexpr absl::Duration kControlCall = absl::Seconds(30);
 
 }  // namespace
 
-std::vector<int32_t> PeerClient::AlivePeers() const {
-  std::vector<int32_t> out;
-  std::shared_ptr<const ClusterView> view = cluster_->view();
-  for (const ProcessRecord& p : view->processes) {
-    if (p.process_index != cluster_->process_index() && p.state == ProcessState::kAlive) {
-      out.push_back(p.process_index);
-    }
-  }
-  return out;
-}
-
-absl::Status PeerClient::ForEach(const std::vector<int32_t>& processes,
-                                 const std::function<absl::Status(int32_t)>& fn) {
-  if (processes.size() == 1) return fn(processes.front());
-  std::vector<absl::Status> results(processes.size());
-  std::vector<std::thread> threads;
-  threads.reserve(processes.size());
-  for (size_t i = 0; i < processes.size(); ++i) {
-    threads.emplace_back([&, i] { results[i] = fn(processes[i]); });
-  }
-  for (std::thread& t : threads) t.join();
-  for (const absl::Status& s : results) {
-    if (!s.ok() && !IsConsequence(s)) return s;
-  }
-  // A call that could not reach its process names the one that vanished;
-  // the others only saw its consequences (a closed Gloo connection).
-  for (const absl::Status& s : results) {
-    if (IsUnreachable(s)) return s;
-  }
-  for (const absl::Status& s : results) {
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
-bool PeerClient::IsConsequence(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kCancelled:
-    case absl::StatusCode::kAborted:
-      return true;
-    default:
-      return false;
-  }
-}
-
 absl::StatusOr<std::vector<DeviceState>> PeerClient::GetLocalDevices(int32_t process,
                                                                      absl::Duration timeout) {
-  PeerCall call(cluster_, process, timeout);
+  PeerCall call(channels_, cluster_, process, timeout);
   pb::GetLocalDevicesRequest request;
   pb::GetLocalDevicesResponse response;
   RETURN_IF_ERROR(call.Finish(call.stub()->GetLocalDevices(call.context(), request, &response)));
@@ -83,7 +36,7 @@ absl::StatusOr<std::vector<DeviceState>> PeerClient::GetLocalDevices(int32_t pro
 }
 
 absl::Status PeerClient::InstallMesh(int32_t process, const RegisteredMesh& mesh) {
-  PeerCall call(cluster_, process, kControlCall);
+  PeerCall call(channels_, cluster_, process, kControlCall);
   pb::InstallMeshRequest request;
   MeshToProto(mesh, 0, request.mutable_mesh()->mutable_mesh());
   request.mutable_mesh()->set_tenant(mesh.tenant);
@@ -93,7 +46,7 @@ absl::Status PeerClient::InstallMesh(int32_t process, const RegisteredMesh& mesh
 
 absl::StatusOr<int64_t> PeerClient::RemoveMesh(int32_t process, const std::string& mesh_id,
                                                bool force) {
-  PeerCall call(cluster_, process, kControlCall);
+  PeerCall call(channels_, cluster_, process, kControlCall);
   pb::RemoveMeshRequest request;
   request.set_mesh_id(mesh_id);
   request.set_force(force);
@@ -104,7 +57,7 @@ absl::StatusOr<int64_t> PeerClient::RemoveMesh(int32_t process, const std::strin
 
 absl::Status PeerClient::Commit(int32_t process, const std::vector<const Tensor*>& tensors,
                                 const std::vector<std::string>& delete_ids) {
-  PeerCall call(cluster_, process, kControlCall);
+  PeerCall call(channels_, cluster_, process, kControlCall);
   pb::CommitRequest request;
   for (const Tensor* t : tensors) RecordToProto(*t, request.add_tensors());
   for (const std::string& id : delete_ids) request.add_delete_ids(id);
@@ -113,7 +66,7 @@ absl::Status PeerClient::Commit(int32_t process, const std::vector<const Tensor*
 }
 
 absl::Status PeerClient::Abort(int32_t process, const std::vector<std::string>& ids) {
-  PeerCall call(cluster_, process, kControlCall);
+  PeerCall call(channels_, cluster_, process, kControlCall);
   pb::AbortRequest request;
   for (const std::string& id : ids) request.add_tensor_ids(id);
   pb::AbortResponse response;
@@ -122,7 +75,7 @@ absl::Status PeerClient::Abort(int32_t process, const std::vector<std::string>& 
 
 absl::StatusOr<int64_t> PeerClient::DeleteTensors(int32_t process,
                                                   const std::vector<std::string>& ids) {
-  PeerCall call(cluster_, process, kControlCall);
+  PeerCall call(channels_, cluster_, process, kControlCall);
   pb::PeerDeleteTensorsRequest request;
   for (const std::string& id : ids) request.add_tensor_ids(id);
   pb::PeerDeleteTensorsResponse response;
@@ -136,14 +89,28 @@ namespace {
 // Prepare may take (a large reshard streams many boxes).
 absl::Duration PrepareTimeout(const Cluster& cluster) { return cluster.config().op_timeout * 10; }
 
-absl::Status RunPrepare(Cluster* cluster, int32_t process, pb::PrepareRequest* request) {
+// Sends `request` (its op set) with the driver's bounds; the answer.
+absl::Status RunPrepare(PeerChannels* channels, Cluster* cluster, int32_t process,
+                        pb::PrepareRequest* request, pb::PrepareResponse* response) {
   const absl::Duration timeout = PrepareTimeout(*cluster);
   DurationToProto(timeout, request->mutable_pending_lifetime());
   DurationToProto(timeout, request->mutable_timeout());
   request->set_driver_process(cluster->process_index());
-  PeerCall call(cluster, process, timeout);
-  pb::PrepareResponse response;
-  return call.Finish(call.stub()->Prepare(call.context(), *request, &response));
+  PeerCall call(channels, cluster, process, timeout);
+  return call.Finish(call.stub()->Prepare(call.context(), *request, response));
+}
+
+// The results' records of a Prepare, as shells.
+absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> Shells(
+    const google::protobuf::RepeatedPtrField<pb::TensorRecord>& records, Cluster* cluster) {
+  std::vector<std::unique_ptr<Tensor>> out;
+  for (const pb::TensorRecord& record : records) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Tensor> shell, ShellFromRecord(record, [cluster](int64_t id) {
+                       return cluster->ProcessOf(id);
+                     }));
+    out.push_back(std::move(shell));
+  }
+  return out;
 }
 
 }  // namespace
@@ -153,7 +120,8 @@ absl::Status PeerClient::PreparePlace(int32_t process, const std::string& source
   pb::PrepareRequest request;
   request.mutable_place()->set_source_id(source_id);
   RecordToProto(result, request.mutable_place()->mutable_result());
-  return RunPrepare(cluster_, process, &request);
+  pb::PrepareResponse response;
+  return RunPrepare(channels_, cluster_, process, &request, &response);
 }
 
 absl::Status PeerClient::PrepareAssemble(int32_t process, const std::vector<std::string>& piece_ids,
@@ -163,7 +131,8 @@ absl::Status PeerClient::PrepareAssemble(int32_t process, const std::vector<std:
   RecordToProto(result, request.mutable_assemble()->mutable_result());
   request.mutable_assemble()->set_source(donate ? pb::SOURCE_HANDLING_DONATE
                                                 : pb::SOURCE_HANDLING_KEEP);
-  return RunPrepare(cluster_, process, &request);
+  pb::PrepareResponse response;
+  return RunPrepare(channels_, cluster_, process, &request, &response);
 }
 
 absl::Status PeerClient::PrepareDisassemble(int32_t process, const std::string& source_id,
@@ -174,38 +143,28 @@ absl::Status PeerClient::PrepareDisassemble(int32_t process, const std::string& 
   for (const std::string& id : result_ids) request.mutable_disassemble()->add_result_ids(id);
   request.mutable_disassemble()->set_source(donate ? pb::SOURCE_HANDLING_DONATE
                                                    : pb::SOURCE_HANDLING_KEEP);
-  return RunPrepare(cluster_, process, &request);
+  pb::PrepareResponse response;
+  return RunPrepare(channels_, cluster_, process, &request, &response);
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::PrepareCollective(
-    int32_t process, const pb::CollectiveOp& op, const std::string& op_key,
+    int32_t process, const CollectiveRequest& collective, const std::string& op_key,
     const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
     const CrossProcessTicket& ticket) {
   pb::PrepareRequest request;
-  *request.mutable_collective() = op;
-  request.mutable_collective()->set_op_key(op_key);
-  pb::CollectiveTicket* t = request.mutable_collective()->mutable_ticket();
+  pb::CollectiveOp* op = request.mutable_collective();
+  CollectiveRequestToProto(collective, op);
+  op->set_op_key(op_key);
+  pb::CollectiveTicket* t = op->mutable_ticket();
   t->set_set_key(ticket.set_key);
   t->set_epoch(static_cast<int64_t>(ticket.epoch));
   t->set_generation(static_cast<int64_t>(ticket.generation));
   t->set_ticket(static_cast<int64_t>(ticket.ticket));
-  for (int32_t p : participants) request.mutable_collective()->add_participants(p);
-  for (const std::string& id : result_ids) request.mutable_collective()->add_result_ids(id);
-  const absl::Duration timeout = PrepareTimeout(*cluster_);
-  DurationToProto(timeout, request.mutable_pending_lifetime());
-  DurationToProto(timeout, request.mutable_timeout());
-  request.set_driver_process(cluster_->process_index());
-  PeerCall call(cluster_, process, timeout);
+  for (int32_t p : participants) op->add_participants(p);
+  for (const std::string& id : result_ids) op->add_result_ids(id);
   pb::PrepareResponse response;
-  RETURN_IF_ERROR(call.Finish(call.stub()->Prepare(call.context(), request, &response)));
-  std::vector<std::unique_ptr<Tensor>> out;
-  for (const pb::TensorRecord& record : response.results()) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Tensor> shell, ShellFromRecord(record, [this](int64_t id) {
-                       return cluster_->ProcessOf(id);
-                     }));
-    out.push_back(std::move(shell));
-  }
-  return out;
+  RETURN_IF_ERROR(RunPrepare(channels_, cluster_, process, &request, &response));
+  return Shells(response.results(), cluster_);
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::ListTensorRecords(
@@ -213,21 +172,32 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::ListTensorRecor
   std::vector<std::unique_ptr<Tensor>> out;
   std::string token;
   do {
-    PeerCall call(cluster_, process, kControlCall);
+    PeerCall call(channels_, cluster_, process, kControlCall);
     pb::ListTensorRecordsRequest request;
     request.set_page_token(token);
     pb::ListTensorRecordsResponse response;
     RETURN_IF_ERROR(
         call.Finish(call.stub()->ListTensorRecords(call.context(), request, &response)));
-    for (const pb::TensorRecord& record : response.tensors()) {
-      ASSIGN_OR_RETURN(std::unique_ptr<Tensor> shell, ShellFromRecord(record, [this](int64_t id) {
-                         return cluster_->ProcessOf(id);
-                       }));
-      out.push_back(std::move(shell));
-    }
+    ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Tensor>> page,
+                     Shells(response.tensors(), cluster_));
+    for (auto& shell : page) out.push_back(std::move(shell));
     token = response.next_page_token();
   } while (!token.empty());
   return out;
+}
+
+absl::StatusOr<std::unique_ptr<RemoteBoxStream>> PeerClient::OpenBox(int32_t process,
+                                                                     const std::string& tensor_id,
+                                                                     int64_t device_id,
+                                                                     const Box& box,
+                                                                     absl::Duration timeout) {
+  return OpenPeerBox(channels_, cluster_, process, tensor_id, device_id, box, timeout);
+}
+
+absl::StatusOr<std::unique_ptr<PeerShardWriter>> PeerClient::OpenShardWriter(
+    int32_t process, const Tensor& record, absl::Duration pending_lifetime,
+    absl::Duration timeout) {
+  return OpenPeerShardWriter(channels_, cluster_, process, record, pending_lifetime, timeout);
 }
 
 }  // namespace placement::server

@@ -17,8 +17,8 @@ namespace {
 
 class PeerBoxStream final : public RemoteBoxStream {
  public:
-  PeerBoxStream(Cluster* cluster, int32_t process, absl::Duration timeout)
-      : call_(cluster, process, timeout) {}
+  PeerBoxStream(PeerChannels* channels, Cluster* cluster, int32_t process, absl::Duration timeout)
+      : call_(channels, cluster, process, timeout) {}
   ~PeerBoxStream() override {
     if (reader_ != nullptr && !finished_) {
       call_.context()->TryCancel();
@@ -63,9 +63,90 @@ class PeerBoxStream final : public RemoteBoxStream {
   bool finished_ = false;
 };
 
+// WriteShards: the header went at Open; each Write is one or more
+// ShardWrite messages of about 1 MiB.
+class PeerShardStream final : public PeerShardWriter {
+ public:
+  PeerShardStream(PeerChannels* channels, Cluster* cluster, int32_t process, absl::Duration timeout)
+      : call_(channels, cluster, process, timeout) {}
+  ~PeerShardStream() override {
+    if (!finished_) Cancel();
+  }
+
+  // Starts the stream with `header`; the stream's outcome when the daemon
+  // refused it at once.
+  absl::Status Open(const pb::WriteShardsRequest& header) {
+    writer_ = call_.stub()->WriteShards(call_.context(), &response_);
+    if (writer_->Write(header)) return absl::OkStatus();
+    absl::Status status = Finish();
+    if (!status.ok()) return status;
+    return absl::UnavailableError(
+        absl::StrCat("the shard stream to process ", call_.process(), " closed at its header"));
+  }
+
+  absl::Status Write(absl::Span<const int64_t> device_ids, absl::Span<const ByteRun> runs,
+                     const char* chunk) override {
+    // Messages stay around 1 MiB whatever the caller hands over (a same-host
+    // region upload passes the whole array at once).
+    constexpr int64_t kMessageBytes = int64_t{1} << 20;
+    pb::ShardWrite* write = message_.mutable_write();
+    auto start = [&] {
+      write->Clear();
+      for (int64_t id : device_ids) write->add_device_ids(id);
+    };
+    auto flush = [&]() -> bool {
+      if (write->runs_size() == 0) return true;
+      const bool sent = writer_->Write(message_);
+      start();
+      return sent;
+    };
+    start();
+    for (const ByteRun& run : runs) {
+      int64_t done = 0;
+      while (done < run.length) {
+        const int64_t room = kMessageBytes - static_cast<int64_t>(write->data().size());
+        if (room <= 0) {
+          if (!flush()) return Finish();
+          continue;
+        }
+        const int64_t take = std::min(room, run.length - done);
+        pb::ByteSpan* span = write->add_runs();
+        span->set_offset(run.dst_offset + done);
+        span->set_length(take);
+        write->mutable_data()->append(chunk + run.src_offset + done, static_cast<size_t>(take));
+        done += take;
+      }
+    }
+    if (!flush()) return Finish();
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish() override {
+    if (finished_) return absl::FailedPreconditionError("stream already finished");
+    finished_ = true;
+    writer_->WritesDone();
+    return call_.Finish(writer_->Finish());
+  }
+
+  void Cancel() override {
+    if (finished_) return;
+    finished_ = true;
+    call_.context()->TryCancel();
+    writer_->Finish().ok();
+  }
+
+ private:
+  PeerCall call_;
+  pb::WriteShardsResponse response_;
+  std::unique_ptr<grpc::ClientWriter<pb::WriteShardsRequest>> writer_;
+  pb::WriteShardsRequest message_;
+  bool finished_ = false;
+};
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RemoteBoxStream>> OpenPeerBox(Cluster* cluster, int32_t process,
+absl::StatusOr<std::unique_ptr<RemoteBoxStream>> OpenPeerBox(PeerChannels* channels,
+                                                             Cluster* cluster, int32_t process,
                                                              const std::string& tensor_id,
                                                              int64_t device_id, const Box& box,
                                                              absl::Duration timeout) {
@@ -78,91 +159,22 @@ absl::StatusOr<std::unique_ptr<RemoteBoxStream>> OpenPeerBox(Cluster* cluster, i
     range->set_begin(r.begin);
     range->set_end(r.end);
   }
-  auto stream = std::make_unique<PeerBoxStream>(cluster, process, timeout);
+  auto stream = std::make_unique<PeerBoxStream>(channels, cluster, process, timeout);
   RETURN_IF_ERROR(stream->Start(request));
   return stream;
 }
 
-struct PeerShardStream::State {
-  State(Cluster* cluster, int32_t process, absl::Duration timeout)
-      : call(cluster, process, timeout) {}
-  PeerCall call;
-  pb::WriteShardsResponse response;
-  std::unique_ptr<grpc::ClientWriter<pb::WriteShardsRequest>> writer;
-  pb::WriteShardsRequest message;
-  bool finished = false;
-};
-
-PeerShardStream::PeerShardStream(std::unique_ptr<State> state) : state_(std::move(state)) {}
-
-PeerShardStream::~PeerShardStream() {
-  if (!state_->finished) Cancel();
-}
-
-absl::StatusOr<std::unique_ptr<PeerShardStream>> PeerShardStream::Open(
-    Cluster* cluster, int32_t process, const Tensor& record, absl::Duration pending_lifetime,
-    absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<PeerShardWriter>> OpenPeerShardWriter(
+    PeerChannels* channels, Cluster* cluster, int32_t process, const Tensor& record,
+    absl::Duration pending_lifetime, absl::Duration timeout) {
   RETURN_IF_ERROR(cluster->CheckAlive({process}));
-  auto state = std::make_unique<State>(cluster, process, timeout);
-  state->writer = state->call.stub()->WriteShards(state->call.context(), &state->response);
+  auto stream = std::make_unique<PeerShardStream>(channels, cluster, process, timeout);
   pb::WriteShardsRequest header;
   RecordToProto(record, header.mutable_header()->mutable_tensor());
   DurationToProto(pending_lifetime, header.mutable_header()->mutable_pending_lifetime());
   header.mutable_header()->set_driver_process(cluster->process_index());
-  std::unique_ptr<PeerShardStream> stream(new PeerShardStream(std::move(state)));
-  if (!stream->state_->writer->Write(header)) return stream->Finish();
+  RETURN_IF_ERROR(stream->Open(header));
   return stream;
-}
-
-absl::Status PeerShardStream::Write(absl::Span<const int64_t> device_ids,
-                                    absl::Span<const ByteRun> runs, const char* chunk) {
-  // Messages stay around 1 MiB whatever the caller hands over (a same-host
-  // region upload passes the whole array at once).
-  constexpr int64_t kMessageBytes = int64_t{1} << 20;
-  pb::ShardWrite* write = state_->message.mutable_write();
-  auto start = [&] {
-    write->Clear();
-    for (int64_t id : device_ids) write->add_device_ids(id);
-  };
-  auto flush = [&]() -> bool {
-    if (write->runs_size() == 0) return true;
-    const bool sent = state_->writer->Write(state_->message);
-    start();
-    return sent;
-  };
-  start();
-  for (const ByteRun& run : runs) {
-    int64_t done = 0;
-    while (done < run.length) {
-      const int64_t room = kMessageBytes - static_cast<int64_t>(write->data().size());
-      if (room <= 0) {
-        if (!flush()) return Finish();
-        continue;
-      }
-      const int64_t take = std::min(room, run.length - done);
-      pb::ByteSpan* span = write->add_runs();
-      span->set_offset(run.dst_offset + done);
-      span->set_length(take);
-      write->mutable_data()->append(chunk + run.src_offset + done, static_cast<size_t>(take));
-      done += take;
-    }
-  }
-  if (!flush()) return Finish();
-  return absl::OkStatus();
-}
-
-absl::Status PeerShardStream::Finish() {
-  if (state_->finished) return absl::FailedPreconditionError("stream already finished");
-  state_->finished = true;
-  state_->writer->WritesDone();
-  return state_->call.Finish(state_->writer->Finish());
-}
-
-void PeerShardStream::Cancel() {
-  if (state_->finished) return;
-  state_->finished = true;
-  state_->call.context()->TryCancel();
-  state_->writer->Finish().ok();
 }
 
 }  // namespace placement::server

@@ -1,8 +1,7 @@
 #include "server/peer/tensor_record_proto.h"
 
 #include "common/status_macros.h"
-#include "server/service/from_proto.h"
-#include "server/service/to_proto.h"
+#include "server/convert/reduce_op_proto.h"
 
 namespace placement::server {
 

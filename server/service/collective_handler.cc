@@ -6,7 +6,6 @@
 
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
-#include "server/service/collective_requests.h"
 #include "server/service/creating_reactor.h"
 #include "server/service/from_proto.h"
 #include "server/service/to_proto.h"
@@ -88,8 +87,8 @@ CollectiveContext ContextOf(grpc::CallbackServerContext* context) {
 absl::Status CollectiveHandler::Execute(const Caller& caller, const pb::CollectiveOp& op,
                                         grpc::CallbackServerContext* context,
                                         std::vector<std::shared_ptr<const Tensor>>* out) const {
-  ASSIGN_OR_RETURN(*out,
-                   ExecuteCollective(*core_, cluster_, peers_, caller, op, ContextOf(context)));
+  ASSIGN_OR_RETURN(CollectiveRequest request, CollectiveRequestFromProto(op));
+  ASSIGN_OR_RETURN(*out, core_->Execute(request, caller.tenant, ContextOf(context)));
   return absl::OkStatus();
 }
 

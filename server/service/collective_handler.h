@@ -1,5 +1,8 @@
-// gRPC front for placement.v1.CollectiveService: translates protos to
-// CollectiveServiceCore calls and back. No logic of its own.
+// gRPC front for placement.v1.CollectiveService: converts each request to
+// the core's CollectiveRequest and runs it through
+// CollectiveServiceCore::Execute (which, in a cluster, hands requests that
+// span daemons to the cluster); the results back to protos. No logic of
+// its own.
 //
 // A collective can run for a while (hundreds of MiB through the engine), so
 // the handler does not block a gRPC callback thread on it: the call is
@@ -21,23 +24,12 @@
 
 namespace placement::server {
 
-class ClusterCollectives;
-class PeerClient;
-
 class CollectiveHandler final : public placement::v1::CollectiveService::CallbackService {
  public:
   // REQUIRES: core, dispatch and gate outlive the handler; dispatch has at
   // least one thread.
   CollectiveHandler(const CollectiveServiceCore* core, WorkerPool* dispatch, CallGate* gate)
       : core_(core), dispatch_(dispatch), gate_(gate) {}
-  // In a cluster: collectives on tensors that span daemons, and
-  // multi-controller ones, go through `cluster` (collective_requests.h).
-  // REQUIRES: set before serving.
-  void set_cluster(ClusterCollectives* cluster, PeerClient* peers) {
-    cluster_ = cluster;
-    peers_ = peers;
-  }
-
   grpc::ServerUnaryReactor* AllReduce(grpc::CallbackServerContext* context,
                                       const placement::v1::AllReduceRequest* request,
                                       placement::v1::CollectiveResponse* response) override;
@@ -68,8 +60,6 @@ class CollectiveHandler final : public placement::v1::CollectiveService::Callbac
   const CollectiveServiceCore* core_;
   WorkerPool* dispatch_;
   CallGate* gate_;
-  ClusterCollectives* cluster_ = nullptr;
-  PeerClient* peers_ = nullptr;
 };
 
 }  // namespace placement::server

@@ -21,6 +21,8 @@
 #include "placement/v1/tensor_service.pb.h"
 #include "placement/v1/types.pb.h"
 #include "server/common/reduce_op.h"
+#include "server/convert/collective_request_proto.h"
+#include "server/convert/reduce_op_proto.h"
 #include "server/mesh/mesh_presets.h"
 #include "server/prefetch/prefetch_pipeline.h"
 #include "server/tensor/download_plan.h"
@@ -34,17 +36,8 @@ namespace placement::server {
 inline constexpr int64_t kDefaultChunkBytes = int64_t{1} << 20;
 inline constexpr int64_t kMaxChunkBytes = int64_t{4} << 20;
 
-// --- Reductions ----------------------------------------------------------------
-
-// From placement.v1.ReduceOp's integer value. INVALID_ARGUMENT for
-// REDUCE_OP_UNSPECIFIED (0) and unknown values.
-absl::StatusOr<ReduceOp> ReduceOpFromProtoValue(int value);
-
-// The op a request names: the enum when set, else `op_name`; nullopt when
-// neither is set (the caller picks the default). INVALID_ARGUMENT when
-// either is unknown, or both are set and disagree.
-absl::StatusOr<std::optional<ReduceOp>> RequestedReduceOp(int proto_value,
-                                                          absl::string_view op_name);
+// Reductions, source handling and collective requests convert in
+// server/convert/ (shared with the daemon-to-daemon edge, server/peer/).
 
 // --- Meshes --------------------------------------------------------------------
 
@@ -74,9 +67,6 @@ absl::StatusOr<TensorSpec> TensorSpecFromProto(
 
 absl::StatusOr<Shape> ShapeFromProto(const google::protobuf::RepeatedField<int64_t>& shape,
                                      absl::string_view field);
-
-// UNSPECIFIED = KEEP. INVALID_ARGUMENT for values outside the enum.
-absl::StatusOr<SourceHandling> SourceHandlingFromProto(int value);
 
 DownloadSelection DownloadSelectionFromProto(const placement::v1::DownloadRequest& request);
 

@@ -11,7 +11,6 @@
 #include "server/cluster/cluster_ops.h"
 #include "server/peer/cluster_proto.h"
 #include "server/peer/tensor_record_proto.h"
-#include "server/service/collective_requests.h"
 #include "server/service/from_proto.h"
 #include "server/service/peer_unary.h"
 #include "server/service/to_proto.h"
@@ -51,11 +50,7 @@ grpc::ServerUnaryReactor* PeerHandler::InstallMesh(grpc::CallbackServerContext* 
                                                    pb::InstallMeshResponse* /*response*/) {
   return RunPeerUnary(context, *gate_, [&]() -> absl::Status {
     const pb::Mesh& proto = request->mesh().mesh();
-    std::vector<MeshAxis> axes;
-    for (const pb::MeshAxis& a : proto.axes()) axes.push_back({a.name(), a.size()});
-    ASSIGN_OR_RETURN(Mesh mesh,
-                     Mesh::Create(std::move(axes), std::vector<int64_t>(proto.device_ids().begin(),
-                                                                        proto.device_ids().end())));
+    ASSIGN_OR_RETURN(Mesh mesh, MeshFromProto(proto));
     meshes_->InstallHere(RegisteredMesh{proto.id(), std::move(mesh), request->mesh().tenant()});
     return absl::OkStatus();
   });
@@ -303,12 +298,9 @@ grpc::ServerUnaryReactor* PeerHandler::Prepare(grpc::CallbackServerContext* cont
           }
           case pb::PrepareRequest::kCollective: {
             const pb::CollectiveOp& op = request->collective();
+            ASSIGN_OR_RETURN(CollectiveRequest collective, CollectiveRequestFromProto(op));
             std::vector<int32_t> participants(op.participants().begin(), op.participants().end());
             std::vector<std::string> ids(op.result_ids().begin(), op.result_ids().end());
-            ClusterCollectives::RunPart run = [this, &op](const CollectiveContext& context,
-                                                          const CollectiveCommit& commit) {
-              return RunCollectiveOp(*collectives_core_, op, context, &commit);
-            };
             CollectiveContext context;
             context.deadline = absl::Now() + DurationFromProto(request->timeout());
             std::optional<CrossProcessTicket> ticket;
@@ -318,10 +310,10 @@ grpc::ServerUnaryReactor* PeerHandler::Prepare(grpc::CallbackServerContext* cont
                                           static_cast<uint64_t>(op.ticket().generation()),
                                           static_cast<uint64_t>(op.ticket().ticket())};
             }
-            ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Tensor>> records,
-                             collectives_->Participate(op.op_key(), participants, ids, driver, "",
-                                                       run, context,
-                                                       ticket.has_value() ? &*ticket : nullptr));
+            ASSIGN_OR_RETURN(
+                std::vector<std::unique_ptr<Tensor>> records,
+                collectives_->Participate(op.op_key(), participants, ids, driver, "", collective,
+                                          context, ticket.has_value() ? &*ticket : nullptr));
             for (const auto& record : records) RecordToProto(*record, response->add_results());
             return absl::OkStatus();
           }

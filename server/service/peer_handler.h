@@ -11,7 +11,6 @@
 #include "server/cluster/cluster.h"
 #include "server/cluster/cluster_meshes.h"
 #include "server/cluster/cluster_tensors.h"
-#include "server/collective/collective_service_core.h"
 #include "server/common/worker_pool.h"
 #include "server/device/device_inventory.h"
 #include "server/service/call_gate.h"
@@ -35,10 +34,7 @@ class PeerHandler final : public placement::v1::PeerService::CallbackService {
 
   // Collectives another daemon drives (Prepare with a CollectiveOp).
   // REQUIRES: set before serving.
-  void set_collectives(ClusterCollectives* collectives, const CollectiveServiceCore* core) {
-    collectives_ = collectives;
-    collectives_core_ = core;
-  }
+  void set_collectives(ClusterCollectives* collectives) { collectives_ = collectives; }
 
   grpc::ServerUnaryReactor* GetLocalDevices(
       grpc::CallbackServerContext* context, const placement::v1::GetLocalDevicesRequest* request,
@@ -77,7 +73,6 @@ class PeerHandler final : public placement::v1::PeerService::CallbackService {
   ClusterOps* ops_;
   CallGate* gate_;
   ClusterCollectives* collectives_ = nullptr;
-  const CollectiveServiceCore* collectives_core_ = nullptr;
   // Runs Prepare (which may stream for a long time) off the callback
   // threads; more than this many at once queue.
   std::unique_ptr<WorkerPool> prepare_pool_ = std::make_unique<WorkerPool>(16);

@@ -4,22 +4,6 @@ namespace placement::server {
 
 namespace pb = placement::v1;
 
-placement::v1::ReduceOp ReduceOpToProto(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return placement::v1::REDUCE_OP_SUM;
-    case ReduceOp::kMean:
-      return placement::v1::REDUCE_OP_MEAN;
-    case ReduceOp::kMax:
-      return placement::v1::REDUCE_OP_MAX;
-    case ReduceOp::kMin:
-      return placement::v1::REDUCE_OP_MIN;
-    case ReduceOp::kProd:
-      return placement::v1::REDUCE_OP_PROD;
-  }
-  return placement::v1::REDUCE_OP_UNSPECIFIED;
-}
-
 void ShardToProto(const ShardDomain& domain, DType dtype, int32_t process_index,
                   pb::ShardInfo* out) {
   out->set_device_id(domain.device_id);
@@ -94,18 +78,6 @@ void DeviceToProto(const DeviceState& state, pb::Device* out) {
   out->set_pci_bus_id(d.pci_bus_id);
   out->set_numa_node(d.numa_node);
   out->set_multiprocessor_count(d.multiprocessor_count);
-}
-
-void MeshToProto(const RegisteredMesh& mesh, int64_t tensor_count, pb::Mesh* out) {
-  out->set_id(mesh.id);
-  for (const MeshAxis& axis : mesh.mesh.axes()) {
-    pb::MeshAxis* a = out->add_axes();
-    a->set_name(axis.name);
-    a->set_size(axis.size);
-  }
-  for (int64_t id : mesh.mesh.device_ids()) out->add_device_ids(id);
-  out->set_total_devices(mesh.mesh.num_devices());
-  out->set_tensor_count(tensor_count);
 }
 
 }  // namespace placement::server

@@ -1,5 +1,6 @@
 // Core -> wire: the conversions the handlers use to answer, in one place
-// (the other direction, with validation, is from_proto.h).
+// (the other direction, with validation, is from_proto.h; those both gRPC
+// edges share are in server/convert/ and included here).
 //
 // Pure functions; thread-safe.
 #ifndef PLACEMENT_SERVER_SERVICE_TO_PROTO_H_
@@ -11,20 +12,18 @@
 #include "placement/v1/tensor_service.pb.h"
 #include "placement/v1/types.pb.h"
 #include "server/common/reduce_op.h"
+#include "server/convert/mesh_proto.h"
+#include "server/convert/reduce_op_proto.h"
 #include "server/device/device_inventory.h"
 #include "server/mesh/mesh_registry.h"
 #include "server/tensor/tensor.h"
 
 namespace placement::server {
 
-placement::v1::ReduceOp ReduceOpToProto(ReduceOp op);
 placement::v1::HardwareType HardwareTypeToProto(HardwareType type);
 
 // ListDevices' view of a device, with its live accounting.
 void DeviceToProto(const DeviceState& state, placement::v1::Device* out);
-
-// A registered mesh with the number of tensors using it.
-void MeshToProto(const RegisteredMesh& mesh, int64_t tensor_count, placement::v1::Mesh* out);
 
 // Describe's view of a tensor. `placement` is the placement as requested,
 // reconstructed from the sharding: a one-device implicit mesh is device_id,

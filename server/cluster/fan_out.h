@@ -1,0 +1,39 @@
+// Fan-out of one call to several daemons, and how to pick the error that
+// explains a failed fan-out.
+//
+// Thread-safe (pure functions; `fn` runs concurrently).
+#ifndef PLACEMENT_SERVER_CLUSTER_FAN_OUT_H_
+#define PLACEMENT_SERVER_CLUSTER_FAN_OUT_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace placement::server {
+
+// Whether `status` is what a process sees when a peer failed or vanished
+// (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, ABORTED) rather than a
+// failure of its own (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...).
+bool IsConsequence(const absl::Status& status);
+
+// Marks `status` as a transport failure of a call to `process` (a peer
+// transport does, for a call that could not reach its process): evidence
+// that the process vanished.
+void MarkUnreachable(absl::Status& status, int32_t process);
+// Whether `status` was marked by MarkUnreachable.
+bool IsUnreachable(const absl::Status& status);
+
+// Runs fn(p) for every process in `processes` on threads of its own and,
+// every call finished, returns the first error (by process order) that is
+// not a consequence of another's (IsConsequence), else the first that could
+// not reach its process (IsUnreachable: it names the one that vanished;
+// the others only saw its consequences, a closed connection), else the
+// first.
+absl::Status FanOut(const std::vector<int32_t>& processes,
+                    const std::function<absl::Status(int32_t)>& fn);
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_CLUSTER_FAN_OUT_H_

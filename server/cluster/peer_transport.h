@@ -1,0 +1,109 @@
+// PeerTransport: the calls a daemon makes to the other daemons of its
+// cluster, by process index, as the cluster layer needs them -- devices,
+// meshes, the two phases of cross-daemon tensor operations (Prepare*, then
+// Commit or Abort), record listing, and the two byte streams (a box of
+// another daemon's shard; shards written to another daemon). The cluster
+// layer depends only on this interface; server/peer/peer_client.h
+// implements it over gRPC (PeerService).
+//
+// Errors: a call cut short because membership lost the process reads
+// "process 1 (HOST:PORT) is lost (epoch 4)" (UNAVAILABLE); other transport
+// failures are UNAVAILABLE naming the process (DEADLINE_EXCEEDED "did not
+// answer in time"); the peer's own errors keep their codes and text.
+//
+// Thread-safe; each stream belongs to one caller.
+#ifndef PLACEMENT_SERVER_CLUSTER_PEER_TRANSPORT_H_
+#define PLACEMENT_SERVER_CLUSTER_PEER_TRANSPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/region.h"
+#include "server/collective/collective_engine.h"
+#include "server/collective/collective_request.h"
+#include "server/device/device_inventory.h"
+#include "server/mesh/mesh_registry.h"
+#include "server/tensor/remote_shards.h"
+#include "server/tensor/tensor.h"
+
+namespace placement::server {
+
+// Shards written to another daemon: the tensor's record went at open; each
+// Write carries runs for the shards of some devices; Finish leaves them
+// pending there.
+class PeerShardWriter {
+ public:
+  virtual ~PeerShardWriter() = default;
+  // `runs` (src_offset into `chunk`, dst_offset into the shard) for the
+  // shards of `device_ids`.
+  virtual absl::Status Write(absl::Span<const int64_t> device_ids, absl::Span<const ByteRun> runs,
+                             const char* chunk) = 0;
+  // Ends the stream; OK when the daemon holds its shards complete (pending).
+  virtual absl::Status Finish() = 0;
+  // Cancels the stream; the daemon frees what it allocated.
+  virtual void Cancel() = 0;
+};
+
+class PeerTransport {
+ public:
+  virtual ~PeerTransport() = default;
+
+  // `process`'s devices with their live accounting.
+  virtual absl::StatusOr<std::vector<DeviceState>> GetLocalDevices(int32_t process,
+                                                                   absl::Duration timeout) = 0;
+  virtual absl::Status InstallMesh(int32_t process, const RegisteredMesh& mesh) = 0;
+  // The number of tensors deleted with the mesh (force).
+  virtual absl::StatusOr<int64_t> RemoveMesh(int32_t process, const std::string& mesh_id,
+                                             bool force) = 0;
+
+  // Installs the records of `tensors` (pending shards become theirs) and
+  // deletes `delete_ids`, in one step.
+  virtual absl::Status Commit(int32_t process, const std::vector<const Tensor*>& tensors,
+                              const std::vector<std::string>& delete_ids) = 0;
+  virtual absl::Status Abort(int32_t process, const std::vector<std::string>& ids) = 0;
+  // Bytes freed.
+  virtual absl::StatusOr<int64_t> DeleteTensors(int32_t process,
+                                                const std::vector<std::string>& ids) = 0;
+
+  // Phase one of an operation this daemon drives: `process` makes its
+  // shards of the result(s) and holds them pending.
+  virtual absl::Status PreparePlace(int32_t process, const std::string& source_id,
+                                    const Tensor& result) = 0;
+  virtual absl::Status PrepareAssemble(int32_t process, const std::vector<std::string>& piece_ids,
+                                       const Tensor& result, bool donate) = 0;
+  virtual absl::Status PrepareDisassemble(int32_t process, const std::string& source_id,
+                                          const std::vector<std::string>& result_ids,
+                                          bool donate) = 0;
+  // `process`'s part of collective `request`: its results pending under
+  // `result_ids`, run in `ticket`'s turn; their records.
+  virtual absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PrepareCollective(
+      int32_t process, const CollectiveRequest& request, const std::string& op_key,
+      const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
+      const CrossProcessTicket& ticket) = 0;
+
+  // Every record `process` holds, as tensor shells (no buffers).
+  virtual absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ListTensorRecords(
+      int32_t process) = 0;
+
+  // The bytes of `box` of `tensor_id`'s shard on `device_id`, held by
+  // `process`, bounded by `timeout`.
+  virtual absl::StatusOr<std::unique_ptr<RemoteBoxStream>> OpenBox(int32_t process,
+                                                                   const std::string& tensor_id,
+                                                                   int64_t device_id,
+                                                                   const Box& box,
+                                                                   absl::Duration timeout) = 0;
+  // Shards of `record` written to `process`, held there pending (for the
+  // driver, this process) up to `pending_lifetime`.
+  virtual absl::StatusOr<std::unique_ptr<PeerShardWriter>> OpenShardWriter(
+      int32_t process, const Tensor& record, absl::Duration pending_lifetime,
+      absl::Duration timeout) = 0;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_CLUSTER_PEER_TRANSPORT_H_

@@ -1,0 +1,145 @@
+// CoordinatorClient (the gRPC CoordinatorApi) against a real Coordinator
+// and ClusterService on 127.0.0.1 port 0, with nodes assembled as the
+// daemon assembles them (peer_test_node.h): formation, heartbeats, the
+// key-value store, barriers and tickets, context failures, the cluster's
+// meshes, and an unreachable coordinator.
+#include "server/peer/coordinator_client.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/server/peer/peer_test_node.h"
+
+namespace placement::server {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::PeerTestNode;
+using testing::StartNodes;
+
+// A loopback port nothing listens on (bound, then closed).
+int ClosedPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST(CoordinatorClientTest, NodesFormOneClusterWithDenseDeviceIds) {
+  auto nodes = StartNodes(2);
+  for (const auto& node : nodes) {
+    std::shared_ptr<const ClusterView> view = node->cluster->view();
+    ASSERT_EQ(view->processes.size(), 2u);
+    EXPECT_EQ(view->state, ClusterState::kFormed);
+    EXPECT_EQ(view->processes[0].first_device_id, 0);
+    EXPECT_EQ(view->processes[1].first_device_id, testing::kNodeDevices);
+    EXPECT_EQ(view->processes[1].peer_address, nodes[1]->address);
+    EXPECT_TRUE(view->IsAlive(0) && view->IsAlive(1));
+  }
+  // Heartbeats and topology through the client see the same cluster.
+  CoordinatorApi* coordinator = nodes[1]->cluster->coordinator();
+  EXPECT_EQ(coordinator->address(), nodes[0]->address);
+  auto beat = coordinator->Heartbeat(1, "instance-1", nodes[1]->cluster->epoch(), absl::Seconds(5));
+  ASSERT_TRUE(beat.ok()) << beat.status();
+  EXPECT_EQ(beat->epoch, nodes[1]->cluster->epoch());
+  auto topology = coordinator->Topology(absl::Seconds(5));
+  ASSERT_TRUE(topology.ok()) << topology.status();
+  EXPECT_EQ(topology->processes.size(), 2u);
+  // An instance the coordinator does not know is no member.
+  auto stranger = coordinator->Heartbeat(1, "someone-else", 0, absl::Seconds(5));
+  EXPECT_EQ(stranger.status().code(), absl::StatusCode::kNotFound) << stranger.status();
+}
+
+TEST(CoordinatorClientTest, KeyValueStoreWaitsForKeysAndNamesMissingOnes) {
+  auto nodes = StartNodes(2);
+  CoordinatorApi* zero = nodes[0]->cluster->coordinator();
+  CoordinatorApi* one = nodes[1]->cluster->coordinator();
+  std::thread writer([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    EXPECT_TRUE(zero->Set("rendezvous/a", "127.0.0.1:9").ok());
+  });
+  auto got = one->Get("rendezvous/a", absl::Seconds(20));
+  writer.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "127.0.0.1:9");
+  auto missing = one->Get("rendezvous/never", absl::Milliseconds(200));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kDeadlineExceeded) << missing.status();
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("rendezvous/never"));
+}
+
+TEST(CoordinatorClientTest, BarriersAgreeAndHandOutTicketsInOrder) {
+  auto nodes = StartNodes(2);
+  auto arrive = [&](int p, const std::string& id, const std::string& payload) {
+    BarrierArrival arrival;
+    arrival.barrier_id = id;
+    arrival.process_index = p;
+    arrival.participants = {0, 1};
+    arrival.payload = payload;
+    arrival.timeout = absl::Seconds(20);
+    arrival.sequence_key = "coll/0,1";
+    return nodes[p]->cluster->coordinator()->Barrier(arrival);
+  };
+  for (int64_t round = 0; round < 2; ++round) {
+    std::vector<absl::StatusOr<BarrierResult>> results(2, absl::UnknownError("not run"));
+    std::vector<std::thread> threads;
+    for (int p = 0; p < 2; ++p) {
+      threads.emplace_back(
+          [&, p] { results[p] = arrive(p, absl::StrCat("op/", round), absl::StrCat("from ", p)); });
+    }
+    for (auto& t : threads) t.join();
+    for (int p = 0; p < 2; ++p) ASSERT_TRUE(results[p].ok()) << results[p].status();
+    EXPECT_EQ(results[0]->token, results[1]->token);
+    EXPECT_EQ(results[0]->ticket, round);
+    EXPECT_EQ(results[1]->ticket, round);
+    EXPECT_THAT(results[0]->payloads, ::testing::ElementsAre("from 0", "from 1"));
+  }
+  // A failed context moves the set to its next generation.
+  auto generation = nodes[1]->cluster->coordinator()->ReportContextFailure("coll/0,1", 0, "test");
+  ASSERT_TRUE(generation.ok()) << generation.status();
+  EXPECT_EQ(*generation, 1);
+}
+
+TEST(CoordinatorClientTest, MeshesAreTheClustersAndReachEveryNode) {
+  auto nodes = StartNodes(2);
+  CoordinatorApi* one = nodes[1]->cluster->coordinator();
+  auto created = one->CreateMesh("team", "grid", {{"data", 2}, {"model", 2}}, {0, 1, 2, 3});
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->id, "grid");
+  EXPECT_EQ(created->mesh.num_devices(), 4);
+  auto listed = one->ListMeshes();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].tenant, "team");
+  // The coordinator pushed it to node 1 before answering.
+  ASSERT_EQ(nodes[1]->services->mesh_authority()->ListMeshes().size(), 1u);
+  auto deleted = one->DeleteMesh("grid", "team", false, false);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_TRUE(nodes[1]->services->mesh_authority()->ListMeshes().empty());
+  auto gone = one->DeleteMesh("grid", "team", false, false);
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound) << gone.status();
+}
+
+TEST(CoordinatorClientTest, AnUnreachableCoordinatorIsUnavailableNamingIt) {
+  PeerChannels channels(PeerSecurity{});
+  const std::string address = absl::StrCat("127.0.0.1:", ClosedPort());
+  CoordinatorClient client(&channels, address);
+  auto topology = client.Topology(absl::Seconds(2));
+  EXPECT_EQ(topology.status().code(), absl::StatusCode::kUnavailable) << topology.status();
+  EXPECT_THAT(std::string(topology.status().message()), HasSubstr("coordinator at " + address));
+  absl::Status set = client.Set("k", "v");
+  EXPECT_EQ(set.code(), absl::StatusCode::kUnavailable) << set;
+}
+
+}  // namespace
+}  // namespace placement::server

@@ -1,0 +1,146 @@
+// PeerClient (the gRPC PeerTransport) between nodes assembled as the daemon
+// assembles them (peer_test_node.h), each a real PeerService on 127.0.0.1
+// port 0: another daemon's devices, installing and removing meshes, tensor
+// records committed, listed, aborted and deleted, shards written to another
+// daemon and read back as boxes, and a daemon that is gone.
+#include "server/peer/peer_client.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/server/peer/peer_test_node.h"
+
+namespace placement::server {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::kNodeDevices;
+using testing::StartNodes;
+
+// A record of f32[shape] on one device (no buffer: a shell).
+std::unique_ptr<Tensor> Record(const std::string& id, int64_t device, Shape shape,
+                               int32_t process) {
+  auto t = std::make_unique<Tensor>();
+  t->id = id;
+  t->dtype = DType::kF32;
+  t->shape = std::move(shape);
+  t->owner = TensorOwner("team", "");
+  t->sharding = NamedSharding::SingleDevice(device);
+  auto domains = t->sharding.IndexDomains(t->shape);
+  EXPECT_TRUE(domains.ok()) << domains.status();
+  for (ShardDomain& d : *domains) t->shards.push_back(Shard{std::move(d), nullptr, process});
+  return t;
+}
+
+TEST(PeerClientTest, AnotherDaemonsDevicesWithTheirAccounting) {
+  auto nodes = StartNodes(2);
+  auto devices = nodes[0]->client->GetLocalDevices(1, absl::Seconds(5));
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  ASSERT_EQ(devices->size(), static_cast<size_t>(kNodeDevices));
+  EXPECT_EQ((*devices)[0].description.id, kNodeDevices);
+  EXPECT_EQ((*devices)[0].description.process_index, 1);
+  EXPECT_EQ((*devices)[0].memory_in_use_bytes, 0);
+}
+
+TEST(PeerClientTest, MeshesInstalledAndRemovedOnAnotherDaemon) {
+  auto nodes = StartNodes(2);
+  RegisteredMesh mesh{"row", std::move(Mesh::Create({{"x", 4}}, {0, 1, 2, 3})).value(), "team"};
+  ASSERT_TRUE(nodes[0]->client->InstallMesh(1, mesh).ok());
+  auto there = nodes[1]->services->mesh_authority()->ListMeshes();
+  ASSERT_EQ(there.size(), 1u);
+  EXPECT_EQ(there[0].id, "row");
+  EXPECT_EQ(there[0].tenant, "team");
+  auto removed = nodes[0]->client->RemoveMesh(1, "row", /*force=*/false);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 0);
+  EXPECT_TRUE(nodes[1]->services->mesh_authority()->ListMeshes().empty());
+}
+
+TEST(PeerClientTest, RecordsCommittedListedAndDeleted) {
+  auto nodes = StartNodes(2);
+  PeerClient& client = *nodes[0]->client;
+  auto listed = client.ListTensorRecords(1);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  const size_t before = listed->size();
+  // A tensor whose only shard is on node 0: node 1 holds its record.
+  std::unique_ptr<Tensor> record = Record("t-record", /*device=*/0, {8}, /*process=*/0);
+  ASSERT_TRUE(client.Commit(1, {record.get()}, {}).ok());
+  listed = client.ListTensorRecords(1);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), before + 1);
+  bool found = false;
+  for (const auto& shell : *listed) {
+    if (shell->id != "t-record") continue;
+    found = true;
+    EXPECT_EQ(shell->shape, (Shape{8}));
+    ASSERT_EQ(shell->shards.size(), 1u);
+    EXPECT_EQ(shell->shards[0].process_index, 0);
+    EXPECT_EQ(shell->shards[0].buffer, nullptr);
+  }
+  EXPECT_TRUE(found);
+  // Aborting ids that are not pending is a no-op; deleting the record frees
+  // nothing on node 1 (it held no bytes).
+  EXPECT_TRUE(client.Abort(1, {"t-record", "t-nothing"}).ok());
+  auto freed = client.DeleteTensors(1, {"t-record"});
+  ASSERT_TRUE(freed.ok()) << freed.status();
+  EXPECT_EQ(*freed, 0);
+  listed = client.ListTensorRecords(1);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), before);
+}
+
+TEST(PeerClientTest, ShardsWrittenToAnotherDaemonReadBackAsBoxes) {
+  auto nodes = StartNodes(2);
+  PeerClient& client = *nodes[0]->client;
+  const int64_t device = kNodeDevices;  // node 1's first device
+  const int64_t baseline = nodes[1]->inventory->TotalMemoryInUse();
+  std::unique_ptr<Tensor> record = Record("t-written", device, {4, 8}, /*process=*/1);
+  std::vector<float> values(32);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
+  auto writer = client.OpenShardWriter(1, *record, absl::Seconds(30), absl::Seconds(10));
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  const ByteRun all{0, 0, static_cast<int64_t>(values.size() * sizeof(float))};
+  ASSERT_TRUE(
+      (*writer)->Write({&device, 1}, {&all, 1}, reinterpret_cast<const char*>(values.data())).ok());
+  ASSERT_TRUE((*writer)->Finish().ok());
+  // Pending on node 1 until committed there.
+  ASSERT_TRUE(client.Commit(1, {record.get()}, {}).ok());
+  EXPECT_GT(nodes[1]->inventory->TotalMemoryInUse(), baseline);
+  // Rows 1..2, columns 2..5 of the shard.
+  auto box = client.OpenBox(1, "t-written", device, Box{{1, 3}, {2, 6}}, absl::Seconds(10));
+  ASSERT_TRUE(box.ok()) << box.status();
+  std::vector<float> got(8);
+  ASSERT_TRUE((*box)->Read(reinterpret_cast<char*>(got.data()), 8 * sizeof(float)).ok());
+  EXPECT_THAT(got, ::testing::ElementsAre(5.0f, 5.5f, 6.0f, 6.5f, 9.0f, 9.5f, 10.0f, 10.5f));
+  box->reset();
+  auto freed = client.DeleteTensors(1, {"t-written"});
+  ASSERT_TRUE(freed.ok()) << freed.status();
+  EXPECT_GT(*freed, 0);
+  EXPECT_EQ(nodes[1]->inventory->TotalMemoryInUse(), baseline);
+  // A box of a tensor node 1 does not have is its NOT_FOUND.
+  auto none = client.OpenBox(1, "t-written", device, Box{{0, 1}, {0, 1}}, absl::Seconds(10));
+  if (none.ok()) {
+    float one = 0;
+    EXPECT_EQ((*none)->Read(reinterpret_cast<char*>(&one), sizeof(one)).code(),
+              absl::StatusCode::kNotFound);
+  } else {
+    EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  }
+}
+
+TEST(PeerClientTest, ADaemonThatIsGoneIsUnavailableNamingIt) {
+  auto nodes = StartNodes(2);
+  nodes[1]->Stop();
+  auto devices = nodes[0]->client->GetLocalDevices(1, absl::Seconds(5));
+  EXPECT_THAT(devices.status().code(),
+              ::testing::AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded))
+      << devices.status();
+  EXPECT_THAT(std::string(devices.status().message()), HasSubstr("process 1"));
+}
+
+}  // namespace
+}  // namespace placement::server

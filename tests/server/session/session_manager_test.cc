@@ -1,0 +1,184 @@
+// SessionManager over a real TensorStore on CPU virtual devices: leases per
+// tenant (other tenants see NOT_FOUND, admins see all), ttl and name bounds,
+// tensors adopted by a session freed when it is closed or expires (device
+// memory back to its baseline), persisting, adopting into an ended session,
+// watchers and end listeners run once, and the background sweeper.
+#include "server/session/session_manager.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/server/tensor/tensor_test_util.h"
+
+namespace placement::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::TestRig;
+
+Caller Tenant(std::string tenant) {
+  Caller caller;
+  caller.tenant = std::move(tenant);
+  return caller;
+}
+
+Caller Admin() {
+  Caller caller = Tenant("ops");
+  caller.role = Role::kAdmin;
+  return caller;
+}
+
+// A committed 4 KiB tensor of `tenant` on device 0.
+std::string MakeTensor(TestRig& rig, const std::string& tenant) {
+  auto tensor = rig.store->Allocate(DType::kU8, {4096}, NamedSharding::SingleDevice(0), "", "",
+                                    TensorOwner(tenant, ""));
+  EXPECT_TRUE(tensor.ok()) << tensor.status();
+  return rig.store->Commit(std::move(*tensor))->id;
+}
+
+SessionOptions Quick() {
+  SessionOptions options;
+  options.min_ttl = absl::Milliseconds(10);
+  options.sweep_interval = absl::Hours(1);  // tests sweep by hand unless they say otherwise
+  return options;
+}
+
+TEST(SessionManagerTest, SessionsBelongToTheirTenant) {
+  TestRig rig;
+  SessionManager sessions(rig.store.get(), Quick());
+  auto a = sessions.Open(Tenant("team-a"), absl::ZeroDuration(), "training");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT(a->id, ::testing::StartsWith("s-"));
+  EXPECT_EQ(a->tenant, "team-a");
+  EXPECT_EQ(a->name, "training");
+  EXPECT_EQ(a->ttl, absl::Seconds(60));  // zero = the default
+  EXPECT_TRUE(sessions.IsOpen(a->id));
+  // Another tenant's session is an id that does not exist.
+  EXPECT_EQ(sessions.Renew(Tenant("team-b"), a->id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(sessions.Close(Tenant("team-b"), a->id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(sessions.CheckJoin(Tenant("team-b"), a->id).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(sessions.CheckJoin(Tenant("team-a"), a->id).ok());
+  EXPECT_TRUE(sessions.List(Tenant("team-b")).empty());
+  ASSERT_EQ(sessions.List(Tenant("team-a")).size(), 1u);
+  ASSERT_EQ(sessions.List(Admin()).size(), 1u);
+  EXPECT_TRUE(sessions.Renew(Admin(), a->id).ok());
+  EXPECT_EQ(sessions.size(), 1);
+}
+
+TEST(SessionManagerTest, BoundsOnTtlAndName) {
+  TestRig rig;
+  SessionManager sessions(rig.store.get(), Quick());
+  auto too_long = sessions.Open(Tenant("t"), absl::Hours(2), "");
+  EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument);
+  auto too_short = sessions.Open(Tenant("t"), absl::Milliseconds(1), "");
+  EXPECT_EQ(too_short.status().code(), absl::StatusCode::kInvalidArgument);
+  auto named =
+      sessions.Open(Tenant("t"), absl::Seconds(5), std::string(kMaxSessionNameLength + 1, 'n'));
+  EXPECT_EQ(named.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sessions.size(), 0);
+  // An id too long to be one is refused without echoing it back.
+  const std::string huge(kMaxSessionIdLength + 1, 'x');
+  absl::Status join = sessions.CheckJoin(Tenant("t"), huge);
+  EXPECT_EQ(join.code(), absl::StatusCode::kInvalidArgument) << join;
+  EXPECT_THAT(std::string(join.message()), ::testing::Not(HasSubstr(huge)));
+}
+
+TEST(SessionManagerTest, CloseFreesTheSessionsTensorsAndKeepsDurableOnes) {
+  TestRig rig;
+  const int64_t baseline = rig.MemoryInUse();
+  SessionManager sessions(rig.store.get(), Quick());
+  auto s = sessions.Open(Tenant("t"), absl::Seconds(30), "");
+  ASSERT_TRUE(s.ok());
+  const std::string a = MakeTensor(rig, "t"), b = MakeTensor(rig, "t"), kept = MakeTensor(rig, "t");
+  ASSERT_TRUE(sessions.Adopt(s->id, {a, b}).ok());
+  EXPECT_EQ(sessions.tensor_count(), 2);
+  // Persisting takes a tensor out of its session: it outlives the close.
+  ASSERT_TRUE(sessions.Adopt(s->id, {kept}).ok());
+  ASSERT_TRUE(sessions.Persist(Tenant("t"), {kept}).ok());
+  EXPECT_EQ(sessions.Persist(Tenant("other"), {kept}).code(), absl::StatusCode::kNotFound);
+  auto closed = sessions.Close(Tenant("t"), s->id);
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  EXPECT_EQ(*closed, 2);
+  EXPECT_FALSE(sessions.IsOpen(s->id));
+  EXPECT_EQ(rig.store->Get(a).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(rig.store->Get(b).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(rig.store->Get(kept).ok());
+  ASSERT_TRUE(rig.store->Delete({kept}).ok());
+  EXPECT_EQ(rig.MemoryInUse(), baseline);
+  EXPECT_EQ(sessions.tensor_count(), 0);
+}
+
+TEST(SessionManagerTest, AdoptingIntoAnEndedSessionDeletesTheTensors) {
+  TestRig rig;
+  const int64_t baseline = rig.MemoryInUse();
+  SessionManager sessions(rig.store.get(), Quick());
+  auto s = sessions.Open(Tenant("t"), absl::Seconds(30), "");
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(sessions.Close(Tenant("t"), s->id).ok());
+  // A call that joined the session finished after it ended.
+  const std::string late = MakeTensor(rig, "t");
+  absl::Status adopted = sessions.Adopt(s->id, {late});
+  EXPECT_EQ(adopted.code(), absl::StatusCode::kFailedPrecondition) << adopted;
+  EXPECT_EQ(rig.store->Get(late).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(rig.MemoryInUse(), baseline);
+}
+
+TEST(SessionManagerTest, ExpiryEndsSessionsOnceAndTellsWatchersAndListeners) {
+  TestRig rig;
+  const int64_t baseline = rig.MemoryInUse();
+  SessionManager sessions(rig.store.get(), Quick());
+  std::vector<std::string> ended;
+  sessions.AddEndListener([&](const std::string& id) { ended.push_back(id); });
+  auto short_lived = sessions.Open(Tenant("t"), absl::Seconds(1), "");
+  auto long_lived = sessions.Open(Tenant("t"), absl::Seconds(60), "");
+  ASSERT_TRUE(short_lived.ok() && long_lived.ok());
+  ASSERT_TRUE(sessions.Adopt(short_lived->id, {MakeTensor(rig, "t")}).ok());
+  int watched = 0;
+  auto watch = sessions.WatchSession(short_lived->id, [&] { ++watched; });
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  int unwatched = 0;
+  {
+    auto dropped = sessions.WatchSession(short_lived->id, [&] { ++unwatched; });
+    ASSERT_TRUE(dropped.ok());
+  }  // destroyed: never runs
+  EXPECT_EQ(sessions.WatchSession("s-00000000000000000000000000000000", [] {}).status().code(),
+            absl::StatusCode::kNotFound);
+  // Nothing has expired yet.
+  EXPECT_EQ(sessions.SweepExpired(absl::Now()), 0);
+  EXPECT_EQ(sessions.SweepExpired(short_lived->expire_time + absl::Seconds(1)), 1);
+  EXPECT_EQ(sessions.SweepExpired(short_lived->expire_time + absl::Seconds(1)), 0);
+  EXPECT_FALSE(sessions.IsOpen(short_lived->id));
+  EXPECT_TRUE(sessions.IsOpen(long_lived->id));
+  EXPECT_EQ(watched, 1);
+  EXPECT_EQ(unwatched, 0);
+  EXPECT_THAT(ended, ElementsAre(short_lived->id));
+  EXPECT_EQ(rig.MemoryInUse(), baseline);
+  EXPECT_EQ(sessions.Renew(Tenant("t"), short_lived->id).status().code(),
+            absl::StatusCode::kNotFound);
+  watch->reset();
+}
+
+TEST(SessionManagerTest, TheSweeperEndsExpiredSessionsByItself) {
+  TestRig rig;
+  const int64_t baseline = rig.MemoryInUse();
+  SessionOptions options = Quick();
+  options.sweep_interval = absl::Milliseconds(10);
+  SessionManager sessions(rig.store.get(), options);
+  auto s = sessions.Open(Tenant("t"), absl::Milliseconds(20), "");
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(sessions.Adopt(s->id, {MakeTensor(rig, "t")}).ok());
+  // Bounded wait for the condition, not for a time.
+  for (int i = 0; i < 2000 && sessions.IsOpen(s->id); ++i) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_FALSE(sessions.IsOpen(s->id));
+  EXPECT_EQ(rig.store->size(), 0);
+  EXPECT_EQ(rig.MemoryInUse(), baseline);
+}
+
+}  // namespace
+}  // namespace placement::server
