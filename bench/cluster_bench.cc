@@ -13,7 +13,7 @@
 //              the same size per rank: the same ranks on the wire as the
 //              daemons' Gloo participants (one per process). Three more Gloo
 //              rows add, one at a time, what the daemons' data path
-//              (server/collective/cluster/hierarchical_collectives.cc) does
+//              (server/collective/transport/gloo/hierarchical_collectives.cc) does
 //              around the same Gloo call: staging copies in and out of a
 //              scratch, the daemons' reduce kernels, and a fresh scratch per
 //              call. busbw = 2(n-1)/n * block bytes / time, n = processes.

@@ -45,7 +45,8 @@
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring.h>
 
-#include "server/collective/gloo/gloo_engine.h"
+#include "bench/gloo_ranks.h"
+#include "server/collective/transport/rendezvous_store.h"
 #endif
 #if PLACEMENT_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -127,7 +128,7 @@ std::vector<std::unique_ptr<server::DeviceBuffer>> ZeroBuffers(server::CpuBacken
 // Runs Gloo's algorithm `Algo` on every rank in its own thread over
 // `buffers`; returns mean seconds per all-reduce.
 template <template <typename> class Algo>
-double TimeGloo(const std::vector<std::unique_ptr<server::GlooEngine>>& ranks,
+double TimeGloo(const std::vector<std::shared_ptr<gloo::Context>>& ranks,
                 const std::vector<std::unique_ptr<server::DeviceBuffer>>& buffers) {
   const int n = static_cast<int>(ranks.size());
   const int count = static_cast<int>(buffers[0]->size() / sizeof(float));
@@ -138,7 +139,7 @@ double TimeGloo(const std::vector<std::unique_ptr<server::GlooEngine>>& ranks,
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       std::vector<float*> ptrs = {static_cast<float*>(buffers[r]->data())};
-      Algo<float> algorithm(ranks[r]->context(), ptrs, count);
+      Algo<float> algorithm(ranks[r], ptrs, count);
       algorithm.run();  // warm-up
       sync.arrive_and_wait();
       absl::Time start = absl::Now();
@@ -161,27 +162,10 @@ double TimeGloo(const std::vector<std::unique_ptr<server::GlooEngine>>& ranks,
   return seconds;
 }
 
-std::vector<std::unique_ptr<server::GlooEngine>> ConnectGloo(server::RendezvousStore* store,
-                                                             int n) {
-  std::vector<std::unique_ptr<server::GlooEngine>> ranks(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      server::GlooEngineOptions options;
-      options.rank = r;
-      options.size = n;
-      options.store = store;
-      options.prefix = "bench";
-      options.timeout = absl::Seconds(600);
-      auto engine = server::GlooEngine::Create(options);
-      if (engine.ok()) ranks[r] = std::move(*engine);
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& r : ranks) {
-    if (r == nullptr) return {};
-  }
-  return ranks;
+std::vector<std::shared_ptr<gloo::Context>> ConnectGloo(server::RendezvousStore* store, int n) {
+  auto contexts = bench::ConnectGlooContexts(store, n, "bench", absl::Seconds(600));
+  if (!contexts.ok()) return {};
+  return *std::move(contexts);
 }
 #endif  // PLACEMENT_WITH_GLOO
 
@@ -372,7 +356,7 @@ int Run() {
 
 #if PLACEMENT_WITH_GLOO
   server::InMemoryRendezvousStore store;
-  std::vector<std::unique_ptr<server::GlooEngine>> gloo_ranks;
+  std::vector<std::shared_ptr<gloo::Context>> gloo_ranks;
   if (absl::GetFlag(FLAGS_gloo)) gloo_ranks = ConnectGloo(&store, n);
 #endif
 

@@ -4,16 +4,20 @@
 
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
 
 #include <barrier>
 #include <cstring>
 #include <functional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "server/collective/cluster/wire_reduction.h"
-#include "server/collective/gloo/gloo_support.h"
+#include "server/collective/transport/gloo/gloo_support.h"
 
 namespace placement::bench {
 namespace {
@@ -26,29 +30,44 @@ void OnThreads(int n, const std::function<void(int)>& fn) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GlooRanks>> GlooRanks::Connect(int n) {
-  auto ranks = std::unique_ptr<GlooRanks>(new GlooRanks());
-  ranks->engines_.resize(n);
+absl::StatusOr<std::vector<std::shared_ptr<gloo::Context>>> ConnectGlooContexts(
+    server::RendezvousStore* store, int n, const std::string& prefix, absl::Duration timeout) {
+  std::vector<std::shared_ptr<gloo::Context>> contexts(n);
   absl::Mutex mu;
   absl::Status error;
   OnThreads(n, [&](int r) {
-    server::GlooEngineOptions options;
-    options.rank = r;
-    options.size = n;
-    options.store = &ranks->store_;
-    options.prefix = "cluster_bench";
-    options.timeout = absl::Seconds(120);
-    auto engine = server::GlooEngine::Create(options);
-    if (engine.ok()) ranks->engines_[r] = *std::move(engine);
+    absl::Status status;
+    try {
+      gloo::transport::tcp::attr attr;
+      attr.hostname = "127.0.0.1";
+      auto context = std::make_shared<gloo::rendezvous::Context>(r, n);
+      context->setTimeout(server::GlooMilliseconds(timeout));
+      server::GlooStoreAdapter adapter(store, timeout);
+      gloo::rendezvous::PrefixStore prefixed(prefix, adapter);
+      std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+      context->connectFullMesh(prefixed, device);
+      contexts[r] = std::move(context);
+    } catch (const std::exception& e) {
+      status = server::GlooErrorStatus(absl::StrCat("gloo rank ", r, " of ", n), e.what());
+    }
     absl::MutexLock lock(&mu);
-    if (error.ok()) error = engine.status();
+    if (error.ok()) error = status;
   });
   if (!error.ok()) return error;
+  return contexts;
+}
+
+absl::StatusOr<std::unique_ptr<GlooRanks>> GlooRanks::Connect(int n) {
+  auto ranks = std::unique_ptr<GlooRanks>(new GlooRanks());
+  absl::StatusOr<std::vector<std::shared_ptr<gloo::Context>>> contexts =
+      ConnectGlooContexts(&ranks->store_, n, "cluster_bench", absl::Seconds(120));
+  if (!contexts.ok()) return contexts.status();
+  ranks->contexts_ = *std::move(contexts);
   return ranks;
 }
 
 double GlooRanks::Time(int64_t bytes, int iters, Staging staging) {
-  const int n = static_cast<int>(engines_.size());
+  const int n = static_cast<int>(contexts_.size());
   const size_t count = static_cast<size_t>(bytes) / sizeof(float);
   const bool staged = staging != Staging::kNone;
   const bool kernels = staging == Staging::kKernels || staging == Staging::kFresh;
@@ -78,7 +97,7 @@ double GlooRanks::Time(int64_t bytes, int iters, Staging staging) {
       } else if (staged) {
         std::memcpy(data, in[r].data(), bytes);
       }
-      gloo::AllreduceOptions opts(engines_[r]->context());
+      gloo::AllreduceOptions opts(contexts_[r]);
       opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
       opts.setOutput(data, count);
       if (kernels) {

@@ -2,7 +2,7 @@
 // thread of this process with its own Gloo TCP device and buffers,
 // connected through an in-memory rendezvous on 127.0.0.1, running Gloo's
 // ring all-reduce (f32 SUM) directly; optionally with what the daemons'
-// cross-process data path (server/collective/cluster/
+// cross-process data path (server/collective/transport/gloo/
 // hierarchical_collectives.cc) does around the same Gloo call, so a
 // benchmark can tell that data path's cost from the control plane's.
 //
@@ -14,13 +14,25 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/collective/gloo/gloo_engine.h"
-#include "server/collective/gloo/rendezvous_store.h"
+#include "absl/time/time.h"
+#include "server/collective/transport/rendezvous_store.h"
+
+namespace gloo {
+class Context;
+}  // namespace gloo
 
 namespace placement::bench {
+
+// `n` Gloo contexts: ranks 0..n-1 of one full mesh on 127.0.0.1, each
+// connected on a thread of its own through `store` under `prefix` (the
+// benchmarks' direct-Gloo baselines call Gloo on them). Gloo's error when
+// they cannot connect within `timeout`.
+absl::StatusOr<std::vector<std::shared_ptr<gloo::Context>>> ConnectGlooContexts(
+    server::RendezvousStore* store, int n, const std::string& prefix, absl::Duration timeout);
 
 class GlooRanks {
  public:
@@ -45,7 +57,7 @@ class GlooRanks {
  private:
   GlooRanks() = default;
   server::InMemoryRendezvousStore store_;
-  std::vector<std::unique_ptr<server::GlooEngine>> engines_;
+  std::vector<std::shared_ptr<gloo::Context>> contexts_;
 };
 
 }  // namespace placement::bench

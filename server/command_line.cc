@@ -11,6 +11,7 @@
 #include "google/protobuf/stubs/common.h"
 #include "grpcpp/grpcpp.h"
 #include "placement_git_describe.h"
+#include "server/collective/transport/transport_registry.h"
 #include "server/daemon_identity.h"
 #include "server/platform/platform_registry.h"
 
@@ -85,7 +86,7 @@ std::string VersionText() {
   for (const Platform* platform : platforms) {
     (platform->compiled_in() ? backends : missing).push_back(platform->BuildNote());
   }
-  if (PLACEMENT_WITH_GLOO) backends.push_back("gloo collectives");
+  for (const std::string& note : TransportRegistry::Global().Notes()) backends.push_back(note);
   return absl::StrCat("placementd ", PlacementVersion(), " (git ", PLACEMENT_GIT_DESCRIBE, ")\n",
                       "build: ", BuildType(), "\n", "compiler: ", Compiler(), ", __cplusplus ",
                       __cplusplus, "\n", "backends: ", absl::StrJoin(backends, ", "),

@@ -14,6 +14,7 @@
 #include "server/auth/authenticator.h"
 #include "server/cluster/cluster.h"
 #include "server/cluster/coordinator.h"
+#include "server/collective/transport/cross_process_transport.h"
 #include "server/daemon_identity.h"
 #include "server/daemon_metrics.h"
 #include "server/daemon_server.h"
@@ -51,6 +52,7 @@ struct DaemonState {
   CallGate gate;
   // The daemon-to-daemon services' gate: it never waits for the cluster.
   CallGate peer_gate;
+  const Platform* platform = nullptr;
   std::unique_ptr<DeviceBackend> backend;
   std::unique_ptr<DeviceInventory> inventory;
   // Cluster membership (disabled for a lone daemon) and the channels to the
@@ -162,6 +164,12 @@ void WarnAboutExposure(const DaemonState& state) {
     LogWarning("serving plaintext gRPC on non-loopback ", config.listen,
                " (--allow_insecure): anyone who can reach the port can read and inject traffic");
   }
+  if (state.in_cluster && !config.transport.tls() && !IsLoopback(state.peer_bind)) {
+    LogWarning("serving the daemon-to-daemon services plaintext on non-loopback --peer_listen=",
+               state.peer_listen.address,
+               " (--allow_insecure): anyone who can reach the port can read the tensors daemons "
+               "exchange and call the cluster's coordinator");
+  }
   if (!state.authenticator->enabled() && !IsLoopback(state.listen)) {
     LogWarning("authentication is off (no --auth_file) on non-loopback ", config.listen,
                ": every client that reaches the port manages every tensor");
@@ -175,6 +183,7 @@ absl::StatusOr<std::unique_ptr<CollectiveEngine>> CreateDevices(DaemonState* sta
   const PlatformConfig platform_config = MakePlatformConfig(config.backend, config.process_index);
   ASSIGN_OR_RETURN(BackendSelection selection,
                    SelectPlatform(config.backend.kind, platform_config));
+  state->platform = selection.platform;
   state->backend = std::move(selection.backend);
   LogInfo("backend: ", state->backend->Name(), ": ", selection.note);
   state->inventory = std::make_unique<DeviceInventory>(state->backend.get());
@@ -242,6 +251,7 @@ absl::Status CreateServices(DaemonState* state, std::unique_ptr<CollectiveEngine
   options.cluster = state->cluster.get();
   options.peer_channels = state->peer_channels.get();
   options.peer_gate = &state->peer_gate;
+  options.cross_process_transport = state->platform->cross_process_transport();
   ASSIGN_OR_RETURN(state->services, ServiceSet::Create(state->inventory.get(), std::move(engine),
                                                        &state->gate, &state->metrics, options));
   state->identity.region_socket = state->services->region_socket();
@@ -347,6 +357,14 @@ absl::Status JoinCluster(DaemonState* state) {
   const ProcessRecord& self = (*view)->processes[config.process_index];
   RETURN_IF_ERROR(state->backend->AssignGlobalIds(self.first_device_id, config.process_index));
   RETURN_IF_ERROR(state->services->AttachCluster(**view));
+  const CrossProcessTransport* transport = state->services->cross_process_transport();
+  if (config.transport.tls() && transport != nullptr && !transport->encrypted()) {
+    LogWarning("cluster: TLS (--tls_*) protects the gRPC and peer ports, not the ",
+               transport->Name(), " connections between daemons: the bytes of collectives that ",
+               "span daemons cross the network in plaintext (Debian's Gloo has no TLS). Keep ",
+               "them on a private cluster network or encrypt it below the daemons (WireGuard, "
+               "IPsec); see docs/security.md");
+  }
   state->cluster->StartHeartbeats();
   state->gate.SetReady();
   state->server->GetHealthCheckService()->SetServingStatus(true);

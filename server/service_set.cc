@@ -12,13 +12,13 @@
 #include "server/cluster/cluster_ops.h"
 #include "server/cluster/cluster_tensors.h"
 #include "server/cluster/fan_out.h"
+#include "server/collective/cluster/cluster_engine.h"
 #include "server/collective/collective_service_core.h"
+#include "server/collective/transport/transport_registry.h"
 #include "server/common/worker_pool.h"
+#include "server/logging.h"
 #include "server/mesh/mesh_registry.h"
 #include "server/peer/peer_client.h"
-#if PLACEMENT_WITH_GLOO
-#include "server/collective/cluster/cluster_engine.h"
-#endif
 #include "server/prefetch/prefetch_manager.h"
 #include "server/service/collective_handler.h"
 #include "server/service/mesh_handler.h"
@@ -143,10 +143,10 @@ struct ServiceSet::Impl {
   std::unique_ptr<ClusterMeshes> cluster_meshes;
   std::unique_ptr<ClusterCollectives> cluster_collectives;
   std::unique_ptr<PeerHandler> peer_handler;
-#if PLACEMENT_WITH_GLOO
-  // Collectives whose groups span daemons (made once the cluster formed).
+  // Collectives whose groups span daemons, over the platform's transport
+  // (both made once the cluster formed; the engine goes first).
+  std::unique_ptr<CrossProcessTransport> transport;
   std::unique_ptr<ClusterEngine> cluster_engine;
-#endif
 
   MeshRegistry* meshes() const { return mesh_registry.get(); }
   TensorStore* tensors() const { return tensor_store.get(); }
@@ -325,15 +325,31 @@ void ServiceSet::Impl::ShowClusterDevices(const ClusterView& view) {
 }
 
 absl::Status ServiceSet::Impl::CreateClusterEngine() {
-#if PLACEMENT_WITH_GLOO
   Cluster* cluster = options.cluster;
+  CrossProcessTransportOptions transport_options;
+  transport_options.store = cluster->coordinator();
+  transport_options.backend = inventory->backend();
+  transport_options.process_index = cluster->process_index();
+  transport_options.hostname = cluster->config().gloo_hostname;
+  absl::StatusOr<std::unique_ptr<CrossProcessTransport>> made =
+      TransportRegistry::Global().Create(options.cross_process_transport, transport_options);
+  if (made.ok()) {
+    transport = *std::move(made);
+    LogInfo("cluster: collectives between daemons over ", transport->Name(), " on ",
+            transport->ListenAddress().empty() ? std::string("(no listener)")
+                                               : transport->ListenAddress());
+  } else if (absl::IsFailedPrecondition(made.status())) {
+    // A build without it: collectives that span daemons are refused.
+    LogWarning("cluster: ", made.status().message(),
+               "; collectives whose tensors span daemons will fail");
+  } else {
+    return made.status();
+  }
   ClusterEngineOptions engine;
   engine.local = collective_engine.get();
-  engine.backend = inventory->backend();
+  engine.transport = transport.get();
   engine.process_index = cluster->process_index();
   engine.process_of = [cluster](int64_t device) { return cluster->ProcessOf(device); };
-  engine.store = cluster->coordinator();
-  engine.hostname = cluster->config().gloo_hostname;
   engine.timeout = cluster->config().op_timeout;
   engine.gap_timeout = std::min(cluster->config().op_timeout, absl::Seconds(10));
   engine.on_failure = [cluster](const CrossProcessTicket& ticket, const absl::Status& status) {
@@ -344,15 +360,18 @@ absl::Status ServiceSet::Impl::CreateClusterEngine() {
   };
   ASSIGN_OR_RETURN(cluster_engine, ClusterEngine::Create(std::move(engine)));
   collective_core->set_engine(cluster_engine.get());
-  ClusterEngine* made = cluster_engine.get();
+  ClusterEngine* made_engine = cluster_engine.get();
   cluster_collectives->set_forfeit(
-      [made](const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
-             const absl::Status& why) { made->Forfeit(ticket, participants, why); });
-  cluster->AddListener([made](const ClusterEvent& event) {
-    made->DropEpochsBefore(static_cast<uint64_t>(event.after->epoch));
+      [made_engine](const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
+                    const absl::Status& why) { made_engine->Forfeit(ticket, participants, why); });
+  cluster->AddListener([made_engine](const ClusterEvent& event) {
+    made_engine->DropEpochsBefore(static_cast<uint64_t>(event.after->epoch));
   });
-#endif
   return absl::OkStatus();
+}
+
+const CrossProcessTransport* ServiceSet::cross_process_transport() const {
+  return impl_->transport.get();
 }
 
 MeshAuthority* ServiceSet::mesh_authority() const { return impl_->cluster_meshes.get(); }

@@ -27,6 +27,7 @@ class ClusterMeshes;
 class ClusterTensors;
 class MeshAuthority;
 class PeerChannels;
+class CrossProcessTransport;
 
 struct ServiceSetOptions {
   // The tensor store's quotas.
@@ -42,6 +43,9 @@ struct ServiceSetOptions {
   Cluster* cluster = nullptr;
   PeerChannels* peer_channels = nullptr;
   CallGate* peer_gate = nullptr;
+  // The registered cross-process transport the platform moves its buffers
+  // between daemons with (Platform::cross_process_transport).
+  std::string cross_process_transport = "gloo";
 };
 
 class ServiceSet {
@@ -61,6 +65,9 @@ class ServiceSet {
   // After the cluster formed (ids assigned): hooks the store, registry and
   // ops to the cluster and copies what a rejoining daemon lacks.
   absl::Status AttachCluster(const ClusterView& view);
+  // What moves collectives' bytes between daemons once the cluster formed;
+  // null outside a cluster or when the build has no such transport.
+  const CrossProcessTransport* cross_process_transport() const;
   // The mesh registry the coordinator serves (process 0); null when not in
   // a cluster.
   MeshAuthority* mesh_authority() const;

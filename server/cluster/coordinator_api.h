@@ -23,7 +23,7 @@
 #include "server/cluster/barrier_table.h"
 #include "server/cluster/cluster_view.h"
 #include "server/cluster/membership.h"
-#include "server/collective/gloo/rendezvous_store.h"
+#include "server/collective/transport/rendezvous_store.h"
 #include "server/mesh/mesh_registry.h"
 
 namespace placement::server {

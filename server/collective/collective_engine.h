@@ -11,14 +11,15 @@
 //   HostStagedEngine            groups in this process on devices that are
 //                               not host-addressable and that the device
 //                               engine cannot serve (ranks sharing a GPU).
-//   NcclEngine        (nccl/)   GPUs: cached communicators per device group,
-//                               dedicated streams, async error polling.
-//   GlooEngine        (gloo/)   CPU groups that span processes or nodes:
-//                               Gloo's TCP transport, rendezvous, tags.
+//   NcclEngine        (server/platform/cuda/) GPUs: cached communicators
+//                               per device group, dedicated streams, async
+//                               error polling.
 //   ClusterEngine     (cluster/) groups spanning the daemons of a cluster:
+//                               calls ordered by CrossProcessTicket, each
+//                               spanning item on the platform's
+//                               CrossProcessTransport (transport/; gloo:
 //                               a process's ranks combined on its host, one
-//                               Gloo participant per process, calls ordered
-//                               by CrossProcessTicket.
+//                               Gloo participant per process).
 //
 // One call carries one or more CollectiveItems. Each item is one collective
 // over one group of ranks; the items of a call are independent of each other
@@ -30,9 +31,9 @@
 // rank in rank order, ranks on other processes (nodes) included -- and lists
 // THIS process's contributions in `local`, each tagged with its rank in the
 // group. An engine serving groups entirely in this process (Local,
-// HostStaged, NCCL today) requires `local` to hold every rank; an engine
-// spanning processes (Gloo) reaches the other ranks through its own
-// connections. Sizes per rank, for a group of n ranks and a block of B bytes:
+// HostStaged, NCCL today) requires `local` to hold every rank; the engine
+// spanning processes (ClusterEngine) reaches the other ranks through its
+// transport's connections. Sizes per rank, for a group of n ranks and a block of B bytes:
 //   AllReduce:      send B,   recv B     recv = op over every rank's send
 //   AllGather:      send B,   recv n*B   recv = send of rank 0 ++ ... ++ rank n-1
 //   ReduceScatter:  send n*B, recv B     rank r's recv = op over every send's block r
@@ -107,7 +108,7 @@ struct CrossProcessTicket {
 // Per-call controls every engine honours.
 struct CollectiveContext {
   // Polled between chunks (LocalEngine), while waiting for the device
-  // (NcclEngine), and between items (GlooEngine). Returning true stops the
+  // (NcclEngine), and between items (ClusterEngine). Returning true stops the
   // call with CANCELLED; receive buffers then hold unspecified bytes.
   std::function<bool()> cancelled;
   // DEADLINE_EXCEEDED once passed (same polling points as `cancelled`; Gloo

@@ -67,6 +67,12 @@ class Platform {
   // tests and benchmarks that start a daemon on this platform.
   virtual std::vector<std::string> RequestFlags(const DeviceRequest& request) const { return {}; }
 
+  // The cross-process transport (server/collective/transport/) that moves
+  // this platform's buffers between daemons, by registered name: "gloo"
+  // stages any backend's buffers through host memory; a platform with its
+  // own (NCCL, RCCL) names that.
+  virtual std::string cross_process_transport() const = 0;
+
   // FAILED_PRECONDITION (with the driver's or the build's reason) when the
   // platform is not usable on this machine -- auto then asks the next one;
   // INVALID_ARGUMENT for settings in `config` it cannot honour (an operator

@@ -1,29 +1,23 @@
 #include "server/collective/cluster/cluster_engine.h"
 
-#include <gloo/transport/tcp/device.h>
-
 #include <algorithm>
-#include <exception>
 #include <map>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/collective/cluster/hierarchical_collectives.h"
-#include "server/collective/cluster/rank_buffer_io.h"
-#include "server/collective/gloo/gloo_support.h"
 #include "server/logging.h"
 
 namespace placement::server {
 namespace {
 
-// The Gloo tag of the `ordinal`-th item of a ticket on one subset's context:
+// The transport tag of the `ordinal`-th item of a ticket on one subset's context:
 // the same on every process of the subset (each lists the subset's items in
 // the same relative order, whatever else it lists), and different for
 // consecutive tickets, so processes that disagree on the ticket time out
 // instead of exchanging each other's bytes.
-uint32_t GlooTag(uint64_t ticket, uint32_t ordinal) {
+uint32_t ItemTag(uint64_t ticket, uint32_t ordinal) {
   return static_cast<uint32_t>(ticket * 1024 + ordinal % 1024);
 }
 
@@ -35,10 +29,8 @@ std::string TicketName(const CrossProcessTicket& t) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ClusterEngine>> ClusterEngine::Create(ClusterEngineOptions options) {
-  if (options.local == nullptr || options.backend == nullptr || options.store == nullptr ||
-      !options.process_of) {
-    return absl::InvalidArgumentError(
-        "cluster engine: local engine, backend, store and process_of are required");
+  if (options.local == nullptr || !options.process_of) {
+    return absl::InvalidArgumentError("cluster engine: local engine and process_of are required");
   }
   if (options.process_index < 0) {
     return absl::InvalidArgumentError(
@@ -49,27 +41,8 @@ absl::StatusOr<std::unique_ptr<ClusterEngine>> ClusterEngine::Create(ClusterEngi
         "cluster engine: timeout must be positive and gap_timeout not negative, got ",
         absl::FormatDuration(options.timeout), " and ", absl::FormatDuration(options.gap_timeout)));
   }
-  absl::StatusOr<std::string> address = ResolveGlooAddress(options.hostname);
-  if (!address.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("cluster engine: Gloo cannot listen: ", address.status().message()));
-  }
-  std::shared_ptr<gloo::transport::Device> device;
-  try {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = *address;
-    device = gloo::transport::tcp::CreateDevice(attr);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cluster engine: Gloo cannot listen on ", options.hostname, ": ", e.what()));
-  }
-  return std::unique_ptr<ClusterEngine>(new ClusterEngine(std::move(options), std::move(device)));
+  return std::unique_ptr<ClusterEngine>(new ClusterEngine(std::move(options)));
 }
-
-ClusterEngine::ClusterEngine(ClusterEngineOptions options,
-                             std::shared_ptr<gloo::transport::Device> device)
-    : options_(std::move(options)),
-      contexts_(options_.store, std::move(device), options_.process_index) {}
 
 ClusterEngine::~ClusterEngine() {
   absl::MutexLock lock(&mu_);
@@ -144,30 +117,17 @@ absl::Status ClusterEngine::RunSpanning(CollectiveKind kind, size_t index, uint3
                                         const CollectiveItem& item, const ClusterItemPlan& plan,
                                         const CollectiveContext& context) {
   const CrossProcessTicket& ticket = *context.ticket;
-  const GlooContextKey key{ticket.epoch, ticket.set_key, ticket.generation, plan.processes};
-  absl::StatusOr<std::shared_ptr<gloo::Context>> gloo_context = contexts_.Get(key, Budget(context));
-  if (!gloo_context.ok()) {
-    ReportFailure(ticket, gloo_context.status());
-    return gloo_context.status();
+  if (options_.transport == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        CollectiveKindName(kind), " item ", index, " spans processes ",
+        ProcessListKey(plan.processes), " but this build has no cross-process transport"));
   }
-  const GlooOperation op{*gloo_context, GlooTag(ticket.ticket, ordinal),
-                         GlooMilliseconds(Budget(context))};
-  RankBufferIo io(options_.backend);
-  absl::Status status;
-  try {
-    status = RunHierarchical(kind, item, plan, op, io);
-  } catch (const std::exception& e) {
-    status = GlooErrorStatus(absl::StrCat("gloo ", CollectiveKindName(kind), " over processes ",
-                                          ProcessListKey(plan.processes), " (item ", index, ", ",
-                                          TicketName(ticket), ")"),
-                             e.what());
-  }
-  if (!status.ok()) {
-    // Whatever failed, this process is now out of step with its peers on
-    // this context.
-    contexts_.Fail(key);
-    ReportFailure(ticket, status);
-  }
+  const TransportGroupKey key{ticket.epoch, ticket.set_key, ticket.generation, plan.processes};
+  absl::Status status = options_.transport->Run(
+      kind, item, plan, key, ItemTag(ticket.ticket, ordinal), Budget(context),
+      absl::StrCat("item ", index, ", ", TicketName(ticket)));
+  // The transport aborted the group; the set needs a new generation.
+  if (!status.ok()) ReportFailure(ticket, status);
   return status;
 }
 
@@ -180,12 +140,15 @@ void ClusterEngine::Forfeit(const CrossProcessTicket& ticket,
   turn.deadline = absl::Now() + options_.gap_timeout;
   // Refused when the ticket ran (or was refused) here: nothing to undo.
   if (!(*sequencer)->Acquire(ticket.ticket, turn).ok()) return;
-  const GlooContextKey full{ticket.epoch, ticket.set_key, ticket.generation, participants};
-  if (!contexts_.Connected(full)) {
-    // Peers may wait in the full set's rendezvous for this process.
-    contexts_.Get(full, std::min(options_.gap_timeout, options_.timeout)).IgnoreError();
+  if (options_.transport != nullptr) {
+    const TransportGroupKey full{ticket.epoch, ticket.set_key, ticket.generation, participants};
+    if (!options_.transport->Connected(full)) {
+      // Peers may wait in the full set's rendezvous for this process.
+      options_.transport->Connect(full, std::min(options_.gap_timeout, options_.timeout))
+          .IgnoreError();
+    }
+    options_.transport->AbortGeneration(ticket.epoch, ticket.set_key, ticket.generation);
   }
-  contexts_.FailGeneration(ticket.epoch, ticket.set_key, ticket.generation);
   ReportFailure(ticket, absl::Status(why.code(), absl::StrCat("forfeited here: ", why.message())));
   (*sequencer)->Finish(ticket.ticket);
 }
@@ -230,7 +193,7 @@ void ClusterEngine::DropEpochsBefore(uint64_t epoch) {
     sequencers_.erase(sequencers_.begin(), end);
   }
   for (const auto& sequencer : retired) sequencer->Close();
-  contexts_.DropEpochsBefore(epoch);
+  if (options_.transport != nullptr) options_.transport->DropEpochsBefore(epoch);
 }
 
 }  // namespace placement::server

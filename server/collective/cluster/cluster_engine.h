@@ -1,9 +1,12 @@
 // ClusterEngine: collectives whose groups span the daemons of a cluster (one
 // daemon = one process, index 0..P-1; device ids are global). Items whose
 // every rank is on this process go to the platform's intra-node engine;
-// items that reach other processes run hierarchically over Gloo
-// (hierarchical_collectives.h): this process's ranks are combined on the
-// host and one Gloo participant per process moves the per-process results.
+// items that reach other processes run on the cross-process transport the
+// platform chose (CrossProcessTransport, server/collective/transport/): one
+// call per spanning item on the group of the item's subset. The engine
+// knows only that contract; with "gloo" this process's ranks are combined
+// on the host and one Gloo participant per process moves the per-process
+// results.
 //
 // Ordering. Calls that span processes carry a CrossProcessTicket
 // (CollectiveContext::ticket) from the cluster coordinator. Per (set,
@@ -18,14 +21,14 @@
 // An item must have the same group, dtype, op, root and block size on every
 // process (each checks only its own buffers).
 //
-// Contexts. Each spanning item runs on the Gloo context of (epoch, set,
+// Groups. Each spanning item runs on the transport's group of (epoch, set,
 // generation, subset), where the subset is the sorted distinct processes of
-// the item's group; contexts are created on first use by rendezvous through
-// the cluster's store and cached (GlooContextCache). After any failure of a
-// context (timeout, lost peer, rendezvous) it is dropped and refused, and
+// the item's group; the transport connects it on first use through the
+// cluster's rendezvous store. After any failure of a group (timeout, lost
+// peer, rendezvous) the transport aborts it and refuses its key, and
 // `on_failure` tells the cluster, which bumps the set's generation.
-// DropEpochsBefore frees the contexts and sequencers of retired epochs.
-// Gloo tags derive from the ticket, so CollectiveContext::tag is ignored.
+// DropEpochsBefore frees the groups and sequencers of retired epochs.
+// Tags derive from the ticket, so CollectiveContext::tag is ignored.
 //
 // Numerics as the intra-node engines (wire_reduction.h): integers and
 // f32 / f64 combine in their dtype, f16 / bf16 accumulate in f32 and round
@@ -36,15 +39,17 @@
 // rank and numbers):
 //   FAILED_PRECONDITION  a spanning item without a ticket; a ticket whose
 //                        turn has passed or whose epoch was retired.
-//   DEADLINE_EXCEEDED    a Gloo operation or rendezvous timed out: each gets
-//                        min(timeout, time left before the call's deadline).
-//   UNAVAILABLE          a peer died or closed its connections; a context
+//   DEADLINE_EXCEEDED    a transport operation or rendezvous timed out: each
+//                        gets min(timeout, time left before the call's
+//                        deadline).
+//   UNAVAILABLE          a peer died or closed its connections; a group
 //                        that failed before was asked for again. The message
 //                        names the subset: "gloo all_reduce over processes
 //                        0,1 (item 0, set 0,1, epoch 3, generation 0,
 //                        ticket 7): Connection closed by peer ...".
+//   FAILED_PRECONDITION  also: no transport (the build has none).
 //   CANCELLED            as CollectiveContext says (checked while waiting
-//                        for the turn and between items; a running Gloo
+//                        for the turn and between items; a running transport
 //                        operation cannot be interrupted).
 // A call refused before its turn (invalid items, cancelled while waiting)
 // counts as finished here, so its successors do not wait for it; its peers
@@ -71,11 +76,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/collective/cluster/cluster_item.h"
-#include "server/collective/cluster/gloo_context_cache.h"
 #include "server/collective/cluster/ticket_sequencer.h"
 #include "server/collective/collective_engine.h"
-#include "server/collective/gloo/rendezvous_store.h"
-#include "server/device/device_backend.h"
+#include "server/collective/transport/cross_process_transport.h"
 
 namespace placement::server {
 
@@ -83,28 +86,23 @@ struct ClusterEngineOptions {
   // The platform's intra-node engine, for items entirely on this process.
   // Not owned; outlives the engine.
   CollectiveEngine* local = nullptr;
-  // The backend of this process's devices (read and written through host
-  // memory when not host-addressable). Not owned; outlives the engine.
-  DeviceBackend* backend = nullptr;
+  // Moves the bytes of spanning items. Not owned; outlives the engine. Null
+  // in a build without one: spanning items fail FAILED_PRECONDITION.
+  CrossProcessTransport* transport = nullptr;
   // This process, and the process owning a device id (negative: none);
   // process_of is called concurrently and must be thread-safe.
   int32_t process_index = 0;
   std::function<int32_t(int64_t device_id)> process_of;
-  // The cluster's key-value store for Gloo rendezvous. Not owned; outlives
-  // the engine.
-  RendezvousStore* store = nullptr;
-  // The address Gloo listens on for this process.
-  std::string hostname = "127.0.0.1";
-  // Bounds each Gloo operation and each rendezvous's wait for the other
-  // processes' addresses (with the call's deadline). A peer that publishes
-  // its address and dies before connecting can hold a rendezvous for up to
+  // Bounds each transport operation and each rendezvous's wait for the
+  // other processes (with the call's deadline). A peer that publishes its
+  // address and dies before connecting can hold a rendezvous for up to
   // `timeout` more per pair (Gloo's connect timeout).
   absl::Duration timeout = absl::Seconds(30);
   // How long a ticket waits for a missing predecessor before skipping it.
   absl::Duration gap_timeout = absl::Seconds(5);
   // Called (on the failing call's thread, before its ticket's successors
   // may run) with the call's ticket and status after each failure of a
-  // Gloo context, so the cluster can bump the set's generation. Must not
+  // transport group, so the cluster can bump the set's generation. Must not
   // wait for calls of the same set. May be null.
   std::function<void(const CrossProcessTicket&, const absl::Status&)> on_failure;
 };
@@ -112,11 +110,9 @@ struct ClusterEngineOptions {
 class ClusterEngine final : public CollectiveEngine {
  public:
   // INVALID_ARGUMENT for a missing collaborator, a negative process index
-  // or a non-positive timeout; UNAVAILABLE when Gloo cannot listen on
-  // `hostname`.
+  // or a non-positive timeout.
   static absl::StatusOr<std::unique_ptr<ClusterEngine>> Create(ClusterEngineOptions options);
-  // Closes every Gloo connection of this process (peers in a call see
-  // UNAVAILABLE). REQUIRES: no call of this engine in flight.
+  // REQUIRES: no call of this engine in flight.
   ~ClusterEngine() override;
 
   absl::string_view Name() const override { return "cluster"; }
@@ -136,17 +132,19 @@ class ClusterEngine final : public CollectiveEngine {
   void Forfeit(const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
                const absl::Status& why);
 
-  // Membership changed: frees the contexts and sequencers of epochs before
+  // Membership changed: frees the groups and sequencers of epochs before
   // `epoch`. Calls of those epochs that wait for their turn, and later ones,
   // fail with FAILED_PRECONDITION; running calls finish on the contexts
   // they hold.
   void DropEpochsBefore(uint64_t epoch);
 
-  // Connected Gloo contexts held (tests, metrics).
-  size_t cached_contexts() const { return contexts_.connected(); }
+  // Connected transport groups held (tests, metrics).
+  size_t cached_contexts() const {
+    return options_.transport != nullptr ? options_.transport->connected_groups() : 0;
+  }
 
  private:
-  ClusterEngine(ClusterEngineOptions options, std::shared_ptr<gloo::transport::Device> device);
+  explicit ClusterEngine(ClusterEngineOptions options) : options_(std::move(options)) {}
 
   // The sequencer of the ticket's set and epoch; FAILED_PRECONDITION when
   // the epoch was retired.
@@ -156,7 +154,7 @@ class ClusterEngine final : public CollectiveEngine {
                          const std::vector<ClusterItemPlan>& plans,
                          const CollectiveContext& context);
   // Spanning item `index` of the call, the `ordinal`-th on its subset, on
-  // the subset's context.
+  // the subset's transport group.
   absl::Status RunSpanning(CollectiveKind kind, size_t index, uint32_t ordinal,
                            const CollectiveItem& item, const ClusterItemPlan& plan,
                            const CollectiveContext& context);
@@ -165,7 +163,6 @@ class ClusterEngine final : public CollectiveEngine {
   absl::Duration Budget(const CollectiveContext& context) const;
 
   const ClusterEngineOptions options_;
-  GlooContextCache contexts_;
   absl::Mutex mu_;
   uint64_t min_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // (epoch, set key) -> sequencer.

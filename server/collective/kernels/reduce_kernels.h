@@ -1,5 +1,5 @@
 // Element-wise reduction kernels shared by the engines that reduce on the host
-// (LocalEngine; GlooEngine pairwise): n input ranges reduced
+// (LocalEngine; the gloo transport pairwise): n input ranges reduced
 // into one result written to one or more output ranges, in cache-sized
 // sub-blocks, so a chunk is read once from each input and written once to
 // each output.

@@ -21,6 +21,8 @@ class CpuPlatform final : public Platform {
   absl::string_view device_noun() const override { return "CPU"; }
   int auto_priority() const override { return 0; }
   std::string BuildNote() const override { return "cpu"; }
+  // Host memory: Gloo moves it in place.
+  std::string cross_process_transport() const override { return "gloo"; }
 
   void ReadFlags(PlatformOptions* options) const override {
     options->Mutable<CpuPlatformOptions>() = CpuOptionsFromFlags();

@@ -23,6 +23,11 @@ class CudaPlatform final : public Platform {
   absl::string_view device_noun() const override { return "GPU"; }
   int auto_priority() const override { return 100; }
   std::string BuildNote() const override { return "cuda (NCCL collectives)"; }
+  // Host-staged Gloo: CUDA shards go through pinned host memory
+  // (CudaBackend::Read / Write). An NCCL transport (the unique id through the
+  // same rendezvous store) is one class beside GlooTransport once two GPUs
+  // can test it.
+  std::string cross_process_transport() const override { return "gloo"; }
 
   void ReadFlags(PlatformOptions* options) const override {
     options->Mutable<CudaPlatformOptions>() = CudaOptionsFromFlags();

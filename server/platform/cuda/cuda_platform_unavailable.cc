@@ -19,6 +19,7 @@ class UnavailableCudaPlatform final : public Platform {
   int auto_priority() const override { return 100; }
   std::string BuildNote() const override { return "CUDA off"; }
   bool compiled_in() const override { return false; }
+  std::string cross_process_transport() const override { return "gloo"; }
 
   absl::StatusOr<std::unique_ptr<DeviceBackend>> CreateBackend(
       const PlatformConfig&) const override {

@@ -1,14 +1,15 @@
 // A cluster of P simulated processes in one test process, for the tests of
-// ClusterEngine and of what is built on it: per "process" a CpuBackend (its
-// own process_index, so device ids differ), a LocalEngine and a
-// ClusterEngine, one shared InMemoryRendezvousStore; helpers that run each
-// process's call on its own thread, build items whose ranks are spread over
+// ClusterEngine and of the cross-process transports under it: per "process"
+// a CpuBackend (its own process_index, so device ids differ), a LocalEngine,
+// a CrossProcessTransport (by registered name; "gloo" by default) and a
+// ClusterEngine, one shared RendezvousStore; helpers that run each process's
+// call on its own thread, build items whose ranks are spread over
 // processes, and check results against float64 / exact integer references
-// (collective_test_util.h). Real Gloo over loopback TCP.
+// (collective_test_util.h). Real transports over loopback TCP.
 //
-// Header-only; include only when PLACEMENT_WITH_GLOO. Thread-safety: a
-// SimulatedCluster is used from the test thread and the threads OnProcesses
-// starts.
+// Header-only; the named transport must be registered (TransportRegistry).
+// Thread-safety: a SimulatedCluster is used from the test thread and the
+// threads OnProcesses starts.
 #ifndef PLACEMENT_TESTS_SERVER_COLLECTIVE_SIMULATED_CLUSTER_H_
 #define PLACEMENT_TESTS_SERVER_COLLECTIVE_SIMULATED_CLUSTER_H_
 
@@ -27,8 +28,9 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "server/collective/cluster/cluster_engine.h"
-#include "server/collective/gloo/rendezvous_store.h"
 #include "server/collective/local/local_engine.h"
+#include "server/collective/transport/rendezvous_store.h"
+#include "server/collective/transport/transport_registry.h"
 #include "server/platform/cpu/cpu_backend.h"
 #include "tests/server/collective/collective_test_util.h"
 
@@ -78,6 +80,10 @@ struct ClusterOptions {
   absl::Duration timeout = absl::Seconds(10);
   absl::Duration gap_timeout = absl::Seconds(10);
   bool staged = false;
+  // The registered transport every process uses, and the store they meet
+  // through (null: the cluster's own InMemoryRendezvousStore).
+  std::string transport = "gloo";
+  RendezvousStore* store = nullptr;
 };
 
 struct Failure {
@@ -101,16 +107,22 @@ class SimulatedCluster {
       LocalEngineOptions local;
       local.num_threads = 0;
       locals_.push_back(std::make_unique<LocalEngine>(local));
+      CrossProcessTransportOptions t;
+      t.store = options.store != nullptr ? options.store : &store_;
+      t.backend = options.staged ? static_cast<DeviceBackend*>(staged_[p].get())
+                                 : static_cast<DeviceBackend*>(backends_[p].get());
+      t.process_index = p;
+      auto transport = TransportRegistry::Global().Create(options.transport, t);
+      EXPECT_TRUE(transport.ok()) << transport.status();
+      transports_.push_back(transport.ok() ? std::move(*transport) : nullptr);
       ClusterEngineOptions o;
       o.local = locals_[p].get();
-      o.backend = options.staged ? static_cast<DeviceBackend*>(staged_[p].get())
-                                 : static_cast<DeviceBackend*>(backends_[p].get());
+      o.transport = transports_[p].get();
       o.process_index = p;
       o.process_of = [n](int64_t id) -> int32_t {
         const int64_t p = id / kMaxLocalDevices;
         return id >= 0 && p < n ? static_cast<int32_t>(p) : -1;
       };
-      o.store = &store_;
       o.timeout = options.timeout;
       o.gap_timeout = options.gap_timeout;
       o.on_failure = [this, p](const CrossProcessTicket& t, const absl::Status& s) {
@@ -126,8 +138,11 @@ class SimulatedCluster {
   int size() const { return options_.processes; }
   ClusterEngine& engine(int p) { return *engines_[p]; }
   StagedBackend& staged(int p) { return *staged_[p]; }
-  // Process p dies: its engine closes every connection.
-  void Kill(int p) { engines_[p].reset(); }
+  // Process p dies: its transport closes every connection.
+  void Kill(int p) {
+    engines_[p].reset();
+    transports_[p].reset();
+  }
   int64_t Device(int p, int local) const { return p * kMaxLocalDevices + local; }
   // Every process's index joined by commas: the set of all processes.
   std::string AllKey() const {
@@ -165,6 +180,7 @@ class SimulatedCluster {
   InMemoryRendezvousStore store_;
   absl::Mutex mu_;
   std::vector<Failure> failures_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<CrossProcessTransport>> transports_;
   std::vector<std::unique_ptr<ClusterEngine>> engines_;  // destroyed first
 };
 

@@ -33,6 +33,7 @@ class TestPlatform final : public Platform {
   absl::string_view device_noun() const override { return "TPU"; }
   int auto_priority() const override { return priority_; }
   std::string BuildNote() const override { return name_; }
+  std::string cross_process_transport() const override { return "gloo"; }
   absl::StatusOr<std::unique_ptr<DeviceBackend>> CreateBackend(
       const PlatformConfig& config) const override {
     if (!status_.ok()) return status_;

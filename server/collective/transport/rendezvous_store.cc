@@ -1,4 +1,4 @@
-#include "server/collective/gloo/rendezvous_store.h"
+#include "server/collective/transport/rendezvous_store.h"
 
 #include <unistd.h>
 

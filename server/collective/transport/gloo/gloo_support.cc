@@ -1,4 +1,4 @@
-#include "server/collective/gloo/gloo_support.h"
+#include "server/collective/transport/gloo/gloo_support.h"
 
 #include <netdb.h>
 #include <sys/socket.h>

@@ -1,4 +1,4 @@
-#include "server/collective/cluster/hierarchical_collectives.h"
+#include "server/collective/transport/gloo/hierarchical_collectives.h"
 
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "server/collective/cluster/wire_reduction.h"
-#include "server/collective/gloo/gloo_support.h"
+#include "server/collective/transport/gloo/gloo_support.h"
 
 namespace placement::server {
 namespace {

@@ -1,21 +1,23 @@
-// RendezvousStore: the key-value store through which the ranks of a
-// cross-process collective engine (GlooEngine) find each other: each rank
-// publishes its listening address under a key and waits for the others'.
-// Keys are written once per rendezvous; values are small (addresses).
+// RendezvousStore: the key-value store through which the processes of a
+// cross-process transport (cross_process_transport.h) find each other: each
+// publishes what the others need to connect (Gloo: its listening address;
+// NCCL: rank 0's unique id) under a key and waits for the others'. Keys are
+// written once per rendezvous; values are small.
 //
 // Implementations:
+//   CoordinatorApi           the cluster coordinator's key-value store
+//                            (server/cluster/coordinator_api.h): what the
+//                            daemons use.
 //   InMemoryRendezvousStore  ranks are threads of one process (tests, the
 //                            benchmark's Gloo baseline).
 //   FileRendezvousStore      ranks are processes that share a directory: one
 //                            node, or several nodes over a shared filesystem.
 //                            Each key is a file written atomically (temp file +
 //                            rename); readers poll with a bounded backoff.
-// A multi-node deployment plugs in a networked store (etcd, Redis, the
-// daemons' own gRPC) behind the same two calls.
 //
 // Thread-safe.
-#ifndef PLACEMENT_SERVER_COLLECTIVE_GLOO_RENDEZVOUS_STORE_H_
-#define PLACEMENT_SERVER_COLLECTIVE_GLOO_RENDEZVOUS_STORE_H_
+#ifndef PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_RENDEZVOUS_STORE_H_
+#define PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_RENDEZVOUS_STORE_H_
 
 #include <map>
 #include <string>
@@ -69,4 +71,4 @@ class FileRendezvousStore final : public RendezvousStore {
 
 }  // namespace placement::server
 
-#endif  // PLACEMENT_SERVER_COLLECTIVE_GLOO_RENDEZVOUS_STORE_H_
+#endif  // PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_RENDEZVOUS_STORE_H_

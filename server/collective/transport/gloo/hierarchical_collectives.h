@@ -23,8 +23,8 @@
 // An item with B = 0 moves nothing (every process sees the same B).
 //
 // Thread-compatible: concurrent calls must use different Gloo contexts.
-#ifndef PLACEMENT_SERVER_COLLECTIVE_CLUSTER_HIERARCHICAL_COLLECTIVES_H_
-#define PLACEMENT_SERVER_COLLECTIVE_CLUSTER_HIERARCHICAL_COLLECTIVES_H_
+#ifndef PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_GLOO_HIERARCHICAL_COLLECTIVES_H_
+#define PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_GLOO_HIERARCHICAL_COLLECTIVES_H_
 
 #include <chrono>
 #include <cstdint>
@@ -62,4 +62,4 @@ absl::Status RunHierarchical(CollectiveKind kind, const CollectiveItem& item,
 
 }  // namespace placement::server
 
-#endif  // PLACEMENT_SERVER_COLLECTIVE_CLUSTER_HIERARCHICAL_COLLECTIVES_H_
+#endif  // PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_GLOO_HIERARCHICAL_COLLECTIVES_H_

@@ -1,13 +1,13 @@
-// Glue between the daemon and Gloo shared by the engines that drive Gloo
-// (GlooEngine, ClusterEngine): a RendezvousStore seen through Gloo's
+// Glue between the daemon and Gloo for the Gloo transport (and the
+// benchmarks' direct-Gloo baselines): a RendezvousStore seen through Gloo's
 // exception-based store interface, Gloo's typed setters fed by a DType, the
 // pairwise reduction Gloo calls with our kernels, and Gloo exceptions turned
 // into absl::Status.
 //
 // Requires Gloo (built only with PLACEMENT_WITH_GLOO). Thread-safety: the
 // free functions are pure; a StoreAdapter is as thread-safe as its store.
-#ifndef PLACEMENT_SERVER_COLLECTIVE_GLOO_GLOO_SUPPORT_H_
-#define PLACEMENT_SERVER_COLLECTIVE_GLOO_GLOO_SUPPORT_H_
+#ifndef PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_GLOO_GLOO_SUPPORT_H_
+#define PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_GLOO_GLOO_SUPPORT_H_
 
 #include <gloo/allreduce.h>
 #include <gloo/common/error.h>
@@ -23,7 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/dtype.h"
-#include "server/collective/gloo/rendezvous_store.h"
+#include "server/collective/transport/rendezvous_store.h"
 #include "server/common/reduce_op.h"
 
 namespace placement::server {
@@ -105,4 +105,4 @@ absl::Status GlooErrorStatus(absl::string_view prefix, absl::string_view what);
 
 }  // namespace placement::server
 
-#endif  // PLACEMENT_SERVER_COLLECTIVE_GLOO_GLOO_SUPPORT_H_
+#endif  // PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_GLOO_GLOO_SUPPORT_H_

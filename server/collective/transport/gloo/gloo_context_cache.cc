@@ -1,4 +1,4 @@
-#include "server/collective/cluster/gloo_context_cache.h"
+#include "server/collective/transport/gloo/gloo_context_cache.h"
 
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
@@ -11,14 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/collective/cluster/cluster_item.h"
-#include "server/collective/gloo/gloo_support.h"
+#include "server/collective/transport/gloo/gloo_support.h"
 
 namespace placement::server {
 
-std::string GlooContextKey::Prefix() const {
-  return absl::StrCat("gloo/e", epoch, "/s", set_key, "/g", generation, "/p",
-                      ProcessListKey(processes));
-}
+std::string GlooPrefix(const TransportGroupKey& key) { return absl::StrCat("gloo/", key.Name()); }
 
 GlooContextCache::GlooContextCache(RendezvousStore* store,
                                    std::shared_ptr<gloo::transport::Device> device,
@@ -27,7 +24,7 @@ GlooContextCache::GlooContextCache(RendezvousStore* store,
 
 GlooContextCache::~GlooContextCache() = default;
 
-std::shared_ptr<GlooContextCache::Entry> GlooContextCache::EntryFor(const GlooContextKey& key,
+std::shared_ptr<GlooContextCache::Entry> GlooContextCache::EntryFor(const TransportGroupKey& key,
                                                                     const std::string& prefix) {
   absl::MutexLock lock(&mu_);
   std::shared_ptr<Entry>& entry = entries_[key.epoch][prefix];
@@ -35,9 +32,9 @@ std::shared_ptr<GlooContextCache::Entry> GlooContextCache::EntryFor(const GlooCo
   return entry;
 }
 
-absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Get(const GlooContextKey& key,
+absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Get(const TransportGroupKey& key,
                                                                      absl::Duration budget) {
-  const std::string prefix = key.Prefix();
+  const std::string prefix = GlooPrefix(key);
   std::shared_ptr<Entry> entry = EntryFor(key, prefix);
   absl::MutexLock lock(&entry->mu);
   if (entry->failed) {
@@ -54,9 +51,8 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Get(const GlooC
   return entry->context;
 }
 
-absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Connect(const GlooContextKey& key,
-                                                                         const std::string& prefix,
-                                                                         absl::Duration budget) {
+absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Connect(
+    const TransportGroupKey& key, const std::string& prefix, absl::Duration budget) {
   const auto mine = std::lower_bound(key.processes.begin(), key.processes.end(), process_index_);
   const int rank = static_cast<int>(mine - key.processes.begin());
   const int size = static_cast<int>(key.processes.size());
@@ -82,8 +78,8 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Connect(const G
   }
 }
 
-void GlooContextCache::Fail(const GlooContextKey& key) {
-  std::shared_ptr<Entry> entry = EntryFor(key, key.Prefix());
+void GlooContextCache::Fail(const TransportGroupKey& key) {
+  std::shared_ptr<Entry> entry = EntryFor(key, GlooPrefix(key));
   std::shared_ptr<gloo::Context> dropped;
   {
     absl::MutexLock lock(&entry->mu);
@@ -97,7 +93,8 @@ void GlooContextCache::Fail(const GlooContextKey& key) {
 void GlooContextCache::FailGeneration(uint64_t epoch, const std::string& set_key,
                                       uint64_t generation) {
   // Every subset's prefix starts with the set's, up to "/p".
-  const std::string stem = GlooContextKey{epoch, set_key, generation, {}}.Prefix();
+  const std::string stem =
+      absl::StrCat("gloo/", TransportGroupKey{epoch, set_key, generation, {}}.GenerationStem());
   std::vector<std::shared_ptr<Entry>> matching;
   {
     absl::MutexLock lock(&mu_);
@@ -116,13 +113,13 @@ void GlooContextCache::FailGeneration(uint64_t epoch, const std::string& set_key
   // `dropped` closes the connections here, outside the locks.
 }
 
-bool GlooContextCache::Connected(const GlooContextKey& key) const {
+bool GlooContextCache::Connected(const TransportGroupKey& key) const {
   std::shared_ptr<Entry> entry;
   {
     absl::MutexLock lock(&mu_);
     auto by_prefix = entries_.find(key.epoch);
     if (by_prefix == entries_.end()) return false;
-    auto it = by_prefix->second.find(key.Prefix());
+    auto it = by_prefix->second.find(GlooPrefix(key));
     if (it == by_prefix->second.end()) return false;
     entry = it->second;
   }

@@ -1,7 +1,7 @@
 // GlooContextCache: the connected Gloo contexts of one process of a cluster,
-// one per (membership epoch, process set, set generation, subset of
-// processes). A context is created on first use by a rendezvous through the
-// cluster's RendezvousStore under a prefix naming all four
+// one per group (TransportGroupKey: membership epoch, process set, set
+// generation, subset of processes) -- the Gloo transport's groups. A context is created on first
+// use by a rendezvous through the cluster's RendezvousStore under a prefix naming all four
 // ("gloo/e3/s0,1,3/g0/p0,1"); every process of the subset creates it the
 // same way, with its position in the subset as its Gloo rank.
 //
@@ -13,8 +13,8 @@
 //
 // Thread-safe. Contexts of different keys connect in parallel; a second
 // caller of a key that is connecting waits for the first.
-#ifndef PLACEMENT_SERVER_COLLECTIVE_CLUSTER_GLOO_CONTEXT_CACHE_H_
-#define PLACEMENT_SERVER_COLLECTIVE_CLUSTER_GLOO_CONTEXT_CACHE_H_
+#ifndef PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_GLOO_GLOO_CONTEXT_CACHE_H_
+#define PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_GLOO_GLOO_CONTEXT_CACHE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/collective/gloo/rendezvous_store.h"
+#include "server/collective/transport/cross_process_transport.h"
 
 namespace gloo {
 class Context;
@@ -39,16 +39,8 @@ class Device;
 
 namespace placement::server {
 
-struct GlooContextKey {
-  uint64_t epoch = 0;
-  std::string set_key;
-  uint64_t generation = 0;
-  // The subset: ascending, this process included.
-  std::vector<int32_t> processes;
-
-  // "gloo/e3/s0,1,3/g0/p0,1": the rendezvous prefix, one per context.
-  std::string Prefix() const;
-};
+// "gloo/e3/s0,1,3/g0/p0,1": the rendezvous prefix of `key`'s context.
+std::string GlooPrefix(const TransportGroupKey& key);
 
 class GlooContextCache {
  public:
@@ -69,11 +61,11 @@ class GlooContextCache {
   //     publish its address within `budget`, or from Gloo's connect;
   //   UNAVAILABLE when Gloo cannot connect, or when the key failed before
   //     (Fail): the set needs a new generation.
-  absl::StatusOr<std::shared_ptr<gloo::Context>> Get(const GlooContextKey& key,
+  absl::StatusOr<std::shared_ptr<gloo::Context>> Get(const TransportGroupKey& key,
                                                      absl::Duration budget);
 
   // Drops the context of `key` and refuses the key from now on.
-  void Fail(const GlooContextKey& key);
+  void Fail(const TransportGroupKey& key);
 
   // Fail() for every context of `set_key`'s `generation` in `epoch` that
   // this process holds or tried (every subset): their connections close, so
@@ -81,7 +73,7 @@ class GlooContextCache {
   void FailGeneration(uint64_t epoch, const std::string& set_key, uint64_t generation);
 
   // Whether the context of `key` is connected here.
-  bool Connected(const GlooContextKey& key) const;
+  bool Connected(const TransportGroupKey& key) const;
 
   // Frees the contexts (and refusals) of epochs before `epoch`. Calls that
   // hold one keep it until they return.
@@ -97,8 +89,8 @@ class GlooContextCache {
     bool failed ABSL_GUARDED_BY(mu) = false;
   };
 
-  std::shared_ptr<Entry> EntryFor(const GlooContextKey& key, const std::string& prefix);
-  absl::StatusOr<std::shared_ptr<gloo::Context>> Connect(const GlooContextKey& key,
+  std::shared_ptr<Entry> EntryFor(const TransportGroupKey& key, const std::string& prefix);
+  absl::StatusOr<std::shared_ptr<gloo::Context>> Connect(const TransportGroupKey& key,
                                                          const std::string& prefix,
                                                          absl::Duration budget);
 
@@ -113,4 +105,4 @@ class GlooContextCache {
 
 }  // namespace placement::server
 
-#endif  // PLACEMENT_SERVER_COLLECTIVE_CLUSTER_GLOO_CONTEXT_CACHE_H_
+#endif  // PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_GLOO_GLOO_CONTEXT_CACHE_H_

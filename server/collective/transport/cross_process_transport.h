@@ -1,0 +1,124 @@
+// CrossProcessTransport: the one contract for moving a collective's bytes
+// between the daemons (processes) of a cluster, as the cluster engine
+// (server/collective/cluster/cluster_engine.h) uses it:
+//
+//   Connect  the group of a participant subset, through the coordinator's
+//            RendezvousStore (each process publishes what the others need
+//            -- Gloo: its listening address; NCCL: rank 0 its unique id, as
+//            XLA's nccl_id_store does -- under the group's prefix and reads
+//            the others');
+//   Run      one collective item, as planned for this process
+//            (ClusterItemPlan: its ranks, their buffers, the subset), with
+//            every process of the subset running the same item with the
+//            same tag;
+//   Abort    a group: its connections close, so peers inside an operation
+//            on it fail at once, and its key is refused from then on (its
+//            rendezvous keys are spent; the cluster bumps the set's
+//            generation, which names a fresh group).
+//
+// A group is named by (membership epoch, process set, set generation,
+// subset) -- TransportGroupKey. Transports register by name
+// (transport_registry.h); a platform names the one its buffers use
+// (Platform::CrossProcessTransport): "gloo" moves host memory and stages
+// device buffers through the DeviceBackend, so every platform can use it.
+//
+// Errors of Connect and Run (a failure aborts the group):
+//   DEADLINE_EXCEEDED  a process of the subset did not publish within the
+//                      budget, or an operation timed out;
+//   UNAVAILABLE        a peer died or closed its connections; the key failed
+//                      before (the set needs a new generation);
+//   the backend's      a rank buffer could not be read or written.
+//
+// Thread-safe: groups of different keys connect and run in parallel;
+// calls on one group must not overlap (the cluster engine runs a set's
+// calls in ticket order).
+#ifndef PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_CROSS_PROCESS_TRANSPORT_H_
+#define PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_CROSS_PROCESS_TRANSPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/collective/cluster/cluster_item.h"
+#include "server/collective/collective_engine.h"
+#include "server/collective/transport/rendezvous_store.h"
+#include "server/device/device_backend.h"
+
+namespace placement::server {
+
+struct TransportGroupKey {
+  uint64_t epoch = 0;
+  std::string set_key;
+  uint64_t generation = 0;
+  // The subset: ascending, this process included.
+  std::vector<int32_t> processes;
+
+  // "e3/s0,1,3/g0/p0,1": unique per group; a transport puts its name in
+  // front for its rendezvous keys ("gloo/e3/...").
+  std::string Name() const;
+  // The same with an empty subset ("e3/s0,1,3/g0/p"): every group of the
+  // set's generation starts with it.
+  std::string GenerationStem() const;
+};
+
+// What every transport is made from.
+struct CrossProcessTransportOptions {
+  // The coordinator's key-value store. Not owned; outlives the transport.
+  RendezvousStore* store = nullptr;
+  // This process's devices: rank buffers are read and written through it
+  // (in place when host-addressable). Not owned; outlives the transport.
+  DeviceBackend* backend = nullptr;
+  int32_t process_index = 0;
+  // The address of the interface peers reach this process on (the host of
+  // its advertised peer address); a transport that listens binds only it.
+  std::string hostname = "127.0.0.1";
+};
+
+class CrossProcessTransport {
+ public:
+  virtual ~CrossProcessTransport() = default;
+
+  // The registered name ("gloo").
+  virtual absl::string_view Name() const = 0;
+  // Where the transport listens for its peers (the numeric host it binds,
+  // "10.0.0.2"), for the log and tests; empty for one that does not listen.
+  virtual std::string ListenAddress() const = 0;
+  // Whether the bytes it moves are encrypted on the wire (the daemon warns
+  // when TLS is on and they are not).
+  virtual bool encrypted() const = 0;
+
+  // Connects the group of `key` on first use (a later call finds it),
+  // waiting up to `budget` for the others' rendezvous entries and as long
+  // again for each connection. REQUIRES: key.processes holds this process.
+  virtual absl::Status Connect(const TransportGroupKey& key, absl::Duration budget) = 0;
+
+  // Runs `item` as planned for this process (PlanClusterItem) on the group
+  // of `key` (connected first if needed) with `tag`, each operation bounded
+  // by `budget`. `what` names the call in error messages ("item 0, set
+  // 0,1, epoch 3, generation 0, ticket 7"). On failure the group is
+  // aborted. REQUIRES: plan.processes == key.processes.
+  virtual absl::Status Run(CollectiveKind kind, const CollectiveItem& item,
+                           const ClusterItemPlan& plan, const TransportGroupKey& key, uint32_t tag,
+                           absl::Duration budget, absl::string_view what) = 0;
+
+  // Aborts the group of `key` (see the file comment).
+  virtual void Abort(const TransportGroupKey& key) = 0;
+  // Aborts every group of `set_key`'s `generation` in `epoch` that this
+  // process holds or tried, whatever its subset.
+  virtual void AbortGeneration(uint64_t epoch, const std::string& set_key, uint64_t generation) = 0;
+  // Whether the group of `key` is connected here.
+  virtual bool Connected(const TransportGroupKey& key) const = 0;
+  // Frees the groups (and refusals) of epochs before `epoch`; calls that
+  // hold one keep it until they return.
+  virtual void DropEpochsBefore(uint64_t epoch) = 0;
+  // Connected groups held (tests, metrics).
+  virtual size_t connected_groups() const = 0;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_CROSS_PROCESS_TRANSPORT_H_

@@ -1,0 +1,84 @@
+#include "server/collective/transport/gloo/gloo_transport.h"
+
+#include <gloo/transport/tcp/device.h>
+
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/collective/cluster/rank_buffer_io.h"
+#include "server/collective/transport/gloo/gloo_support.h"
+#include "server/collective/transport/gloo/hierarchical_collectives.h"
+#include "server/collective/transport/transport_registry.h"
+
+namespace placement::server {
+
+absl::StatusOr<std::unique_ptr<CrossProcessTransport>> GlooTransport::Create(
+    const CrossProcessTransportOptions& options) {
+  if (options.store == nullptr || options.backend == nullptr) {
+    return absl::InvalidArgumentError("gloo transport: store and backend are required");
+  }
+  if (options.process_index < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gloo transport: process index ", options.process_index, " is negative"));
+  }
+  absl::StatusOr<std::string> address = ResolveGlooAddress(options.hostname);
+  if (!address.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("gloo transport: Gloo cannot listen: ", address.status().message()));
+  }
+  if (*address == "0.0.0.0" || *address == "::") {
+    return absl::UnavailableError(absl::StrCat(
+        "gloo transport: '", options.hostname, "' is a wildcard address (", *address,
+        "); Gloo must listen on the peer interface only: advertise a peer address with a "
+        "host of this machine (--peer_advertise_address)"));
+  }
+  std::shared_ptr<gloo::transport::Device> device;
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = *address;
+    device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("gloo transport: Gloo cannot listen on ", options.hostname, ": ", e.what()));
+  }
+  return std::unique_ptr<CrossProcessTransport>(
+      new GlooTransport(options, *std::move(address), std::move(device)));
+}
+
+GlooTransport::GlooTransport(const CrossProcessTransportOptions& options, std::string address,
+                             std::shared_ptr<gloo::transport::Device> device)
+    : backend_(options.backend),
+      address_(std::move(address)),
+      contexts_(options.store, std::move(device), options.process_index) {}
+
+GlooTransport::~GlooTransport() = default;
+
+absl::Status GlooTransport::Connect(const TransportGroupKey& key, absl::Duration budget) {
+  return contexts_.Get(key, budget).status();
+}
+
+absl::Status GlooTransport::Run(CollectiveKind kind, const CollectiveItem& item,
+                                const ClusterItemPlan& plan, const TransportGroupKey& key,
+                                uint32_t tag, absl::Duration budget, absl::string_view what) {
+  absl::StatusOr<std::shared_ptr<gloo::Context>> context = contexts_.Get(key, budget);
+  if (!context.ok()) return context.status();
+  const GlooOperation op{*context, tag, GlooMilliseconds(budget)};
+  RankBufferIo io(backend_);
+  absl::Status status;
+  try {
+    status = RunHierarchical(kind, item, plan, op, io);
+  } catch (const std::exception& e) {
+    status = GlooErrorStatus(absl::StrCat("gloo ", CollectiveKindName(kind), " over processes ",
+                                          ProcessListKey(plan.processes), " (", what, ")"),
+                             e.what());
+  }
+  // Whatever failed, this process is now out of step with its peers on
+  // this context.
+  if (!status.ok()) contexts_.Fail(key);
+  return status;
+}
+
+PLACEMENT_REGISTER_TRANSPORT(gloo, "gloo collectives", &GlooTransport::Create);
+
+}  // namespace placement::server

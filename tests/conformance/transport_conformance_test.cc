@@ -1,0 +1,393 @@
+// Cross-process transport conformance: the same cluster scenarios on every
+// registered CrossProcessTransport (TransportRegistry; "gloo" everywhere,
+// others where the build has them), each through the ClusterEngine of 2-4
+// simulated processes (tests/server/collective/simulated_cluster.h: per
+// process a CpuBackend, a LocalEngine, the transport and a ClusterEngine,
+// over real TCP on loopback): every collective kind and the reduction
+// numerics against float64 / exact integer references, device buffers
+// staged through a backend that is not host-addressable, a process absent
+// from a rendezvous, a peer lost mid-call, an abort (Forfeit) that fails
+// the peers inside the call at once, a rendezvous over a file store, and
+// the transport's own option checks. Calls that must be inside the engine
+// are detected through the `cancelled` poll, never by sleeping.
+#include <signal.h>
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/collective/transport/transport_registry.h"
+#include "server/platform/cpu/cpu_backend.h"
+#include "tests/server/collective/collective_test_util.h"
+#include "tests/server/collective/simulated_cluster.h"
+
+namespace placement::server {
+namespace {
+
+// As placementd's main does: a "process" whose peer closed its connections
+// mid-call must see the write fail (EPIPE), not be killed by SIGPIPE --
+// these processes share one test binary.
+const bool kSigpipeIgnored = [] {
+  signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
+
+using testing::AllProcesses;
+using ::testing::AnyOf;
+using testing::ClusterOptions;
+using testing::Decode;
+using testing::ExpectResult;
+using testing::Group;
+using ::testing::HasSubstr;
+using testing::ItemFor;
+using testing::ItemsFor;
+using testing::Label;
+using testing::MakeGroup;
+using testing::OnProcesses;
+using testing::PollHook;
+using testing::SimulatedCluster;
+using testing::Ticket;
+
+class TransportConformanceTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  ClusterOptions Options(int processes) const {
+    ClusterOptions options;
+    options.processes = processes;
+    options.transport = GetParam();
+    return options;
+  }
+
+  // Every kind x {f32, f64, bf16, i32} x {SUM, MEAN, MAX} (reductions),
+  // with the groups of each kind in ONE call per kind: items on different
+  // subsets, uneven and interleaved layouts, and one all-local item.
+  void RunMatrix(int processes, const std::vector<std::vector<int>>& layouts) {
+    SimulatedCluster c(Options(processes));
+    const std::vector<int> all = AllProcesses(c);
+    uint64_t next_ticket = 0;
+    for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
+                                CollectiveKind::kReduceScatter, CollectiveKind::kBroadcast}) {
+      const bool reduces =
+          kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter;
+      std::vector<Group> groups;
+      int index = 0;
+      for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kI32}) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax}) {
+          if (!reduces && op != ReduceOp::kSum) continue;
+          const std::vector<int>& layout = layouts[index % layouts.size()];
+          const int64_t count = std::vector<int64_t>{37, 1, 300}[index % 3];
+          const int32_t root = static_cast<int32_t>(index % layout.size());
+          groups.push_back(MakeGroup(c, kind, dtype, op, layout, count, root,
+                                     static_cast<uint32_t>(100 * index + 1)));
+          ++index;
+        }
+      }
+      groups.push_back(MakeGroup(c, kind, DType::kF32, ReduceOp::kMean, {0, 0}, 5, 1, 7));
+      const CrossProcessTicket ticket = Ticket(c.AllKey(), next_ticket++);
+      auto statuses = OnProcesses(all, [&](int p) {
+        CollectiveContext context;
+        context.ticket = &ticket;
+        return c.engine(p).Run(kind, ItemsFor(groups, p), context);
+      });
+      for (int p : all) ASSERT_TRUE(statuses[p].ok()) << "process " << p << ": " << statuses[p];
+      for (const Group& g : groups) ExpectResult(g);
+    }
+    EXPECT_THAT(c.failures(), ::testing::IsEmpty());
+  }
+};
+
+TEST_P(TransportConformanceTest, EveryKindTwoProcesses) {
+  // 3 + 1 interleaved, 1 + 1 with process 1 first, 2 + 3 contiguous.
+  RunMatrix(2, {{0, 1, 0, 0}, {1, 0}, {0, 0, 1, 1, 1}});
+}
+
+TEST_P(TransportConformanceTest, EveryKindThreeProcesses) {
+  // One rank each; 2 + 1 + 1 interleaved; subset {0, 2}.
+  RunMatrix(3, {{0, 1, 2}, {1, 0, 2, 0}, {2, 0}});
+}
+
+TEST_P(TransportConformanceTest, EveryKindFourProcesses) {
+  // k = 3, 1, 2, 1 interleaved; subset {1, 3}; subset {1, 2, 3} uneven;
+  // one rank per process in order.
+  RunMatrix(4, {{2, 0, 1, 0, 3, 0, 2}, {3, 1}, {3, 2, 1, 1}, {0, 1, 2, 3}});
+}
+
+TEST_P(TransportConformanceTest, HalfFloatsAccumulateInF32AndIntegerMeansInI64) {
+  // bf16 SUM of 256 + 1 + 1 + 1 = 259, rounded once: 260. Rounding every
+  // partial sum to bf16 (spacing 2 above 256) would give 256. i8 / i32 MEAN
+  // of values whose sum overflows the dtype: exact in i64.
+  SimulatedCluster c(Options(2));
+  struct Case {
+    DType dtype;
+    ReduceOp op;
+    std::vector<double> per_rank;
+    double want;
+  };
+  const std::vector<Case> cases = {
+      {DType::kBF16, ReduceOp::kSum, {256, 1, 1, 1}, 260},
+      {DType::kF16, ReduceOp::kSum, {2048, 1, 1, 1}, 2052},  // f16 spacing 2 above 2048
+      {DType::kBF16, ReduceOp::kMean, {256, 1, 1, 1}, 65},   // 64.75 to even
+      {DType::kI8, ReduceOp::kMean, {100, 100, 100, -1}, 74},
+      {DType::kI32, ReduceOp::kMean, {2147483647, 2147483647, 2147483647, 2147483647}, 2147483647},
+      {DType::kI32, ReduceOp::kMean, {-7, 0, 0, 0}, -1},  // truncates toward zero
+  };
+  const std::vector<int> layout = {0, 0, 1, 1};
+  std::vector<Group> groups;
+  for (const Case& k : cases) {
+    Group g = MakeGroup(c, CollectiveKind::kAllReduce, k.dtype, k.op, layout, 3, 0, 1);
+    for (int r = 0; r < 4; ++r) {
+      g.values[r] = std::vector<double>(3, k.per_rank[r]);
+      g.send[r] = c.Buffer(g.devices[r], k.dtype, g.values[r]);
+    }
+    groups.push_back(std::move(g));
+  }
+  const CrossProcessTicket ticket = Ticket("0,1", 0);
+  auto statuses = OnProcesses({0, 1}, [&](int p) {
+    CollectiveContext context;
+    context.ticket = &ticket;
+    return c.engine(p).Run(CollectiveKind::kAllReduce, ItemsFor(groups, p), context);
+  });
+  for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(Decode(cases[i].dtype, groups[i].recv[r]->data(), 3),
+                std::vector<double>(3, cases[i].want))
+          << Label(groups[i]) << " rank " << r;
+    }
+  }
+}
+
+TEST_P(TransportConformanceTest, StagesThroughNonHostAddressableBackend) {
+  ClusterOptions options = Options(2);
+  options.staged = true;
+  SimulatedCluster c(options);
+  uint64_t next_ticket = 0;
+  for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
+                              CollectiveKind::kReduceScatter, CollectiveKind::kBroadcast}) {
+    std::vector<Group> groups;
+    groups.push_back(MakeGroup(c, kind, DType::kBF16, ReduceOp::kMean, {1, 0, 0}, 33, 2, 3));
+    groups.push_back(MakeGroup(c, kind, DType::kI32, ReduceOp::kSum, {0, 1, 1}, 8, 1, 5));
+    const CrossProcessTicket ticket = Ticket("0,1", next_ticket++);
+    auto statuses = OnProcesses({0, 1}, [&](int p) {
+      CollectiveContext context;
+      context.ticket = &ticket;
+      return c.engine(p).Run(kind, ItemsFor(groups, p), context);
+    });
+    for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
+    for (const Group& g : groups) ExpectResult(g);
+  }
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_GT(c.staged(p).reads(), 0);
+    EXPECT_GT(c.staged(p).writes(), 0);
+  }
+}
+
+TEST_P(TransportConformanceTest, AbsentProcessTimesOutAndNextGenerationWorks) {
+  const absl::Duration kTimeout = absl::Seconds(1);
+  ClusterOptions options = Options(2);
+  options.timeout = kTimeout;
+  options.gap_timeout = absl::Milliseconds(100);
+  SimulatedCluster c(options);
+  Group g =
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kMax, {0, 1, 1}, 20, 0, 4);
+  auto run = [&](int p, const CrossProcessTicket& ticket) {
+    CollectiveItem item = ItemFor(g, p);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+  };
+  // Process 1 never shows up for ticket 0: the rendezvous names the group.
+  absl::Time start = absl::Now();
+  absl::Status lonely = run(0, Ticket("0,1", 0));
+  EXPECT_EQ(lonely.code(), absl::StatusCode::kDeadlineExceeded) << lonely;
+  EXPECT_THAT(std::string(lonely.message()),
+              HasSubstr(TransportGroupKey{0, "0,1", 0, {0, 1}}.Name()));
+  EXPECT_LT(absl::Now() - start, kTimeout + absl::Seconds(2));
+  EXPECT_EQ(c.engine(0).cached_contexts(), 0u);
+  ASSERT_EQ(c.failures().size(), 1u);
+  EXPECT_EQ(c.failures()[0].ticket, 0u);
+  // The failed generation is refused at once rather than re-rendezvoused.
+  start = absl::Now();
+  absl::Status stale = run(0, Ticket("0,1", 1));
+  EXPECT_EQ(stale.code(), absl::StatusCode::kUnavailable) << stale;
+  EXPECT_THAT(std::string(stale.message()), HasSubstr("needs a new generation"));
+  EXPECT_LT(absl::Now() - start, kTimeout);
+  // The cluster bumped the generation: ticket 2 works (process 1 skips the
+  // tickets it never received after the gap timeout).
+  const CrossProcessTicket t2 = Ticket("0,1", 2, /*generation=*/1);
+  auto statuses = OnProcesses({0, 1}, [&](int p) { return run(p, t2); });
+  for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
+  ExpectResult(g);
+  EXPECT_EQ(c.engine(0).cached_contexts(), 1u);
+  EXPECT_EQ(c.engine(1).cached_contexts(), 1u);
+}
+
+// A call whose processes are all inside it (each polled `cancelled` once).
+struct InCall {
+  PollHook hooks[3];
+};
+
+TEST_P(TransportConformanceTest, LostPeerMidCallFailsTheOthersWithoutHanging) {
+  const absl::Duration kTimeout = absl::Seconds(3);
+  ClusterOptions options = Options(3);
+  options.timeout = kTimeout;
+  SimulatedCluster c(options);
+  Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1, 2, 0},
+                      1000, 0, 8);
+  auto run = [&](int p, const CrossProcessTicket& ticket, std::function<bool()> cancelled) {
+    CollectiveItem item = ItemFor(g, p);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    context.cancelled = std::move(cancelled);
+    return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+  };
+  const CrossProcessTicket t0 = Ticket("0,1,2", 0);
+  for (const auto& s : OnProcesses({0, 1, 2}, [&](int p) { return run(p, t0, nullptr); })) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  // Processes 0 and 1 start ticket 1; once both are in the call, 2 dies.
+  const CrossProcessTicket t1 = Ticket("0,1,2", 1);
+  InCall in_call;
+  std::vector<absl::Status> statuses(2);
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&, p] { statuses[p] = run(p, t1, in_call.hooks[p].Fn()); });
+  }
+  for (int p = 0; p < 2; ++p) ASSERT_TRUE(in_call.hooks[p].WaitReached());
+  c.Kill(2);
+  for (auto& t : threads) t.join();
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_THAT(statuses[p].code(),
+                AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded))
+        << statuses[p];
+    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr("over processes 0,1,2"));
+    EXPECT_EQ(c.engine(p).cached_contexts(), 0u);
+  }
+  EXPECT_LT(absl::Now() - start, kTimeout + absl::Seconds(3));
+  EXPECT_EQ(c.failures().size(), 2u);
+}
+
+TEST_P(TransportConformanceTest, AbortFailsThePeersInsideTheCallAtOnce) {
+  // A long operation timeout: only the abort can end the peers' call soon.
+  const absl::Duration kTimeout = absl::Seconds(60);
+  ClusterOptions options = Options(3);
+  options.timeout = kTimeout;
+  options.gap_timeout = absl::Seconds(10);
+  SimulatedCluster c(options);
+  Group g =
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1, 2}, 100, 0, 9);
+  auto run = [&](int p, const CrossProcessTicket& ticket, std::function<bool()> cancelled) {
+    CollectiveItem item = ItemFor(g, p);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    context.cancelled = std::move(cancelled);
+    return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+  };
+  // Connected once, so the abort closes live connections.
+  const CrossProcessTicket t0 = Ticket("0,1,2", 0);
+  for (const auto& s : OnProcesses({0, 1, 2}, [&](int p) { return run(p, t0, nullptr); })) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  // Processes 0 and 1 enter ticket 1; process 2 cannot run it (its caller
+  // failed first) and forfeits.
+  const CrossProcessTicket t1 = Ticket("0,1,2", 1);
+  InCall in_call;
+  std::vector<absl::Status> statuses(2);
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&, p] { statuses[p] = run(p, t1, in_call.hooks[p].Fn()); });
+  }
+  for (int p = 0; p < 2; ++p) ASSERT_TRUE(in_call.hooks[p].WaitReached());
+  c.engine(2).Forfeit(t1, {0, 1, 2}, absl::ResourceExhaustedError("no room for the result"));
+  for (auto& t : threads) t.join();
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(statuses[p].code(), absl::StatusCode::kUnavailable) << statuses[p];
+    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr("over processes 0,1,2"));
+  }
+  EXPECT_LT(absl::Now() - start, kTimeout / 4);
+  // Every process reported the failure; the next generation works.
+  EXPECT_EQ(c.failures().size(), 3u);
+  const CrossProcessTicket t2 = Ticket("0,1,2", 2, /*generation=*/1);
+  for (const auto& s : OnProcesses({0, 1, 2}, [&](int p) { return run(p, t2, nullptr); })) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  ExpectResult(g);
+}
+
+TEST_P(TransportConformanceTest, RendezvousThroughAFileStore) {
+  // Processes that share only a directory (one node, or a shared filesystem).
+  const std::string dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("transport-file-store-", getpid());
+  std::filesystem::create_directories(dir);
+  FileRendezvousStore store(dir);
+  ClusterOptions options = Options(2);
+  options.store = &store;
+  {
+    SimulatedCluster c(options);
+    Group g =
+        MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1, 1}, 2, 0, 6);
+    const CrossProcessTicket ticket = Ticket("0,1", 0);
+    auto statuses = OnProcesses({0, 1}, [&](int p) {
+      CollectiveItem item = ItemFor(g, p);
+      CollectiveContext context;
+      context.ticket = &ticket;
+      return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+    });
+    for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
+    ExpectResult(g);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_P(TransportConformanceTest, CreateChecksItsOptions) {
+  InMemoryRendezvousStore store;
+  auto backend = *CpuBackend::Create({});
+  const TransportRegistry& registry = TransportRegistry::Global();
+  CrossProcessTransportOptions options;
+  EXPECT_EQ(registry.Create(GetParam(), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.store = &store;
+  options.backend = backend.get();
+  options.process_index = -1;
+  EXPECT_EQ(registry.Create(GetParam(), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.process_index = 0;
+  auto made = registry.Create(GetParam(), options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ((*made)->Name(), GetParam());
+  // A transport that listens binds the peer interface it was given, and
+  // nothing it cannot name.
+  const std::string address = (*made)->ListenAddress();
+  EXPECT_THAT(address, AnyOf("", "127.0.0.1"));
+  options.hostname = "no-such-host.invalid";
+  EXPECT_EQ(registry.Create(GetParam(), options).status().code(), absl::StatusCode::kUnavailable);
+  options.hostname = "0.0.0.0";
+  auto wildcard = registry.Create(GetParam(), options);
+  EXPECT_EQ(wildcard.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(wildcard.status().message()), HasSubstr("wildcard"));
+}
+
+TEST(TransportRegistryTest, UnknownNamesAreRefusedNamingTheRegisteredOnes) {
+  auto made = TransportRegistry::Global().Create("carrier-pigeon", {});
+  EXPECT_EQ(made.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(made.status().message()), HasSubstr("'carrier-pigeon'"));
+  EXPECT_THAT(std::string(made.status().message()), HasSubstr("registered: "));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, TransportConformanceTest,
+                         ::testing::ValuesIn(TransportRegistry::Global().Names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TransportConformanceTest);
+
+}  // namespace
+}  // namespace placement::server
