@@ -6,21 +6,29 @@
 // in use, backend unusable, --ready_file not writable), 2 for invalid flags.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/command_line.h"
 #include "server/daemon.h"
 #include "server/logging.h"
+#include "server/platform/platform_registry.h"
 
 int main(int argc, char** argv) {
   using namespace placement::server;  // NOLINT(build/namespaces): main only
-  const std::string usage =
+  std::vector<std::string> platforms = PlatformRegistry::Global().Names();
+  std::sort(platforms.begin(), platforms.end());
+  const std::string usage = absl::StrCat(
       "placementd: serves this machine's accelerators over gRPC.\n"
-      "  placementd --listen=127.0.0.1:50051 [--backend=auto|cpu|cuda] [--flagfile=FILE]";
+      "  placementd --listen=127.0.0.1:50051 [--backend=auto|",
+      absl::StrJoin(platforms, "|"), "] [--flagfile=FILE]");
   if (auto code = HandleHelpOrVersion(argc, argv, usage, std::cout)) return *code;
   absl::SetProgramUsageMessage(usage);
   absl::ParseCommandLine(argc, argv);

@@ -91,6 +91,15 @@ TEST_F(ClusterNetnsTest, DaemonsOnSeparateHostsFormOneClusterWithDenseIds) {
     }
     EXPECT_EQ(status->cluster.processes[1].first_device_id, 2);
     EXPECT_EQ(status->cluster.processes[1].num_devices, 3);
+    const std::string log = cluster->daemon(d).Stderr();
+    // --allow_insecure off loopback: the peer port is named as plaintext too.
+    EXPECT_THAT(log, HasSubstr(absl::StrCat(
+                         "serving the daemon-to-daemon services plaintext on non-loopback "
+                         "--peer_listen=",
+                         ns.address(d), ":7000")));
+    // Gloo binds the peer interface (the namespace's address), no wildcard.
+    EXPECT_THAT(log, HasSubstr(absl::StrCat("collectives between daemons over gloo on ",
+                                            ns.address(d), "\n")));
   }
 }
 

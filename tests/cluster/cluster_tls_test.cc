@@ -137,7 +137,13 @@ TEST_F(ClusterTlsTest, ClusterFormsOverMutualTls) {
   auto cluster = ClusterProcesses::Start(MutualTlsCluster());
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   for (int d = 0; d < 2; ++d) {
-    EXPECT_THAT((*cluster)->daemon(d).Stderr(), HasSubstr("transport: mutual TLS"));
+    const std::string log = (*cluster)->daemon(d).Stderr();
+    EXPECT_THAT(log, HasSubstr("transport: mutual TLS"));
+    // Said once: TLS does not cover Gloo's connections between daemons.
+    const std::string plaintext =
+        "TLS (--tls_*) protects the gRPC and peer ports, not the gloo connections between daemons";
+    EXPECT_THAT(log, HasSubstr(plaintext));
+    EXPECT_EQ(log.find(plaintext), log.rfind(plaintext)) << log;
     auto client = (*cluster)->Connect(d, Trainer());
     ASSERT_TRUE(client.ok()) << client.status();
     auto status = (*client)->GetStatus();

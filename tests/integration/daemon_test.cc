@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "common/grpc_status.h"
@@ -20,9 +21,9 @@
 namespace placement {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::DaemonOptions;
 using testing::DaemonProcess;
+using ::testing::HasSubstr;
 
 // The daemon's own checks of hardware names, through the wire (the client
 // library takes a HardwareType and cannot send an unknown name).
@@ -218,6 +219,28 @@ TEST(DaemonTest, AutoBackendFallsBackToCpuWithOneClearLogLine) {
   if (status->backend == "cuda") GTEST_SKIP() << "a GPU is present";
   EXPECT_THAT(daemon->Stderr(), HasSubstr("falling back to 8 CPU virtual devices"));
   EXPECT_THAT(status->backend_note, HasSubstr("no usable GPU"));
+  // On a host without the NVIDIA driver the reason says so in plain words,
+  // not as the CUDA runtime's "driver version is insufficient".
+  if (PLACEMENT_WITH_CUDA && !std::filesystem::exists("/proc/driver/nvidia/version")) {
+    EXPECT_THAT(status->backend_note, HasSubstr("no NVIDIA driver on this host"));
+    EXPECT_THAT(status->backend_note, ::testing::Not(HasSubstr("driver version is insufficient")));
+  }
+}
+
+TEST(DaemonStartupTest, AnUnwritableReadyFileFailsBeforeServing) {
+  const std::string missing_dir = "/nonexistent-placementd-dir/ready";
+  auto result = testing::RunCommand({testing::PlacementdBinary(), "--listen=127.0.0.1:0",
+                                     "--backend=cpu", "--ready_file=" + missing_dir});
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("cannot write --ready_file=" + missing_dir));
+  EXPECT_THAT(result.err, HasSubstr("the directory /nonexistent-placementd-dir does not exist"));
+  EXPECT_THAT(result.err, ::testing::Not(HasSubstr("serving on")));
+  // A directory is no ready file either.
+  auto dir = testing::RunCommand(
+      {testing::PlacementdBinary(), "--listen=127.0.0.1:0", "--backend=cpu", "--ready_file=/tmp"});
+  EXPECT_EQ(dir.exit_code, 1) << dir.err;
+  EXPECT_THAT(dir.err, HasSubstr("cannot write --ready_file=/tmp: it is a directory"));
+  EXPECT_THAT(dir.err, ::testing::Not(HasSubstr("serving on")));
 }
 
 TEST(DaemonStartupTest, BadFlagsFailWithClearMessages) {
@@ -229,7 +252,9 @@ TEST(DaemonStartupTest, BadFlagsFailWithClearMessages) {
   const std::vector<Case> cases = {
       {{"--listen=localhost"}, 2, "--listen='localhost' is invalid: missing ':port'"},
       {{"--listen=127.0.0.1:99999"}, 2, "the port must be in [0, 65535]"},
-      {{"--listen=127.0.0.1:0", "--backend=cpu", "--cpu_devices=0"}, 2, "cpu_devices must be in [1, 1024], got 0"},
+      {{"--listen=127.0.0.1:0", "--backend=cpu", "--cpu_devices=0"},
+       2,
+       "cpu_devices must be in [1, 1024], got 0"},
       {{"--listen=127.0.0.1:0", "--backend=tpu"}, 2, "--backend must be auto, cpu or cuda"},
       {{"--listen=127.0.0.1:0", "--log_level=loud"}, 2, "--log_level must be"},
   };
@@ -311,9 +336,11 @@ TEST(DaemonTest, ExportsPrometheusMetrics) {
   ASSERT_TRUE(client->ListDevices().ok());
   EXPECT_FALSE(BatchSizeByName(daemon->address(), "zzz").ok());
   std::string text = HttpGet(port, "/metrics");
-  EXPECT_THAT(text, HasSubstr("placementd_rpcs_total{code=\"OK\",method=\"/placement.v1.DeviceService/ListDevices\"} 1"));
+  EXPECT_THAT(text, HasSubstr("placementd_rpcs_total{code=\"OK\",method=\"/"
+                              "placement.v1.DeviceService/ListDevices\"} 1"));
   EXPECT_THAT(text, HasSubstr("code=\"INVALID_ARGUMENT\",method="));
-  EXPECT_THAT(text, HasSubstr("placementd_device_memory_in_use_bytes{device=\"7\",platform=\"cpu\"} 0"));
+  EXPECT_THAT(text,
+              HasSubstr("placementd_device_memory_in_use_bytes{device=\"7\",platform=\"cpu\"} 0"));
   EXPECT_THAT(HttpGet(port, "/healthz"), HasSubstr("200 OK"));
 }
 

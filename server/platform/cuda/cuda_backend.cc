@@ -34,11 +34,34 @@ int32_t NumaNodeOf(const std::string& pci_bus_id) {
 
 }  // namespace
 
+namespace {
+
+// Why the CUDA runtime found no device, in an operator's words: the
+// runtime's own text for a host without a driver ("CUDA driver version is
+// insufficient for CUDA runtime version") reads like an upgrade is due.
+std::string NoDeviceReason(cudaError_t err) {
+  const std::string code = cudaGetErrorName(err);
+  if (err == cudaErrorInsufficientDriver) {
+    int driver = 0;
+    cudaDriverGetVersion(&driver);
+    if (driver == 0) return absl::StrCat("no NVIDIA driver on this host (", code, ")");
+    int runtime = 0;
+    cudaRuntimeGetVersion(&runtime);
+    return absl::StrCat("the NVIDIA driver supports CUDA ", driver / 1000, ".", driver % 1000 / 10,
+                        ", older than this build's CUDA runtime ", runtime / 1000, ".",
+                        runtime % 1000 / 10, " (", code, ")");
+  }
+  if (err == cudaErrorNoDevice) return absl::StrCat("no NVIDIA GPU on this host (", code, ")");
+  return absl::StrCat(code, ": ", cudaGetErrorString(err));
+}
+
+}  // namespace
+
 bool CudaDevicesPresent(std::string* reason) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
-    if (reason) *reason = absl::StrCat(cudaGetErrorName(err), ": ", cudaGetErrorString(err));
+    if (reason) *reason = NoDeviceReason(err);
     return false;
   }
   if (count == 0) {

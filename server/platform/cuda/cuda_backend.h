@@ -50,8 +50,11 @@ struct CudaBackendOptions {
 
 class CudaBackend final : public BudgetedBackend {
  public:
-  // FAILED_PRECONDITION with the CUDA runtime's text when no driver or no
-  // GPU is present ("CUDA unavailable: no CUDA-capable device is detected").
+  // FAILED_PRECONDITION when no driver or no GPU is present, in plain words
+  // with the runtime's code ("CUDA unavailable: no NVIDIA driver on this host
+  // (cudaErrorInsufficientDriver)", "... no NVIDIA GPU on this host
+  // (cudaErrorNoDevice)", a driver older than the runtime with both
+  // versions).
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options);
   ~CudaBackend() override;
 
