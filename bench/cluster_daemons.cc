@@ -107,13 +107,16 @@ absl::StatusOr<std::unique_ptr<ClusterDaemons>> ClusterDaemons::Start(
         "--backend=cpu",
         absl::StrCat("--cpu_devices=", options.devices_per_process),
         absl::StrCat("--cpu_device_memory=", options.device_memory),
-        absl::StrCat("--num_processes=", options.num_processes),
-        absl::StrCat("--process_index=", i),
-        "--coordinator=" + coordinator,
-        "--cluster_init_timeout=60s",
         "--drain_timeout=5s",
         "--log_level=warning",
     };
+    if (!options.lone) {
+      for (std::string flag : {absl::StrCat("--num_processes=", options.num_processes),
+                               absl::StrCat("--process_index=", i), "--coordinator=" + coordinator,
+                               std::string("--cluster_init_timeout=120s")}) {
+        argv.push_back(std::move(flag));
+      }
+    }
     for (const std::string& f : options.extra_flags) argv.push_back(f);
     d.pid = Spawn(argv, d.stderr_path);
     if (d.pid < 0) return absl::InternalError("fork failed");

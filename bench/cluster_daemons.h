@@ -31,6 +31,9 @@ struct ClusterDaemonsOptions {
   int num_processes = 2;
   int devices_per_process = 1;
   int64_t device_memory = int64_t{1} << 30;  // per device
+  // Every daemon on its own, in no cluster (a baseline: what starting N
+  // processes costs without forming anything).
+  bool lone = false;
   // Appended to every daemon's flags (e.g. "--cluster_op_timeout=2m").
   std::vector<std::string> extra_flags;
   absl::Duration start_timeout = absl::Seconds(60);
