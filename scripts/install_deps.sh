@@ -8,7 +8,8 @@ packages=(build-essential cmake ninja-build pkg-config
   libabsl-dev libgloo-dev libsystemd-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   python3 python3-venv
-  iproute2 openssl)
+  iproute2 openssl
+  prometheus)  # promtool: the alert rules and the /metrics exposition are checked with it
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -260,6 +260,7 @@ absl::Status CreateServices(DaemonState* state, std::unique_ptr<CollectiveEngine
   DaemonCounts counts = state->services->counts();
   StreamRegistry* streams = state->streams.get();
   counts.open_streams = [streams] { return streams->open_streams(); };
+  counts.streams = [streams] { return streams->List(); };
   state->daemon_handler =
       std::make_unique<DaemonHandler>(&state->identity, state->inventory.get(), std::move(counts),
                                       &state->gate, state->cluster.get());

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/metrics/standard_metrics.h"
 
 namespace placement::server {
 
@@ -23,11 +24,12 @@ void AddDaemonGauges(Metrics* metrics, const DeviceInventory* inventory, const C
     out->push_back({"placementd_inflight_calls", {}, static_cast<double>(gate->in_flight())});
     out->push_back({"placementd_up", {}, gate->draining() ? 0.0 : 1.0});
     out->push_back({"placementd_open_streams", {}, static_cast<double>(streams->open_streams())});
-    out->push_back({"placementd_streams_reaped", {}, static_cast<double>(streams->reaped_total())});
+    out->push_back(
+        {"placementd_streams_reaped_total", {}, static_cast<double>(streams->reaped_total())});
   });
   metrics->Describe("placementd_open_streams", "gauge",
                     "Upload, download and prefetch streams open now (--max_streams).");
-  metrics->Describe("placementd_streams_reaped", "gauge",
+  metrics->Describe("placementd_streams_reaped_total", "counter",
                     "Streams cancelled since start for making no progress "
                     "(--stream_idle_timeout).");
   metrics->Describe("placementd_device_memory_in_use_bytes", "gauge",
@@ -37,6 +39,7 @@ void AddDaemonGauges(Metrics* metrics, const DeviceInventory* inventory, const C
   metrics->Describe("placementd_device_memory_limit_bytes", "gauge", "Byte budget of each device.");
   metrics->Describe("placementd_inflight_calls", "gauge", "RPCs currently running.");
   metrics->Describe("placementd_up", "gauge", "1 while serving, 0 while draining.");
+  AddStandardMetrics(metrics);
 }
 
 }  // namespace placement::server

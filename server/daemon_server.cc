@@ -41,7 +41,7 @@ void ApplyServerDefaults(grpc::ServerBuilder* builder) {
 void SetDaemonInterceptors(grpc::ServerBuilder* builder, Metrics* metrics) {
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> chain;
   chain.push_back(MakeMalformedRequestInterceptorFactory());
-  if (metrics != nullptr) chain.push_back(MakeRpcMetricsInterceptorFactory(metrics));
+  if (metrics != nullptr) chain.push_back(InstallRpcMetrics(builder, metrics));
   builder->experimental().SetInterceptorCreators(std::move(chain));
 }
 

@@ -27,6 +27,7 @@
 #include "server/service/region_handler.h"
 #include "server/service/session_handler.h"
 #include "server/service/tensor_handler.h"
+#include "server/tensor/tenant_metrics.h"
 #include "server/tensor/tensor_ops.h"
 #include "server/tensor/tensor_store.h"
 
@@ -78,12 +79,21 @@ void AddClusterMetrics(Metrics* metrics, Cluster* cluster, ClusterTensors* pendi
                     "Membership epoch of this daemon's cluster (advances on every change).");
   metrics->Describe("placementd_cluster_processes", "gauge",
                     "Daemons of the cluster by state (joining, alive, lost).");
+  metrics->Describe("placementd_cluster_state", "gauge",
+                    "1 for the cluster's state as this daemon sees it (forming, formed, "
+                    "degraded, failed), 0 for the others.");
   metrics->Describe("placementd_cluster_pending_tensors", "gauge",
                     "Tensor parts prepared here for an operation another daemon drives, not "
                     "yet committed.");
   metrics->AddCollector([cluster, pending](std::vector<GaugeSample>* out) {
     std::shared_ptr<const ClusterView> view = cluster->view();
     out->push_back({"placementd_cluster_epoch", {}, static_cast<double>(view->epoch)});
+    for (ClusterState state : {ClusterState::kForming, ClusterState::kFormed,
+                               ClusterState::kDegraded, ClusterState::kFailed}) {
+      out->push_back({"placementd_cluster_state",
+                      {{"state", std::string(ClusterStateName(state))}},
+                      view->state == state ? 1.0 : 0.0});
+    }
     for (ProcessState state : {ProcessState::kJoining, ProcessState::kAlive, ProcessState::kLost}) {
       double n = 0;
       for (const ProcessRecord& p : view->processes) n += p.state == state ? 1 : 0;
@@ -271,6 +281,7 @@ void ServiceSet::Impl::CreateCluster() {
 void ServiceSet::Impl::AddMetrics() {
   if (metrics == nullptr) return;
   AddMeshAndTensorMetrics(metrics, meshes(), tensors());
+  AddTenantMetrics(metrics, tensors());
   AddSessionMetrics(metrics, session_manager.get());
   AddRegionMetrics(metrics, region_registry.get());
   if (cluster_tensors != nullptr)

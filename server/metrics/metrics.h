@@ -1,7 +1,18 @@
 // Metrics: the daemon's Prometheus metrics, kept in a prometheus-cpp registry.
 // Counters and histograms are updated by the components that own the events;
-// gauges are read at scrape time through collectors, so they are never stale.
-// Values are doubles, rendered exactly for integers up to 2^53 (bytes, counts).
+// gauges (and counters a component keeps itself) are read at scrape time
+// through collectors, so they are never stale. Values are doubles, rendered
+// exactly for integers up to 2^53 (bytes, counts).
+//
+// Conventions (docs/operations.md "Metrics"; tests/ops/metrics_test.py checks
+// the exposition with `promtool check metrics`):
+//   - counter names end in "_total", gauge names never do;
+//   - every declared family is in the exposition from the start: a declared
+//     counter or histogram with no series yet, or a declared gauge no
+//     collector reports, shows one unlabelled series at zero, and Describe
+//     can create the label sets a counter will use at zero up front;
+//   - label values come from bounded sets (methods, codes, devices, a capped
+//     number of tenants), never from request data.
 //
 // Names follow Prometheus rules ([a-zA-Z_:][a-zA-Z0-9_:]*); an invalid name
 // or label is a programming error (prometheus-cpp throws).
@@ -56,13 +67,21 @@ class Metrics {
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  // Declares a metric's HELP and TYPE: "counter" (updated with Add) or
-  // "gauge" (reported by collectors). Optional; an undeclared counter gets an
-  // empty HELP, an undeclared collected sample is a gauge.
-  void Describe(std::string name, std::string type, std::string help);
+  // Declares a metric's HELP and TYPE: "counter" (updated with Add, or
+  // reported by a collector that keeps its own running total) or "gauge"
+  // (reported by collectors). A counter's `zero_series` are created at zero
+  // now, so that a rate() over one of them works before its first event.
+  // Optional for counters updated with Add (an undeclared one gets an empty
+  // HELP and appears with its first event); an undeclared collected sample
+  // is a gauge.
+  void Describe(std::string name, std::string type, std::string help,
+                const std::vector<MetricLabels>& zero_series = {});
   // Declares a histogram and its bucket upper bounds (sorted, +Inf implied).
   // REQUIRES: before the first Observe of `name`.
   void DescribeHistogram(std::string name, std::string help, std::vector<double> buckets);
+  // Creates the series `labels` of a declared histogram at zero (ignored
+  // for an undeclared one).
+  void InitHistogram(absl::string_view name, const MetricLabels& labels);
 
   void Add(absl::string_view name, const MetricLabels& labels, double delta);
   void Increment(absl::string_view name, const MetricLabels& labels = {}) { Add(name, labels, 1); }
@@ -76,14 +95,15 @@ class Metrics {
   double CounterValue(absl::string_view name, const MetricLabels& labels = {}) const;
   HistogramSnapshot HistogramValue(absl::string_view name, const MetricLabels& labels = {}) const;
 
-  // The Prometheus text exposition (format 0.0.4) of everything.
+  // The Prometheus text exposition (format 0.0.4) of everything, families
+  // sorted by name and each family's series by their labels.
   std::string Render() const;
-  // What an exposer serves: the registry and the collected gauges. The
-  // pointers stay valid while this object lives.
+  // What an exposer serves (one Collectable with every family). The pointers
+  // stay valid while this object lives.
   std::vector<std::weak_ptr<prometheus::Collectable>> Collectables() const;
 
  private:
-  class CollectedGauges;
+  class Exposition;
   struct HistogramFamily {
     prometheus::Family<prometheus::Histogram>* family;
     std::vector<double> buckets;
@@ -92,7 +112,7 @@ class Metrics {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::shared_ptr<prometheus::Registry> registry_;
-  std::shared_ptr<CollectedGauges> gauges_;
+  std::shared_ptr<Exposition> exposition_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::string, std::less<>> counter_help_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Family<prometheus::Counter>*, std::less<>> counters_

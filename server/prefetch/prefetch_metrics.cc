@@ -28,7 +28,8 @@ PrefetchMetrics::PrefetchMetrics(Metrics* metrics)
   metrics_->Describe("placementd_prefetch_device_bytes_held", "gauge",
                      "Device bytes of staged, unreleased prefetch batches.");
   metrics_->Describe("placementd_prefetch_streams_total", "counter",
-                     "Finished prefetch streams by result (ok, cancelled, error).");
+                     "Finished prefetch streams by result (ok, cancelled, error).",
+                     {{{"result", "ok"}}, {{"result", "cancelled"}}, {{"result", "error"}}});
   metrics_->Describe("placementd_prefetch_batches_staged_total", "counter",
                      "Prefetch batches staged onto devices.");
   metrics_->Describe("placementd_prefetch_bytes_staged_total", "counter",
@@ -39,11 +40,12 @@ PrefetchMetrics::PrefetchMetrics(Metrics* metrics)
                      "Time prefetch buffers were full while producers could send.");
   std::shared_ptr<Live> live = live_;
   metrics_->AddCollector([live](std::vector<GaugeSample>* out) {
-    out->push_back({"placementd_prefetch_streams_open", {},
-                    static_cast<double>(live->open_streams.load())});
-    out->push_back({"placementd_prefetch_batches_held", {},
-                    static_cast<double>(live->batches_held.load())});
-    out->push_back({"placementd_prefetch_device_bytes_held", {},
+    out->push_back(
+        {"placementd_prefetch_streams_open", {}, static_cast<double>(live->open_streams.load())});
+    out->push_back(
+        {"placementd_prefetch_batches_held", {}, static_cast<double>(live->batches_held.load())});
+    out->push_back({"placementd_prefetch_device_bytes_held",
+                    {},
                     static_cast<double>(live->bytes_held.load())});
   });
 }

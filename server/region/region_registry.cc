@@ -50,10 +50,12 @@ RegionRegistry::RegionRegistry(FdPassingListener* fds, Metrics* metrics,
     metrics_->Describe("placementd_region_registrations_total", "counter",
                        "Shared-memory regions registered (RegionService).");
     metrics_->Describe("placementd_region_failures_total", "counter",
-                       "Refused region registrations and region uses, by op.");
+                       "Refused region registrations and region uses, by op.",
+                       {{{"op", "register"}}, {{"op", "unregister"}}, {{"op", "use"}}});
     metrics_->Describe("placementd_region_bytes_total", "counter",
                        "Bytes moved through regions: direction=in (uploads read the region), "
-                       "out (downloads write it).");
+                       "out (downloads write it).",
+                       {{{"direction", "in"}}, {{"direction", "out"}}});
   }
 }
 

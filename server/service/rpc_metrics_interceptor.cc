@@ -1,11 +1,18 @@
 #include "server/service/rpc_metrics_interceptor.h"
 
+#include <array>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "google/protobuf/descriptor.h"
+#include "grpcpp/impl/server_builder_option.h"
+#include "grpcpp/impl/server_builder_plugin.h"
+#include "grpcpp/impl/server_initializer.h"
 #include "placement/v1/prefetch_service.grpc.pb.h"
 #include "placement/v1/tensor_service.grpc.pb.h"
 
@@ -16,15 +23,66 @@ namespace pb = placement::v1;
 using grpc::experimental::InterceptionHookPoints;
 using grpc::experimental::ServerRpcInfo;
 
-constexpr char kRpcs[] = "placementd_rpcs_total";
-constexpr char kDuration[] = "placementd_rpc_duration_seconds";
+constexpr char kStarted[] = "grpc_server_started_total";
+constexpr char kHandled[] = "grpc_server_handled_total";
+constexpr char kHandling[] = "grpc_server_handling_seconds";
+constexpr char kReceivedMessages[] = "grpc_server_msg_received_total";
+constexpr char kSentMessages[] = "grpc_server_msg_sent_total";
 constexpr char kReceived[] = "placementd_rpc_received_bytes";
 constexpr char kSent[] = "placementd_rpc_sent_bytes";
 
-// "OK", "INVALID_ARGUMENT", ...: gRPC's and Abseil's codes are the same.
+// Codes as google.golang.org/grpc/codes spells them (Code.String()), which
+// is what stock dashboards filter on.
+constexpr std::array<const char*, 17> kCodeNames = {
+    "OK",       "Canceled",       "Unknown",          "InvalidArgument",   "DeadlineExceeded",
+    "NotFound", "AlreadyExists",  "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
+    "Aborted",  "OutOfRange",     "Unimplemented",    "Internal",          "Unavailable",
+    "DataLoss", "Unauthenticated"};
+
 std::string CodeName(grpc::StatusCode code) {
-  std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
-  return name.empty() ? absl::StrCat(static_cast<int>(code)) : name;
+  const int n = static_cast<int>(code);
+  return n >= 0 && n < static_cast<int>(kCodeNames.size()) ? kCodeNames[n] : absl::StrCat(n);
+}
+
+const char* TypeName(bool client_streaming, bool server_streaming) {
+  if (client_streaming && server_streaming) return "bidi_stream";
+  if (client_streaming) return "client_stream";
+  if (server_streaming) return "server_stream";
+  return "unary";
+}
+
+const char* TypeName(ServerRpcInfo::Type type) {
+  switch (type) {
+    case ServerRpcInfo::Type::CLIENT_STREAMING:
+      return TypeName(true, false);
+    case ServerRpcInfo::Type::SERVER_STREAMING:
+      return TypeName(false, true);
+    case ServerRpcInfo::Type::BIDI_STREAMING:
+      return TypeName(true, true);
+    default:
+      return TypeName(false, false);
+  }
+}
+
+// {grpc_type, grpc_service, grpc_method} of "/pkg.Service/Method".
+MetricLabels MethodLabels(absl::string_view path, const char* type) {
+  absl::string_view trimmed = absl::StripPrefix(path, "/");
+  const size_t slash = trimmed.find('/');
+  absl::string_view service = slash == absl::string_view::npos ? "" : trimmed.substr(0, slash);
+  absl::string_view method = slash == absl::string_view::npos ? trimmed : trimmed.substr(slash + 1);
+  return {{"grpc_type", type},
+          {"grpc_service", std::string(service)},
+          {"grpc_method", std::string(method)}};
+}
+
+// The byte histograms name the method without its type.
+MetricLabels WithoutType(const MetricLabels& labels) {
+  return MetricLabels(labels.begin() + 1, labels.end());
+}
+
+MetricLabels WithCode(MetricLabels labels, const std::string& code) {
+  labels.emplace_back("grpc_code", code);
+  return labels;
 }
 
 // Interceptors see a received message only as `void*`; its type is the
@@ -54,45 +112,53 @@ class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
  public:
   RpcMetricsInterceptor(Metrics* metrics, const ServerRpcInfo& info)
       : metrics_(metrics),
-        method_(info.method()),
+        labels_(MethodLabels(info.method(), TypeName(info.type()))),
         start_(absl::Now()),
-        request_bytes_(StreamedRequestBytes(method_)),
+        request_bytes_(StreamedRequestBytes(info.method())),
         streams_out_(info.type() == ServerRpcInfo::Type::SERVER_STREAMING ||
-                     info.type() == ServerRpcInfo::Type::BIDI_STREAMING) {}
+                     info.type() == ServerRpcInfo::Type::BIDI_STREAMING) {
+    metrics_->Increment(kStarted, labels_);
+  }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (request_bytes_ != nullptr &&
-        methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
       if (const void* message = methods->GetRecvMessage(); message != nullptr) {
-        received_ += request_bytes_(message);
+        ++received_messages_;
+        if (request_bytes_ != nullptr) received_ += request_bytes_(message);
       }
     }
-    if (streams_out_ &&
-        methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
+      ++sent_messages_;
       // Serializes now; gRPC sends these bytes (no second serialization).
-      if (grpc::ByteBuffer* buffer = methods->GetSerializedSendMessage(); buffer != nullptr) {
-        sent_ += buffer->Length();
+      if (streams_out_) {
+        if (grpc::ByteBuffer* buffer = methods->GetSerializedSendMessage(); buffer != nullptr) {
+          sent_ += buffer->Length();
+        }
       }
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
-      const MetricLabels method = {{"method", method_}};
-      metrics_->Increment(
-          kRpcs, {{"method", method_}, {"code", CodeName(methods->GetSendStatus().error_code())}});
-      metrics_->Observe(kDuration, method, absl::ToDoubleSeconds(absl::Now() - start_));
-      if (request_bytes_ != nullptr) metrics_->Observe(kReceived, method, received_);
-      if (streams_out_) metrics_->Observe(kSent, method, sent_);
+      metrics_->Increment(kHandled,
+                          WithCode(labels_, CodeName(methods->GetSendStatus().error_code())));
+      metrics_->Observe(kHandling, labels_, absl::ToDoubleSeconds(absl::Now() - start_));
+      metrics_->Add(kReceivedMessages, labels_, received_messages_);
+      metrics_->Add(kSentMessages, labels_, sent_messages_);
+      if (request_bytes_ != nullptr) metrics_->Observe(kReceived, WithoutType(labels_), received_);
+      if (streams_out_) metrics_->Observe(kSent, WithoutType(labels_), sent_);
     }
     methods->Proceed();
   }
 
  private:
   Metrics* const metrics_;
-  const std::string method_;
+  const MetricLabels labels_;
   const absl::Time start_;
   const MessageBytesFn request_bytes_;  // null: requests do not stream in
   const bool streams_out_;
-  double received_ = 0;  // gRPC runs one call's interceptions one at a time
+  // gRPC runs one call's interceptions one at a time.
+  double received_ = 0;
   double sent_ = 0;
+  double received_messages_ = 0;
+  double sent_messages_ = 0;
 };
 
 class RpcMetricsInterceptorFactory final
@@ -107,6 +173,54 @@ class RpcMetricsInterceptorFactory final
   Metrics* metrics_;
 };
 
+// Creates every served method's series at zero once the server has
+// registered all its services (reflection and health included, which
+// register themselves during the build).
+class ZeroSeriesPlugin final : public grpc::ServerBuilderPlugin {
+ public:
+  explicit ZeroSeriesPlugin(Metrics* metrics) : metrics_(metrics) {}
+  std::string name() override { return "placementd_rpc_metrics"; }
+  void InitServer(grpc::ServerInitializer*) override {}
+  void Finish(grpc::ServerInitializer* si) override {
+    const auto* pool = google::protobuf::DescriptorPool::generated_pool();
+    for (const std::string& service_name : *si->GetServiceList()) {
+      const google::protobuf::ServiceDescriptor* service = pool->FindServiceByName(service_name);
+      if (service == nullptr) continue;  // its series appear with its first call
+      for (int i = 0; i < service->method_count(); ++i) {
+        const google::protobuf::MethodDescriptor* m = service->method(i);
+        const std::string path = absl::StrCat("/", service_name, "/", m->name());
+        const MetricLabels labels =
+            MethodLabels(path, TypeName(m->client_streaming(), m->server_streaming()));
+        for (const char* counter : {kStarted, kReceivedMessages, kSentMessages}) {
+          metrics_->Add(counter, labels, 0);
+        }
+        metrics_->Add(kHandled, WithCode(labels, "OK"), 0);
+        metrics_->InitHistogram(kHandling, labels);
+        if (StreamedRequestBytes(path) != nullptr) {
+          metrics_->InitHistogram(kReceived, WithoutType(labels));
+        }
+        if (m->server_streaming()) metrics_->InitHistogram(kSent, WithoutType(labels));
+      }
+    }
+  }
+  void ChangeArguments(const std::string&, void*) override {}
+
+ private:
+  Metrics* const metrics_;
+};
+
+class ZeroSeriesOption final : public grpc::ServerBuilderOption {
+ public:
+  explicit ZeroSeriesOption(Metrics* metrics) : metrics_(metrics) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->push_back(std::make_unique<ZeroSeriesPlugin>(metrics_));
+  }
+
+ private:
+  Metrics* const metrics_;
+};
+
 // 1 KiB, 4 KiB, ..., 16 GiB.
 std::vector<double> ByteBuckets() {
   std::vector<double> buckets;
@@ -116,10 +230,19 @@ std::vector<double> ByteBuckets() {
 
 }  // namespace
 
-std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-MakeRpcMetricsInterceptorFactory(Metrics* metrics) {
-  metrics->Describe(kRpcs, "counter", "RPCs finished, by method and status code.");
-  metrics->DescribeHistogram(kDuration, "Seconds from the start of an RPC to its final status.",
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> InstallRpcMetrics(
+    grpc::ServerBuilder* builder, Metrics* metrics) {
+  metrics->Describe(kStarted, "counter", "Total number of RPCs started on the server.");
+  metrics->Describe(kHandled, "counter",
+                    "Total number of RPCs completed on the server, regardless of success or "
+                    "failure.");
+  metrics->Describe(kReceivedMessages, "counter",
+                    "Total number of RPC stream messages received on the server.");
+  metrics->Describe(kSentMessages, "counter",
+                    "Total number of gRPC stream messages sent by the server.");
+  metrics->DescribeHistogram(kHandling,
+                             "Histogram of response latency (seconds) of gRPC that had been "
+                             "application-level handled by the server.",
                              {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
                               2.5, 5, 10, 30, 60, 300});
   metrics->DescribeHistogram(
@@ -128,6 +251,7 @@ MakeRpcMetricsInterceptorFactory(Metrics* metrics) {
   metrics->DescribeHistogram(
       kSent, "Bytes of the response messages the daemon streamed out, per call (serialized).",
       ByteBuckets());
+  builder->SetOption(std::make_unique<ZeroSeriesOption>(metrics));
   return std::make_unique<RpcMetricsInterceptorFactory>(metrics);
 }
 

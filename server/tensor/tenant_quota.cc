@@ -64,4 +64,9 @@ TenantUsage TenantQuota::UsageOf(const std::string& tenant) const {
   return it == usage_.end() ? TenantUsage{} : it->second;
 }
 
+std::vector<std::pair<std::string, TenantUsage>> TenantQuota::Usages() const {
+  absl::MutexLock lock(&mu_);
+  return {usage_.begin(), usage_.end()};
+}
+
 }  // namespace placement::server

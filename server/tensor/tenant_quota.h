@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -45,6 +47,8 @@ class TenantQuota : public std::enable_shared_from_this<TenantQuota> {
                                                int64_t page_rounded_bytes);
 
   TenantUsage UsageOf(const std::string& tenant) const;
+  // Every tenant that holds something now, in no particular order.
+  std::vector<std::pair<std::string, TenantUsage>> Usages() const;
 
  private:
   TenantQuota(int64_t max_device_bytes, int64_t max_tensors)

@@ -15,6 +15,8 @@ import unittest
 import urllib.error
 import urllib.request
 
+import yaml
+
 from prometheus_client.parser import text_string_to_metric_families
 
 import ops_testing
@@ -38,9 +40,36 @@ def http_status(url):
 def value(family, suffix="", **labels):
     """The one sample of `family` named name+suffix with exactly `labels`."""
     matches = [s.value for s in family.samples
-               if s.name == family.name + suffix and s.labels == labels]
+               if s.name == family.name + suffix and labels == s.labels]
     assert len(matches) == 1, (family.name + suffix, labels, family.samples)
     return matches[0]
+
+
+class mock_any:
+    """Equal to any label value (build labels differ from build to build)."""
+
+    def __eq__(self, other):
+        return True
+
+
+def exported_metrics(families):
+    """metric name (counters with _total) -> type, the exposer's own excepted."""
+    exported = {name: f.type for name, f in families.items() if not name.startswith("exposer_")}
+    return {name + ("_total" if kind == "counter" else ""): kind
+            for name, kind in exported.items()}
+
+
+def promtool_check(test, url):
+    """`promtool check metrics` (Debian's prometheus package) finds nothing to say."""
+    promtool = os.environ.get("PROMTOOL_BIN", "")
+    if not promtool or not os.access(promtool, os.X_OK):
+        test.fail(f"no promtool at '{promtool}' (scripts/install_deps.sh installs prometheus)")
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read()
+    checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                             timeout=60)
+    test.assertEqual(checked.returncode, 0, checked.stdout + checked.stderr)
+    test.assertEqual(checked.stdout + checked.stderr, b"")
 
 
 def documented_metrics():
@@ -78,6 +107,79 @@ class MetricsTest(unittest.TestCase):
         self.assertRegex(self.daemon.ready_lines[1],
                          r"^metrics=http://127\.0\.0\.1:\d+/metrics$")
         self.assertNotEqual(self.daemon.metrics_url, "")
+
+    def test_every_family_is_there_at_zero_from_the_start(self):
+        families = scrape(self.daemon.metrics_url)
+        documented = documented_metrics()
+        cluster_only = {"placementd_cluster_epoch", "placementd_cluster_processes",
+                        "placementd_cluster_state", "placementd_cluster_pending_tensors"}
+        self.assertEqual(set(documented) - set(exported_metrics(families)), cluster_only)
+        for name, kind in documented.items():
+            if name in cluster_only:
+                continue
+            family = families[name[:-len("_total")] if kind == "counter" else name]
+            self.assertTrue(family.samples, name)
+        # Counters that move only on their event are at zero, by every known label.
+        for name in ["placementd_prefetch_producer_blocked_seconds",
+                     "placementd_prefetch_consumer_stall_seconds",
+                     "placementd_region_registrations", "placementd_streams_reaped"]:
+            self.assertEqual(value(families[name], "_total"), 0, name)
+        for op in ["register", "unregister", "use"]:
+            self.assertEqual(value(families["placementd_region_failures"], "_total", op=op), 0)
+        for direction in ["in", "out"]:
+            self.assertEqual(value(families["placementd_region_bytes"], "_total",
+                                   direction=direction), 0)
+        for collective in ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]:
+            self.assertEqual(value(families["placementd_collectives"], "_total",
+                                   collective=collective), 0)
+        for result in ["ok", "cancelled", "error"]:
+            self.assertEqual(value(families["placementd_prefetch_streams"], "_total",
+                                   result=result), 0)
+        # Every served method: started and handled OK at zero, an empty histogram.
+        for service in ["placement.v1.TensorService", "placement.v1.SessionService",
+                        "grpc.reflection.v1alpha.ServerReflection"]:
+            described = run_grpcurl("-plaintext", self.addr, "describe", service).stdout
+            for method in re.findall(r"rpc (\w+) \(", described):
+                started = [s for s in families["grpc_server_started"].samples
+                           if s.labels.get("grpc_service") == service
+                           and s.labels.get("grpc_method") == method]
+                self.assertEqual(len(started), 1, (service, method))
+        self.assertEqual(value(families["placementd_build_info"], version=mock_any(),
+                               revision=mock_any(), grpc_version=mock_any()), 1)
+        promtool_check(self, self.daemon.metrics_url)
+
+    def test_dashboard_and_alerts_use_only_served_metrics(self):
+        served = set(exported_metrics(scrape(self.daemon.metrics_url))) | set(documented_metrics())
+        served |= {"up"}  # Prometheus's own, per scrape target
+
+        def metric_names(expr):
+            names = set()
+            for token in re.findall(r"[a-z_:][a-z0-9_:]*(?=\s*[{\[)]|\s*$|\s*[/>=<])", expr):
+                if token.startswith(("placementd_", "grpc_server_", "process_")) or token == "up":
+                    names.add(re.sub(r"_(bucket|sum|count)$", "", token))
+            return names
+
+        with open(os.path.join(REPO, "deploy", "grafana", "placementd.json")) as f:
+            dashboard = json.load(f)
+        exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+        self.assertGreater(len(exprs), 20)
+        with open(os.path.join(REPO, "deploy", "prometheus", "alerts.yml")) as f:
+            rules = yaml.safe_load(f)
+        alerts = {r["alert"]: r["expr"] for g in rules["groups"] for r in g["rules"]}
+        self.assertEqual(set(alerts), {"PlacementdDown", "PlacementdDraining",
+                                       "PlacementdDeviceMemoryHigh", "PlacementdClusterNotFormed",
+                                       "PlacementdHighErrorRate"})
+        used = set()
+        for expr in exprs + list(alerts.values()):
+            names = metric_names(expr)
+            self.assertTrue(names, expr)
+            used |= names
+        self.assertEqual(used - served, set())
+        # The dashboard covers what operators watch.
+        titles = " ".join(p["title"] for p in dashboard["panels"]).lower()
+        for word in ["devices", "memory", "tensors", "streams", "rpc rate", "latency", "errors",
+                     "cluster state"]:
+            self.assertIn(word, titles)
 
     def test_exposition_after_real_traffic(self):
         # f32[1000, 300]: 1.2 MB, uploaded in 5 chunks over 4 devices.
@@ -140,21 +242,35 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(value(families["placementd_meshes"]), 1)
         self.assertEqual(value(families["placementd_up"]), 1)
 
-        # Counters by method and code (the parser strips _total from the family name).
-        rpcs = families["placementd_rpcs"]
-        self.assertEqual(rpcs.type, "counter")
-        self.assertEqual(value(rpcs, "_total", method="/placement.v1.DeviceService/ListDevices",
-                               code="OK"), 1)
-        self.assertEqual(value(rpcs, "_total", code="INVALID_ARGUMENT",
-                               method="/placement.v1.DeviceService/GetBatchSizeRecommendation"), 1)
+        # Stock gRPC server metrics (the parser strips _total from the family name).
+        handled = families["grpc_server_handled"]
+        self.assertEqual(handled.type, "counter")
+        list_devices = dict(grpc_type="unary", grpc_service="placement.v1.DeviceService",
+                            grpc_method="ListDevices")
+        self.assertEqual(value(handled, "_total", grpc_code="OK", **list_devices), 1)
+        self.assertEqual(value(families["grpc_server_started"], "_total", **list_devices), 1)
+        self.assertEqual(value(handled, "_total", grpc_code="InvalidArgument", grpc_type="unary",
+                               grpc_service="placement.v1.DeviceService",
+                               grpc_method="GetBatchSizeRecommendation"), 1)
+        upload = dict(grpc_type="client_stream", grpc_service="placement.v1.TensorService",
+                      grpc_method="Upload")
+        self.assertEqual(value(handled, "_total", grpc_code="OK", **upload), 1)
+        # The header and five chunks in, one response out.
+        self.assertEqual(value(families["grpc_server_msg_received"], "_total", **upload), 6)
+        self.assertEqual(value(families["grpc_server_msg_sent"], "_total", **upload), 1)
+        # A method never called is there at zero (every served method is).
+        self.assertEqual(value(handled, "_total", grpc_code="OK", grpc_type="unary",
+                               grpc_service="placement.v1.MeshService",
+                               grpc_method="DeleteMesh"), 0)
+        self.assertEqual(value(families["grpc_server_started"], "_total", grpc_type="unary",
+                               grpc_service="grpc.health.v1.Health", grpc_method="Check"), 0)
 
         # Latency histogram: one observation per call, cumulative buckets.
-        duration = families["placementd_rpc_duration_seconds"]
+        duration = families["grpc_server_handling_seconds"]
         self.assertEqual(duration.type, "histogram")
-        upload_method = "/placement.v1.TensorService/Upload"
-        self.assertEqual(value(duration, "_count", method=upload_method), 1)
+        self.assertEqual(value(duration, "_count", **upload), 1)
         buckets = [s for s in duration.samples
-                   if s.name.endswith("_bucket") and s.labels["method"] == upload_method]
+                   if s.name.endswith("_bucket") and s.labels["grpc_method"] == "Upload"]
         counts = [s.value for s in buckets]
         self.assertEqual(counts, sorted(counts))
         self.assertEqual(buckets[-1].labels["le"], "+Inf")
@@ -163,9 +279,10 @@ class MetricsTest(unittest.TestCase):
         # Transfer sizes: the upload's request bytes and the download's response
         # bytes, each the tensor's bytes plus a little framing.
         received = families["placementd_rpc_received_bytes"]
-        self.assertEqual(value(received, "_count", method=upload_method), 1)
-        self.assertGreaterEqual(value(received, "_sum", method=upload_method), len(data))
-        self.assertLess(value(received, "_sum", method=upload_method), len(data) + 300)
+        upload_method = dict(grpc_service="placement.v1.TensorService", grpc_method="Upload")
+        self.assertEqual(value(received, "_count", **upload_method), 1)
+        self.assertGreaterEqual(value(received, "_sum", **upload_method), len(data))
+        self.assertLess(value(received, "_sum", **upload_method), len(data) + 300)
         # Every method whose requests stream in (per reflection) is measured.
         streamed_in = set()
         for service in ["placement.v1.TensorService", "placement.v1.PrefetchService",
@@ -173,36 +290,38 @@ class MetricsTest(unittest.TestCase):
                         "placement.v1.DeviceService", "placement.v1.DaemonService"]:
             described = run_grpcurl("-plaintext", self.addr, "describe", service).stdout
             for method in re.findall(r"rpc (\w+) \( stream ", described):
-                streamed_in.add(f"/{service}/{method}")
-        self.assertEqual(streamed_in, {upload_method, "/placement.v1.TensorService/UploadBatch",
-                                       "/placement.v1.PrefetchService/Prefetch"})
-        for method in streamed_in:
-            self.assertEqual(value(received, "_count", method=method), 1, method)
+                streamed_in.add((service, method))
+        self.assertEqual(streamed_in, {("placement.v1.TensorService", "Upload"),
+                                       ("placement.v1.TensorService", "UploadBatch"),
+                                       ("placement.v1.PrefetchService", "Prefetch")})
+        for service, method in streamed_in:
+            self.assertEqual(value(received, "_count", grpc_service=service, grpc_method=method),
+                             1, method)
         sent = families["placementd_rpc_sent_bytes"]
-        download_method = "/placement.v1.TensorService/Download"
-        self.assertGreaterEqual(value(sent, "_sum", method=download_method), len(data))
-        self.assertLess(value(sent, "_sum", method=download_method), len(data) + 300)
-        self.assertEqual(value(sent, "_bucket", method=download_method, le="1048576"), 0)
-        self.assertEqual(value(sent, "_bucket", method=download_method, le="4194304"), 1)
+        download_method = dict(grpc_service="placement.v1.TensorService", grpc_method="Download")
+        self.assertGreaterEqual(value(sent, "_sum", **download_method), len(data))
+        self.assertLess(value(sent, "_sum", **download_method), len(data) + 300)
+        self.assertEqual(value(sent, "_bucket", le="1048576", **download_method), 0)
+        self.assertEqual(value(sent, "_bucket", le="4194304", **download_method), 1)
 
-        # Every placementd metric is documented in operations.md with its type, and
-        # everything documented is exported.
+        # Every metric is documented in operations.md with its type, and everything
+        # documented is exported, except the cluster's (only on a daemon of a cluster,
+        # docs/cluster.md; tests/cluster covers clusters).
         documented = documented_metrics()
-        exported = {name: f.type for name, f in families.items() if name.startswith("placementd_")}
-        exported = {name + ("_total" if kind == "counter" else ""): kind
-                    for name, kind in exported.items()}
+        exported = exported_metrics(families)
         self.assertEqual(exported, {k: v for k, v in documented.items() if k in exported})
-        # The stall and backpressure counters move only when a stream waited.
-        # Registrations and region bytes need a same-host client passing an fd
-        # (tests/integration/shared_region_test.cc), which grpcurl cannot.
-        # The cluster gauges exist only on a daemon of a cluster (docs/cluster.md);
-        # tests/cluster covers clusters.
-        waiting = {"placementd_prefetch_consumer_stall_seconds_total",
-                   "placementd_prefetch_producer_blocked_seconds_total",
-                   "placementd_region_registrations_total", "placementd_region_bytes_total",
-                   "placementd_cluster_epoch", "placementd_cluster_processes",
-                   "placementd_cluster_pending_tensors"}
-        self.assertEqual(set(documented) - set(exported) - waiting, set())
+        cluster_only = {"placementd_cluster_epoch", "placementd_cluster_processes",
+                        "placementd_cluster_state", "placementd_cluster_pending_tensors"}
+        self.assertEqual(set(documented) - set(exported), cluster_only)
+        # The tensors are the default tenant's (no authentication).
+        self.assertEqual(value(families["placementd_tenant_tensors"], tenant="(default)"), 3)
+        self.assertEqual(value(families["placementd_build_info"], version=mock_any(),
+                               revision=mock_any(), grpc_version=mock_any()), 1)
+        self.assertGreater(value(families["process_resident_memory_bytes"]), 1 << 20)
+        self.assertGreater(value(families["process_open_fds"]), 3)
+        self.assertAlmostEqual(value(families["process_start_time_seconds"]), time.time(),
+                               delta=600)
+        promtool_check(self, self.daemon.metrics_url)
         self.assertEqual(value(families["placementd_collectives"], "_total",
                                collective="all_reduce"), 1)
         self.assertEqual(value(families["placementd_region_failures"], "_total", op="unregister"),

@@ -65,6 +65,51 @@ TEST(MetricsTest, RendersCountersAndCollectedGauges) {
   EXPECT_EQ(metrics.CounterValue("never_declared_total"), 0);
 }
 
+TEST(MetricsTest, DeclaredFamiliesAreThereAtZeroBeforeTheirFirstEvent) {
+  Metrics metrics;
+  metrics.Describe("placementd_failures_total", "counter", "Failures.");
+  metrics.Describe("placementd_by_op_total", "counter", "By op.",
+                   {{{"op", "register"}}, {{"op", "use"}}});
+  metrics.Describe("placementd_held", "gauge", "Held.");
+  metrics.DescribeHistogram("placementd_seconds", "Seconds.", {0.5, 1});
+  std::string text = metrics.Render();
+  EXPECT_THAT(text, HasSubstr("# TYPE placementd_failures_total counter\n"
+                              "placementd_failures_total 0\n"));
+  EXPECT_THAT(text, HasSubstr("placementd_by_op_total{op=\"register\"} 0\n"
+                              "placementd_by_op_total{op=\"use\"} 0\n"));
+  EXPECT_THAT(text, Not(HasSubstr("placementd_by_op_total 0")));
+  EXPECT_THAT(text, HasSubstr("# TYPE placementd_held gauge\nplacementd_held 0\n"));
+  EXPECT_THAT(text, HasSubstr("placementd_seconds_bucket{le=\"0.5\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("placementd_seconds_bucket{le=\"+Inf\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("placementd_seconds_count 0\n"));
+
+  // The first event replaces the stand-in zero series.
+  metrics.Increment("placementd_failures_total", {{"op", "x"}});
+  metrics.Observe("placementd_seconds", {{"method", "m"}}, 0.7);
+  metrics.InitHistogram("placementd_seconds", {{"method", "n"}});
+  text = metrics.Render();
+  EXPECT_THAT(text, HasSubstr("placementd_failures_total{op=\"x\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("placementd_failures_total 0")));
+  EXPECT_THAT(text, HasSubstr("placementd_seconds_count{method=\"m\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("placementd_seconds_count{method=\"n\"} 0\n"));
+  EXPECT_THAT(text, Not(HasSubstr("placementd_seconds_count 0")));
+}
+
+TEST(MetricsTest, CollectorsMayReportCountersTheyKeep) {
+  Metrics metrics;
+  metrics.Describe("placementd_reaped_total", "counter", "Reaped.");
+  metrics.AddCollector([](std::vector<GaugeSample>* out) {
+    out->push_back({"placementd_reaped_total", {}, 7});
+    out->push_back({"placementd_open", {}, 2});
+  });
+  std::string text = metrics.Render();
+  EXPECT_THAT(text, HasSubstr("# TYPE placementd_reaped_total counter\n"
+                              "placementd_reaped_total 7\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE placementd_open gauge\nplacementd_open 2\n"));
+  // Families come out sorted by name.
+  EXPECT_LT(text.find("placementd_open"), text.find("placementd_reaped_total"));
+}
+
 TEST(MetricsTest, IntegersRenderExactly) {
   // Byte counts and gauges must not lose digits (the old exposition printed
   // 4805288 as 4.80529e+06).
