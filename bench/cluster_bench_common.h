@@ -57,7 +57,7 @@ struct Cluster {
   }
   absl::StatusOr<pc::Mesh> Mesh(const std::vector<int64_t>& devices) const {
     return pc::MeshClient(*clients[0])
-        .CreateMesh({{"data", static_cast<int64_t>(devices.size())}}, {.device_ids = devices});
+        .Create({{"data", static_cast<int64_t>(devices.size())}}, {.device_ids = devices});
   }
 };
 

@@ -285,7 +285,7 @@ void RunNccl(const std::vector<int64_t>& sizes) {
     return;
   }
   auto client = pc::Client::Connect((*daemon)->address());
-  auto mesh = pc::MeshClient(**client).CreateDataParallelMesh(n, "data");
+  auto mesh = pc::MeshClient(**client).CreateDataParallel(n, "data");
   if (!mesh.ok()) return;
   RpcRunner rpc(**client, *mesh);
   std::printf("\nNCCL all-reduce, %d GPU(s), f32 SUM in place\n", n);
@@ -377,7 +377,7 @@ int Run() {
     auto connected = pc::Client::Connect(daemon->address());
     if (!connected.ok()) return 1;
     client = std::move(*connected);
-    auto mesh = pc::MeshClient(*client).CreateDataParallelMesh(n, "data");
+    auto mesh = pc::MeshClient(*client).CreateDataParallel(n, "data");
     if (!mesh.ok()) return 1;
     rpc = std::make_unique<RpcRunner>(*client, *mesh);
   }
@@ -398,7 +398,7 @@ int Run() {
         send.push_back(b.get());
         recv.push_back(b.get());
       }
-      CollectiveItem item = server::AllLocalItem(DType::kF32, server::ReduceOp::kSum, send, recv);
+      CollectiveItem item = server::AllLocalItem(DType::kF32, ReduceOp::kSum, send, recv);
       row.local = TimeIt([&] {
         (void)engine.Run(server::CollectiveKind::kAllReduce, {&item, 1}, {});
       });

@@ -92,7 +92,7 @@ double GlooRanks::Time(int64_t bytes, int iters, Staging staging) {
       }
       if (kernels) {
         const std::byte* inputs[1] = {reinterpret_cast<const std::byte*>(in[r].data())};
-        server::ReduceToWire(DType::kF32, server::ReduceOp::kSum, inputs,
+        server::ReduceToWire(DType::kF32, ReduceOp::kSum, inputs,
                              reinterpret_cast<std::byte*>(data), static_cast<int64_t>(count));
       } else if (staged) {
         std::memcpy(data, in[r].data(), bytes);
@@ -101,7 +101,7 @@ double GlooRanks::Time(int64_t bytes, int iters, Staging staging) {
       opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
       opts.setOutput(data, count);
       if (kernels) {
-        opts.setReduceFunction(server::GlooPairwiseReduce(DType::kF32, server::ReduceOp::kSum));
+        opts.setReduceFunction(server::GlooPairwiseReduce(DType::kF32, ReduceOp::kSum));
       } else {
         opts.setReduceFunction(
             static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));

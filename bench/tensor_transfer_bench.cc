@@ -144,7 +144,7 @@ int Run() {
 
   client::TensorClient tensors(**client);
   client::MeshClient meshes(**client);
-  auto mesh = meshes.CreateDataParallelMesh(devices, "data");
+  auto mesh = meshes.CreateDataParallel(devices, "data");
   if (!mesh.ok()) return Check(mesh.status(), "mesh") ? 0 : 1;
 
   std::vector<uint8_t> src(bytes), dst(bytes);

@@ -44,6 +44,20 @@ int64_t DTypeSize(DType dtype) {
   return e == nullptr ? 0 : e->size;
 }
 
+absl::string_view DTypeNumpyName(DType dtype) {
+  const DTypeEntry* e = Find(dtype);
+  return e == nullptr ? "invalid" : e->numpy_name;
+}
+
+const std::vector<DType>& AllDTypes() {
+  static const auto* all = [] {
+    auto* v = new std::vector<DType>;
+    for (const auto& e : kDTypes) v->push_back(e.dtype);
+    return v;
+  }();
+  return *all;
+}
+
 absl::string_view DTypeName(DType dtype) {
   const DTypeEntry* e = Find(dtype);
   return e == nullptr ? "invalid" : e->name;
@@ -63,9 +77,10 @@ absl::StatusOr<DType> DTypeFromProtoValue(int value) {
   for (const auto& e : kDTypes) {
     if (static_cast<int>(e.dtype) == value) return e.dtype;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "dtype must be set to one of f32, f64, f16, bf16, i8, i16, i32, i64, u8, bool (got enum value ",
-      value, ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("dtype must be set to one of f32, f64, f16, bf16, i8, i16, i32, i64, u8, bool "
+                   "(got enum value ",
+                   value, ")"));
 }
 
 bool IsFloatingPoint(DType dtype) {

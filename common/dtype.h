@@ -1,14 +1,18 @@
 // Element types of tensors and their wire names.
 //
 // Pure value helpers; thread-safe. The names are the short forms used in
-// messages and on the CLI ("f32", "bf16", "bool", ...).
+// messages and on the CLI ("f32", "bf16", "bool", ...). This is the one table
+// of dtypes: the C++ client's names delegate to it, and the Python client's
+// (python/placement/_dtypes.py) is tested against it
+// (tests/python/placement/test_tables.py).
 #ifndef PLACEMENT_COMMON_DTYPE_H_
 #define PLACEMENT_COMMON_DTYPE_H_
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace placement {
 
@@ -30,6 +34,12 @@ int64_t DTypeSize(DType dtype);
 
 // "f32", "f64", "f16", "bf16", "i8", "i16", "i32", "i64", "u8", "bool".
 absl::string_view DTypeName(DType dtype);
+
+// NumPy's name: "float32", ..., "bfloat16" (ml_dtypes), "bool_".
+absl::string_view DTypeNumpyName(DType dtype);
+
+// Every dtype, in wire-value order.
+const std::vector<DType>& AllDTypes();
 
 // Inverse of DTypeName; also accepts numpy names ("float32", "int64", ...).
 // INVALID_ARGUMENT naming the accepted values otherwise.

@@ -1,5 +1,26 @@
 #!/usr/bin/env python3
-"""Rewrites C++ code written against the old proto-typed client API.
+"""Rewrites C++ code written against older versions of the client API.
+
+Two steps, run in order from where the code stands (--from):
+
+  proto   code written when the library returned generated messages (below);
+          the "values" step follows.
+  values  code written against the value types before the names were made
+          consistent (docs/client.md, "Moving from earlier versions"):
+            MeshClient::CreateMesh / CreateDataParallelMesh /
+            CreateModelParallelMesh / CreateHybridMesh / GetMesh / ListMeshes /
+            DeleteMesh -> Create / CreateDataParallel / CreateModelParallel /
+            CreateHybrid / Get / List / Delete (like TensorClient's);
+            Delete(id, true|false) -> Delete(id, TensorsOnMesh::kDelete|kRefuse);
+            ValidateBatchSize(n, false) / validate_batch_size(n, false) ->
+            SuboptimalWarning::kSilent (true -> kWarn);
+            PrefetchOptions::auto_release = true -> release = ReleaseMode::kOnNext;
+            PrefetchStream::Next() (which only asked) -> RequestNext();
+            "placement/client/placements.h" -> "placement/client/rules.h".
+          Calls with a first argument `&context` / `context.get()` are raw
+          gRPC stubs and are left alone.
+
+The "proto" step:
 
 Until the client's value types (client/include/placement/client/types.h,
 tensor_info.h) replaced them, the client library returned generated
@@ -19,7 +40,7 @@ DeviceMeshManager::num_devices(), ...) stay calls: fix those the compiler
 reports. Messages built for raw gRPC stubs must keep their accessors, so run
 this only on code that uses the client library.
 
-  python3 scripts/migrate_client_api.py [--prefix client::] FILE...
+  python3 scripts/migrate_client_api.py [--from proto|values] [--prefix client::] FILE...
 
 --prefix is how the file names the placement::client namespace ("" inside it,
 "client::" inside placement, "pc::" with a namespace alias).
@@ -71,16 +92,46 @@ def migrate(text, prefix):
     return text
 
 
+MESH_RENAMES = {'CreateMesh': 'Create', 'CreateDataParallelMesh': 'CreateDataParallel',
+                'CreateModelParallelMesh': 'CreateModelParallel', 'CreateHybridMesh': 'CreateHybrid',
+                'GetMesh': 'Get', 'ListMeshes': 'List', 'DeleteMesh': 'Delete'}
+
+
+def migrate_names(text, prefix):
+    """The "values" step (see the module comment)."""
+    def mesh_call(m):
+        after = text[m.end():].lstrip()
+        if after.startswith(('&', 'context', 'ctx')):  # a raw gRPC stub
+            return m.group(0)
+        return m.group(1) + MESH_RENAMES[m.group(2)] + '('
+    text = re.sub(r'(\.\s*|->\s*)(' + '|'.join(MESH_RENAMES) + r')\(', mesh_call, text)
+    delete = r'(\.\s*|->\s*)Delete\(([^,()]+(?:\([^()]*\))?),\s*(?:/\*force=\*/\s*)?'
+    text = re.sub(delete + r'true\)', r'\1Delete(\2, ' + prefix + 'TensorsOnMesh::kDelete)', text)
+    text = re.sub(delete + r'false\)', r'\1Delete(\2, ' + prefix + 'TensorsOnMesh::kRefuse)', text)
+    for call in ('ValidateBatchSize', 'validate_batch_size'):
+        for value, name in (('false', 'kSilent'), ('true', 'kWarn')):
+            text = re.sub(call + r'\(([^,()]+),\s*(?:/\*warn_suboptimal=\*/\s*)?' + value + r'\b',
+                          call + r'(\1, ' + prefix + 'SuboptimalWarning::' + name, text)
+    text = re.sub(r'\.auto_release\s*=\s*true', '.release = ' + prefix + 'ReleaseMode::kOnNext', text)
+    text = re.sub(r'\.auto_release\s*=\s*false', '.release = ' + prefix + 'ReleaseMode::kExplicit',
+                  text)
+    text = text.replace('"placement/client/placements.h"', '"placement/client/rules.h"')
+    return text
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--prefix', default='', help='how the files name placement::client')
+    parser.add_argument('--from', dest='start', choices=('proto', 'values'), default='values',
+                        help='the API the code was written against')
     parser.add_argument('files', nargs='+')
     args = parser.parse_args()
     for path in args.files:
         with open(path) as f:
             old = f.read()
-        new = migrate(old, args.prefix)
+        new = migrate(old, args.prefix) if args.start == 'proto' else old
+        new = migrate_names(new, args.prefix)
         if new != old:
             with open(path, 'w') as f:
                 f.write(new)

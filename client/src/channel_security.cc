@@ -24,42 +24,68 @@ absl::StatusOr<std::string> ReadPem(const char* option, const std::string& path)
   return text.str();
 }
 
-// Adds fixed metadata to every call before its initial metadata is sent.
+// Adds the client's metadata to every call before its initial metadata is
+// sent.
 class MetadataInterceptor final : public grpc::experimental::Interceptor {
  public:
-  explicit MetadataInterceptor(const std::vector<std::pair<std::string, std::string>>* metadata)
-      : metadata_(metadata) {}
+  explicit MetadataInterceptor(std::vector<std::pair<std::string, std::string>> metadata)
+      : metadata_(std::move(metadata)) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
       auto* sent = methods->GetSendInitialMetadata();
-      for (const auto& [key, value] : *metadata_) sent->emplace(key, value);
+      for (const auto& [key, value] : metadata_) sent->emplace(key, value);
     }
     methods->Proceed();
   }
 
  private:
-  const std::vector<std::pair<std::string, std::string>>* metadata_;
+  // Owned: grpc's metadata map keeps references to these strings until the
+  // call's initial metadata is sent.
+  const std::vector<std::pair<std::string, std::string>> metadata_;
 };
 
 class MetadataInterceptorFactory final
     : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
-  explicit MetadataInterceptorFactory(std::vector<std::pair<std::string, std::string>> metadata)
+  explicit MetadataInterceptorFactory(std::shared_ptr<const CallMetadata> metadata)
       : metadata_(std::move(metadata)) {}
   grpc::experimental::Interceptor* CreateClientInterceptor(
       grpc::experimental::ClientRpcInfo* /*info*/) override {
-    return new MetadataInterceptor(&metadata_);
+    return new MetadataInterceptor(metadata_->Get());
   }
 
  private:
-  const std::vector<std::pair<std::string, std::string>> metadata_;
+  const std::shared_ptr<const CallMetadata> metadata_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& target,
-                                                           const ClientOptions& options,
-                                                           grpc::ChannelArguments args) {
+void CallMetadata::Set(const std::string& key, std::string value) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [k, v] : entries_) {
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  }
+  entries_.emplace_back(key, std::move(value));
+}
+
+std::vector<std::pair<std::string, std::string>> CallMetadata::Get() const {
+  absl::MutexLock lock(&mu_);
+  return entries_;
+}
+
+std::shared_ptr<CallMetadata> MetadataOf(const ClientOptions& options) {
+  auto metadata = std::make_shared<CallMetadata>();
+  if (!options.token.empty()) metadata->Set("authorization", "Bearer " + options.token);
+  if (!options.session_id.empty()) metadata->Set("placement-session", options.session_id);
+  return metadata;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
+    const std::string& target, const ClientOptions& options, grpc::ChannelArguments args,
+    std::shared_ptr<const CallMetadata> metadata) {
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (options.tls) {
     if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
@@ -85,18 +111,10 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& ta
       args.SetSslTargetNameOverride(options.tls_server_name);
     }
   }
-  std::vector<std::pair<std::string, std::string>> metadata;
-  if (!options.token.empty()) metadata.emplace_back("authorization", "Bearer " + options.token);
-  if (!options.session_id.empty()) metadata.emplace_back("placement-session", options.session_id);
-  std::shared_ptr<grpc::Channel> channel;
-  if (metadata.empty()) {
-    channel = grpc::CreateCustomChannel(target, credentials, args);
-  } else {
-    std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
-    factories.push_back(std::make_unique<MetadataInterceptorFactory>(std::move(metadata)));
-    channel = grpc::experimental::CreateCustomChannelWithInterceptors(target, credentials, args,
-                                                                      std::move(factories));
-  }
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
+  factories.push_back(std::make_unique<MetadataInterceptorFactory>(std::move(metadata)));
+  std::shared_ptr<grpc::Channel> channel = grpc::experimental::CreateCustomChannelWithInterceptors(
+      target, credentials, args, std::move(factories));
   if (channel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to '", target, "'"));
   }

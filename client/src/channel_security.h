@@ -2,23 +2,44 @@
 // ClientOptions, and an interceptor that adds the bearer token and the
 // session id to every call's metadata (so each typed call, stream or unary,
 // carries them without knowing). Not installed.
+//
+// CallMetadata is thread-safe: the client's own session id is set once the
+// session is open, after the channel exists.
 #ifndef PLACEMENT_CLIENT_SRC_CHANNEL_SECURITY_H_
 #define PLACEMENT_CLIENT_SRC_CHANNEL_SECURITY_H_
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/client/client.h"
 
 namespace placement::client {
 
+class CallMetadata {
+ public:
+  // Adds or replaces `key` on every later call.
+  void Set(const std::string& key, std::string value);
+  std::vector<std::pair<std::string, std::string>> Get() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<std::pair<std::string, std::string>> entries_ ABSL_GUARDED_BY(mu_);
+};
+
+// The metadata ClientOptions asks for (token, session_id).
+std::shared_ptr<CallMetadata> MetadataOf(const ClientOptions& options);
+
 // INVALID_ARGUMENT when a named PEM file cannot be read, or a client
 // certificate comes without its key (or the reverse).
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& target,
-                                                           const ClientOptions& options,
-                                                           grpc::ChannelArguments args);
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
+    const std::string& target, const ClientOptions& options, grpc::ChannelArguments args,
+    std::shared_ptr<const CallMetadata> metadata);
 
 }  // namespace placement::client
 

@@ -1,5 +1,7 @@
 #include "placement/client/client.h"
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/src/channel_security.h"
@@ -20,6 +22,42 @@ void Client::Impl::PrepareContext(grpc::ClientContext* context) const {
   }
 }
 
+namespace {
+
+// The TLS hint of a connection that failed or timed out.
+std::string TlsHint(const ClientOptions& options) {
+  return options.tls ? " over TLS (or the TLS handshake failed: the daemon must serve TLS with a "
+                       "certificate that chains to the trusted CA and names the target's host)"
+                     : "";
+}
+
+// Waits until `channel` is connected. A failed attempt (connection refused,
+// an unreachable host, a failed TLS handshake) ends the wait at once: gRPC
+// would retry with backoff until the deadline, and a caller told nothing is
+// listening should not wait for it.
+absl::Status WaitForConnected(grpc::Channel& channel, const std::string& target,
+                              const ClientOptions& options) {
+  const auto deadline = absl::ToChronoTime(absl::Now() + options.connect_timeout);
+  grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY) {
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      return absl::UnavailableError(absl::StrCat("cannot reach placementd at ", target,
+                                                 ": the connection failed (nothing listens "
+                                                 "there, or it refused or is unreachable)",
+                                                 TlsHint(options)));
+    }
+    if (!channel.WaitForStateChange(state, deadline)) {
+      return absl::UnavailableError(absl::StrCat("cannot reach placementd at ", target, " within ",
+                                                 absl::FormatDuration(options.connect_timeout),
+                                                 TlsHint(options)));
+    }
+    state = channel.GetState(/*try_to_connect=*/true);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
                                                         const ClientOptions& options) {
   if (target.empty()) return absl::InvalidArgumentError("target must not be empty");
@@ -32,39 +70,52 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                 static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
   }
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> made = MakeChannel(target, options, args);
+  std::shared_ptr<CallMetadata> metadata = MetadataOf(options);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> made =
+      MakeChannel(target, options, args, metadata);
   if (!made.ok()) return made.status();
   std::shared_ptr<grpc::Channel> channel = *std::move(made);
   if (channel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to '", target, "'"));
   }
   if (options.connect_timeout > absl::ZeroDuration()) {
-    if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + options.connect_timeout))) {
-      // Over TLS a failed handshake (a certificate from another CA, a name
-      // mismatch, a plaintext daemon) looks the same as no daemon: say so.
-      return absl::UnavailableError(absl::StrCat(
-          "cannot reach placementd at ", target, " within ",
-          absl::FormatDuration(options.connect_timeout),
-          options.tls ? " over TLS (or the TLS handshake failed: the daemon must serve TLS with a "
-                        "certificate that chains to the trusted CA and names the target's host)"
-                      : ""));
+    if (absl::Status connected = WaitForConnected(*channel, target, options); !connected.ok()) {
+      return connected;
     }
   }
   auto impl = std::make_unique<Impl>();
   impl->target = target;
   impl->options = options;
   impl->channel = std::move(channel);
-  return std::unique_ptr<Client>(new Client(std::move(impl)));
+  impl->metadata = metadata;
+  impl->session_id = options.session_id;
+  std::unique_ptr<Client> client(new Client(std::move(impl)));
+  // A session needs the daemon: with connect_timeout zero Connect does not
+  // wait for it, and opens none.
+  if (options.session_id.empty() && options.session_policy == SessionPolicy::kOpen &&
+      options.connect_timeout > absl::ZeroDuration()) {
+    absl::StatusOr<std::unique_ptr<Session>> session =
+        Session::Open(*client, options.session_ttl, absl::StrCat("client pid ", getpid()));
+    if (!session.ok()) return session.status();
+    client->impl_->session_id = (*session)->id();
+    metadata->Set("placement-session", (*session)->id());
+    client->impl_->own_session = *std::move(session);
+  }
+  return client;
 }
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 // Unregisters the staging regions of TransferPath::kAuto while the channel
-// still works.
-Client::~Client() { RegionPool::Release(impl_->channel.get()); }
+// still works, then closes the client's own session (freeing what it holds).
+Client::~Client() {
+  RegionPool::Release(impl_->channel.get());
+  impl_->own_session.reset();
+}
 
 const std::string& Client::target() const { return impl_->target; }
 const ClientOptions& Client::options() const { return impl_->options; }
+const std::string& Client::session_id() const { return impl_->session_id; }
 
 absl::StatusOr<std::vector<Device>> Client::ListDevices() const {
   grpc::ClientContext context;
@@ -101,18 +152,28 @@ absl::StatusOr<BatchSizeRecommendation> Client::GetBatchSizeRecommendation(
 }
 
 absl::StatusOr<BatchSizeValidation> Client::ValidateBatchSize(
-    int64_t batch_size, bool warn_suboptimal, std::optional<HardwareType> hardware) const {
+    int64_t batch_size, SuboptimalWarning warn_suboptimal,
+    std::optional<HardwareType> hardware) const {
   grpc::ClientContext context;
   impl_->PrepareContext(&context);
   pb::ValidateBatchSizeRequest request;
   request.set_batch_size(batch_size);
-  request.set_warn_suboptimal(warn_suboptimal);
+  request.set_warn_suboptimal(warn_suboptimal == SuboptimalWarning::kWarn);
   if (hardware.has_value()) request.set_hardware_type(ToProto(*hardware));
   pb::ValidateBatchSizeResponse response;
   auto status =
       pb::DeviceService::NewStub(impl_->channel)->ValidateBatchSize(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return FromProto(response);
+}
+
+absl::StatusOr<std::vector<StreamStatus>> Client::ListStreams() const {
+  grpc::ClientContext context;
+  impl_->PrepareContext(&context);
+  pb::ListStreamsResponse response;
+  auto status = pb::DaemonService::NewStub(impl_->channel)->ListStreams(&context, {}, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return FromProtos(response.streams());
 }
 
 absl::StatusOr<DaemonStatus> Client::GetStatus() const {

@@ -331,10 +331,9 @@ DaemonStatus FromProto(const pb::GetStatusResponse& status) {
   out.cluster.coordinator_address = c.coordinator_address();
   out.cluster.peer_address = c.peer_address();
   for (const pb::ProcessStatus& p : c.processes()) {
-    out.cluster.processes.push_back(ProcessStatus{p.process_index(),
-                                                  static_cast<ProcessState>(p.state()),
-                                                  p.peer_address(), p.num_devices(),
-                                                  p.first_device_id(), p.joins()});
+    out.cluster.processes.push_back(
+        ProcessStatus{p.process_index(), static_cast<ProcessState>(p.state()), p.peer_address(),
+                      p.num_devices(), p.first_device_id(), p.joins()});
   }
   return out;
 }
@@ -571,6 +570,67 @@ pb::PrefetchStats ToProto(const PrefetchStats& stats) {
   *out.mutable_consumer_stall() = ToProto(stats.consumer_stall);
   *out.mutable_producer_blocked() = ToProto(stats.producer_blocked);
   out.set_max_batches_held(stats.max_batches_held);
+  return out;
+}
+
+RegionInfo FromProto(const pb::RegionInfo& region) {
+  RegionInfo out;
+  out.id = region.region_id();
+  out.name = region.name();
+  out.size_bytes = region.size_bytes();
+  out.session_id = region.session_id();
+  out.tenant = region.tenant();
+  out.pinned = region.pinned();
+  return out;
+}
+
+pb::RegionInfo ToProto(const RegionInfo& region) {
+  pb::RegionInfo out;
+  out.set_region_id(region.id);
+  out.set_name(region.name);
+  out.set_size_bytes(region.size_bytes);
+  out.set_session_id(region.session_id);
+  out.set_tenant(region.tenant);
+  out.set_pinned(region.pinned);
+  return out;
+}
+
+StreamStatus FromProto(const pb::StreamStatus& stream) {
+  StreamStatus out;
+  out.id = stream.id();
+  switch (stream.kind()) {
+    case pb::STREAM_KIND_UPLOAD:
+      out.kind = StreamKind::kUpload;
+      break;
+    case pb::STREAM_KIND_UPLOAD_BATCH:
+      out.kind = StreamKind::kUploadBatch;
+      break;
+    case pb::STREAM_KIND_DOWNLOAD:
+      out.kind = StreamKind::kDownload;
+      break;
+    case pb::STREAM_KIND_PREFETCH:
+      out.kind = StreamKind::kPrefetch;
+      break;
+    default:
+      out.kind = StreamKind::kUnspecified;
+  }
+  out.tenant = stream.tenant();
+  out.what = stream.what();
+  out.bytes = stream.bytes();
+  out.total_bytes = stream.total_bytes();
+  out.opened = FromProto(stream.opened());
+  return out;
+}
+
+pb::StreamStatus ToProto(const StreamStatus& stream) {
+  pb::StreamStatus out;
+  out.set_id(stream.id);
+  out.set_kind(static_cast<pb::StreamKind>(static_cast<int>(stream.kind)));
+  out.set_tenant(stream.tenant);
+  out.set_what(stream.what);
+  out.set_bytes(stream.bytes);
+  out.set_total_bytes(stream.total_bytes);
+  *out.mutable_opened() = ToProto(stream.opened);
   return out;
 }
 

@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "placement/client/collectives.h"
-#include "placement/client/placements.h"
+#include "placement/client/regions.h"
+#include "placement/client/rules.h"
 #include "placement/client/tensor_info.h"
 #include "placement/client/tensors.h"
 #include "placement/client/types.h"
@@ -21,6 +22,7 @@
 #include "placement/v1/daemon_service.pb.h"
 #include "placement/v1/device_service.pb.h"
 #include "placement/v1/prefetch_service.pb.h"
+#include "placement/v1/region_service.pb.h"
 #include "placement/v1/tensor_service.pb.h"
 #include "placement/v1/types.pb.h"
 
@@ -84,6 +86,8 @@ TensorInfo FromProto(const placement::v1::TensorInfo& info);
 NamedTensor FromProto(const placement::v1::NamedTensor& named);
 DownloadHeader FromProto(const placement::v1::DownloadHeader& header);
 PrefetchStats FromProto(const placement::v1::PrefetchStats& stats);
+StreamStatus FromProto(const placement::v1::StreamStatus& stream);
+RegionInfo FromProto(const placement::v1::RegionInfo& region);
 
 placement::v1::Device ToProto(const Device& device);
 placement::v1::GetDeviceInfoResponse ToProto(const DeviceInfo& info);
@@ -96,6 +100,8 @@ placement::v1::TensorInfo ToProto(const TensorInfo& info);
 placement::v1::DownloadHeader ToProto(const DownloadHeader& header);
 placement::v1::NamedTensor ToProto(const NamedTensor& named);
 placement::v1::PrefetchStats ToProto(const PrefetchStats& stats);
+placement::v1::StreamStatus ToProto(const StreamStatus& stream);
+placement::v1::RegionInfo ToProto(const RegionInfo& region);
 
 // FromProto of every element, in order.
 template <typename Message>

@@ -80,7 +80,7 @@ absl::StatusOr<Mesh> DeviceMeshManager::create_device_mesh(
       options.device_ids = *std::move(picked);
     }
   }
-  return meshes_.CreateMesh(mesh_shape, options);
+  return meshes_.Create(mesh_shape, options);
 }
 
 absl::StatusOr<CreateMeshOptions> DeviceMeshManager::OneAxisOptions(
@@ -102,14 +102,14 @@ absl::StatusOr<Mesh> DeviceMeshManager::create_data_parallel_mesh(
     std::optional<int64_t> num_devices, const std::string& axis_name) const {
   auto options = OneAxisOptions(&num_devices);
   if (!options.ok()) return options.status();
-  return meshes_.CreateDataParallelMesh(num_devices, axis_name, *options);
+  return meshes_.CreateDataParallel(num_devices, axis_name, *options);
 }
 
 absl::StatusOr<Mesh> DeviceMeshManager::create_model_parallel_mesh(
     std::optional<int64_t> num_devices, const std::string& axis_name) const {
   auto options = OneAxisOptions(&num_devices);
   if (!options.ok()) return options.status();
-  return meshes_.CreateModelParallelMesh(num_devices, axis_name, *options);
+  return meshes_.CreateModelParallel(num_devices, axis_name, *options);
 }
 
 absl::StatusOr<Mesh> DeviceMeshManager::create_hybrid_mesh(int64_t data_parallel_size,
@@ -123,12 +123,12 @@ absl::StatusOr<Mesh> DeviceMeshManager::create_hybrid_mesh(int64_t data_parallel
     if (!picked.ok()) return picked.status();
     options.device_ids = *std::move(picked);
   }
-  return meshes_.CreateHybridMesh(data_parallel_size, model_parallel_size, data_axis, model_axis,
-                                  options);
+  return meshes_.CreateHybrid(data_parallel_size, model_parallel_size, data_axis, model_axis,
+                              options);
 }
 
 absl::StatusOr<MeshInfo> DeviceMeshManager::get_mesh_info(const MeshRef& mesh) const {
-  return meshes_.GetMesh(mesh.id());
+  return meshes_.Get(mesh.id());
 }
 
 }  // namespace placement::client

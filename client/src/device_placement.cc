@@ -24,7 +24,7 @@ absl::StatusOr<DevicePlacement> DevicePlacement::Create(const Client& client,
 }
 
 absl::StatusOr<std::pair<bool, std::string>> DevicePlacement::validate_batch_size(
-    int64_t batch_size, bool warn_suboptimal) const {
+    int64_t batch_size, SuboptimalWarning warn_suboptimal) const {
   absl::StatusOr<BatchSizeValidation> response =
       client_->ValidateBatchSize(batch_size, warn_suboptimal);
   if (!response.ok()) return response.status();

@@ -4,8 +4,10 @@
 
 #include "client/src/convert.h"
 #include "google/protobuf/util/json_util.h"
+#include "placement/v1/daemon_service.pb.h"
 #include "placement/v1/mesh_service.pb.h"
 #include "placement/v1/prefetch_service.pb.h"
+#include "placement/v1/region_service.pb.h"
 #include "placement/v1/tensor_service.pb.h"
 
 namespace placement::client {
@@ -78,5 +80,19 @@ std::string ToJson(const DeviceBatch& batch) {
 }
 
 std::string ToJson(const PrefetchStats& stats) { return Print(ToProto(stats)); }
+std::string ToJson(const Sharding& sharding) { return Print(ToProto(sharding)); }
+std::string ToJson(const RegionInfo& region) { return Print(ToProto(region)); }
+
+std::string ToJson(const std::vector<RegionInfo>& regions) {
+  pb::ListRegionsResponse response;
+  for (const RegionInfo& r : regions) *response.add_regions() = ToProto(r);
+  return Print(response);
+}
+
+std::string ToJson(const std::vector<StreamStatus>& streams) {
+  pb::ListStreamsResponse response;
+  for (const StreamStatus& s : streams) *response.add_streams() = ToProto(s);
+  return Print(response);
+}
 
 }  // namespace placement::client

@@ -17,7 +17,7 @@ void ApplyOptions(const CreateMeshOptions& options, pb::CreateMeshRequest* reque
   for (int64_t id : options.device_ids) request->add_device_ids(id);
 }
 
-absl::StatusOr<Mesh> Create(const Client& client, const pb::CreateMeshRequest& request) {
+absl::StatusOr<Mesh> CreateFrom(const Client& client, const pb::CreateMeshRequest& request) {
   grpc::ClientContext context;
   client.impl().PrepareContext(&context);
   pb::CreateMeshResponse response;
@@ -29,8 +29,8 @@ absl::StatusOr<Mesh> Create(const Client& client, const pb::CreateMeshRequest& r
 
 }  // namespace
 
-absl::StatusOr<Mesh> MeshClient::CreateMesh(const MeshAxes& axes,
-                                            const CreateMeshOptions& options) const {
+absl::StatusOr<Mesh> MeshClient::Create(const MeshAxes& axes,
+                                        const CreateMeshOptions& options) const {
   pb::CreateMeshRequest request;
   ApplyOptions(options, &request);
   auto* spec = request.mutable_axes();
@@ -39,36 +39,36 @@ absl::StatusOr<Mesh> MeshClient::CreateMesh(const MeshAxes& axes,
     axis->set_name(name);
     axis->set_size(size);
   }
-  return Create(client_, request);
+  return CreateFrom(client_, request);
 }
 
-absl::StatusOr<Mesh> MeshClient::CreateDataParallelMesh(std::optional<int64_t> num_devices,
-                                                        const std::string& axis_name,
-                                                        const CreateMeshOptions& options) const {
+absl::StatusOr<Mesh> MeshClient::CreateDataParallel(std::optional<int64_t> num_devices,
+                                                    const std::string& axis_name,
+                                                    const CreateMeshOptions& options) const {
   pb::CreateMeshRequest request;
   ApplyOptions(options, &request);
   auto* preset = request.mutable_data_parallel();
   if (num_devices.has_value()) preset->set_num_devices(*num_devices);
   preset->set_axis_name(axis_name);
-  return Create(client_, request);
+  return CreateFrom(client_, request);
 }
 
-absl::StatusOr<Mesh> MeshClient::CreateModelParallelMesh(std::optional<int64_t> num_devices,
-                                                         const std::string& axis_name,
-                                                         const CreateMeshOptions& options) const {
+absl::StatusOr<Mesh> MeshClient::CreateModelParallel(std::optional<int64_t> num_devices,
+                                                     const std::string& axis_name,
+                                                     const CreateMeshOptions& options) const {
   pb::CreateMeshRequest request;
   ApplyOptions(options, &request);
   auto* preset = request.mutable_model_parallel();
   if (num_devices.has_value()) preset->set_num_devices(*num_devices);
   preset->set_axis_name(axis_name);
-  return Create(client_, request);
+  return CreateFrom(client_, request);
 }
 
-absl::StatusOr<Mesh> MeshClient::CreateHybridMesh(int64_t data_parallel_size,
-                                                  int64_t model_parallel_size,
-                                                  const std::string& data_axis,
-                                                  const std::string& model_axis,
-                                                  const CreateMeshOptions& options) const {
+absl::StatusOr<Mesh> MeshClient::CreateHybrid(int64_t data_parallel_size,
+                                              int64_t model_parallel_size,
+                                              const std::string& data_axis,
+                                              const std::string& model_axis,
+                                              const CreateMeshOptions& options) const {
   pb::CreateMeshRequest request;
   ApplyOptions(options, &request);
   auto* preset = request.mutable_hybrid();
@@ -76,10 +76,10 @@ absl::StatusOr<Mesh> MeshClient::CreateHybridMesh(int64_t data_parallel_size,
   preset->set_model_parallel_size(model_parallel_size);
   preset->set_data_axis(data_axis);
   preset->set_model_axis(model_axis);
-  return Create(client_, request);
+  return CreateFrom(client_, request);
 }
 
-absl::StatusOr<MeshInfo> MeshClient::GetMesh(const std::string& mesh_id) const {
+absl::StatusOr<MeshInfo> MeshClient::Get(const std::string& mesh_id) const {
   grpc::ClientContext context;
   client_.impl().PrepareContext(&context);
   pb::GetMeshRequest request;
@@ -100,7 +100,7 @@ absl::StatusOr<MeshInfo> MeshClient::GetMesh(const std::string& mesh_id) const {
   return info;
 }
 
-absl::StatusOr<std::vector<Mesh>> MeshClient::ListMeshes() const {
+absl::StatusOr<std::vector<Mesh>> MeshClient::List() const {
   std::vector<Mesh> meshes;
   pb::ListMeshesRequest request;
   do {  // every page
@@ -116,12 +116,13 @@ absl::StatusOr<std::vector<Mesh>> MeshClient::ListMeshes() const {
   return meshes;
 }
 
-absl::StatusOr<int64_t> MeshClient::DeleteMesh(const std::string& mesh_id, bool force) const {
+absl::StatusOr<int64_t> MeshClient::Delete(const std::string& mesh_id,
+                                           TensorsOnMesh tensors) const {
   grpc::ClientContext context;
   client_.impl().PrepareContext(&context);
   pb::DeleteMeshRequest request;
   request.set_mesh_id(mesh_id);
-  request.set_force(force);
+  request.set_force(tensors == TensorsOnMesh::kDelete);
   pb::DeleteMeshResponse response;
   auto status =
       pb::MeshService::NewStub(client_.impl().channel)->DeleteMesh(&context, request, &response);

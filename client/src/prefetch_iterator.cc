@@ -1,5 +1,5 @@
 // PrefetchToDevice: the seed's prefetch_to_device over a PrefetchStream in
-// auto_release mode. A background thread pulls host batches from the source
+// ReleaseMode::kOnNext. A background thread pulls host batches from the source
 // and sends them (blocking on the stream's credit); the consumer's Next()
 // says "next" (releasing the batch it had), waits until the producer has sent
 // the batch it wants or has stopped, and reads its ready message.
@@ -114,7 +114,7 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchIterator::Next() {
   }
   absl::Time start = absl::Now();
   // "next": asks for batch `taken` and releases batch taken-1.
-  if (absl::Status s = m.stream->Next(); !s.ok()) return m.End(s);
+  if (absl::Status s = m.stream->RequestNext(); !s.ok()) return m.End(s);
   bool available;
   absl::Status producer_status;
   {
@@ -160,7 +160,7 @@ absl::StatusOr<std::unique_ptr<PrefetchIterator>> PrefetchToDevice(const Client&
   if (!source) return absl::InvalidArgumentError("prefetch_to_device: the source is empty");
   options.rule = target;
   options.buffer_size = buffer_size;
-  options.auto_release = true;
+  options.release = ReleaseMode::kOnNext;
   absl::StatusOr<std::unique_ptr<PrefetchStream>> stream = PrefetchStream::Open(client, options);
   if (!stream.ok()) return stream.status();
   auto impl = std::make_unique<PrefetchIterator::Impl>();

@@ -102,7 +102,7 @@ struct PrefetchStream::Impl {
   mutable absl::Mutex mu;
   int64_t sent ABSL_GUARDED_BY(mu) = 0;   // batch headers handed to the writer
   int64_t reads ABSL_GUARDED_BY(mu) = 0;  // ready batches read
-  int64_t nexts ABSL_GUARDED_BY(mu) = 0;  // Next() calls
+  int64_t nexts ABSL_GUARDED_BY(mu) = 0;  // batches RequestNext() asked for
   std::set<int64_t> unreleased ABSL_GUARDED_BY(mu);
   std::deque<pb::PrefetchRequest> control ABSL_GUARDED_BY(mu);  // awaiting the write lock
   bool send_closed ABSL_GUARDED_BY(mu) = false;
@@ -238,7 +238,7 @@ absl::StatusOr<std::unique_ptr<PrefetchStream>> PrefetchStream::Open(
   o->set_buffer_size(options.buffer_size);
   if (!options.rule.is_default()) *o->mutable_rule() = ToProto(options.rule);
   o->set_name(options.name);
-  o->set_auto_release(options.auto_release);
+  o->set_auto_release(options.release == ReleaseMode::kOnNext);
   std::unique_ptr<PrefetchStream> stream(new PrefetchStream(std::move(impl)));
   bool ok;
   {
@@ -384,7 +384,7 @@ absl::Status PrefetchStream::Release(int64_t sequence) {
   return m.FlushControl();
 }
 
-absl::Status PrefetchStream::Next() {
+absl::Status PrefetchStream::RequestNext() {
   Impl& m = *impl_;
   {
     absl::MutexLock lock(&m.mu);
@@ -392,15 +392,36 @@ absl::Status PrefetchStream::Next() {
     int64_t n = m.nexts;
     if (n > m.reads) {
       return absl::FailedPreconditionError(
-          absl::StrCat("Next() asks for batch ", n, " before batch ", n - 1, " was read"));
+          absl::StrCat("RequestNext() asks for batch ", n, " before batch ", n - 1, " was read"));
     }
-    if (m.options.auto_release && n >= 1) m.unreleased.erase(n - 1);
+    if (m.options.release == ReleaseMode::kOnNext && n >= 1) m.unreleased.erase(n - 1);
     ++m.nexts;
     pb::PrefetchRequest message;
     message.mutable_next();
     m.control.push_back(std::move(message));
   }
   return m.FlushControl();
+}
+
+absl::StatusOr<std::optional<DeviceBatch>> PrefetchStream::Next() {
+  bool send_closed;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (impl_->finished) {
+      if (impl_->final_status.ok()) return std::optional<DeviceBatch>();
+      return impl_->final_status;
+    }
+    send_closed = impl_->send_closed;
+  }
+  // Half-closed: the daemon sends the batches it still holds unasked.
+  if (send_closed) return Read();
+  if (absl::Status requested = RequestNext(); !requested.ok()) {
+    // A broken stream: Read reports the daemon's status.
+    absl::StatusOr<std::optional<DeviceBatch>> read = Read();
+    if (!read.ok()) return read.status();
+    return requested;
+  }
+  return Read();
 }
 
 absl::Status PrefetchStream::CloseSend() {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "client/src/client_impl.h"
+#include "client/src/convert.h"
 #include "client/src/region_fd.h"
 #include "common/grpc_status.h"
 #include "common/host_identity.h"
@@ -31,17 +32,6 @@ bool LocalTarget(absl::string_view target) {
   absl::ConsumePrefix(&target, "ipv6:");
   return absl::StartsWith(target, "127.") || absl::StartsWith(target, "localhost:") ||
          absl::StartsWith(target, "[::1]:") || target == "localhost";
-}
-
-RegionInfo FromProto(const pb::RegionInfo& region) {
-  RegionInfo out;
-  out.id = region.region_id();
-  out.name = region.name();
-  out.size_bytes = region.size_bytes();
-  out.session_id = region.session_id();
-  out.tenant = region.tenant();
-  out.pinned = region.pinned();
-  return out;
 }
 
 absl::StatusOr<RegionInfo> Register(const Client& client,

@@ -1,5 +1,6 @@
-// Names of the client's enums. DType and HardwareType delegate to common/,
-// whose enums carry the same wire values.
+// Names of the client's enums. DType, HardwareType and ReduceOp delegate to
+// common/ (the one table of each), whose enums carry the same wire values;
+// tests/client/types_test.cc checks that every value agrees.
 #include "placement/client/types.h"
 
 #include <string>
@@ -9,6 +10,7 @@
 #include "common/cluster_state.h"
 #include "common/dtype.h"
 #include "common/hardware.h"
+#include "common/reduce_op.h"
 
 namespace placement::client {
 
@@ -37,31 +39,31 @@ absl::StatusOr<HardwareType> ParseHardwareType(absl::string_view name) {
 }
 
 absl::string_view ReduceOpName(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kMean:
-      return "mean";
-    case ReduceOp::kMax:
-      return "max";
-    case ReduceOp::kMin:
-      return "min";
-    case ReduceOp::kProd:
-      return "prod";
-    case ReduceOp::kUnspecified:
-      break;
-  }
-  return "unspecified";
+  auto o = ReduceOpFromProtoValue(static_cast<int>(op));
+  if (!o.ok()) return "unspecified";
+  return placement::ReduceOpName(*o);
 }
 
 absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name) {
-  const std::string lower = absl::AsciiStrToLower(name);
-  for (ReduceOp op :
-       {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProd}) {
-    if (lower == ReduceOpName(op)) return op;
+  absl::StatusOr<placement::ReduceOp> op = placement::ParseReduceOp(name);
+  if (!op.ok()) return op.status();
+  return static_cast<ReduceOp>(static_cast<int>(*op));
+}
+
+absl::string_view StreamKindName(StreamKind kind) {
+  switch (kind) {
+    case StreamKind::kUpload:
+      return "upload";
+    case StreamKind::kUploadBatch:
+      return "upload_batch";
+    case StreamKind::kDownload:
+      return "download";
+    case StreamKind::kPrefetch:
+      return "prefetch";
+    case StreamKind::kUnspecified:
+      break;
   }
-  return absl::InvalidArgumentError(absl::StrCat("Unsupported reduce_type: ", name,
-                                                 ". Use 'sum', 'mean', 'max', 'min' or 'prod'."));
+  return "unspecified";
 }
 
 absl::string_view DataPartitionName(DataPartition partition) {

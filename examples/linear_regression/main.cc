@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   pc::DataParallel dp(**client);
 
   // A one-axis mesh named like the seed's default all_reduce axis.
-  auto mesh = meshes.CreateDataParallelMesh(devices, "batch");
+  auto mesh = meshes.CreateDataParallel(devices, "batch");
   if (!mesh.ok()) return Fail(mesh.status(), "create mesh");
 
   const std::vector<Shard> data = MakeData(devices, absl::GetFlag(FLAGS_samples_per_device));
@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
       return Fail(freed.status(), "delete");
     for (int i = 0; i <= kFeatures; ++i) params[i] -= lr * mean[i];
   }
-  if (auto deleted = meshes.DeleteMesh(mesh->id, /*force=*/true); !deleted.ok()) {
+  if (auto deleted = meshes.Delete(mesh->id, pc::TensorsOnMesh::kDelete); !deleted.ok()) {
     return Fail(deleted.status(), "delete mesh");
   }
 

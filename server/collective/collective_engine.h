@@ -59,7 +59,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/dtype.h"
-#include "server/common/reduce_op.h"
+#include "common/reduce_op.h"
 #include "server/device/device_backend.h"
 
 namespace placement::server {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "server/common/reduce_op.h"
+#include "common/reduce_op.h"
 #include "server/tensor/tensor_spec.h"
 
 namespace placement::server {

@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "placement/v1/tensor_service.pb.h"
 #include "placement/v1/types.pb.h"
-#include "server/common/reduce_op.h"
+#include "common/reduce_op.h"
 #include "server/tensor/tensor_spec.h"
 
 namespace placement::server {

@@ -15,12 +15,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/reduce_op.h"
 #include "google/protobuf/repeated_field.h"
 #include "placement/v1/mesh_service.pb.h"
 #include "placement/v1/prefetch_service.pb.h"
 #include "placement/v1/tensor_service.pb.h"
 #include "placement/v1/types.pb.h"
-#include "server/common/reduce_op.h"
 #include "server/convert/collective_request_proto.h"
 #include "server/convert/reduce_op_proto.h"
 #include "server/mesh/mesh_presets.h"

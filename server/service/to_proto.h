@@ -8,10 +8,10 @@
 
 #include <cstdint>
 
+#include "common/reduce_op.h"
 #include "placement/v1/mesh_service.pb.h"
 #include "placement/v1/tensor_service.pb.h"
 #include "placement/v1/types.pb.h"
-#include "server/common/reduce_op.h"
 #include "server/convert/mesh_proto.h"
 #include "server/convert/reduce_op_proto.h"
 #include "server/device/device_inventory.h"

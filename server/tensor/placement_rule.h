@@ -13,8 +13,8 @@
 #include <variant>
 #include <vector>
 
+#include "common/reduce_op.h"
 #include "common/sharding.h"
-#include "server/common/reduce_op.h"
 
 namespace placement::server {
 

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "common/reduce_op.h"
 #include "common/shape.h"
 #include "common/sharding.h"
-#include "server/common/reduce_op.h"
 #include "server/device/device_backend.h"
 #include "server/tensor/tensor_owner.h"
 

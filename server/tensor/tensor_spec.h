@@ -9,9 +9,9 @@
 #include <string>
 
 #include "common/dtype.h"
+#include "common/reduce_op.h"
 #include "common/shape.h"
 #include "common/sharding.h"
-#include "server/common/reduce_op.h"
 #include "server/tensor/tensor_owner.h"
 
 namespace placement::server {

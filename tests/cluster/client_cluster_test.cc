@@ -32,7 +32,7 @@ class ClientClusterTest : public ::testing::Test, protected ClusterFixture {
 };
 
 TEST_F(ClientClusterTest, GlobalToHostArrayGivesEachNodeItsRows) {
-  auto mesh = pc::MeshClient(*clients_[0]).CreateMesh({{"data", 8}});
+  auto mesh = pc::MeshClient(*clients_[0]).Create({{"data", 8}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   std::vector<float> x(16 * 2);
   std::iota(x.begin(), x.end(), 0.0f);
@@ -54,11 +54,11 @@ TEST_F(ClientClusterTest, GlobalToHostArrayGivesEachNodeItsRows) {
   auto first = pc::global_to_host_array(*clients_[1], *replicated, pc::DataPartition::kReplicated);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->at("x").bytes, BytesOf(x, 0, x.size()));
-  EXPECT_TRUE(pc::MeshClient(*clients_[0]).DeleteMesh(mesh->id, /*force=*/true).ok());
+  EXPECT_TRUE(pc::MeshClient(*clients_[0]).Delete(mesh->id, pc::TensorsOnMesh::kDelete).ok());
 }
 
 TEST_F(ClientClusterTest, MultiControllerAllReduceGradientsMeetsOnce) {
-  auto mesh = pc::MeshClient(*clients_[0]).CreateMesh({{"batch", 8}});
+  auto mesh = pc::MeshClient(*clients_[0]).Create({{"batch", 8}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   std::vector<float> g(8 * 2, 1.0f);
   auto grads =
@@ -82,7 +82,7 @@ TEST_F(ClientClusterTest, MultiControllerAllReduceGradientsMeetsOnce) {
   std::vector<float> values(sum->bytes.size() / sizeof(float));
   std::memcpy(values.data(), sum->bytes.data(), sum->bytes.size());
   EXPECT_THAT(values, ElementsAre(8, 8));
-  EXPECT_TRUE(pc::MeshClient(*clients_[0]).DeleteMesh(mesh->id, /*force=*/true).ok());
+  EXPECT_TRUE(pc::MeshClient(*clients_[0]).Delete(mesh->id, pc::TensorsOnMesh::kDelete).ok());
 }
 
 }  // namespace

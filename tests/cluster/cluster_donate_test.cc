@@ -43,7 +43,7 @@ class ClusterDonateTest : public ::testing::Test {
 };
 
 TEST_F(ClusterDonateTest, DisassemblesATensorSpanningDaemonsWithDonation) {
-  auto mesh = pc::MeshClient(*client_).CreateMesh({{"data", 2}}, {.device_ids = {0, 1}});
+  auto mesh = pc::MeshClient(*client_).Create({{"data", 2}}, {.device_ids = {0, 1}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   pc::TensorClient tensors(*client_);
   const std::string id = Upload(*mesh);
@@ -54,7 +54,7 @@ TEST_F(ClusterDonateTest, DisassemblesATensorSpanningDaemonsWithDonation) {
 }
 
 TEST_F(ClusterDonateTest, DonatesToACollectiveOnOneDaemonOfACluster) {
-  auto mesh = pc::MeshClient(*client_).CreateMesh({{"data", 1}}, {.device_ids = {0}});
+  auto mesh = pc::MeshClient(*client_).Create({{"data", 1}}, {.device_ids = {0}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   const std::string id = Upload(*mesh);
   auto reduced = pc::CollectiveClient(*client_).AllReduce(

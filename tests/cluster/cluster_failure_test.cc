@@ -41,7 +41,7 @@ class ClusterFailureTest : public ::testing::Test {
       clients_.push_back(*std::move(c));
     }
     client::MeshClient meshes(*clients_[0]);
-    ASSERT_TRUE(meshes.CreateMesh({{"data", 6}}, {.mesh_id = "flat"}).ok());
+    ASSERT_TRUE(meshes.Create({{"data", 6}}, {.mesh_id = "flat"}).ok());
   }
 
   std::unique_ptr<ClusterProcesses> cluster_;

@@ -49,7 +49,7 @@ class ClusterForfeitTest : public ::testing::Test {
     ASSERT_TRUE(c.ok());
     client_ = *std::move(c);
     client::MeshClient meshes(*client_);
-    ASSERT_TRUE(meshes.CreateMesh({{"data", 6}}, {.mesh_id = "flat"}).ok());
+    ASSERT_TRUE(meshes.Create({{"data", 6}}, {.mesh_id = "flat"}).ok());
   }
 
   // A [6, columns] f32 tensor of ones, one row per device.

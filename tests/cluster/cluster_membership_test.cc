@@ -204,26 +204,26 @@ TEST(ClusterMembershipTest, MeshesAreTheSameOnEveryDaemon) {
   client::CreateMeshOptions explicit_devices;
   explicit_devices.mesh_id = "global";
   explicit_devices.device_ids = {4, 0, 5, 1, 6, 2, 7, 3};
-  auto mesh = m1.CreateMesh({{"data", 2}, {"model", 4}}, explicit_devices);
+  auto mesh = m1.Create({{"data", 2}, {"model", 4}}, explicit_devices);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
-  auto seen = m0.GetMesh("global");
+  auto seen = m0.Get("global");
   ASSERT_TRUE(seen.ok()) << seen.status();
   EXPECT_EQ(seen->mesh.device_ids, mesh->device_ids);
   // A generated id is one id cluster-wide, and the preset spans all 8.
-  auto dp = m0.CreateDataParallelMesh();
+  auto dp = m0.CreateDataParallel();
   ASSERT_TRUE(dp.ok()) << dp.status();
   EXPECT_EQ(dp->total_devices, 8);
-  auto dp_on_1 = m1.GetMesh(dp->id);
+  auto dp_on_1 = m1.Get(dp->id);
   ASSERT_TRUE(dp_on_1.ok());
   EXPECT_EQ(dp_on_1->mesh.device_ids, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
   // Same id twice: ALREADY_EXISTS from either daemon.
-  auto twice = m0.CreateMesh({{"data", 8}}, explicit_devices);
+  auto twice = m0.Create({{"data", 8}}, explicit_devices);
   EXPECT_EQ(twice.status().code(), absl::StatusCode::kAlreadyExists);
   // Too many devices names the cluster's count.
-  auto big = m1.CreateMesh({{"data", 16}});
+  auto big = m1.Create({{"data", 16}});
   EXPECT_THAT(big.status().message(), HasSubstr("only 8 available"));
-  ASSERT_TRUE(m0.DeleteMesh("global").ok());
-  EXPECT_EQ(m1.GetMesh("global").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(m0.Delete("global").ok());
+  EXPECT_EQ(m1.Get("global").status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

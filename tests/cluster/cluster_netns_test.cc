@@ -160,21 +160,21 @@ TEST_F(ClusterNetnsTest, MeshesAreTheSameOnEveryHost) {
   client::CreateMeshOptions explicit_devices;
   explicit_devices.mesh_id = "global";
   explicit_devices.device_ids = {4, 0, 5, 1, 6, 2, 7, 3};
-  auto mesh = m1.CreateMesh({{"data", 2}, {"model", 4}}, explicit_devices);
+  auto mesh = m1.Create({{"data", 2}, {"model", 4}}, explicit_devices);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
-  auto seen = m0.GetMesh("global");
+  auto seen = m0.Get("global");
   ASSERT_TRUE(seen.ok()) << seen.status();
   EXPECT_EQ(seen->mesh.device_ids, mesh->device_ids);
-  auto dp = m0.CreateDataParallelMesh();
+  auto dp = m0.CreateDataParallel();
   ASSERT_TRUE(dp.ok()) << dp.status();
   EXPECT_EQ(dp->total_devices, 8);
-  auto dp_on_1 = m1.GetMesh(dp->id);
+  auto dp_on_1 = m1.Get(dp->id);
   ASSERT_TRUE(dp_on_1.ok()) << dp_on_1.status();
   EXPECT_EQ(dp_on_1->mesh.device_ids, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
-  EXPECT_EQ(m0.CreateMesh({{"data", 8}}, explicit_devices).status().code(),
+  EXPECT_EQ(m0.Create({{"data", 8}}, explicit_devices).status().code(),
             absl::StatusCode::kAlreadyExists);
-  ASSERT_TRUE(m0.DeleteMesh("global").ok());
-  EXPECT_EQ(m1.GetMesh("global").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(m0.Delete("global").ok());
+  EXPECT_EQ(m1.Get("global").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(ClusterNetnsTest, PartitionedProcessIsLostAndRejoinsWhenTheLinkReturns) {

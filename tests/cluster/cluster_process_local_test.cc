@@ -163,7 +163,7 @@ TEST_P(ClusterProcessLocalTest, LayoutsAndBytesAreJaxs) {
     const std::string mesh_id = absl::StrCat("m", k);
     client::MeshAxes axes;
     for (const MeshAxis& a : c.axes) axes.push_back({a.name, a.size});
-    ASSERT_TRUE(meshes.CreateMesh(axes, {.mesh_id = mesh_id, .device_ids = c.device_ids}).ok());
+    ASSERT_TRUE(meshes.Create(axes, {.mesh_id = mesh_id, .device_ids = c.device_ids}).ok());
     auto mesh = Mesh::Create(c.axes, c.device_ids);
     ASSERT_TRUE(mesh.ok());
     auto sharding = NamedSharding::Create(*mesh, c.spec);
@@ -250,7 +250,7 @@ TEST_P(ClusterProcessLocalTest, LayoutsAndBytesAreJaxs) {
 TEST_P(ClusterProcessLocalTest, MissingOrFailingProcessesEndEveryone) {
   client::MeshClient meshes(*client_);
   const int n = GetParam().first * GetParam().second;
-  ASSERT_TRUE(meshes.CreateMesh({{"data", n}}, {.mesh_id = "flat"}).ok());
+  ASSERT_TRUE(meshes.Create({{"data", n}}, {.mesh_id = "flat"}).ok());
   const PartitionSpec rows{{{"data"}}};
   const Shape local = {GetParam().second * 2, 3};
   std::vector<float> data(BoxNumElements(FullBox(local)), 1.f);

@@ -132,9 +132,9 @@ class ClusterFixture {
     n_ = layout.processes * layout.devices;
     if (meshes) {
       client::MeshClient m(*clients_.back());
-      ASSERT_TRUE(m.CreateMesh({{"data", n_}}, {.mesh_id = "flat"}).ok());
+      ASSERT_TRUE(m.Create({{"data", n_}}, {.mesh_id = "flat"}).ok());
       ASSERT_TRUE(
-          m.CreateMesh({{"proc", layout.processes}, {"local", layout.devices}}, {.mesh_id = "grid"})
+          m.Create({{"proc", layout.processes}, {"local", layout.devices}}, {.mesh_id = "grid"})
               .ok());
     }
     baseline_ = Memory();

@@ -86,7 +86,7 @@ class DaemonConformanceTest : public ::testing::TestWithParam<std::string> {
   }
 
   absl::StatusOr<client::Mesh> DataMesh() const {
-    return meshes_->CreateDataParallelMesh(static_cast<int64_t>(devices_.size()), "data");
+    return meshes_->CreateDataParallel(static_cast<int64_t>(devices_.size()), "data");
   }
 
   std::vector<float> Floats(const std::string& id, int64_t n) const {

@@ -154,7 +154,7 @@ TEST_F(GpuDaemonTest, OutOfMemoryMidReshardLeavesTheSourceIntact) {
       Start({"--backend=cuda", "--cuda_logical_devices=2", "--cuda_device_memory=67108864"});
   ASSERT_NE(daemon, nullptr);
   MeshClient meshes(*client_);
-  auto mesh = meshes.CreateMesh({{"data", 2}});
+  auto mesh = meshes.Create({{"data", 2}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   std::vector<float> values(40 * kMiB / 4);
   std::iota(values.begin(), values.end(), 1.0f);

@@ -67,7 +67,7 @@ TEST_F(RegionGpuTest, DaemonPinsRegionsAndMovesShardedTensorsThroughThem) {
   EXPECT_TRUE((*region)->info().pinned);
   uint8_t* data = (*region)->data();
   for (int64_t i = 0; i < kBytes; ++i) data[i] = static_cast<uint8_t>(i * 13 + 1);
-  auto mesh = client::MeshClient(**client).CreateDataParallelMesh(4, "data");
+  auto mesh = client::MeshClient(**client).CreateDataParallel(4, "data");
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   client::TensorClient tensors(**client);
   auto info = tensors.UploadFromRegion(**region, 0, client::DType::kF32, {kBytes / 4},

@@ -66,7 +66,7 @@ TEST_F(TensorGpuTest, EveryDtypeRoundTripsOnOneGpu) {
 TEST_F(TensorGpuTest, ShardedReplicatedAndReshardChains) {
   const int64_t baseline = InUse();
   MeshClient meshes(*client_);
-  auto mesh = meshes.CreateMesh({{"data", num_devices_}});
+  auto mesh = meshes.Create({{"data", num_devices_}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   const std::vector<int64_t> shape = {num_devices_ * 64, 48};
   std::vector<float> values(static_cast<size_t>(shape[0] * shape[1]));
@@ -88,7 +88,7 @@ TEST_F(TensorGpuTest, ShardedReplicatedAndReshardChains) {
     EXPECT_EQ(back, values) << id;
   }
   ASSERT_TRUE(tensors_->Delete({sharded->id, columns->id, single->id}).ok());
-  ASSERT_TRUE(meshes.DeleteMesh(mesh->id).ok());
+  ASSERT_TRUE(meshes.Delete(mesh->id).ok());
   EXPECT_EQ(InUse(), baseline);
 }
 

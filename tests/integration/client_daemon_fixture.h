@@ -49,9 +49,9 @@ class ClientDaemonTest : public ::testing::Test {
     std::vector<std::string> ids;
     for (const auto& t : *list) ids.push_back(t.id);
     if (!ids.empty()) ASSERT_TRUE(tensors_->Delete(ids).ok());
-    auto meshes = meshes_->ListMeshes();
+    auto meshes = meshes_->List();
     ASSERT_TRUE(meshes.ok());
-    for (const auto& m : *meshes) ASSERT_TRUE(meshes_->DeleteMesh(m.id, true).ok());
+    for (const auto& m : *meshes) ASSERT_TRUE(meshes_->Delete(m.id, TensorsOnMesh::kDelete).ok());
     ExpectMemoryAtBaseline();
   }
 
@@ -79,7 +79,7 @@ class ClientDaemonTest : public ::testing::Test {
   }
 
   absl::StatusOr<Mesh> DataMesh(int64_t n, const std::string& axis = "data") const {
-    return meshes_->CreateDataParallelMesh(n, axis);
+    return meshes_->CreateDataParallel(n, axis);
   }
 
   static std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed, bool boolean = false) {

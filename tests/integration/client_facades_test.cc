@@ -298,7 +298,7 @@ TEST_F(ClientFacadesTest, JsonTextUsesTheWireFieldNames) {
   EXPECT_THAT(json, HasSubstr("\"dtype\":\"DTYPE_F32\""));
   EXPECT_THAT(json, HasSubstr("\"size_bytes\":\"32\""));
   EXPECT_THAT(json, HasSubstr("\"replica_id\":\"0\""));
-  auto info = meshes_->GetMesh(mesh->id);
+  auto info = meshes_->Get(mesh->id);
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_THAT(ToJson(*info), HasSubstr("\"total_devices\":\"4\""));
   auto rec = client_->GetBatchSizeRecommendation();

@@ -32,7 +32,7 @@ std::vector<T> Iota(size_t n) {
 class ClientLoadaxTest : public ClientDaemonTest {};
 
 TEST_F(ClientLoadaxTest, FullPartitionRoundTrip) {
-  auto mesh = meshes_->CreateMesh({{"data", 4}, {"model", 2}});
+  auto mesh = meshes_->Create({{"data", 4}, {"model", 2}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   std::vector<float> x = Iota<float>(16 * 3);
   std::vector<int32_t> y = Iota<int32_t>(16);
@@ -67,7 +67,7 @@ TEST_F(ClientLoadaxTest, FullPartitionRoundTrip) {
 }
 
 TEST_F(ClientLoadaxTest, ReplicatedPartitionReturnsTheFirstLocalShard) {
-  auto mesh = meshes_->CreateDataParallelMesh();
+  auto mesh = meshes_->CreateDataParallel();
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   std::vector<float> w = Iota<float>(4 * 2);
   auto placed = host_to_global_device_array(*client_, {{"w", HostArray::Of(w, {4, 2})}}, *mesh,
@@ -81,7 +81,7 @@ TEST_F(ClientLoadaxTest, ReplicatedPartitionReturnsTheFirstLocalShard) {
 }
 
 TEST_F(ClientLoadaxTest, LoadaxErrors) {
-  auto mesh = meshes_->CreateDataParallelMesh();
+  auto mesh = meshes_->CreateDataParallel();
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   std::vector<float> ten(10 * 3);
   auto indivisible =
@@ -119,7 +119,7 @@ TEST_F(ClientLoadaxTest, LoadaxErrors) {
 }
 
 TEST_F(ClientLoadaxTest, MultiControllerCollectivesOnALoneDaemon) {
-  auto mesh = meshes_->CreateDataParallelMesh();
+  auto mesh = meshes_->CreateDataParallel();
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   std::vector<float> g = Iota<float>(8 * 3);
   auto grads = tensors_->Upload(HostArray::Of(g, {8, 3}), Placement::Sharded(*mesh, {{"data"}}));
@@ -153,7 +153,7 @@ TEST_F(ClientLoadaxTest, MultiControllerCollectivesOnALoneDaemon) {
 }
 
 TEST_F(ClientLoadaxTest, ProcessLocalOptionsAreCheckedBeforeAnyByte) {
-  auto mesh = meshes_->CreateDataParallelMesh();
+  auto mesh = meshes_->CreateDataParallel();
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   std::vector<float> x(8 * 1024, 1.0f);  // 32 KiB
   const Rule rule = Placement::Sharded(*mesh, {{"data"}});

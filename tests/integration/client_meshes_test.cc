@@ -91,19 +91,19 @@ TEST_F(ClientMeshesTest, BadAxesAreInvalidArgument) {
                                                    {{"data", 2}, {"data", 2}},
                                                    {{"", 2}},
                                                    {{"has space", 2}}}) {
-    auto mesh = meshes.CreateMesh(bad);
+    auto mesh = meshes.Create(bad);
     EXPECT_EQ(mesh.status().code(), absl::StatusCode::kInvalidArgument)
         << bad.size() << " " << mesh.status();
   }
   CreateMeshOptions repeated;
   repeated.device_ids = {0, 0};
-  EXPECT_EQ(meshes.CreateMesh({{"data", 2}}, repeated).status().code(),
+  EXPECT_EQ(meshes.Create({{"data", 2}}, repeated).status().code(),
             absl::StatusCode::kInvalidArgument);
   CreateMeshOptions unknown;
   unknown.device_ids = {0, 42};
-  EXPECT_EQ(meshes.CreateMesh({{"data", 2}}, unknown).status().code(),
+  EXPECT_EQ(meshes.Create({{"data", 2}}, unknown).status().code(),
             absl::StatusCode::kInvalidArgument);
-  auto list = meshes.ListMeshes();
+  auto list = meshes.List();
   ASSERT_TRUE(list.ok());
   EXPECT_TRUE(list->empty());
 }
@@ -148,7 +148,7 @@ TEST_F(ClientMeshesTest, GetMeshInfoListAndDelete) {
   CreateMeshOptions options;
   options.mesh_id = "grid";
   options.device_ids = {7, 6, 5, 4, 3, 2};
-  auto mesh = meshes.CreateMesh({{"model", 3}, {"data", 2}}, options);
+  auto mesh = meshes.Create({{"model", 3}, {"data", 2}}, options);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   EXPECT_EQ(mesh->id, "grid");
   EXPECT_THAT(Ids(*mesh), ElementsAre(7, 6, 5, 4, 3, 2));
@@ -162,19 +162,19 @@ TEST_F(ClientMeshesTest, GetMeshInfoListAndDelete) {
 
   CreateMeshOptions same_id;
   same_id.mesh_id = "grid";
-  EXPECT_EQ(meshes.CreateMesh({{"data", 2}}, same_id).status().code(),
+  EXPECT_EQ(meshes.Create({{"data", 2}}, same_id).status().code(),
             absl::StatusCode::kAlreadyExists);
 
-  auto list = meshes.ListMeshes();
+  auto list = meshes.List();
   ASSERT_TRUE(list.ok());
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].id, "grid");
 
-  auto deleted = meshes.DeleteMesh("grid");
+  auto deleted = meshes.Delete("grid");
   ASSERT_TRUE(deleted.ok()) << deleted.status();
   EXPECT_EQ(*deleted, 0);
   EXPECT_EQ(manager->get_mesh_info("grid").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(meshes.DeleteMesh("grid").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(meshes.Delete("grid").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(ClientMeshesTest, DeleteRefusesWhileTensorsUseTheMesh) {
@@ -182,20 +182,20 @@ TEST_F(ClientMeshesTest, DeleteRefusesWhileTensorsUseTheMesh) {
   TensorClient tensors(*client_);
   auto baseline = client_->ListDevices();
   ASSERT_TRUE(baseline.ok());
-  auto mesh = meshes.CreateDataParallelMesh(4);
+  auto mesh = meshes.CreateDataParallel(4);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   std::vector<float> x(16, 1.0f);
   auto t = tensors.Upload(HostArray::Of(x, {16}), Placement::Sharded(*mesh, {{"data"}}));
   ASSERT_TRUE(t.ok()) << t.status();
-  auto info = meshes.GetMesh(mesh->id);
+  auto info = meshes.Get(mesh->id);
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->mesh.tensor_count, 1);
 
-  auto refused = meshes.DeleteMesh(mesh->id);
+  auto refused = meshes.Delete(mesh->id);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(tensors.Describe(t->id).ok());
 
-  auto forced = meshes.DeleteMesh(mesh->id, /*force=*/true);
+  auto forced = meshes.Delete(mesh->id, TensorsOnMesh::kDelete);
   ASSERT_TRUE(forced.ok()) << forced.status();
   EXPECT_EQ(*forced, 1);
   EXPECT_EQ(tensors.Describe(t->id).status().code(), absl::StatusCode::kNotFound);

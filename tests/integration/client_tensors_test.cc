@@ -35,7 +35,7 @@ class ClientTensorsTest : public ClientDaemonTest {
 };
 
 TEST_F(ClientTensorsTest, EveryDTypeRoundTripsOnEveryKindOfPlacement) {
-  auto mesh = meshes_->CreateHybridMesh(2, 4);
+  auto mesh = meshes_->CreateHybrid(2, 4);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   const DType dtypes[] = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI8,
                           DType::kI16, DType::kI32, DType::kI64, DType::kU8,   DType::kBool};
@@ -61,7 +61,7 @@ TEST_F(ClientTensorsTest, EmptyAndScalarArraysRoundTrip) {
 }
 
 TEST_F(ClientTensorsTest, ShardedTwoDimensionalMeshDescribesAndDownloadsShards) {
-  auto mesh = meshes_->CreateHybridMesh(2, 4);
+  auto mesh = meshes_->CreateHybrid(2, 4);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   std::vector<int64_t> shape = {8, 12};
   auto data = RandomBytes(8 * 12 * 4, 7);
@@ -258,7 +258,7 @@ TEST_F(ClientTensorsTest, DaemonErrorsKeepTheirCodes) {
 TEST_F(ClientTensorsTest, ReshardChainReturnsTheOriginalBytes) {
   auto mesh = DataMesh(8);
   ASSERT_TRUE(mesh.ok());
-  auto hybrid = meshes_->CreateHybridMesh(2, 4);
+  auto hybrid = meshes_->CreateHybrid(2, 4);
   ASSERT_TRUE(hybrid.ok());
   std::vector<int64_t> shape = {16, 8};
   auto data = RandomBytes(16 * 8 * 8, 11);

@@ -89,7 +89,7 @@ TEST_F(CollectiveServiceTest, AllReducePartialMeanAndSum) {
 }
 
 TEST_F(CollectiveServiceTest, AllReduceShardedBlocksAndAllGather) {
-  auto mesh = meshes_->CreateMesh({{"data", 2}, {"model", 4}});
+  auto mesh = meshes_->Create({{"data", 2}, {"model", 4}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   std::vector<float> x(16 * 3);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
@@ -128,7 +128,7 @@ TEST_F(CollectiveServiceTest, AllReduceShardedBlocksAndAllGather) {
 }
 
 TEST_F(CollectiveServiceTest, ReduceScatterAndBroadcast) {
-  auto mesh = meshes_->CreateMesh({{"data", 2}, {"model", 4}});
+  auto mesh = meshes_->Create({{"data", 2}, {"model", 4}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   auto partial = Partial(*tensors_, *mesh, {8, 2}, {"model"},
                          [](int p, int64_t i) { return static_cast<float>((p % 4) * 100 + i); });
@@ -188,7 +188,7 @@ TEST_F(CollectiveServiceTest, BatchAndDataParallelGradients) {
 }
 
 TEST_F(CollectiveServiceTest, BadInputsHavePreciseCodes) {
-  auto mesh = meshes_->CreateMesh({{"data", 2}, {"model", 4}});
+  auto mesh = meshes_->Create({{"data", 2}, {"model", 4}});
   ASSERT_TRUE(mesh.ok());
   auto partial = Partial(*tensors_, *mesh, {8}, {"data"}, [](int p, int64_t) { return p / 4; });
   ASSERT_TRUE(partial.ok()) << partial.status();
@@ -211,7 +211,7 @@ TEST_F(CollectiveServiceTest, BadInputsHavePreciseCodes) {
   EXPECT_EQ(indivisible.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(indivisible.status().message()), HasSubstr("not divisible by the 4"));
   EXPECT_EQ(collectives_->Broadcast(id, 4242).status().code(), absl::StatusCode::kNotFound);
-  auto small = meshes_->CreateMesh({{"data", 2}}, {.device_ids = {0, 1}});
+  auto small = meshes_->Create({{"data", 2}}, {.device_ids = {0, 1}});
   ASSERT_TRUE(small.ok());
   auto pair = Partial(*tensors_, *small, {2}, {"data"}, [](int p, int64_t) { return p; });
   auto outside = collectives_->Broadcast(pair->id, 5);
@@ -317,9 +317,8 @@ TEST_F(CollectiveServiceTest, EightConcurrentClientsOnDifferentMeshes) {
       // Meshes over different device orders and shapes.
       std::vector<int64_t> devices = {0, 1, 2, 3, 4, 5, 6, 7};
       std::rotate(devices.begin(), devices.begin() + c, devices.end());
-      auto mesh = c % 2 == 0
-                      ? meshes.CreateMesh({{"data", 8}}, {.device_ids = devices})
-                      : meshes.CreateMesh({{"data", 2}, {"model", 4}}, {.device_ids = devices});
+      auto mesh = c % 2 == 0 ? meshes.Create({{"data", 8}}, {.device_ids = devices})
+                             : meshes.Create({{"data", 2}, {"model", 4}}, {.device_ids = devices});
       if (!mesh.ok()) return fail(mesh.status().ToString());
       // Contributions depend only on the 'data' coordinate (replicas along
       // 'model' agree, as a valid partial tensor's do).
@@ -340,7 +339,7 @@ TEST_F(CollectiveServiceTest, EightConcurrentClientsOnDifferentMeshes) {
         }
         if (!tensors.Delete({partial->id, mean->id}).ok()) return fail("delete");
       }
-      if (!meshes.DeleteMesh(mesh->id, true).ok()) return fail("delete mesh");
+      if (!meshes.Delete(mesh->id, TensorsOnMesh::kDelete).ok()) return fail("delete mesh");
     });
   }
   for (auto& t : threads) t.join();

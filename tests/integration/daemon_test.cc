@@ -163,13 +163,16 @@ TEST(DaemonTest, ValidateBatchSizeFollowsTheSeed) {
   EXPECT_EQ(zero->message,
             "Batch size 0 is below minimum recommended 1 for cpu. Performance will be "
             "significantly degraded.");
-  auto negative = client->ValidateBatchSize(-8, true, client::HardwareType::kH100);
+  auto negative =
+      client->ValidateBatchSize(-8, client::SuboptimalWarning::kWarn, client::HardwareType::kH100);
   EXPECT_FALSE(negative->valid);
   EXPECT_THAT(negative->message, HasSubstr("below minimum recommended 64 for h100"));
-  auto optimal = client->ValidateBatchSize(512, true, client::HardwareType::kH100);
+  auto optimal =
+      client->ValidateBatchSize(512, client::SuboptimalWarning::kWarn, client::HardwareType::kH100);
   EXPECT_TRUE(optimal->valid);
   EXPECT_EQ(optimal->message, "Batch size 512 is optimal for h100.");
-  auto quiet = client->ValidateBatchSize(100, false, client::HardwareType::kH100);
+  auto quiet = client->ValidateBatchSize(100, client::SuboptimalWarning::kSilent,
+                                         client::HardwareType::kH100);
   EXPECT_EQ(quiet->message, "Batch size 100 is acceptable for h100.");
   auto uneven = client->ValidateBatchSize(33);
   ASSERT_EQ(uneven->warnings.size(), 1u);
@@ -336,9 +339,10 @@ TEST(DaemonTest, ExportsPrometheusMetrics) {
   ASSERT_TRUE(client->ListDevices().ok());
   EXPECT_FALSE(BatchSizeByName(daemon->address(), "zzz").ok());
   std::string text = HttpGet(port, "/metrics");
-  EXPECT_THAT(text, HasSubstr("placementd_rpcs_total{code=\"OK\",method=\"/"
-                              "placement.v1.DeviceService/ListDevices\"} 1"));
-  EXPECT_THAT(text, HasSubstr("code=\"INVALID_ARGUMENT\",method="));
+  EXPECT_THAT(text,
+              HasSubstr("grpc_server_handled_total{grpc_code=\"OK\",grpc_method=\"ListDevices\","
+                        "grpc_service=\"placement.v1.DeviceService\",grpc_type=\"unary\"} 1"));
+  EXPECT_THAT(text, HasSubstr("grpc_server_handled_total{grpc_code=\"InvalidArgument\","));
   EXPECT_THAT(text,
               HasSubstr("placementd_device_memory_in_use_bytes{device=\"7\",platform=\"cpu\"} 0"));
   EXPECT_THAT(HttpGet(port, "/healthz"), HasSubstr("200 OK"));

@@ -4,6 +4,8 @@
 // daemon's memory accounting), end of stream, cancellation, bad batches,
 // buffer_size defaults, concurrent pipelines, sharded batches on a 2-D mesh,
 // and shutdown. After every ending device memory is back to its baseline.
+#include "placement/client/prefetch.h"
+
 #include <signal.h>
 
 #include <atomic>
@@ -16,7 +18,6 @@
 #include "gtest/gtest.h"
 #include "placement/client/device_placement.h"
 #include "placement/client/meshes.h"
-#include "placement/client/prefetch.h"
 #include "placement/client/tensors.h"
 #include "placement/v1/prefetch_service.grpc.pb.h"
 #include "tests/testing/daemon_process.h"
@@ -32,9 +33,9 @@ using client::PrefetchOptions;
 using client::PrefetchStream;
 using client::PrefetchToDevice;
 using client::Rule;
-using ::testing::HasSubstr;
 using testing::DaemonOptions;
 using testing::DaemonProcess;
+using ::testing::HasSubstr;
 
 constexpr int64_t kRows = 8;
 // images f32[8,4,4] (512 bytes) + labels i32[8] (32 bytes).
@@ -488,7 +489,7 @@ TEST_F(PrefetchTest, TwoConcurrentPipelines) {
 
 TEST_F(PrefetchTest, ShardedBatchesOnATwoDimensionalMesh) {
   client::MeshClient meshes(*client_);
-  auto mesh = meshes.CreateMesh({{"data", 4}, {"model", 2}});
+  auto mesh = meshes.Create({{"data", 4}, {"model", 2}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   auto it = PrefetchToDevice(*client_, CountingSource(4), Rule::ShardBatchDim(*mesh));
   ASSERT_TRUE(it.ok());

@@ -121,7 +121,7 @@ TEST_F(RegionTest, TheDaemonReportsThisHostAndARegionSocket) {
 }
 
 TEST_F(RegionTest, EveryDTypeRoundTripsThroughRegionsAsThroughTheStream) {
-  auto mesh = meshes_->CreateHybridMesh(2, 4);
+  auto mesh = meshes_->CreateHybrid(2, 4);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   const std::vector<int64_t> shape = {8, 16};
   auto region = NewRegion(1 << 20);

@@ -499,11 +499,12 @@ TEST_F(TenantIsolationTest, OverlongIdsAndNamesAreRefusedWithoutEchoingThem) {
   const std::string huge(1 << 20, 'x');
   grpc::Status status = a_->Describe(huge);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(status.error_message(), "tensor_id is 1048576 bytes long; tensor ids are at most 64");
+  EXPECT_EQ(status.error_message(),
+            "tensor_id is 1048576 bytes long; tensor ids and names are at most 256");
   status = a_->Delete(huge);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(status.error_message(),
-            "tensor_ids[0] is 1048576 bytes long; tensor ids are at most 64");
+            "tensor_ids[0] is 1048576 bytes long; tensor ids and names are at most 256");
   // Names are bounded the same way (the owner label is "label-" + name).
   auto named = a_->Upload(4, std::string(300, 'n'));
   EXPECT_EQ(named.status().code(), absl::StatusCode::kInvalidArgument);

@@ -125,8 +125,10 @@ TEST_F(PlacectlSecurityTest, WrongCaOrPlaintextFailsTheConnection) {
   CommandResult wrong = Run(
       {CaFlag("other_ca"), std::string("--token=") + kToken, "--connect_timeout=500ms", "devices"});
   EXPECT_EQ(wrong.exit_code, 1);
+  // A failed handshake is a failed connection: reported at once, with the TLS hint.
   EXPECT_THAT(wrong.err, HasSubstr("UNAVAILABLE: cannot reach placementd at " + daemon_->address() +
-                                   " within 500ms over TLS"));
+                                   ": the connection failed"));
+  EXPECT_THAT(wrong.err, HasSubstr("over TLS (or the TLS handshake failed"));
   CommandResult plaintext =
       Run({std::string("--token=") + kToken, "--connect_timeout=500ms", "devices"});
   EXPECT_EQ(plaintext.exit_code, 1);

@@ -161,7 +161,11 @@ int RunValidateBatchSize(Session& session, const Args& operands) {
   if (!hardware.ok()) return ReportError(hardware.status());
   const client::Client* client = session.client();
   if (client == nullptr) return 1;
-  auto v = client->ValidateBatchSize(batch_size, absl::GetFlag(FLAGS_warn_suboptimal), *hardware);
+  auto v = client->ValidateBatchSize(batch_size,
+                                     absl::GetFlag(FLAGS_warn_suboptimal)
+                                         ? client::SuboptimalWarning::kWarn
+                                         : client::SuboptimalWarning::kSilent,
+                                     *hardware);
   if (!v.ok()) return ReportError(v.status());
   if (session.json()) {
     std::printf("%s\n", ToJson(*v).c_str());

@@ -109,17 +109,17 @@ int RunMeshCreate(Session& session, const Args& args) {
   client::MeshClient meshes(*client);
   absl::StatusOr<client::Mesh> mesh;
   if (preset.empty()) {
-    mesh = meshes.CreateMesh(axes, create);
+    mesh = meshes.Create(axes, create);
   } else {
     std::optional<int64_t> n;
     if (absl::GetFlag(FLAGS_num_devices) != 0) n = absl::GetFlag(FLAGS_num_devices);
     std::string axis = absl::GetFlag(FLAGS_axis_name);
     if (preset == "data") {
-      mesh = meshes.CreateDataParallelMesh(n, axis.empty() ? "data" : axis, create);
+      mesh = meshes.CreateDataParallel(n, axis.empty() ? "data" : axis, create);
     } else if (preset == "model") {
-      mesh = meshes.CreateModelParallelMesh(n, axis.empty() ? "model" : axis, create);
+      mesh = meshes.CreateModelParallel(n, axis.empty() ? "model" : axis, create);
     } else if (preset == "hybrid") {
-      mesh = meshes.CreateHybridMesh(
+      mesh = meshes.CreateHybrid(
           absl::GetFlag(FLAGS_data_parallel), absl::GetFlag(FLAGS_model_parallel),
           absl::GetFlag(FLAGS_data_axis), absl::GetFlag(FLAGS_model_axis), create);
     }
@@ -136,7 +136,7 @@ int RunMeshCreate(Session& session, const Args& args) {
 int RunMeshList(Session& session, const Args&) {
   const client::Client* client = session.client();
   if (client == nullptr) return 1;
-  auto list = client::MeshClient(*client).ListMeshes();
+  auto list = client::MeshClient(*client).List();
   if (!list.ok()) return ReportError(list.status());
   if (session.json()) {
     std::printf("%s\n", ToJson(*list).c_str());
@@ -149,7 +149,7 @@ int RunMeshList(Session& session, const Args&) {
 int RunMeshInfo(Session& session, const Args& args) {
   const client::Client* client = session.client();
   if (client == nullptr) return 1;
-  auto info = client::MeshClient(*client).GetMesh(args[0]);
+  auto info = client::MeshClient(*client).Get(args[0]);
   if (!info.ok()) return ReportError(info.status());
   if (session.json()) {
     std::printf("%s\n", ToJson(*info).c_str());
@@ -175,7 +175,9 @@ int RunMeshInfo(Session& session, const Args& args) {
 int RunMeshRemove(Session& session, const Args& args) {
   const client::Client* client = session.client();
   if (client == nullptr) return 1;
-  auto deleted = client::MeshClient(*client).DeleteMesh(args[0], absl::GetFlag(FLAGS_force));
+  auto deleted = client::MeshClient(*client).Delete(args[0], absl::GetFlag(FLAGS_force)
+                                                                 ? client::TensorsOnMesh::kDelete
+                                                                 : client::TensorsOnMesh::kRefuse);
   if (!deleted.ok()) return ReportError(deleted.status());
   if (session.json()) {
     // DeleteMeshResponse's proto JSON (int64 as a string).

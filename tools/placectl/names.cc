@@ -8,8 +8,6 @@ std::string HardwareName(client::HardwareType type) {
   return std::string(client::HardwareTypeName(type));
 }
 
-std::string ReduceOpName(client::ReduceOp op) { return std::string(client::ReduceOpName(op)); }
-
 absl::StatusOr<client::ReduceOp> ParseReduceOp(absl::string_view text, absl::string_view field) {
   absl::StatusOr<client::ReduceOp> op = client::ParseReduceOp(text);
   if (op.ok()) return op;

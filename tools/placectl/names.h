@@ -15,8 +15,6 @@ namespace placement::placectl {
 // HardwareType::kTpuV5e -> "tpu_v5e"; the value the daemon prints as
 // hardware_type_name.
 std::string HardwareName(client::HardwareType type);
-// ReduceOp::kMean -> "mean".
-std::string ReduceOpName(client::ReduceOp op);
 // "sum" | "mean" | "max" | "min" | "prod" (any case). INVALID_ARGUMENT naming
 // `field`, the text and the accepted names otherwise.
 absl::StatusOr<client::ReduceOp> ParseReduceOp(absl::string_view text, absl::string_view field);

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "placement/client/placements.h"
+#include "placement/client/rules.h"
 #include "placement/client/tensors.h"
 #include "tools/placectl/session.h"
 

@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "placement/client/placements.h"
+#include "placement/client/rules.h"
 #include "tools/placectl/session.h"
 
 namespace placement::placectl {

@@ -147,7 +147,10 @@ absl::Status ApplySecurityFlags(client::ClientOptions& options) {
     token = env;
   }
   options.token = std::move(token);
+  // What placectl creates is durable unless --session joins a session: a
+  // command's results must outlive the command.
   options.session_id = session;
+  options.session_policy = client::SessionPolicy::kNone;
   return absl::OkStatus();
 }
 

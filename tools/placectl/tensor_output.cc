@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "placement/client/placements.h"
+#include "placement/client/rules.h"
 #include "placement/client/tensors.h"
 #include "tools/placectl/output.h"
 

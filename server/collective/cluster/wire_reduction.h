@@ -27,7 +27,7 @@
 
 #include "absl/types/span.h"
 #include "common/dtype.h"
-#include "server/common/reduce_op.h"
+#include "common/reduce_op.h"
 
 namespace placement::server {
 

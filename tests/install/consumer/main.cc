@@ -8,6 +8,8 @@
 
 #include "placement/client/placement.h"
 
+static_assert(__cplusplus >= 202002L, "placement::client should have asked for C++20");
+
 int main(int argc, char** argv) {
   namespace pc = placement::client;
   if (argc != 2) return 2;

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "common/reduce_op.h"
 #include "server/collective/collective_engine.h"
 #include "server/collective/kernels/half_float.h"
-#include "server/common/reduce_op.h"
 
 namespace placement::server::testing {
 

@@ -9,6 +9,14 @@
 // header is part of the public API, and results are the value types of
 // types.h.
 //
+// Lifetime of what the client creates: by default Connect opens a session
+// (SessionService, docs/api/sessions.md) that every call joins, renews its
+// lease in the background, and closes when the Client is destroyed -- so the
+// tensors, regions and meshes the client's calls create are freed when the
+// client goes away, and within the session's ttl when its process dies.
+// SessionPolicy::kNone makes them durable (they stay until deleted), as
+// placectl does; ClientOptions::session_id joins a session opened elsewhere.
+//
 // Thread-safe: one Client may be used from many threads at once.
 #ifndef PLACEMENT_CLIENT_CLIENT_H_
 #define PLACEMENT_CLIENT_CLIENT_H_
@@ -25,6 +33,16 @@
 
 namespace placement::client {
 
+// Whether Connect opens a session for the client's calls (above).
+enum class SessionPolicy {
+  // Open one on connect, close it on destruction (the default): results
+  // are freed when the client goes away or dies.
+  kOpen,
+  // No session of its own: what the calls create is durable (or belongs to
+  // `session_id` when that is set).
+  kNone,
+};
+
 struct ClientOptions {
   // Deadline applied to every unary call (streams: per call, see each API).
   absl::Duration default_deadline = absl::Seconds(30);
@@ -35,7 +53,9 @@ struct ClientOptions {
   // never a ceiling on tensor size.
   int max_receive_message_bytes = 16 << 20;
   int max_send_message_bytes = 16 << 20;
-  // How long Connect waits for the channel to become ready; zero = don't wait.
+  // How long Connect waits for the daemon to accept the connection; zero =
+  // don't wait. A refused connection (nothing listens at the target) fails
+  // at once, UNAVAILABLE, without waiting for the timeout.
   absl::Duration connect_timeout = absl::Seconds(10);
 
   // Transport security (docs/security.md). With `tls`, the daemon's
@@ -51,23 +71,42 @@ struct ClientOptions {
   // Sent on every call as "authorization: Bearer <token>"; empty = none.
   std::string token;
   // Sent on every call as "placement-session: <id>" (SessionService): what
-  // the calls create belongs to that session; empty = durable.
+  // the calls create belongs to that session, opened elsewhere (a
+  // client::Session). Empty: see session_policy.
   std::string session_id;
+  // With an empty session_id: kOpen opens a session of this client's own
+  // (the default), kNone sends none (results are durable). A session needs
+  // the daemon: with connect_timeout zero (do not wait) none is opened. If
+  // the daemon restarts, it no longer knows the session: calls then fail
+  // NOT_FOUND naming it, and a new Client is needed.
+  SessionPolicy session_policy = SessionPolicy::kOpen;
+  // Lease of the client's own session: renewed every ttl / 3 while the
+  // Client lives; when its process dies, what it created is freed within
+  // this time. Zero = the daemon's default (60 s).
+  absl::Duration session_ttl = absl::ZeroDuration();
 };
 
 class Client {
  public:
-  // Dials `target` ("127.0.0.1:50051", "unix:/run/placementd/placementd.sock").
-  // UNAVAILABLE when the daemon cannot be reached within connect_timeout;
-  // INVALID_ARGUMENT for an empty target.
+  // Dials `target` ("127.0.0.1:50051", "unix:/run/placementd/placementd.sock")
+  // and, with SessionPolicy::kOpen, opens the client's session. UNAVAILABLE
+  // when the daemon refuses the connection or cannot be reached within
+  // connect_timeout; INVALID_ARGUMENT for an empty target; the daemon's error
+  // when it refuses the session (a ttl outside 1 s .. 1 h, too many
+  // sessions).
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& target,
                                                          const ClientOptions& options = {});
+  // Closes the client's own session (freeing what its calls created), if it
+  // opened one.
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
   const std::string& target() const;
   const ClientOptions& options() const;
+  // The session every call carries: the client's own (SessionPolicy::kOpen),
+  // options().session_id, or empty when results are durable.
+  const std::string& session_id() const;
 
   // --- DeviceService ---------------------------------------------------------
   absl::StatusOr<std::vector<Device>> ListDevices() const;
@@ -80,11 +119,14 @@ class Client {
   // = the detected type; only then does the daemon add advice about its own
   // device count to `warnings`).
   absl::StatusOr<BatchSizeValidation> ValidateBatchSize(
-      int64_t batch_size, bool warn_suboptimal = true,
+      int64_t batch_size, SuboptimalWarning warn_suboptimal = SuboptimalWarning::kWarn,
       std::optional<HardwareType> hardware = std::nullopt) const;
 
   // --- DaemonService ---------------------------------------------------------
   absl::StatusOr<DaemonStatus> GetStatus() const;
+  // The uploads, downloads and prefetch streams open on the daemon now, with
+  // the bytes each moved so far (this tenant's; an admin's: everyone's).
+  absl::StatusOr<std::vector<StreamStatus>> ListStreams() const;
 
   // The connection's internals (channel, deadlines). Defined in
   // client/src/client_impl.h for the library's own sources; an incomplete

@@ -46,7 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "placement/client/client.h"
-#include "placement/client/placements.h"
+#include "placement/client/rules.h"
 #include "placement/client/tensor_info.h"
 #include "placement/client/types.h"
 
@@ -59,7 +59,8 @@ struct CollectiveOptions {
   // input's device buffers (the input id disappears; the result has a new
   // one); AllGather / ReduceScatter delete the input once the result exists.
   SourceHandling source = SourceHandling::kKeep;
-  // Name of the result (single-tensor calls); empty keeps the input's.
+  // Name of the result (single-tensor calls); empty: "<input name>:<collective>"
+  // ("batch/images:all_reduce"), or the input's name when it was donated.
   std::string name;
   // Deadline of the call; zero = the Client's default deadline. The daemon
   // stops a collective whose deadline passes (DEADLINE_EXCEEDED).

@@ -27,7 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "placement/client/client.h"
-#include "placement/client/placements.h"
+#include "placement/client/rules.h"
 #include "placement/client/tensor_tree.h"
 
 namespace placement::client {

@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "placement/client/client.h"
 #include "placement/client/meshes.h"
-#include "placement/client/placements.h"
+#include "placement/client/rules.h"
 
 namespace placement::client {
 

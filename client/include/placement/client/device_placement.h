@@ -32,8 +32,8 @@
 
 #include "absl/status/statusor.h"
 #include "placement/client/client.h"
-#include "placement/client/placements.h"
 #include "placement/client/prefetch.h"
+#include "placement/client/rules.h"
 #include "placement/client/tensor_tree.h"
 #include "placement/client/types.h"
 
@@ -63,9 +63,10 @@ class DevicePlacement {
     return client_->GetBatchSizeRecommendation(hardware_type);
   }
   // validate_batch_size(batch_size, warn_suboptimal=True) -> (valid, message),
-  // with the seed's four messages verbatim (docs/seeds.md).
+  // with the seed's four messages verbatim (docs/seeds.md); the seed's False
+  // is SuboptimalWarning::kSilent.
   absl::StatusOr<std::pair<bool, std::string>> validate_batch_size(
-      int64_t batch_size, bool warn_suboptimal = true) const;
+      int64_t batch_size, SuboptimalWarning warn_suboptimal = SuboptimalWarning::kWarn) const;
   // get_device_info(): num_devices, hardware_type, platforms, device_kinds,
   // devices.
   absl::StatusOr<DeviceInfo> get_device_info() const { return client_->GetDeviceInfo(); }

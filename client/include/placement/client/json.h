@@ -4,6 +4,12 @@
 // (snake case), 64-bit integers as strings, enums by name, default values
 // included -- so it matches what grpcurl prints for the same call.
 //
+// Covered: every value a call of Client, MeshClient, TensorClient,
+// RegionClient, CollectiveClient and PrefetchStream returns, and their
+// parts (ShardInfo, Sharding). Not covered: the facades' trees (TensorTree,
+// DownloadedTree: maps of the values above) and the client-side
+// PrefetchIteratorStats, which have no wire message.
+//
 // Pure functions; thread-safe.
 #ifndef PLACEMENT_CLIENT_JSON_H_
 #define PLACEMENT_CLIENT_JSON_H_
@@ -13,6 +19,7 @@
 
 #include "placement/client/meshes.h"
 #include "placement/client/prefetch.h"
+#include "placement/client/regions.h"
 #include "placement/client/tensor_info.h"
 #include "placement/client/types.h"
 
@@ -42,6 +49,13 @@ std::string ToJson(const std::vector<NamedTensor>& group);
 // {"sequence": "k", "tensors": [...]}: a prefetch stream's ready message.
 std::string ToJson(const DeviceBatch& batch);
 std::string ToJson(const PrefetchStats& stats);
+// A resolved sharding (TensorInfo::sharding).
+std::string ToJson(const Sharding& sharding);
+std::string ToJson(const RegionInfo& region);
+// {"regions": [...]}, as ListRegions answers.
+std::string ToJson(const std::vector<RegionInfo>& regions);
+// {"streams": [...]}, as ListStreams answers.
+std::string ToJson(const std::vector<StreamStatus>& streams);
 
 }  // namespace placement::client
 

@@ -27,7 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "placement/client/client.h"
-#include "placement/client/placements.h"
+#include "placement/client/rules.h"
 #include "placement/client/tensor_tree.h"
 #include "placement/client/tensors.h"
 #include "placement/client/types.h"

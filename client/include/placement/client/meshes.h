@@ -3,9 +3,12 @@
 // device_mesh_manager.h.
 //
 //   MeshClient meshes(*client);
-//   auto mesh = meshes.CreateMesh({{"data", 4}, {"model", 2}});
-//   auto dp = meshes.CreateDataParallelMesh();          // all devices, axis "data"
-//   auto info = meshes.GetMesh(mesh->id);               // total_devices, axes
+//   auto mesh = meshes.Create({{"data", 4}, {"model", 2}});
+//   auto dp = meshes.CreateDataParallel();          // all devices, axis "data"
+//   auto info = meshes.Get(mesh->id);               // total_devices, axes
+//
+// The calls are named like every typed client's (TensorClient,
+// RegionClient): a verb, the noun being the class's.
 //
 // Every call keeps the daemon's gRPC code and message (FAILED_PRECONDITION
 // "Not enough devices: mesh requires 16 devices but only 8 available.",
@@ -51,30 +54,30 @@ class MeshClient {
   // create_device_mesh(mesh_shape). INVALID_ARGUMENT for empty axes, a size
   // < 1, duplicate or malformed names, unknown or repeated device ids;
   // FAILED_PRECONDITION when the product exceeds the devices available.
-  absl::StatusOr<Mesh> CreateMesh(const MeshAxes& axes,
-                                  const CreateMeshOptions& options = {}) const;
+  absl::StatusOr<Mesh> Create(const MeshAxes& axes, const CreateMeshOptions& options = {}) const;
   // create_data_parallel_mesh(num_devices=None, axis_name="data").
-  absl::StatusOr<Mesh> CreateDataParallelMesh(std::optional<int64_t> num_devices = std::nullopt,
-                                              const std::string& axis_name = "data",
-                                              const CreateMeshOptions& options = {}) const;
+  absl::StatusOr<Mesh> CreateDataParallel(std::optional<int64_t> num_devices = std::nullopt,
+                                          const std::string& axis_name = "data",
+                                          const CreateMeshOptions& options = {}) const;
   // create_model_parallel_mesh(num_devices=None, axis_name="model").
-  absl::StatusOr<Mesh> CreateModelParallelMesh(std::optional<int64_t> num_devices = std::nullopt,
-                                               const std::string& axis_name = "model",
-                                               const CreateMeshOptions& options = {}) const;
+  absl::StatusOr<Mesh> CreateModelParallel(std::optional<int64_t> num_devices = std::nullopt,
+                                           const std::string& axis_name = "model",
+                                           const CreateMeshOptions& options = {}) const;
   // create_hybrid_mesh(data_parallel_size=1, model_parallel_size=1,
   // data_axis="data", model_axis="model"): shape (dp, mp).
-  absl::StatusOr<Mesh> CreateHybridMesh(int64_t data_parallel_size = 1,
-                                        int64_t model_parallel_size = 1,
-                                        const std::string& data_axis = "data",
-                                        const std::string& model_axis = "model",
-                                        const CreateMeshOptions& options = {}) const;
+  absl::StatusOr<Mesh> CreateHybrid(int64_t data_parallel_size = 1, int64_t model_parallel_size = 1,
+                                    const std::string& data_axis = "data",
+                                    const std::string& model_axis = "model",
+                                    const CreateMeshOptions& options = {}) const;
 
-  // NOT_FOUND for unknown ids.
-  absl::StatusOr<MeshInfo> GetMesh(const std::string& mesh_id) const;
-  absl::StatusOr<std::vector<Mesh>> ListMeshes() const;
-  // FAILED_PRECONDITION while tensors use the mesh, unless `force` (which
-  // deletes them too). Returns how many tensors were deleted.
-  absl::StatusOr<int64_t> DeleteMesh(const std::string& mesh_id, bool force = false) const;
+  // get_mesh_info. NOT_FOUND for unknown ids.
+  absl::StatusOr<MeshInfo> Get(const std::string& mesh_id) const;
+  absl::StatusOr<std::vector<Mesh>> List() const;
+  // FAILED_PRECONDITION while tensors use the mesh, unless `tensors` is
+  // TensorsOnMesh::kDelete (which deletes them too). Returns how many
+  // tensors were deleted.
+  absl::StatusOr<int64_t> Delete(const std::string& mesh_id,
+                                 TensorsOnMesh tensors = TensorsOnMesh::kRefuse) const;
 
  private:
   const Client& client_;

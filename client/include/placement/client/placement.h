@@ -4,7 +4,7 @@
 //
 //   auto client = placement::client::Client::Connect("127.0.0.1:50051");
 //
-// Value types (types.h, tensor_info.h, placements.h), connection and device
+// Value types (types.h, tensor_info.h, rules.h), connection and device
 // calls (client.h), meshes (meshes.h), tensors (tensors.h, tensor_tree.h),
 // collectives (collectives.h), prefetch (prefetch.h), JSON text (json.h) and
 // the seed-named facades (device_mesh_manager.h, device_placement.h,
@@ -20,9 +20,9 @@
 #include "placement/client/json.h"                 // IWYU pragma: export
 #include "placement/client/loadax.h"               // IWYU pragma: export
 #include "placement/client/meshes.h"               // IWYU pragma: export
-#include "placement/client/placements.h"           // IWYU pragma: export
 #include "placement/client/prefetch.h"             // IWYU pragma: export
 #include "placement/client/regions.h"              // IWYU pragma: export
+#include "placement/client/rules.h"                // IWYU pragma: export
 #include "placement/client/tensor_info.h"          // IWYU pragma: export
 #include "placement/client/tensor_tree.h"          // IWYU pragma: export
 #include "placement/client/tensors.h"              // IWYU pragma: export

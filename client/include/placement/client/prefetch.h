@@ -18,7 +18,10 @@
 //     }
 //
 //   PrefetchStream -- the raw bidirectional stream: SendBatch from caller
-//   buffers (in chunk_bytes messages), Read ready batches, Release them.
+//   buffers (in chunk_bytes messages), Next (or Read) ready batches, Release
+//   them.
+//
+// Next() means the same on both: the next device batch, nullopt at the end.
 //
 // The protocol's one rule for clients (both layers obey it for you): a batch
 // may be sent only while fewer than buffer_size sent batches are unreleased.
@@ -48,7 +51,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "placement/client/client.h"
-#include "placement/client/placements.h"
+#include "placement/client/rules.h"
 #include "placement/client/tensor_tree.h"
 #include "placement/client/tensors.h"
 #include "placement/client/types.h"
@@ -57,6 +60,15 @@ namespace placement::client {
 
 // The seed's default buffer_size.
 inline constexpr int kDefaultPrefetchBufferSize = 2;
+
+// Who releases the batches a stream staged.
+enum class ReleaseMode {
+  // The consumer calls Release(sequence) for each batch (the default).
+  kExplicit,
+  // Each Next() releases the batch the previous Next() returned (the
+  // iterator API's mode).
+  kOnNext,
+};
 
 struct PrefetchOptions {
   // Batches staged and unreleased at most (including the one in use).
@@ -69,8 +81,7 @@ struct PrefetchOptions {
   std::string name;
   // Owner recorded on every staged tensor (quotas, listing).
   std::string owner;
-  // Each Next() releases the previous batch (the iterator API's mode).
-  bool auto_release = false;
+  ReleaseMode release = ReleaseMode::kExplicit;
   int64_t chunk_bytes = kDefaultChunkBytes;
   // Deadline for the whole stream; infinite = none.
   absl::Duration timeout = absl::InfiniteDuration();
@@ -130,19 +141,26 @@ class PrefetchStream {
   // FAILED_PRECONDITION when it was already released (the daemon answers the
   // same for a batch whose ready has not been sent yet).
   absl::Status Release(int64_t sequence);
-  // The consumer takes the next batch. The n-th call (n = 0, 1, ...) asks for
-  // batch n and, in auto_release mode, releases batch n-1; the daemon times
-  // the wait for batch n (consumer stall). FAILED_PRECONDITION when batch
+  // The consumer takes the next batch: RequestNext(), then Read() (after
+  // CloseSend only Read(): the daemon delivers the rest unasked). Returns it,
+  // or nullopt once the daemon sent its stats; the daemon's status on a
+  // failed stream.
+  absl::StatusOr<std::optional<DeviceBatch>> Next();
+  // Only asks for the next batch (for a consumer that reads it later, or on
+  // another thread): the n-th request (n = 0, 1, ...) asks for batch n (the
+  // daemon times the wait for it: consumer stall) and, with
+  // ReleaseMode::kOnNext, releases batch n-1. FAILED_PRECONDITION when batch
   // n-1 has not been read yet.
-  absl::Status Next();
+  absl::Status RequestNext();
   // Half-closes: no more batches or releases. The daemon delivers every
   // batch it read, sends its stats and finishes; tensors still unreleased
   // are then deleted.
   absl::Status CloseSend();
 
-  // The next ready batch, in order; nullopt once the daemon sent its stats
-  // (the stream then finished OK). On a failed stream: the daemon's status
-  // (every later call returns it too).
+  // The next ready batch, in order, without asking for it (no consumer
+  // stall is timed; the daemon sends batches as they are staged); nullopt
+  // once the daemon sent its stats (the stream then finished OK). On a
+  // failed stream: the daemon's status (every later call returns it too).
   absl::StatusOr<std::optional<DeviceBatch>> Read();
   // The daemon's stats, once Read returned nullopt.
   const std::optional<PrefetchStats>& stats() const;
@@ -208,7 +226,7 @@ struct PrefetchIteratorStats {
 };
 
 // The seed's prefetch_to_device as an iterator over device batches. The
-// stream runs in auto_release mode: each Next() releases the batch the
+// stream runs in ReleaseMode::kOnNext: each Next() releases the batch the
 // previous Next() returned, so use a batch's tensors only until the next
 // call. Not thread-safe: one consumer thread calls Next().
 class PrefetchIterator {
@@ -242,7 +260,7 @@ class PrefetchIterator {
 
 // prefetch_to_device(iterator, device=None, buffer_size=2): starts the
 // background upload and returns at once. `target` and `buffer_size` override
-// options.rule and options.buffer_size (options.auto_release is forced on).
+// options.rule and options.buffer_size (options.release is kOnNext).
 // INVALID_ARGUMENT for buffer_size < 0 or an empty source.
 absl::StatusOr<std::unique_ptr<PrefetchIterator>> PrefetchToDevice(
     const Client& client, BatchSource source, const Rule& target = {},

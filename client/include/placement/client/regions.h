@@ -36,6 +36,8 @@ struct RegionInfo {
   std::string session_id;  // empty = lives until unregistered or the daemon stops
   std::string tenant;
   bool pinned = false;  // registered with the GPU for DMA (CUDA backend)
+
+  bool operator==(const RegionInfo&) const = default;
 };
 
 // Which way tensor bytes travel between this process and the daemon.

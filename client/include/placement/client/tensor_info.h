@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "placement/client/placements.h"
+#include "placement/client/rules.h"
 #include "placement/client/types.h"
 
 namespace placement::client {

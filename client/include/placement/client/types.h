@@ -116,6 +116,19 @@ absl::string_view ControllerName(Controller controller);
 // controller 'x'; accepted values: single, multi" otherwise.
 absl::StatusOr<Controller> ParseController(absl::string_view name);
 
+// What MeshClient::Delete does with the tensors that use the mesh.
+enum class TensorsOnMesh {
+  kRefuse,  // FAILED_PRECONDITION while any tensor uses the mesh (the default)
+  kDelete,  // delete them with the mesh
+};
+
+// Whether validate_batch_size reports a batch between the seed's minimum and
+// critical sizes as suboptimal (the seed's warn_suboptimal=True / False).
+enum class SuboptimalWarning {
+  kWarn,    // "Batch size 20 is below critical size 64 for cpu. ..." (the default)
+  kSilent,  // such a batch is "acceptable"
+};
+
 // What happens to the source tensors of Place / Assemble / Disassemble and
 // of the collectives.
 enum class SourceHandling {
@@ -136,7 +149,7 @@ struct Device {
   int64_t memory_limit_bytes = 0;   // budget the daemon may use
   // Freed blocks the daemon keeps for reuse; they count against the budget.
   int64_t memory_cached_bytes = 0;
-  std::string compute_capability;   // "9.0" (GPUs)
+  std::string compute_capability;  // "9.0" (GPUs)
   std::string pci_bus_id;
   int32_t numa_node = 0;
   int32_t multiprocessor_count = 0;
@@ -212,10 +225,10 @@ struct ProcessStatus {
 
 struct ClusterStatus {
   ClusterState state = ClusterState::kUnspecified;  // kSingle for a lone daemon
-  int64_t epoch = 0;          // advances on every membership change
+  int64_t epoch = 0;                                // advances on every membership change
   int32_t num_processes = 1;
   std::string coordinator_address;
-  std::string peer_address;   // this daemon's
+  std::string peer_address;  // this daemon's
   std::vector<ProcessStatus> processes;
   bool operator==(const ClusterStatus&) const = default;
 };
@@ -302,7 +315,7 @@ struct ShardInfo {
   std::vector<int64_t> shape;      // extents of `ranges`
   int64_t replica_id = 0;          // earlier devices holding the same box
   int64_t size_bytes = 0;
-  int32_t process_index = 0;       // the daemon (node) holding it
+  int32_t process_index = 0;  // the daemon (node) holding it
 
   bool operator==(const ShardInfo&) const = default;
 };
@@ -317,6 +330,25 @@ struct DownloadHeader {
   std::vector<ShardInfo> pieces;
 
   bool operator==(const DownloadHeader&) const = default;
+};
+
+// A long-lived stream open on the daemon (Client::ListStreams; what
+// `placectl top` shows).
+enum class StreamKind { kUnspecified, kUpload, kUploadBatch, kDownload, kPrefetch };
+
+// "upload", "upload_batch", "download", "prefetch" ("unspecified").
+absl::string_view StreamKindName(StreamKind kind);
+
+struct StreamStatus {
+  int64_t id = 0;  // per daemon run, in open order
+  StreamKind kind = StreamKind::kUnspecified;
+  std::string tenant;
+  std::string what;         // "weights/w1 f32[1024,1024]", "batch 2 arrays", a prefetch name
+  int64_t bytes = 0;        // tensor bytes moved so far
+  int64_t total_bytes = 0;  // 0 = not known
+  absl::Time opened;
+
+  bool operator==(const StreamStatus&) const = default;
 };
 
 // The daemon's figures for a finished prefetch stream.

@@ -23,8 +23,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/dtype.h"
+#include "common/reduce_op.h"
 #include "server/collective/transport/rendezvous_store.h"
-#include "server/common/reduce_op.h"
 
 namespace placement::server {
 

@@ -147,7 +147,7 @@ TEST_F(OfflineClientTest, UnreachableDaemonKeepsUnavailable) {
   EXPECT_EQ(tensors.Describe("t-1").status().code(), absl::StatusCode::kUnavailable);
   std::vector<float> x(4);
   EXPECT_EQ(tensors.Upload(HostArray::Of(x, {4})).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(MeshClient(*client_).ListMeshes().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(MeshClient(*client_).List().status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(OfflineClientTest, DataParallelValidatesArgumentsLocally) {

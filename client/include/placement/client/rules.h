@@ -25,8 +25,8 @@
 // indivisible dimension: INVALID_ARGUMENT); these types only describe
 // requests (client/src/convert.cc turns them into wire messages).
 // All types are values; thread-compatible.
-#ifndef PLACEMENT_CLIENT_PLACEMENTS_H_
-#define PLACEMENT_CLIENT_PLACEMENTS_H_
+#ifndef PLACEMENT_CLIENT_RULES_H_
+#define PLACEMENT_CLIENT_RULES_H_
 
 #include <cstdint>
 #include <optional>
@@ -188,4 +188,4 @@ class Rule {
 
 }  // namespace placement::client
 
-#endif  // PLACEMENT_CLIENT_PLACEMENTS_H_
+#endif  // PLACEMENT_CLIENT_RULES_H_

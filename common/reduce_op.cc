@@ -1,9 +1,9 @@
-#include "server/common/reduce_op.h"
+#include "common/reduce_op.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
-namespace placement::server {
+namespace placement {
 namespace {
 
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin,
@@ -36,4 +36,12 @@ absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name) {
                                                  ". Use 'sum', 'mean', 'max', 'min' or 'prod'."));
 }
 
-}  // namespace placement::server
+absl::StatusOr<ReduceOp> ReduceOpFromProtoValue(int value) {
+  for (ReduceOp op : kAllOps) {
+    if (static_cast<int>(op) == value) return op;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "reduce op must be one of sum, mean, max, min, prod (got enum value ", value, ")"));
+}
+
+}  // namespace placement

@@ -1,17 +1,20 @@
 // ReduceOp: the element-wise reductions collectives apply (JAX psum / pmean /
 // pmax / pmin, DTensor Partial's reduce_op, NCCL's ncclRedOp_t), with the
-// names the seed's `reduce_type` strings use. A core type: the wire enum
-// (placement.v1.ReduceOp, same values) is converted at the edge
-// (server/service/from_proto.h, to_proto.h).
+// names the seed's `reduce_type` strings use. The one table of these names:
+// the daemon, the C++ client (client::ReduceOpName / ParseReduceOp) and
+// placectl use it, and the Python client is tested against it
+// (tests/python/placement/test_tables.py). The wire enum
+// (placement.v1.ReduceOp) has the same values; the daemon converts it at the
+// edge (server/service/from_proto.h, to_proto.h).
 //
 // Pure value helpers; thread-safe.
-#ifndef PLACEMENT_SERVER_COMMON_REDUCE_OP_H_
-#define PLACEMENT_SERVER_COMMON_REDUCE_OP_H_
+#ifndef PLACEMENT_COMMON_REDUCE_OP_H_
+#define PLACEMENT_COMMON_REDUCE_OP_H_
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace placement::server {
+namespace placement {
 
 enum class ReduceOp {
   kSum = 1,
@@ -30,6 +33,10 @@ absl::string_view ReduceOpName(ReduceOp op);
 // 'min' or 'prod'."
 absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
 
-}  // namespace placement::server
+// From the proto enum's integer value; INVALID_ARGUMENT for UNSPECIFIED or
+// unknown values.
+absl::StatusOr<ReduceOp> ReduceOpFromProtoValue(int value);
 
-#endif  // PLACEMENT_SERVER_COMMON_REDUCE_OP_H_
+}  // namespace placement
+
+#endif  // PLACEMENT_COMMON_REDUCE_OP_H_

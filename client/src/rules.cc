@@ -1,4 +1,4 @@
-#include "placement/client/placements.h"
+#include "placement/client/rules.h"
 
 #include <utility>
 
