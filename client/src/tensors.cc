@@ -10,6 +10,7 @@
 #include "common/grpc_status.h"
 #include "common/shape.h"
 #include "grpcpp/grpcpp.h"
+#include "placement/v1/session_service.grpc.pb.h"
 #include "placement/v1/tensor_service.grpc.pb.h"
 
 namespace placement::client {
@@ -95,6 +96,16 @@ absl::StatusOr<int64_t> TensorClient::Delete(const std::vector<std::string>& ten
       pb::TensorService::NewStub(client_.impl().channel)->Delete(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response.freed_bytes();
+}
+
+absl::Status TensorClient::Persist(const std::vector<std::string>& tensor_ids) const {
+  grpc::ClientContext context;
+  client_.impl().PrepareContext(&context);
+  pb::PersistTensorsRequest request;
+  for (const auto& id : tensor_ids) request.add_tensor_ids(id);
+  pb::PersistTensorsResponse response;
+  return FromGrpcStatus(pb::SessionService::NewStub(client_.impl().channel)
+                            ->PersistTensors(&context, request, &response));
 }
 
 absl::StatusOr<std::vector<TensorInfo>> TensorClient::Place(

@@ -94,6 +94,9 @@ absl::StatusOr<DownloadHeader> TensorClient::Download(const std::string& tensor_
     absl::Status accepted =
         on_chunk(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(chunk.data()), chunk.size()));
     if (!accepted.ok()) return abandon(accepted);
+    if (options.progress && received < header.total_bytes) {
+      options.progress(received, header.total_bytes);
+    }
   }
   grpc::Status status = reader->Finish();
   if (!status.ok()) return FromGrpcStatus(status);
@@ -105,6 +108,7 @@ absl::StatusOr<DownloadHeader> TensorClient::Download(const std::string& tensor_
     return absl::DataLossError(absl::StrCat("download of ", tensor_id, ": received ", received,
                                             " of ", header.total_bytes, " bytes"));
   }
+  if (options.progress) options.progress(header.total_bytes, header.total_bytes);
   return header;
 }
 

@@ -54,6 +54,7 @@ absl::StatusOr<TensorInfo> UploadSlice(const Client& client, const SharedRegion&
     return absl::UnavailableError(absl::StrCat("upload of ", DescribeArray(dtype, shape),
                                                ": the daemon closed the stream early"));
   }
+  if (options.progress) options.progress(*total, *total);
   return FromProto(response.tensor());
 }
 
@@ -145,6 +146,7 @@ std::optional<absl::StatusOr<DownloadHeader>> DownloadThroughStaging(
     return FromGrpcStatus(status);
   }
   ParallelCopy(out.data(), lease->region().data(), static_cast<size_t>(header.total_bytes()));
+  if (options.progress) options.progress(header.total_bytes(), header.total_bytes());
   return FromProto(header);
 }
 
@@ -187,7 +189,11 @@ std::optional<absl::StatusOr<TensorInfo>> UploadFromThroughStaging(
   uint8_t* data = lease->region().data();
   int64_t filled = 0;
   while (filled < *total) {
-    absl::StatusOr<size_t> n = reader(absl::MakeSpan(data + filled, *total - filled));
+    // Pieces of at most kFillPiece, so that progress moves while a slow
+    // reader (a file, a decoder) fills the region.
+    constexpr int64_t kFillPiece = int64_t{8} << 20;
+    absl::StatusOr<size_t> n =
+        reader(absl::MakeSpan(data + filled, std::min(kFillPiece, *total - filled)));
     if (!n.ok()) return n.status();
     if (*n == 0) break;
     if (static_cast<int64_t>(*n) > *total - filled) {
@@ -195,6 +201,7 @@ std::optional<absl::StatusOr<TensorInfo>> UploadFromThroughStaging(
                                               *total - filled, "-byte buffer"));
     }
     filled += static_cast<int64_t>(*n);
+    if (options.progress && filled < *total) options.progress(filled, *total);
   }
   if (filled != *total) {
     return absl::InvalidArgumentError(absl::StrCat("expected ", *total, " bytes for ",
@@ -248,7 +255,11 @@ std::optional<absl::StatusOr<DownloadHeader>> DownloadToSinksThroughStaging(
     const int64_t n = std::min(piece, result.total_bytes - offset);
     absl::Status taken = on_chunk(absl::MakeConstSpan(lease->region().data() + offset, n));
     if (!taken.ok()) return taken;
+    if (options.progress && offset + n < result.total_bytes) {
+      options.progress(offset + n, result.total_bytes);
+    }
   }
+  if (options.progress) options.progress(result.total_bytes, result.total_bytes);
   return result;
 }
 

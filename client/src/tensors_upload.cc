@@ -45,6 +45,15 @@ struct Uploader::Impl {
   int64_t chunk_bytes = kDefaultChunkBytes;
   State state = State::kOpen;
   absl::Status failure;  // why the upload ended, when it did not succeed
+  ProgressFn progress;
+  int64_t reported = -1;  // the last `done` given to progress
+
+  void Report(int64_t done) {
+    if (progress && done != reported) {
+      reported = done;
+      progress(done, total);
+    }
+  }
 
   absl::Status Fail(absl::Status status) {
     if (state == State::kOpen) {
@@ -58,7 +67,8 @@ struct Uploader::Impl {
 
   absl::Status Send() {
     if (writer->Write(message)) {
-      chunk->clear();  // keeps the capacity
+      chunk->clear();                        // keeps the capacity
+      if (written < total) Report(written);  // `total` once the daemon has it all
       return absl::OkStatus();
     }
     grpc::Status status = writer->Finish();
@@ -138,6 +148,7 @@ absl::StatusOr<TensorInfo> Uploader::Finish() {
   }
   u.failure =
       absl::FailedPreconditionError(absl::StrCat("upload of ", u.description, " already finished"));
+  u.Report(u.total);
   return FromProto(u.response.tensor());
 }
 
@@ -160,6 +171,7 @@ absl::StatusOr<std::unique_ptr<Uploader>> TensorClient::StartUpload(
   impl->description = DescribeArray(dtype, shape);
   impl->total = *total;
   impl->chunk_bytes = options.chunk_bytes;
+  impl->progress = options.progress;
   impl->stub = pb::TensorService::NewStub(client_.impl().channel);
   SetTimeout(options.timeout, &impl->context);
   impl->writer = impl->stub->Upload(&impl->context, &impl->response);
@@ -240,6 +252,9 @@ absl::StatusOr<std::vector<NamedTensor>> TensorClient::UploadBatch(
       StageBatchArrays(client_, arrays, options.path);
   if (!staged.ok()) return staged.status();
 
+  int64_t total_bytes = 0;
+  for (const BatchArray& a : arrays) total_bytes += static_cast<int64_t>(a.array.data.size());
+  int64_t sent = 0;
   auto stub = pb::TensorService::NewStub(client_.impl().channel);
   grpc::ClientContext context;
   SetTimeout(options.timeout, &context);
@@ -267,11 +282,14 @@ absl::StatusOr<std::vector<NamedTensor>> TensorClient::UploadBatch(
       chunk->mutable_data()->assign(reinterpret_cast<const char*>(data.data()), take);
       data.remove_prefix(take);
       ok = writer->Write(message);
+      sent += static_cast<int64_t>(take);
+      if (ok && options.progress && sent < total_bytes) options.progress(sent, total_bytes);
     }
   }
   if (ok) writer->WritesDone();
   grpc::Status status = writer->Finish();
   if (!status.ok() || !ok) return BrokenStreamStatus(status, "UploadBatch");
+  if (options.progress) options.progress(total_bytes, total_bytes);
   if (response.tensors_size() != static_cast<int>(arrays.size())) {
     return absl::InternalError(absl::StrCat("UploadBatch of ", arrays.size(), " arrays returned ",
                                             response.tensors_size(), " tensors"));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/collective/collective_staging.h"
+#include "server/tensor/derived_name.h"
 
 namespace placement::server {
 namespace {
@@ -84,12 +85,15 @@ absl::Status BecomeResult(Tensor* t, const CollectivePlan& plan, const std::stri
   return absl::OkStatus();
 }
 
+// `donated`: the input goes once the result exists, which takes its name.
 absl::StatusOr<std::unique_ptr<Tensor>> AllocateResult(TensorStore* store, const Tensor& input,
                                                        const CollectivePlan& plan,
-                                                       const std::string& name) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
-                   store->Allocate(input.dtype, plan.result_shape, plan.result_sharding,
-                                   input.mesh_id, name.empty() ? input.name : name, input.owner));
+                                                       const std::string& name, bool donated) {
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Tensor> result,
+      store->Allocate(input.dtype, plan.result_shape, plan.result_sharding, input.mesh_id,
+                      DerivedTensorName(name, input.name, CollectiveKindName(plan.kind), donated),
+                      input.owner));
   result->partial_op = ResultPartialOp(input, plan);
   return result;
 }
@@ -117,10 +121,15 @@ CollectiveServiceCore::CollectiveServiceCore(TensorStore* store, CollectiveEngin
                                              Metrics* metrics)
     : store_(store), engine_(engine), metrics_(metrics) {
   if (metrics_ == nullptr) return;
+  std::vector<MetricLabels> kinds;
+  for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
+                              CollectiveKind::kReduceScatter, CollectiveKind::kBroadcast}) {
+    kinds.push_back({{"collective", std::string(CollectiveKindName(kind))}});
+  }
   metrics_->Describe("placementd_collectives_total", "counter",
-                     "Collectives completed, by collective.");
+                     "Collectives completed, by collective.", kinds);
   metrics_->Describe("placementd_collective_bytes_total", "counter",
-                     "Device bytes of the inputs of completed collectives, by collective.");
+                     "Device bytes of the inputs of completed collectives, by collective.", kinds);
 }
 
 absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::Publish(
@@ -210,7 +219,7 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunSameSize
     ReduceOp op, const CollectiveContext& context) const {
   if (target.source == SourceHandling::kKeep) {
     ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
-                     AllocateResult(store_, *input, plan, target.name));
+                     AllocateResult(store_, *input, plan, target.name, /*donated=*/false));
     RETURN_IF_ERROR(SameSizes(*input, *result));
     std::vector<CollectiveItem> items = ItemsFor(plan, input->sharding.mesh(), input->dtype, op,
                                                  SendBuffers(*input), RecvBuffers(*result));
@@ -237,8 +246,9 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunSameSize
 absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunResized(
     const CollectiveTarget& target, std::shared_ptr<const Tensor> input, const CollectivePlan& plan,
     ReduceOp op, const CollectiveContext& context) const {
-  ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
-                   AllocateResult(store_, *input, plan, target.name));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Tensor> result,
+      AllocateResult(store_, *input, plan, target.name, target.source == SourceHandling::kDonate));
   DeviceBackend* backend = store_->backend();
   if (plan.contiguous) {
     std::vector<CollectiveItem> items = ItemsFor(plan, input->sharding.mesh(), input->dtype, op,
@@ -315,7 +325,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore
   if (source == SourceHandling::kKeep) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
-                       AllocateResult(store_, *inputs[i], plans[i], ""));
+                       AllocateResult(store_, *inputs[i], plans[i], "", /*donated=*/false));
       RETURN_IF_ERROR(SameSizes(*inputs[i], *result));
       std::vector<CollectiveItem> more =
           ItemsFor(plans[i], inputs[i]->sharding.mesh(), inputs[i]->dtype, ops[i],

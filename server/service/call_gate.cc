@@ -68,11 +68,11 @@ absl::StatusOr<std::unique_ptr<SessionManager::Watch>> CallGate::WatchSession(
 
 absl::StatusOr<StreamRegistry::Lease> CallGate::OpenStream(const Caller& caller,
                                                            grpc::CallbackServerContext* context,
-                                                           bool reapable) {
+                                                           StreamKind kind) {
   if (streams_ == nullptr) return StreamRegistry::Lease();
   std::function<void()> cancel;
-  if (reapable) cancel = [context] { context->TryCancel(); };
-  return streams_->Open(caller.tenant, std::move(cancel));
+  if (kind != StreamKind::kPrefetch) cancel = [context] { context->TryCancel(); };
+  return streams_->Open(caller.tenant, kind, std::move(cancel));
 }
 
 void CallGate::StartDraining() {

@@ -70,12 +70,13 @@ class CallGate {
   void set_sessions(SessionManager* sessions) { sessions_ = sessions; }
 
   // Registers a long-lived stream of an admitted caller (StreamRegistry):
-  // RESOURCE_EXHAUSTED past the stream limits. With `reapable`, a stream that
-  // makes no progress for the idle timeout is cancelled through `context`.
+  // RESOURCE_EXHAUSTED past the stream limits. Uploads and downloads that
+  // make no progress for the idle timeout are cancelled through `context`;
+  // prefetch streams wait on their consumer by design and are never reaped.
   // Without a registry (tests), an empty lease.
   absl::StatusOr<StreamRegistry::Lease> OpenStream(const Caller& caller,
                                                    grpc::CallbackServerContext* context,
-                                                   bool reapable);
+                                                   StreamKind kind);
   // REQUIRES: called before the server starts; `streams` outlives the gate.
   void set_streams(StreamRegistry* streams) { streams_ = streams; }
   // REQUIRES: called before the server starts; `authenticator` outlives the

@@ -44,22 +44,24 @@ grpc::ServerUnaryReactor* RunAdmitted(grpc::CallbackServerContext* context, Call
     reactor->FinishCreating(admitted.status(), {});
     return reactor;
   }
-  // Another tenant's tensors are unknown ids here too.
-  if (absl::Status visible =
-          CheckTensorsVisible(*core.store(), *admitted, tensor_ids, "tensor_ids");
-      !visible.ok()) {
-    reactor->FinishCreating(visible, {});
+  // Names resolve to ids; another tenant's tensors are unknown ids here too.
+  absl::StatusOr<std::vector<std::string>> ids =
+      ResolveTensorIds(*core.store(), *admitted, tensor_ids, "tensor_ids");
+  if (!ids.ok()) {
+    reactor->FinishCreating(ids.status(), {});
     return reactor;
   }
+  const bool quick = core.IsQuick(*ids);
   // Runs the collective and hands its results to the caller's session.
-  auto run = [&gate, response, caller = *admitted, fn = std::move(fn)]() mutable {
-    absl::Status status = fn(caller);
+  auto run = [&gate, response, caller = *admitted, ids = *std::move(ids),
+              fn = std::move(fn)]() mutable {
+    absl::Status status = fn(caller, ids);
     std::vector<std::string> created;
     if (status.ok()) created = CreatedIds(*response);
     if (status.ok()) status = gate.AdoptCreated(caller, created);
     return std::make_pair(std::move(status), std::move(created));
   };
-  if (core.IsQuick(tensor_ids)) {
+  if (quick) {
     auto [status, created] = run();
     reactor->FinishCreating(std::move(status), std::move(created));
     return reactor;
@@ -94,6 +96,30 @@ absl::Status CollectiveHandler::Execute(const Caller& caller, const pb::Collecti
 
 namespace {
 
+// `op` naming the tensors by the ids their ids or names resolved to.
+pb::CollectiveOp WithIds(pb::CollectiveOp op, const std::vector<std::string>& ids) {
+  switch (op.request_case()) {
+    case pb::CollectiveOp::kAllReduce:
+      op.mutable_all_reduce()->set_tensor_id(ids.front());
+      break;
+    case pb::CollectiveOp::kAllReduceBatch:
+      op.mutable_all_reduce_batch()->mutable_tensor_ids()->Assign(ids.begin(), ids.end());
+      break;
+    case pb::CollectiveOp::kAllGather:
+      op.mutable_all_gather()->set_tensor_id(ids.front());
+      break;
+    case pb::CollectiveOp::kReduceScatter:
+      op.mutable_reduce_scatter()->set_tensor_id(ids.front());
+      break;
+    case pb::CollectiveOp::kBroadcast:
+      op.mutable_broadcast()->set_tensor_id(ids.front());
+      break;
+    default:
+      break;
+  }
+  return op;
+}
+
 void WriteResults(const std::vector<std::shared_ptr<const Tensor>>& out,
                   pb::CollectiveResponse* response) {
   TensorToProto(*out.front(), response->mutable_tensor());
@@ -110,13 +136,15 @@ template <typename Response>
 grpc::ServerUnaryReactor* CollectiveHandler::Serve(grpc::CallbackServerContext* context,
                                                    const std::vector<std::string>& tensor_ids,
                                                    pb::CollectiveOp op, Response* response) {
-  return RunAdmitted(context, *gate_, *core_, *dispatch_, tensor_ids, response,
-                     [=, this, op = std::move(op)](const Caller& caller) -> absl::Status {
-                       std::vector<std::shared_ptr<const Tensor>> out;
-                       RETURN_IF_ERROR(Execute(caller, op, context, &out));
-                       WriteResults(out, response);
-                       return absl::OkStatus();
-                     });
+  return RunAdmitted(
+      context, *gate_, *core_, *dispatch_, tensor_ids, response,
+      [=, this, op = std::move(op)](const Caller& caller,
+                                    const std::vector<std::string>& ids) -> absl::Status {
+        std::vector<std::shared_ptr<const Tensor>> out;
+        RETURN_IF_ERROR(Execute(caller, WithIds(op, ids), context, &out));
+        WriteResults(out, response);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::AllReduce(grpc::CallbackServerContext* context,

@@ -6,6 +6,23 @@
 #include "server/service/unary.h"
 
 namespace placement::server {
+namespace {
+
+placement::v1::StreamKind StreamKindToProto(StreamKind kind) {
+  switch (kind) {
+    case StreamKind::kUpload:
+      return placement::v1::STREAM_KIND_UPLOAD;
+    case StreamKind::kUploadBatch:
+      return placement::v1::STREAM_KIND_UPLOAD_BATCH;
+    case StreamKind::kDownload:
+      return placement::v1::STREAM_KIND_DOWNLOAD;
+    case StreamKind::kPrefetch:
+      return placement::v1::STREAM_KIND_PREFETCH;
+  }
+  return placement::v1::STREAM_KIND_UNSPECIFIED;
+}
+
+}  // namespace
 
 grpc::ServerUnaryReactor* DaemonHandler::GetStatus(grpc::CallbackServerContext* context,
                                                    const placement::v1::GetStatusRequest*,
@@ -71,6 +88,28 @@ grpc::ServerUnaryReactor* DaemonHandler::GetStatus(grpc::CallbackServerContext* 
     return absl::OkStatus();
   }()));
   return reactor;
+}
+
+grpc::ServerUnaryReactor* DaemonHandler::ListStreams(grpc::CallbackServerContext* context,
+                                                     const placement::v1::ListStreamsRequest*,
+                                                     placement::v1::ListStreamsResponse* response) {
+  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
+    if (!counts_.streams) return absl::OkStatus();
+    for (const StreamSnapshot& s : counts_.streams()) {
+      if (!caller.Sees(s.tenant)) continue;
+      placement::v1::StreamStatus* out = response->add_streams();
+      out->set_id(s.id);
+      out->set_kind(StreamKindToProto(s.kind));
+      out->set_tenant(s.tenant);
+      out->set_what(s.what);
+      out->set_bytes(s.bytes);
+      out->set_total_bytes(s.total_bytes);
+      timespec ts = absl::ToTimespec(s.opened);
+      out->mutable_opened()->set_seconds(ts.tv_sec);
+      out->mutable_opened()->set_nanos(static_cast<int32_t>(ts.tv_nsec));
+    }
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace placement::server

@@ -1,4 +1,4 @@
-// gRPC front for placement.v1.DaemonService (GetStatus).
+// gRPC front for placement.v1.DaemonService (GetStatus, ListStreams).
 #ifndef PLACEMENT_SERVER_SERVICE_DAEMON_HANDLER_H_
 #define PLACEMENT_SERVER_SERVICE_DAEMON_HANDLER_H_
 
@@ -9,6 +9,7 @@
 #include "server/daemon_identity.h"
 #include "server/device/device_inventory.h"
 #include "server/service/call_gate.h"
+#include "server/service/stream_registry.h"
 
 namespace placement::server {
 
@@ -21,6 +22,8 @@ struct DaemonCounts {
   std::function<int64_t()> session_tensors;
   std::function<int64_t()> open_streams;
   std::function<int64_t()> regions;
+  // ListStreams: the open streams (StreamRegistry::List); empty = none.
+  std::function<std::vector<StreamSnapshot>()> streams;
 };
 
 class DaemonHandler final : public placement::v1::DaemonService::CallbackService {
@@ -38,6 +41,9 @@ class DaemonHandler final : public placement::v1::DaemonService::CallbackService
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const placement::v1::GetStatusRequest* request,
                                       placement::v1::GetStatusResponse* response) override;
+  grpc::ServerUnaryReactor* ListStreams(grpc::CallbackServerContext* context,
+                                        const placement::v1::ListStreamsRequest* request,
+                                        placement::v1::ListStreamsResponse* response) override;
 
  private:
   const DaemonIdentity* identity_;

@@ -61,7 +61,7 @@ class PrefetchReactor final
       // Counted against the stream limits; never reaped (it waits on its
       // consumer by design).
       absl::StatusOr<StreamRegistry::Lease> lease =
-          gate->OpenStream(*caller, context, /*reapable=*/false);
+          gate->OpenStream(*caller, context, StreamKind::kPrefetch);
       status = lease.status();
       if (lease.ok()) lease_ = *std::move(lease);
     }
@@ -167,6 +167,8 @@ class PrefetchReactor final
       absl::StatusOr<PrefetchConfig> config = PrefetchConfigFromProto(request.open());
       if (!config.ok()) return config.status();
       config->tenant = caller_.tenant;
+      lease_.Describe(
+          request.open().name().empty() ? std::string("(unnamed)") : request.open().name(), 0);
       pipeline_ = manager_->NewPipeline(std::move(*config));
       return absl::OkStatus();
     }
@@ -183,9 +185,13 @@ class PrefetchReactor final
         return pipeline_->OnBatchHeader(BatchHeaderFromProto(request.batch()));
       case pb::PrefetchRequest::kChunk: {
         const pb::BatchChunk& chunk = request.chunk();
-        if (!chunk.has_region()) return pipeline_->OnBatchChunk(chunk.array_index(), chunk.data());
+        if (!chunk.has_region()) {
+          lease_.Progress(static_cast<int64_t>(chunk.data().size()));
+          return pipeline_->OnBatchChunk(chunk.array_index(), chunk.data());
+        }
         absl::StatusOr<RegionBytes> bytes = AcquireBatchChunkRegion(regions_, caller_, chunk);
         if (!bytes.ok()) return bytes.status();
+        lease_.Progress(static_cast<int64_t>(bytes->view().size()));
         return pipeline_->OnBatchChunk(chunk.array_index(), bytes->view());
       }
       case pb::PrefetchRequest::kRelease:

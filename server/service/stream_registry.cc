@@ -15,9 +15,24 @@ int64_t NowNs() { return absl::ToUnixNanos(absl::Now()); }
 
 }  // namespace
 
+absl::string_view StreamKindName(StreamKind kind) {
+  switch (kind) {
+    case StreamKind::kUpload:
+      return "upload";
+    case StreamKind::kUploadBatch:
+      return "upload_batch";
+    case StreamKind::kDownload:
+      return "download";
+    case StreamKind::kPrefetch:
+      return "prefetch";
+  }
+  return "stream";
+}
+
 StreamRegistry::Lease::~Lease() { Reset(); }
 
-StreamRegistry::Lease::Lease(Lease&& other) noexcept : registry_(other.registry_), id_(other.id_) {
+StreamRegistry::Lease::Lease(Lease&& other) noexcept
+    : registry_(other.registry_), id_(other.id_), activity_(std::move(other.activity_)) {
   other.registry_ = nullptr;
 }
 
@@ -26,6 +41,7 @@ StreamRegistry::Lease& StreamRegistry::Lease::operator=(Lease&& other) noexcept 
     Reset();
     registry_ = other.registry_;
     id_ = other.id_;
+    activity_ = std::move(other.activity_);
     other.registry_ = nullptr;
   }
   return *this;
@@ -34,10 +50,20 @@ StreamRegistry::Lease& StreamRegistry::Lease::operator=(Lease&& other) noexcept 
 void StreamRegistry::Lease::Reset() {
   if (registry_ != nullptr) registry_->Close(id_);
   registry_ = nullptr;
+  activity_.reset();
 }
 
-void StreamRegistry::Lease::Progress() {
-  if (registry_ != nullptr) registry_->Touch(id_);
+void StreamRegistry::Lease::Progress(int64_t bytes) {
+  if (activity_ == nullptr) return;
+  activity_->last_progress_ns.store(NowNs(), std::memory_order_relaxed);
+  if (bytes != 0) activity_->bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void StreamRegistry::Lease::Describe(std::string what, int64_t total_bytes) {
+  if (activity_ == nullptr) return;
+  activity_->total_bytes.store(total_bytes, std::memory_order_relaxed);
+  absl::MutexLock lock(&activity_->mu);
+  activity_->what = std::move(what);
 }
 
 StreamRegistry::StreamRegistry(StreamLimits limits) : limits_(limits) {
@@ -53,6 +79,7 @@ StreamRegistry::~StreamRegistry() {
 }
 
 absl::StatusOr<StreamRegistry::Lease> StreamRegistry::Open(const std::string& tenant,
+                                                           StreamKind kind,
                                                            std::function<void()> cancel) {
   absl::MutexLock lock(&mu_);
   const int64_t total = static_cast<int64_t>(streams_.size());
@@ -77,8 +104,10 @@ absl::StatusOr<StreamRegistry::Lease> StreamRegistry::Open(const std::string& te
     state = std::make_shared<CancelState>();
     state->cancel = std::move(cancel);
   }
-  streams_[id] = Entry{tenant, std::move(state), std::make_shared<std::atomic<int64_t>>(NowNs())};
-  return Lease(this, id);
+  auto activity = std::make_shared<Activity>();
+  activity->last_progress_ns.store(NowNs());
+  streams_[id] = Entry{tenant, kind, absl::Now(), std::move(state), activity};
+  return Lease(this, id, std::move(activity));
 }
 
 void StreamRegistry::Close(int64_t id) {
@@ -104,20 +133,34 @@ void StreamRegistry::Close(int64_t id) {
   state->closed = true;
 }
 
-void StreamRegistry::Touch(int64_t id) {
-  std::shared_ptr<std::atomic<int64_t>> clock;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = streams_.find(id);
-    if (it == streams_.end()) return;
-    clock = it->second.last_progress_ns;
-  }
-  clock->store(NowNs(), std::memory_order_relaxed);
-}
-
 int64_t StreamRegistry::open_streams() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(streams_.size());
+}
+
+std::vector<StreamSnapshot> StreamRegistry::List() const {
+  std::vector<std::pair<int64_t, Entry>> entries;
+  {
+    absl::MutexLock lock(&mu_);
+    entries.assign(streams_.begin(), streams_.end());
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<StreamSnapshot> out;
+  out.reserve(entries.size());
+  for (const auto& [id, entry] : entries) {
+    StreamSnapshot s{id,
+                     entry.kind,
+                     entry.tenant,
+                     "",
+                     entry.activity->bytes.load(std::memory_order_relaxed),
+                     entry.activity->total_bytes.load(std::memory_order_relaxed),
+                     entry.opened};
+    absl::MutexLock lock(&entry.activity->mu);
+    s.what = entry.activity->what;
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 void StreamRegistry::ReapLoop() {
@@ -131,7 +174,9 @@ void StreamRegistry::ReapLoop() {
       const int64_t stale_before = NowNs() - absl::ToInt64Nanoseconds(limits_.idle_timeout);
       for (auto& [id, entry] : streams_) {
         if (entry.cancelled || entry.cancel == nullptr) continue;
-        if (entry.last_progress_ns->load(std::memory_order_relaxed) >= stale_before) continue;
+        if (entry.activity->last_progress_ns.load(std::memory_order_relaxed) >= stale_before) {
+          continue;
+        }
         entry.cancelled = true;
         stalled.push_back(entry.cancel);
         LogWarning("stream ", id, " of tenant '", entry.tenant, "' made no progress for ",

@@ -10,6 +10,9 @@
 //     `idle_timeout` is cancelled (ServerContext::TryCancel); its reactor
 //     then frees what it reserved, as for a client cancel. Prefetch streams
 //     wait on their consumer by design and are only counted.
+//   - Every stream says what it moves (a tensor's name or id, a prefetch
+//     stream's name), how many bytes so far and of how many: List() is what
+//     DaemonService.ListStreams (and `placectl top`) reports.
 //
 // A reaper thread looks every min(1 s, idle_timeout / 4). Thread-safe.
 #ifndef PLACEMENT_SERVER_SERVICE_STREAM_REGISTRY_H_
@@ -21,14 +24,32 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace placement::server {
+
+enum class StreamKind { kUpload, kUploadBatch, kDownload, kPrefetch };
+
+// "upload", "upload_batch", "download", "prefetch".
+absl::string_view StreamKindName(StreamKind kind);
+
+// One open stream as List() reports it.
+struct StreamSnapshot {
+  int64_t id = 0;  // per daemon run, in open order
+  StreamKind kind = StreamKind::kUpload;
+  std::string tenant;
+  std::string what;         // tensor name or id, "3 arrays", prefetch stream name
+  int64_t bytes = 0;        // tensor bytes moved so far
+  int64_t total_bytes = 0;  // 0 = not known (yet)
+  absl::Time opened;
+};
 
 struct StreamLimits {
   int64_t max_streams = 1024;          // 0 = unlimited
@@ -38,23 +59,37 @@ struct StreamLimits {
 
 class StreamRegistry {
  public:
+  // What a stream reports as it goes; shared by its Lease and the registry.
+  struct Activity {
+    std::atomic<int64_t> last_progress_ns{0};
+    std::atomic<int64_t> bytes{0};
+    std::atomic<int64_t> total_bytes{0};
+    absl::Mutex mu;
+    std::string what ABSL_GUARDED_BY(mu);
+  };
+
   // A registered stream; unregisters on destruction. Progress() is cheap
-  // (one atomic store) and may be called from any thread.
+  // (atomic updates, no lock) and may be called from any thread.
   class Lease {
    public:
     Lease() = default;
     ~Lease();
     Lease(Lease&& other) noexcept;
     Lease& operator=(Lease&& other) noexcept;
-    void Progress();
+    // A message went through; `bytes` of tensor data with it.
+    void Progress(int64_t bytes = 0);
+    // What the stream moves and how many bytes in all (0 = not known).
+    void Describe(std::string what, int64_t total_bytes);
     bool held() const { return registry_ != nullptr; }
 
    private:
     friend class StreamRegistry;
-    Lease(StreamRegistry* registry, int64_t id) : registry_(registry), id_(id) {}
+    Lease(StreamRegistry* registry, int64_t id, std::shared_ptr<Activity> activity)
+        : registry_(registry), id_(id), activity_(std::move(activity)) {}
     void Reset();
     StreamRegistry* registry_ = nullptr;
     int64_t id_ = 0;
+    std::shared_ptr<Activity> activity_;
   };
 
   explicit StreamRegistry(StreamLimits limits);
@@ -63,9 +98,12 @@ class StreamRegistry {
   // Registers a stream of `tenant`. `cancel` (thread-safe, called at most
   // once, never after the lease is gone) ends a stalled stream; null = the
   // stream is never reaped. RESOURCE_EXHAUSTED naming the limit and its flag.
-  absl::StatusOr<Lease> Open(const std::string& tenant, std::function<void()> cancel);
+  absl::StatusOr<Lease> Open(const std::string& tenant, StreamKind kind,
+                             std::function<void()> cancel);
 
   int64_t open_streams() const;
+  // The open streams, in open order.
+  std::vector<StreamSnapshot> List() const;
   int64_t reaped_total() const { return reaped_.load(); }
 
  private:
@@ -82,12 +120,13 @@ class StreamRegistry {
   };
   struct Entry {
     std::string tenant;
+    StreamKind kind = StreamKind::kUpload;
+    absl::Time opened;
     std::shared_ptr<CancelState> cancel;  // null: never reaped
-    std::shared_ptr<std::atomic<int64_t>> last_progress_ns;
+    std::shared_ptr<Activity> activity;
     bool cancelled = false;
   };
   void Close(int64_t id);
-  void Touch(int64_t id);
   void ReapLoop();
 
   const StreamLimits limits_;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/shape.h"
 #include "common/status_macros.h"
 #include "server/service/from_proto.h"
 #include "server/service/region_slices.h"
@@ -28,7 +29,7 @@ DownloadReactor::DownloadReactor(grpc::CallbackServerContext* context, const Ten
   absl::Status status = caller.status();
   if (status.ok()) {
     absl::StatusOr<StreamRegistry::Lease> lease =
-        gate->OpenStream(*caller, context, /*reapable=*/true);
+        gate->OpenStream(*caller, context, StreamKind::kDownload);
     status = lease.status();
     if (lease.ok()) lease_ = *std::move(lease);
   }
@@ -44,10 +45,12 @@ absl::Status DownloadReactor::Open(const TensorOps* ops, const Caller& caller,
                                    const pb::DownloadRequest& request, RegionRegistry* regions) {
   ASSIGN_OR_RETURN(int64_t chunk, ChunkSizeFromProto(request.chunk_size_bytes()));
   chunk_bytes_ = std::min(chunk, kMaxChunkBytes - kFramingAllowance);
-  RETURN_IF_ERROR(
-      GetVisibleTensor(*ops->store(), caller, request.tensor_id(), "tensor_id").status());
-  ASSIGN_OR_RETURN(plan_,
-                   ops->OpenDownload(request.tensor_id(), DownloadSelectionFromProto(request)));
+  ASSIGN_OR_RETURN(std::string id,
+                   ResolveTensorId(*ops->store(), caller, request.tensor_id(), "tensor_id"));
+  ASSIGN_OR_RETURN(plan_, ops->OpenDownload(id, DownloadSelectionFromProto(request)));
+  lease_.Describe(
+      absl::StrCat(request.tensor_id(), " ", TypedShapeToString(plan_->dtype(), plan_->shape())),
+      plan_->total_bytes());
   pb::DownloadHeader* header = response_.mutable_header();
   header->set_dtype(static_cast<pb::DType>(static_cast<int>(plan_->dtype())));
   for (int64_t d : plan_->shape()) header->add_shape(d);
@@ -74,6 +77,7 @@ absl::Status DownloadReactor::CopyToRegion(const Caller& caller, const pb::Regio
                    AcquireRegionSlice(regions, caller, "destination", slice, RegionAccess::kWrite));
   RETURN_IF_ERROR(plan_->Read(0, total, bytes.data()));
   offset_ = total;
+  lease_.Progress(total);
   return absl::OkStatus();
 }
 
@@ -83,7 +87,8 @@ void DownloadReactor::Fail(const absl::Status& status) {
 }
 
 void DownloadReactor::OnWriteDone(bool ok) {
-  if (ok) lease_.Progress();
+  if (ok)
+    lease_.Progress(response_.has_chunk() ? static_cast<int64_t>(response_.chunk().size()) : 0);
   if (!ok) {
     Fail(absl::CancelledError("download stream broken (client cancelled or disconnected)"));
     return;

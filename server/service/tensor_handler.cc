@@ -68,9 +68,10 @@ grpc::ServerUnaryReactor* TensorHandler::Delete(grpc::CallbackServerContext* con
                                                 const pb::DeleteTensorsRequest* request,
                                                 pb::DeleteTensorsResponse* response) {
   return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
-    RETURN_IF_ERROR(
-        CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
-    ASSIGN_OR_RETURN(int64_t freed, ops_->store()->Delete(Ids(request->tensor_ids())));
+    ASSIGN_OR_RETURN(
+        std::vector<std::string> ids,
+        ResolveTensorIds(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
+    ASSIGN_OR_RETURN(int64_t freed, ops_->store()->Delete(ids));
     response->set_freed_bytes(freed);
     return absl::OkStatus();
   });
@@ -82,14 +83,14 @@ grpc::ServerUnaryReactor* TensorHandler::Place(grpc::CallbackServerContext* cont
   return RunCreating(
       context, *gate_, ops_->store(),
       [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
-        RETURN_IF_ERROR(
-            CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
+        ASSIGN_OR_RETURN(
+            std::vector<std::string> ids,
+            ResolveTensorIds(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
         RETURN_IF_ERROR(CheckLength("name", request->name(), kMaxTensorNameLength));
         RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller, request->rule()));
         ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
         ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(request->rule()));
-        ASSIGN_OR_RETURN(auto tensors,
-                         ops_->Place(Ids(request->tensor_ids()), rule, source, request->name()));
+        ASSIGN_OR_RETURN(auto tensors, ops_->Place(ids, rule, source, request->name()));
         for (const auto& tensor : tensors) {
           created->push_back(tensor->id);
           TensorToProto(*tensor, response->add_tensors());
@@ -104,16 +105,16 @@ grpc::ServerUnaryReactor* TensorHandler::Assemble(grpc::CallbackServerContext* c
   return RunCreating(
       context, *gate_, ops_->store(),
       [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
-        RETURN_IF_ERROR(
-            CheckTensorsVisible(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
+        ASSIGN_OR_RETURN(
+            std::vector<std::string> ids,
+            ResolveTensorIds(*ops_->store(), caller, Ids(request->tensor_ids()), "tensor_ids"));
         RETURN_IF_ERROR(CheckLength("name", request->name(), kMaxTensorNameLength));
         RETURN_IF_ERROR(CheckPlacementMeshVisible(*ops_->meshes(), caller, request->placement()));
         ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
         ASSIGN_OR_RETURN(Shape shape, ShapeFromProto(request->shape(), "shape"));
         ASSIGN_OR_RETURN(TensorPlacement placement, PlacementFromProto(request->placement()));
         ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor,
-                         ops_->Assemble(std::move(shape), placement, Ids(request->tensor_ids()),
-                                        source, request->name()));
+                         ops_->Assemble(std::move(shape), placement, ids, source, request->name()));
         created->push_back(tensor->id);
         TensorToProto(*tensor, response->mutable_tensor());
         return absl::OkStatus();
@@ -126,10 +127,10 @@ grpc::ServerUnaryReactor* TensorHandler::Disassemble(grpc::CallbackServerContext
   return RunCreating(
       context, *gate_, ops_->store(),
       [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
-        RETURN_IF_ERROR(
-            GetVisibleTensor(*ops_->store(), caller, request->tensor_id(), "tensor_id").status());
+        ASSIGN_OR_RETURN(std::string id, ResolveTensorId(*ops_->store(), caller,
+                                                         request->tensor_id(), "tensor_id"));
         ASSIGN_OR_RETURN(SourceHandling source, SourceHandlingFromProto(request->source()));
-        ASSIGN_OR_RETURN(auto tensors, ops_->Disassemble(request->tensor_id(), source));
+        ASSIGN_OR_RETURN(auto tensors, ops_->Disassemble(id, source));
         for (const auto& tensor : tensors) {
           created->push_back(tensor->id);
           TensorToProto(*tensor, response->add_tensors());

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/shape.h"
 #include "common/status_macros.h"
 #include "server/service/from_proto.h"
 #include "server/service/region_slices.h"
@@ -28,7 +29,10 @@ absl::Status ChunkBeforeHeader() {
 
 UploadReactor::UploadReactor(grpc::CallbackServerContext* context, const TensorOps* ops,
                              CallGate* gate, pb::UploadResponse* response, RegionRegistry* regions)
-    : UploadStreamReactor(context, gate), ops_(ops), regions_(regions), response_(response) {
+    : UploadStreamReactor(context, gate, StreamKind::kUpload),
+      ops_(ops),
+      regions_(regions),
+      response_(response) {
   Begin();
 }
 
@@ -42,6 +46,10 @@ absl::Status UploadReactor::Consume(const pb::UploadRequest& request) {
                        TensorSpecFromProto(header.dtype(), header.shape(), header.name(),
                                            header.owner(), "header"));
       spec.owner.tenant = caller().tenant;
+      Describe(spec.name.empty()
+                   ? TypedShapeToString(spec.dtype, spec.shape)
+                   : absl::StrCat(spec.name, " ", TypedShapeToString(spec.dtype, spec.shape)),
+               ByteSize(spec.dtype, spec.shape));
       RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller(), header.rule()));
       ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(header.rule()));
       if (header.has_process_local()) {
@@ -61,13 +69,17 @@ absl::Status UploadReactor::Consume(const pb::UploadRequest& request) {
     }
     case pb::UploadRequest::kChunk:
       if (!header_seen_) return ChunkBeforeHeader();
-      return session_->Write(request.chunk());
+      RETURN_IF_ERROR(session_->Write(request.chunk()));
+      Moved(static_cast<int64_t>(request.chunk().size()));
+      return absl::OkStatus();
     case pb::UploadRequest::kRegion: {
       if (!header_seen_) return ChunkBeforeHeader();
       ASSIGN_OR_RETURN(
           RegionBytes bytes,
           AcquireRegionSlice(regions_, caller(), "region", request.region(), RegionAccess::kRead));
-      return session_->Write(bytes.view());
+      RETURN_IF_ERROR(session_->Write(bytes.view()));
+      Moved(static_cast<int64_t>(bytes.view().size()));
+      return absl::OkStatus();
     }
     case pb::UploadRequest::PAYLOAD_NOT_SET:
       break;
@@ -94,7 +106,10 @@ void UploadReactor::ForgetCommitted() {
 UploadBatchReactor::UploadBatchReactor(grpc::CallbackServerContext* context, const TensorOps* ops,
                                        CallGate* gate, pb::UploadBatchResponse* response,
                                        RegionRegistry* regions)
-    : UploadStreamReactor(context, gate), ops_(ops), regions_(regions), response_(response) {
+    : UploadStreamReactor(context, gate, StreamKind::kUploadBatch),
+      ops_(ops),
+      regions_(regions),
+      response_(response) {
   Begin();
 }
 
@@ -108,12 +123,17 @@ absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) 
       RETURN_IF_ERROR(CheckLength("header.owner", header.owner(), kMaxOwnerLength));
       RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller(), header.rule()));
       std::vector<BatchArraySpec> arrays;
+      int64_t total = 0;
       for (int i = 0; i < header.arrays_size(); ++i) {
         const pb::ArrayHeader& array = header.arrays(i);
         ASSIGN_OR_RETURN(TensorSpec spec, TensorSpecFromProto(array.dtype(), array.shape(), "", "",
                                                               absl::StrCat("arrays[", i, "]")));
+        total += ByteSize(spec.dtype, spec.shape);
         arrays.push_back(BatchArraySpec{array.key(), spec.dtype, std::move(spec.shape)});
       }
+      Describe(absl::StrCat(header.name().empty() ? "" : absl::StrCat(header.name(), " "),
+                            arrays.size(), arrays.size() == 1 ? " array" : " arrays"),
+               total);
       ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(header.rule()));
       if (header.has_process_local()) {
         ASSIGN_OR_RETURN(ProcessLocalRequest local,
@@ -136,9 +156,15 @@ absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) 
     case pb::UploadBatchRequest::kChunk: {
       if (!header_seen_) return ChunkBeforeHeader();
       const pb::BatchChunk& chunk = request.chunk();
-      if (!chunk.has_region()) return session_->Write(chunk.array_index(), chunk.data());
+      if (!chunk.has_region()) {
+        RETURN_IF_ERROR(session_->Write(chunk.array_index(), chunk.data()));
+        Moved(static_cast<int64_t>(chunk.data().size()));
+        return absl::OkStatus();
+      }
       ASSIGN_OR_RETURN(RegionBytes bytes, AcquireBatchChunkRegion(regions_, caller(), chunk));
-      return session_->Write(chunk.array_index(), bytes.view());
+      RETURN_IF_ERROR(session_->Write(chunk.array_index(), bytes.view()));
+      Moved(static_cast<int64_t>(bytes.view().size()));
+      return absl::OkStatus();
     }
     case pb::UploadBatchRequest::PAYLOAD_NOT_SET:
       break;

@@ -64,8 +64,8 @@ class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
   }
 
  protected:
-  UploadStreamReactor(grpc::CallbackServerContext* context, CallGate* gate)
-      : context_(context), gate_(gate) {}
+  UploadStreamReactor(grpc::CallbackServerContext* context, CallGate* gate, StreamKind kind)
+      : context_(context), gate_(gate), kind_(kind) {}
 
   void Begin() {
     absl::StatusOr<Caller> caller = gate_->Admit(*context_, &ticket_);
@@ -74,8 +74,7 @@ class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
       return;
     }
     caller_ = *std::move(caller);
-    absl::StatusOr<StreamRegistry::Lease> lease =
-        gate_->OpenStream(caller_, context_, /*reapable=*/true);
+    absl::StatusOr<StreamRegistry::Lease> lease = gate_->OpenStream(caller_, context_, kind_);
     if (!lease.ok()) {
       this->Finish(ToGrpcStatus(lease.status()));
       return;
@@ -95,6 +94,12 @@ class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
 
   // Who is uploading (set by Begin before the first Consume).
   const Caller& caller() const { return caller_; }
+  // For ListStreams: what the stream uploads, how many bytes in all, and
+  // how many went in so far.
+  void Describe(std::string what, int64_t total_bytes) {
+    lease_.Describe(std::move(what), total_bytes);
+  }
+  void Moved(int64_t bytes) { lease_.Progress(bytes); }
   // Hands committed tensors to the caller's session (CallGate::AdoptCreated).
   absl::Status AdoptCreated(const std::vector<std::string>& ids) {
     return gate_->AdoptCreated(caller_, ids);
@@ -103,6 +108,7 @@ class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
  private:
   grpc::CallbackServerContext* context_;
   CallGate* gate_;
+  const StreamKind kind_;
   CallGate::Ticket ticket_;
   StreamRegistry::Lease lease_;  // counts the stream; reaps it when stalled
   Caller caller_;

@@ -199,13 +199,12 @@ absl::Status SessionManager::Adopt(const std::string& id,
 
 absl::Status SessionManager::Persist(const Caller& caller,
                                      const std::vector<std::string>& tensor_ids) {
-  if (absl::Status visible = CheckTensorsVisible(*store_, caller, tensor_ids, "tensor_ids");
-      !visible.ok()) {
-    return visible;
-  }
+  absl::StatusOr<std::vector<std::string>> ids =
+      ResolveTensorIds(*store_, caller, tensor_ids, "tensor_ids");
+  if (!ids.ok()) return ids.status();
   absl::MutexLock lock(&mu_);
   for (auto& [id, session] : sessions_) {
-    for (const std::string& tensor : tensor_ids) session.tensors.erase(tensor);
+    for (const std::string& tensor : *ids) session.tensors.erase(tensor);
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 #include "common/process_local.h"
 #include "common/status_macros.h"
 #include "server/tensor/assembler.h"
+#include "server/tensor/derived_name.h"
 #include "server/tensor/resharder.h"
 
 namespace placement::server {
@@ -198,7 +199,8 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> TensorOps::Place(
       undo();
       return Prefixed(what, target.status());
     }
-    const std::string result_name = name.empty() ? src->name : name;
+    const std::string result_name =
+        DerivedTensorName(name, src->name, "place", source == SourceHandling::kDonate);
     if (distributed_ != nullptr && (!src->all_local() || SpansDaemons(target->sharding))) {
       absl::StatusOr<std::shared_ptr<const Tensor>> placed =
           distributed_->Place(*src, *target, result_name, src->owner);

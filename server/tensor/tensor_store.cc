@@ -247,6 +247,18 @@ std::vector<std::shared_ptr<const Tensor>> TensorStore::List(const TensorFilter&
   return out;
 }
 
+std::vector<TensorStore::NamedId> TensorStore::IdsNamed(const std::string& name) const {
+  std::vector<NamedId> out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, tensor] : tensors_) {
+      if (tensor->name == name) out.push_back({id, tensor->owner.tenant});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const NamedId& a, const NamedId& b) { return a.id < b.id; });
+  return out;
+}
+
 int64_t TensorStore::size() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(tensors_.size());
@@ -284,6 +296,10 @@ int64_t TensorStore::OwnerBytes(const std::string& owner) const { return quota_-
 
 TenantUsage TensorStore::TenantUsageOf(const std::string& tenant) const {
   return tenant_quota_->UsageOf(tenant);
+}
+
+std::vector<std::pair<std::string, TenantUsage>> TensorStore::TenantUsages() const {
+  return tenant_quota_->Usages();
 }
 
 }  // namespace placement::server

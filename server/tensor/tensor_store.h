@@ -133,6 +133,14 @@ class TensorStore {
 
   // Sorted by name, then id.
   std::vector<std::shared_ptr<const Tensor>> List(const TensorFilter& filter = {}) const;
+  // The id and tenant of every tensor named exactly `name`, sorted by id.
+  // Takes no reference to the tensors (so it never makes a concurrent
+  // TakeForDonation fail).
+  struct NamedId {
+    std::string id;
+    std::string tenant;
+  };
+  std::vector<NamedId> IdsNamed(const std::string& name) const;
   int64_t size() const;
   // Device bytes of every committed tensor, computed under the store's lock
   // without taking references (so it never blocks TakeForDonation).
@@ -145,6 +153,8 @@ class TensorStore {
   int64_t OwnerBytes(const std::string& owner) const;
   // What `tenant`'s tensors (committed and allocated) hold.
   TenantUsage TenantUsageOf(const std::string& tenant) const;
+  // What every tenant holding tensors holds (TenantQuota::Usages).
+  std::vector<std::pair<std::string, TenantUsage>> TenantUsages() const;
 
  private:
   DeviceBackend* backend_;

@@ -32,7 +32,7 @@ std::string Words(const CommandSpec& spec) { return absl::StrCat("'", spec.path,
 
 const std::vector<std::string>& GlobalFlags() {
   static const auto* flags = new std::vector<std::string>{
-      "target", "json", "timeout_seconds", "connect_timeout",
+      "target", "json", "timeout_seconds", "connect_timeout", "quiet",
       // security_options.h
       "tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "token", "token_file", "session"};
   return *flags;

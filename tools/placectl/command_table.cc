@@ -64,10 +64,12 @@ std::vector<CommandSpec> BuildTable() {
        .max_operands = 1,
        .run = RunValidateBatchSize},
       {.path = "top",
-       .summary = "live view of devices, memory, tensors and prefetch streams (like nvidia-smi)",
+       .summary = "live view of devices, memory, transfers in flight and tensors (like nvidia-smi)",
        .details =
-           "Refreshes every --interval until interrupted; --once prints one frame, --iterations=N\n"
-           "prints N frames. On a terminal each frame replaces the previous one.\n",
+           "Refreshes every --interval until 'q' (or Ctrl-C); --once prints one frame,\n"
+           "--iterations=N prints N frames. Uploads, downloads and prefetch streams in flight\n"
+           "show the bytes moved and their rate (MB/s between two frames) and ETA. On a terminal\n"
+           "each frame replaces the previous one and fits the window (redrawn on resize).\n",
        .flags = {"once", "iterations", "interval", "top_tensors"},
        .run = RunTop},
       {.path = "mesh create",

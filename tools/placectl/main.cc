@@ -3,7 +3,9 @@
 // Parses the whole command line against the command table (args.h,
 // command_table.cc) before connecting: usage errors exit 2 at once, help
 // exits 0, and only a complete request dials the daemon.
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,7 +20,9 @@
 #include "tools/placectl/security_options.h"
 #include "tools/placectl/session.h"
 
-ABSL_FLAG(std::string, target, "127.0.0.1:50051", "placementd address: host:port or unix:/path.");
+ABSL_FLAG(std::string, target, "",
+          "placementd address: host:port or unix:/path (default: $PLACEMENT_TARGET, else "
+          "127.0.0.1:50051).");
 ABSL_FLAG(bool, json, false, "Print JSON (proto field names) instead of tables.");
 ABSL_FLAG(int32_t, timeout_seconds, 30, "Deadline of each unary call, in seconds.");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(2),
@@ -33,12 +37,16 @@ namespace {
 
 constexpr char kOverview[] =
     "placectl: the operator CLI of placementd.\n\n"
-    "usage: placectl [--target=ADDR] [--json] [--connect_timeout=2s] [--timeout_seconds=30]\n"
+    "usage: placectl [--target=ADDR | $PLACEMENT_TARGET] [--json] [--quiet]\n"
+    "                [--connect_timeout=2s] [--timeout_seconds=30]\n"
     "                [--tls_ca=PEM [--tls_cert=PEM --tls_key=PEM] [--tls_server_name=N]]\n"
     "                [--token_file=PATH | --token=T | $PLACEMENT_TOKEN] [--session=ID]\n"
     "                COMMAND [ARGS] [FLAGS]\n\n"
     "Flags may come before or after the command words; '--' ends the flags (negative\n"
-    "numbers need no '--'). Exit codes: 0 ok, 1 the call or a local file failed, 2 usage.\n\n"
+    "numbers need no '--'). Exit codes: 0 ok, 1 the call or a local file failed, 2 usage.\n"
+    "What placectl creates is durable (kept until deleted), unless --session=ID joins a\n"
+    "session. Uploads and downloads show a progress bar on a terminal (stderr); --quiet\n"
+    "turns it off.\n\n"
     "commands:\n";
 
 void PrintOverview(std::FILE* out) {
@@ -98,14 +106,23 @@ int Main(const std::vector<std::string>& argv) {
                  UsageLine(spec).c_str());
     return 2;
   }
-  if (absl::GetFlag(FLAGS_target).empty()) return UsageFailure("--target must not be empty");
+  std::string target = absl::GetFlag(FLAGS_target);
+  const bool target_given = std::any_of(line->flags.begin(), line->flags.end(),
+                                        [](const auto& flag) { return flag.first == "target"; });
+  if (target_given && target.empty()) {
+    return UsageFailure("--target must not be empty");
+  }
+  if (target.empty()) {
+    const char* env = std::getenv("PLACEMENT_TARGET");
+    target = env != nullptr && *env != '\0' ? env : "127.0.0.1:50051";
+  }
   if (absl::GetFlag(FLAGS_timeout_seconds) < 1)
     return UsageFailure("--timeout_seconds must be >= 1");
   if (absl::GetFlag(FLAGS_connect_timeout) <= absl::ZeroDuration()) {
     return UsageFailure("--connect_timeout must be positive");
   }
   GlobalOptions options;
-  options.target = absl::GetFlag(FLAGS_target);
+  options.target = target;
   options.json = absl::GetFlag(FLAGS_json);
   options.call_timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds));
   options.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);

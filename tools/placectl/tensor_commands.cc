@@ -1,17 +1,19 @@
 // placectl tensor put | get | ls | describe | rm | place.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "placement/client/placements.h"
+#include "placement/client/rules.h"
 #include "placement/client/tensors.h"
 #include "tools/placectl/commands.h"
 #include "tools/placectl/npy.h"
 #include "tools/placectl/output.h"
 #include "tools/placectl/process_local_flags.h"
+#include "tools/placectl/progress.h"
 #include "tools/placectl/rules.h"
 #include "tools/placectl/tensor_output.h"
 
@@ -49,11 +51,15 @@ int RunTensorPut(Session& session, const Args& args) {
   upload.name = absl::GetFlag(FLAGS_name);
   upload.chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes);
   upload.process_local = *std::move(local);
+  std::optional<ProgressBar> bar;
+  bar.emplace(absl::StrCat("upload ", args[0]), ProgressWanted());
+  upload.progress = bar->Callback();
   NpyReader* r = reader->get();
   auto info = client::TensorClient(*client).UploadFrom(
       r->header().dtype, r->header().shape,
       [r](absl::Span<uint8_t> buffer) { return r->Read(buffer); }, rule->value_or(client::Rule()),
       upload);
+  bar.reset();  // erases its line before any output
   if (!info.ok()) return ReportError(info.status());
   PrintTensors({*info}, session.json(), /*single=*/true);
   return 0;
@@ -81,6 +87,9 @@ int RunTensorGet(Session& session, const Args& args) {
   if (client == nullptr) return 1;
   client::DownloadOptions download;
   download.chunk_bytes = std::min<int64_t>(absl::GetFlag(FLAGS_chunk_bytes), int64_t{4} << 20);
+  std::optional<ProgressBar> bar;
+  bar.emplace(absl::StrCat("download ", path), ProgressWanted());
+  download.progress = bar->Callback();
   std::unique_ptr<NpyWriter> writer;
   auto header = client::TensorClient(*client).Download(
       args[0],
@@ -91,6 +100,7 @@ int RunTensorGet(Session& session, const Args& args) {
         return absl::OkStatus();
       },
       [&](absl::Span<const uint8_t> chunk) { return writer->Write(chunk); }, selection, download);
+  bar.reset();  // erases its line before any output
   if (!header.ok()) return ReportError(header.status());
   absl::Status finished = writer->Finish();
   if (!finished.ok()) return ReportError(finished);

@@ -3,19 +3,21 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "placement/client/placements.h"
+#include "placement/client/rules.h"
 #include "placement/client/tensors.h"
 #include "tools/placectl/commands.h"
 #include "tools/placectl/npy.h"
 #include "tools/placectl/npy_mapping.h"
 #include "tools/placectl/output.h"
 #include "tools/placectl/process_local_flags.h"
+#include "tools/placectl/progress.h"
 #include "tools/placectl/rules.h"
 #include "tools/placectl/tensor_output.h"
 
@@ -68,8 +70,13 @@ int RunTensorPutBatch(Session& session, const Args& args) {
   upload.name = absl::GetFlag(FLAGS_name);
   upload.chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes);
   upload.process_local = *std::move(local);
+  std::optional<ProgressBar> bar;
+  bar.emplace(absl::StrCat("upload ", arrays.size(), arrays.size() == 1 ? " array" : " arrays"),
+              ProgressWanted());
+  upload.progress = bar->Callback();
   auto uploaded =
       client::TensorClient(*client).UploadBatch(arrays, rule->value_or(client::Rule()), upload);
+  bar.reset();  // erases its line before any output
   if (!uploaded.ok()) return ReportError(uploaded.status());
   if (session.json()) {
     std::printf("%s\n", ToJson(*uploaded).c_str());

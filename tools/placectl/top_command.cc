@@ -1,12 +1,21 @@
 // placectl top: a live view of one daemon, like nvidia-smi -- a status line,
 // one row per device (memory bar, bytes in use / limit, shards held), the
-// counts of meshes, tensors and open prefetch streams, and the largest
-// tensors. Each frame is three unary calls (GetStatus, ListDevices, List).
+// counts of meshes, tensors and open prefetch streams, the uploads,
+// downloads and prefetch streams in flight with their rates, and the
+// largest tensors. Each frame is four unary calls (GetStatus, ListDevices,
+// ListStreams, List); a stream's rate is its bytes between two frames over
+// the time between them (its first frame: since it opened).
+//
+// On a terminal each frame replaces the previous one and fits the
+// terminal (lines cut at its width, the tensor list cut at its height); a
+// resize redraws at once, and 'q' quits (TerminalSession).
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <optional>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +28,7 @@
 #include "tools/placectl/names.h"
 #include "tools/placectl/output.h"
 #include "tools/placectl/tensor_output.h"
+#include "tools/placectl/terminal.h"
 
 ABSL_FLAG(bool, once, false, "top: print one frame and exit.");
 ABSL_FLAG(int64_t, iterations, 0, "top: print this many frames and exit; 0 = until interrupted.");
@@ -29,8 +39,10 @@ namespace placement::placectl {
 namespace {
 
 struct Frame {
+  absl::Time taken;
   client::DaemonStatus status;
   std::vector<client::Device> devices;
+  std::vector<client::StreamStatus> streams;
   std::vector<client::TensorInfo> tensors;
 };
 
@@ -42,10 +54,36 @@ absl::StatusOr<Frame> Fetch(const client::Client& client) {
   auto devices = client.ListDevices();
   if (!devices.ok()) return devices.status();
   frame.devices = *std::move(devices);
+  auto streams = client.ListStreams();
+  if (!streams.ok()) return streams.status();
+  frame.streams = *std::move(streams);
   auto tensors = client::TensorClient(client).List();
   if (!tensors.ok()) return tensors.status();
   frame.tensors = *std::move(tensors);
+  frame.taken = absl::Now();
   return frame;
+}
+
+// Bytes per second of each stream of `frame`: since `previous` for the
+// streams it had, else since the stream opened.
+std::map<int64_t, double> Rates(const Frame& frame, const Frame* previous) {
+  std::map<int64_t, std::pair<int64_t, absl::Time>> before;
+  if (previous != nullptr) {
+    for (const auto& s : previous->streams) before[s.id] = {s.bytes, previous->taken};
+  }
+  std::map<int64_t, double> rates;
+  for (const auto& s : frame.streams) {
+    auto it = before.find(s.id);
+    const int64_t from = it == before.end() ? 0 : it->second.first;
+    const absl::Time since = it == before.end() ? s.opened : it->second.second;
+    const double seconds = std::max(absl::ToDoubleSeconds(frame.taken - since), 1e-3);
+    rates[s.id] = static_cast<double>(s.bytes - from) / seconds;
+  }
+  return rates;
+}
+
+std::string MegabytesPerSecond(double bytes_per_second) {
+  return absl::StrFormat("%.1f MB/s", bytes_per_second / 1e6);
 }
 
 std::string Bar(int64_t used, int64_t limit, int width) {
@@ -61,7 +99,47 @@ std::string Uptime(absl::Duration d) {
   return absl::StrFormat("%ds", s);
 }
 
-std::string Render(const Frame& frame, int64_t top_tensors) {
+std::string StreamRows(const Frame& frame, const Frame* previous) {
+  if (frame.streams.empty()) return "";
+  const std::map<int64_t, double> rates = Rates(frame, previous);
+  std::vector<std::vector<std::string>> rows = {
+      {"STREAM", "KIND", "WHAT", "TENANT", "MOVED", "RATE", "ETA"}};
+  for (const client::StreamStatus& s : frame.streams) {
+    const double rate = rates.at(s.id);
+    std::string moved = HumanBytes(s.bytes);
+    std::string eta = "-";
+    if (s.total_bytes > 0) {
+      absl::StrAppend(&moved, " / ", HumanBytes(s.total_bytes),
+                      absl::StrFormat(" (%.0f%%)", 100.0 * s.bytes / s.total_bytes));
+      if (rate > 0 && s.bytes < s.total_bytes) {
+        eta = absl::StrFormat("%.0fs", (s.total_bytes - s.bytes) / rate);
+      }
+    }
+    rows.push_back({absl::StrCat(s.id), std::string(client::StreamKindName(s.kind)),
+                    s.what.empty() ? "-" : s.what, s.tenant.empty() ? "-" : s.tenant, moved,
+                    MegabytesPerSecond(rate), eta});
+  }
+  return absl::StrCat("\n", FormatTable(rows));
+}
+
+// `text` cut to `columns` per line and `rows` lines (a terminal's size).
+std::string Fit(const std::string& text, TerminalSize size) {
+  std::string out;
+  int lines = 0;
+  size_t start = 0;
+  while (start < text.size() && lines < size.rows - 1) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (static_cast<int>(line.size()) > size.columns) line.resize(size.columns);
+    absl::StrAppend(&out, line, "\n");
+    ++lines;
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string Render(const Frame& frame, const Frame* previous, int64_t top_tensors) {
   const client::DaemonStatus& st = frame.status;
   std::string out = absl::StrFormat(
       "placementd %s  %s  backend %s  up %s  %s  %s\n\n", st.version, st.listen_address, st.backend,
@@ -92,9 +170,11 @@ std::string Render(const Frame& frame, int64_t top_tensors) {
   }
   absl::StrAppend(&out, FormatTable(rows));
   absl::StrAppend(
-      &out, absl::StrFormat("\nmeshes: %d   tensors: %d (%s on devices)   prefetch streams: %d\n",
+      &out, absl::StrFormat("\nmeshes: %d   tensors: %d (%s on devices)   prefetch streams: %d"
+                            "   transfers in flight: %d\n",
                             st.num_meshes, st.num_tensors, HumanBytes(st.device_bytes_in_use),
-                            st.num_prefetch_streams));
+                            st.num_prefetch_streams, frame.streams.size()));
+  absl::StrAppend(&out, StreamRows(frame, previous));
   std::vector<const client::TensorInfo*> largest;
   for (const auto& t : frame.tensors) largest.push_back(&t);
   std::sort(largest.begin(), largest.end(),
@@ -117,6 +197,7 @@ std::string Render(const Frame& frame, int64_t top_tensors) {
 
 std::string RenderJson(const Frame& frame) {
   return absl::StrCat("{\"status\":", ToJson(frame.status), ",\"devices\":", ToJson(frame.devices),
+                      ",\"streams\":", ToJson(frame.streams),
                       ",\"tensors\":", ToJson(frame.tensors), "}\n");
 }
 
@@ -137,16 +218,46 @@ int RunTop(Session& session, const Args&) {
   // Redraw in place only on a terminal; piped output gets frames one after
   // another.
   const bool redraw = !session.json() && ::isatty(STDOUT_FILENO) == 1;
+  std::unique_ptr<TerminalSession> terminal = TerminalSession::Start();
+  std::optional<Frame> previous;
   for (int64_t i = 0; iterations == 0 || i < iterations; ++i) {
-    if (i > 0) absl::SleepFor(absl::GetFlag(FLAGS_interval));
+    if (i > 0) {
+      // Until the next frame is due: 'q' quits, a resize redraws the last
+      // frame at the new size at once, a signal ends the view.
+      for (bool waiting = true; waiting;) {
+        switch (terminal->Wait(absl::GetFlag(FLAGS_interval))) {
+          case TerminalSession::Event::kQuit:
+            return 0;
+          case TerminalSession::Event::kInterrupt:
+            return 130;
+          case TerminalSession::Event::kResize:
+            if (redraw && previous.has_value()) {
+              std::string text = Fit(Render(*previous, nullptr, absl::GetFlag(FLAGS_top_tensors)),
+                                     SizeOf(STDOUT_FILENO));
+              std::fputs("\x1b[H\x1b[2J", stdout);
+              std::fputs(text.c_str(), stdout);
+              std::fflush(stdout);
+            }
+            break;
+          case TerminalSession::Event::kTimeout:
+            waiting = false;
+            break;
+        }
+      }
+    }
     absl::StatusOr<Frame> frame = Fetch(*client);
     if (!frame.ok()) return ReportError(frame.status());
-    std::string text =
-        session.json() ? RenderJson(*frame) : Render(*frame, absl::GetFlag(FLAGS_top_tensors));
-    if (redraw) std::fputs("\x1b[H\x1b[2J", stdout);
+    std::string text = session.json() ? RenderJson(*frame)
+                                      : Render(*frame, previous.has_value() ? &*previous : nullptr,
+                                               absl::GetFlag(FLAGS_top_tensors));
+    if (redraw) {
+      text = Fit(text, SizeOf(STDOUT_FILENO));
+      std::fputs("\x1b[H\x1b[2J", stdout);
+    }
     if (!redraw && !session.json() && i > 0) std::fputs("\n", stdout);
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
+    previous = *std::move(frame);
   }
   return 0;
 }

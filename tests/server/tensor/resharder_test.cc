@@ -109,7 +109,7 @@ TEST(ResharderTest, FailureLeavesTheSourceIntactAndFreesThePartialResult) {
   EXPECT_EQ(rig.store->size(), 2);
 }
 
-TEST(ResharderTest, PlaceGroupsKeepNamesAndRejectBadRequests) {
+TEST(ResharderTest, PlaceGroupsDeriveNamesAndRejectBadRequests) {
   TestRig rig;
   const std::string dp = rig.CreateMesh({{"data", 8}});
   auto images = UploadBytes(*rig.ops, DType::kF32, {8, 2, 2}, DeviceRule(0), PatternBytes(128),
@@ -120,8 +120,10 @@ TEST(ResharderTest, PlaceGroupsKeepNamesAndRejectBadRequests) {
   auto placed = rig.ops->Place({(*images)->id, (*labels)->id}, ShardingRule(dp, {{"data"}, {}, {}}),
                                SourceHandling::kKeep, "");
   ASSERT_TRUE(placed.ok()) << placed.status();
-  EXPECT_EQ((*placed)[0]->name, "images");
-  EXPECT_EQ((*placed)[1]->name, "labels");
+  // Results beside their kept sources get derived names (derived_name.h), so
+  // "images" still names one tensor.
+  EXPECT_EQ((*placed)[0]->name, "images:place");
+  EXPECT_EQ((*placed)[1]->name, "labels:place");
   EXPECT_EQ((*placed)[1]->sharding.spec(), (PartitionSpec{{{"data"}}}));
   EXPECT_EQ((*placed)[1]->mesh_id, dp);
   ExpectShardsMatch(*(*placed)[0], PatternBytes(128));
@@ -144,6 +146,10 @@ TEST(ResharderTest, PlaceGroupsKeepNamesAndRejectBadRequests) {
   auto renamed = rig.ops->Place({(*labels)->id}, DeviceRule(3), SourceHandling::kKeep, "moved");
   ASSERT_TRUE(renamed.ok());
   EXPECT_EQ(renamed->front()->name, "moved");
+  // A result that replaces its donated source takes over the source's name.
+  auto donated = rig.ops->Place({(*images)->id}, DeviceRule(2), SourceHandling::kDonate, "");
+  ASSERT_TRUE(donated.ok()) << donated.status();
+  EXPECT_EQ(donated->front()->name, "images");
 }
 
 TEST(ResharderTest, PartialTensorsCannotBeMovedOrCreated) {

@@ -39,8 +39,8 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "placement/client/client.h"
-#include "placement/client/placements.h"
 #include "placement/client/regions.h"
+#include "placement/client/rules.h"
 #include "placement/client/tensor_info.h"
 #include "placement/client/types.h"
 
@@ -109,6 +109,14 @@ struct BatchArray {
   HostArray array;
 };
 
+// Told as a transfer moves: the tensor bytes done so far and in all. Called
+// on the calling thread after each chunk (or piece of a same-host region
+// transfer; a region transfer may report only its end), with `done` never
+// decreasing and reaching `total` exactly once, when the transfer is
+// complete. It must be quick: a progress bar redraws at most a few times a
+// second itself. (placectl's progress bar and Python's progress= use it.)
+using ProgressFn = std::function<void(int64_t done, int64_t total)>;
+
 // A multi-controller upload (JAX make_array_from_process_local_data, loadax
 // host_to_global_device_array on several nodes): every process's trainer
 // uploads its host-local part to its own daemon under the same
@@ -150,6 +158,9 @@ struct UploadOptions {
   // INVALID_ARGUMENT before any byte moves for an empty or over-long
   // global_name, a negative global_shape dimension or timeout.
   std::optional<ProcessLocal> process_local;
+  // Progress of Upload, UploadFrom, StartUpload's Uploader and UploadBatch
+  // (over all its arrays); null = none.
+  ProgressFn progress;
 };
 
 struct DownloadOptions {
@@ -157,6 +168,8 @@ struct DownloadOptions {
   absl::Duration timeout = absl::InfiniteDuration();
   // As UploadOptions::path; applies to downloads into caller memory.
   TransferPath path = TransferPath::kAuto;
+  // Progress of the download (total: the selection's bytes); null = none.
+  ProgressFn progress;
 };
 
 // Which part of a tensor a Download returns.
@@ -281,12 +294,20 @@ class TensorClient {
       const DownloadOptions& options = {}) const;
 
   // --- Metadata and lifetime ---------------------------------------------------
+  // Every call that takes a tensor id also takes its name, when exactly one
+  // tensor of the caller's tenant carries it (the daemon resolves it;
+  // FAILED_PRECONDITION listing the ids when several do). See
+  // docs/api/tensors.md "Names".
   absl::StatusOr<TensorInfo> Describe(const std::string& tensor_id) const;
   absl::StatusOr<std::vector<TensorInfo>> List(const std::string& name_prefix = "",
                                                const std::string& mesh_id = "") const;
   // Frees device memory at once; all or nothing (NOT_FOUND names the first
   // unknown id). Returns the device bytes freed.
   absl::StatusOr<int64_t> Delete(const std::vector<std::string>& tensor_ids) const;
+  // Takes the tensors out of every session (the client's own included), so
+  // that they stay after the client goes, until deleted (SessionService
+  // PersistTensors). All or nothing; NOT_FOUND names the first unknown id.
+  absl::Status Persist(const std::vector<std::string>& tensor_ids) const;
 
   // --- Placement -----------------------------------------------------------------
   // device_put of existing tensors under `rule`; results in request order.
