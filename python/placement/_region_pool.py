@@ -18,16 +18,13 @@ import concurrent.futures
 import os
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
 from placement import errors
 from placement._transport import TransferPath
-from placement.regions import SharedRegion, _same_host_socket
-
-if TYPE_CHECKING:
-    from placement.client import Client
+from placement._shared_region import SharedRegion, same_host_socket
 
 AUTO_MIN_BYTES = 256 << 10  # smaller transfers stay on the stream under "auto"
 MAX_FREE_REGIONS = 8
@@ -65,7 +62,7 @@ class Lease:
 class RegionPool:
     """See module docstring."""
 
-    def __init__(self, client: "Client") -> None:
+    def __init__(self, client: Any) -> None:  # a placement.Client
         self._client = client
         self._lock = threading.Lock()
         self._checked = False
@@ -111,7 +108,7 @@ class RegionPool:
         with self._lock:
             if not self._checked:
                 try:
-                    self._socket = _same_host_socket(self._client)
+                    self._socket = same_host_socket(self._client)
                 except errors.PlacementError:
                     if path is TransferPath.REGION:
                         raise

@@ -14,7 +14,7 @@ import numpy as np
 from placement import errors
 from placement._region_pool import Lease, RegionPool, parallel_copy
 from placement._transport import TransferPath
-from placement.regions import SharedRegion
+from placement._shared_region import SharedRegion
 from placement.v1 import region_service_pb2 as rpb
 from placement.v1 import types_pb2
 

@@ -16,21 +16,18 @@ TransportOptions.timeout.
 """
 from __future__ import annotations
 
-from typing import (TYPE_CHECKING, Any, Callable, Iterable, Iterator, List, Optional, Sequence,
+from typing import (Any, Callable, Iterable, Iterator, List, Optional, Sequence,
                     Tuple, TypeVar)
 
 import grpc
 import numpy as np
 
-from placement import _dtypes, _staging, _wire, errors
+from placement import _dtypes, _progress, _staging, _wire, errors
 from placement._region_pool import parallel_copy
 from placement._transport import TransferPath
-from placement.regions import SharedRegion
+from placement._shared_region import SharedRegion
 from placement.v1 import tensor_service_pb2 as pb
 from placement.v1 import types_pb2
-
-if TYPE_CHECKING:
-    from placement.client import Client
 
 _SERVICE = "/placement.v1.TensorService/"
 _T = TypeVar("_T")
@@ -48,7 +45,7 @@ def _stream_error(e: grpc.RpcError) -> errors.PlacementError:
 class Tensors:
     """The TensorService of one client. Thread-safe."""
 
-    def __init__(self, client: "Client") -> None:
+    def __init__(self, client: Any) -> None:  # a placement.Client
         self.client = client
         channel = client.transport.channel
         self._upload = channel.stream_unary(
@@ -68,15 +65,18 @@ class Tensors:
     # --- Upload -----------------------------------------------------------------
     def upload(self, array: np.ndarray, rule: Optional[pb.PlacementRule] = None,
                name: str = "", *, path: Any = None,
-               process_local: Optional[pb.ProcessLocal] = None) -> types_pb2.TensorInfo:
+               process_local: Optional[pb.ProcessLocal] = None,
+               progress: Optional[_progress.ProgressFn] = None) -> types_pb2.TensorInfo:
         """One array (JAX's rules: a spec longer than the rank is an error).
         `path` overrides TransportOptions.transfer_path. With
         `process_local`, `array` is this process's part of a
-        multi-controller upload (placement.cluster)."""
+        multi-controller upload (placement.cluster). `progress(done, total)`
+        follows the bytes (placement._progress)."""
         array = _dtypes.as_host_array(array)
         header = self._upload_header(array.dtype, array.shape, rule, name)
         if process_local is not None:
             header.header.process_local.CopyFrom(process_local)
+        tracker = _progress.Tracker(progress, array.nbytes)
 
         def requests(staged: _staging.Staged) -> Iterator[object]:
             yield header
@@ -86,10 +86,14 @@ class Tensors:
             data = _byte_view(array)
             step = self.chunk
             for off in range(0, len(data), step):
-                yield _wire.upload_chunk(data[off:off + step])
+                piece = data[off:off + step]
+                yield _wire.upload_chunk(piece)
+                tracker.add(len(piece))  # gRPC asks for the next message once this one went
 
-        return self._staged_call([array], path,
+        info = self._staged_call([array], path,
                                  lambda staged: self._upload_messages(requests(staged)))
+        tracker.finish()
+        return info
 
     def _staged_call(self, arrays: Sequence[np.ndarray], path: Any,
                      send: Callable[[_staging.Staged], _T]) -> _T:
@@ -107,6 +111,10 @@ class Tensors:
             except errors.NotFoundError as e:
                 gone = staged.names_staging(e)
                 staged.finish(e)
+                recover = self.client.transport.recover_session
+                if attempt == 0 and recover is not None and recover(e):
+                    pool.forget()  # the daemon that forgot the session forgot its regions
+                    continue
                 if not gone or attempt == 1:
                     raise
                 pool.forget()
@@ -150,7 +158,8 @@ class Tensors:
     def upload_batch(self, arrays: Sequence[Tuple[str, np.ndarray]],
                      rule: Optional[pb.PlacementRule] = None,
                      name: str = "", *, path: Any = None,
-                     process_local: Optional[pb.ProcessLocal] = None
+                     process_local: Optional[pb.ProcessLocal] = None,
+                     progress: Optional[_progress.ProgressFn] = None
                      ) -> List[types_pb2.TensorInfo]:
         """A group under one rule, all or nothing (UploadBatch); results in
         `arrays` order. `path` overrides TransportOptions.transfer_path. With
@@ -164,6 +173,7 @@ class Tensors:
         if process_local is not None:
             header.header.process_local.CopyFrom(process_local)
         fill_batch_header(header.header, arrays)
+        tracker = _progress.Tracker(progress, sum(a.nbytes for _, a in arrays))
 
         def requests(staged: _staging.Staged) -> Iterator[object]:
             yield header
@@ -174,8 +184,13 @@ class Tensors:
                     message.chunk.array_index = index
                     message.chunk.region.CopyFrom(found)
                     yield message
+                    tracker.add(array.nbytes)
                 else:
-                    yield from batch_chunks(2, index, array, self.chunk)
+                    data = _byte_view(array)
+                    for off in range(0, len(data), self.chunk):
+                        piece = data[off:off + self.chunk]
+                        yield _wire.batch_chunk(2, index, piece)
+                        tracker.add(len(piece))
 
         def send(staged: _staging.Staged) -> pb.UploadBatchResponse:
             try:
@@ -188,6 +203,7 @@ class Tensors:
         if len(response.tensors) != len(arrays):
             raise errors.InternalError(f"UploadBatch of {len(arrays)} arrays returned "
                                        f"{len(response.tensors)} tensors")
+        tracker.finish()
         return [t.tensor for t in response.tensors]
 
     # --- Download ---------------------------------------------------------------
@@ -195,7 +211,9 @@ class Tensors:
                  process_index: Optional[int] = None,
                  info: Optional[types_pb2.TensorInfo] = None,
                  out: Optional[np.ndarray] = None,
-                 path: Any = None) -> Tuple[pb.DownloadHeader, np.ndarray]:
+                 path: Any = None,
+                 progress: Optional[_progress.ProgressFn] = None
+                 ) -> Tuple[pb.DownloadHeader, np.ndarray]:
         """The whole array, one device's shard, or one node's rows (loadax
         global_to_host_array). Retried on UNAVAILABLE before any byte came.
 
@@ -203,7 +221,8 @@ class Tensors:
         region path without a Describe call; `out` (a writable C-contiguous
         array of the result's dtype and shape) receives the bytes and is
         returned -- with no copy here when it lies in one of the caller's
-        SharedRegions; `path` overrides TransportOptions.transfer_path."""
+        SharedRegions; `path` overrides TransportOptions.transfer_path;
+        `progress(done, total)` follows the bytes (placement._progress)."""
         request = _download_request(tensor_id, device_id, process_index)
         request.chunk_size_bytes = self.chunk
         if out is not None and (not isinstance(out, np.ndarray) or not out.flags.c_contiguous
@@ -220,6 +239,7 @@ class Tensors:
                 header = self._download_to_region(request, found[0], found[1], out.nbytes,
                                                   caller_room=True)
                 _check_out(tensor_id, header.dtype, tuple(header.shape), out)
+                _progress.Tracker(progress, header.total_bytes).finish()
                 return header, out
             if out is not None:
                 room = out.nbytes
@@ -251,8 +271,9 @@ class Tensors:
                     parallel_copy(_staging.as_bytes(target), region.bytes[:header.total_bytes])
                 finally:
                     lease.release()
+                _progress.Tracker(progress, header.total_bytes).finish()
                 return header, _shaped(header, target, out)
-        return self._download_stream(request, tensor_id, out)
+        return self._download_stream(request, tensor_id, out, progress)
 
     def download_to_region(self, tensor_id: str, region: SharedRegion, offset: int = 0,
                            size: int = 0, *, device_id: Optional[int] = None,
@@ -295,7 +316,9 @@ class Tensors:
                 f"out holds {size} bytes; tensor '{request.tensor_id}' needs more ({e})") from None
 
     def _download_stream(self, request: pb.DownloadRequest, tensor_id: str,
-                         out: Optional[np.ndarray]) -> Tuple[pb.DownloadHeader, np.ndarray]:
+                         out: Optional[np.ndarray],
+                         progress: Optional[_progress.ProgressFn] = None
+                         ) -> Tuple[pb.DownloadHeader, np.ndarray]:
         started = False
 
         def attempt() -> Tuple[pb.DownloadHeader, np.ndarray]:
@@ -304,12 +327,14 @@ class Tensors:
             target = None
             data = None
             pos = 0
+            tracker = _progress.Tracker(None, 0)
             for message in self._download(request, timeout=self.client.options.stream_timeout):
                 if isinstance(message, pb.DownloadHeader):
                     started = True
                     header = message
                     target = _target(tensor_id, header, out)
                     data = _staging.as_bytes(target)
+                    tracker = _progress.Tracker(progress, header.total_bytes)
                     continue
                 if data is None or pos + len(message) > len(data):
                     raise errors.InternalError(
@@ -317,10 +342,12 @@ class Tensors:
                         f"header announced, or a chunk before the header")
                 data[pos:pos + len(message)] = message
                 pos += len(message)
+                tracker.add(len(message))
             if header is None or data is None or pos != len(data):
                 raise errors.InternalError(
                     f"download of '{tensor_id}': got {pos} of "
                     f"{header.total_bytes if header else '?'} bytes")
+            tracker.finish()
             return header, _shaped(header, target, out)
 
         return self.client.transport.run(attempt, idempotent=True, retryable=lambda: not started)

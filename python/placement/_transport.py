@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import threading
 import time
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -59,6 +60,30 @@ class TransferPath(str, enum.Enum):
                 f"transfer_path is {value!r}; expected 'auto', 'stream' or 'region'") from None
 
 
+class SessionPolicy(str, enum.Enum):
+    """Whether a Client opens a session for its calls (the C++ client's
+    SessionPolicy; the strings work wherever one is taken).
+
+    OPEN: connect() opens a session every call of the client joins, renews
+      its lease in the background and closes it on close(): what the client
+      creates is freed when it closes or its process dies (within the
+      session's ttl). RemoteArray.keep() takes a tensor out of it.
+    NONE: no session of its own: what the calls create is durable (or
+      belongs to `session_id` when that is set).
+    """
+
+    OPEN = "open"
+    NONE = "none"
+
+    @classmethod
+    def of(cls, value: Union[str, "SessionPolicy"]) -> "SessionPolicy":
+        try:
+            return cls(value)
+        except ValueError:
+            raise errors.InvalidArgumentError(
+                f"session is {value!r}; expected 'open' or 'none'") from None
+
+
 @dataclasses.dataclass(frozen=True)
 class TransportOptions:
     """How a Client talks to the daemon.
@@ -66,8 +91,10 @@ class TransportOptions:
     timeout: deadline in seconds of every unary call (None = none).
     stream_timeout: deadline of each upload / download / prefetch stream
       (None = none; large tensors take as long as they take).
-    connect_timeout: how long connect() waits for the channel to be ready
-      (0 = do not wait; the first call then reports UNAVAILABLE).
+    connect_timeout: how long connect() waits for the daemon to accept the
+      connection (0 = do not wait; the first call then reports UNAVAILABLE).
+      A refused connection (nothing listening, an unreachable host, a failed
+      TLS handshake) fails at once, without waiting for it.
     chunk_bytes: bytes per upload message and requested per download
       message, 1 to 4 MiB.
     retries, retry_backoff: attempts after the first for idempotent calls
@@ -78,7 +105,14 @@ class TransportOptions:
       certificate (mutual TLS); `tls_server_name` overrides the name checked.
     token: sent on every call as "authorization: Bearer <token>".
     session_id: sent on every call as "placement-session" (SessionService):
-      what the calls create belongs to that session.
+      what the calls create belongs to that session, opened elsewhere.
+    session: with no session_id, SessionPolicy.OPEN (the default) opens a
+      session of the client's own; NONE makes what it creates durable. A
+      session needs the daemon: with connect_timeout 0 none is opened. After a
+      daemon restart (which forgets sessions) the client opens a new one.
+    session_ttl: the lease of the client's own session in seconds (None =
+      the daemon's default, 60 s): how long the daemon keeps what a dead
+      client created.
     transfer_path: TransferPath (or its string) of uploads, downloads and
       prefetch batches: "auto" (shared-memory regions for a same-host daemon
       and transfers of 256 KiB or more), "stream" or "region".
@@ -100,10 +134,13 @@ class TransportOptions:
     tls_server_name: Optional[str] = None
     token: Optional[str] = None
     session_id: Optional[str] = None
+    session: Union[str, SessionPolicy] = SessionPolicy.OPEN
+    session_ttl: Optional[float] = None
     transfer_path: Union[str, TransferPath] = TransferPath.AUTO
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "transfer_path", TransferPath.of(self.transfer_path))
+        object.__setattr__(self, "session", SessionPolicy.of(self.session))
         if not 1 <= self.chunk_bytes <= MAX_CHUNK_BYTES:
             raise errors.InvalidArgumentError(
                 f"chunk_bytes is {self.chunk_bytes}; expected 1 to {MAX_CHUNK_BYTES}")
@@ -116,13 +153,15 @@ class TransportOptions:
 
 class _MetadataInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
                            grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
-    """Adds fixed metadata (token, session) to every call."""
+    """Adds the client's metadata (token, session) to every call. `metadata`
+    is the Transport's list: a session id added later (the client's own
+    session, once opened) rides on every later call."""
 
-    def __init__(self, metadata: Sequence[Tuple[str, str]]) -> None:
-        self._metadata = tuple(metadata)
+    def __init__(self, metadata: List[Tuple[str, str]]) -> None:
+        self._metadata = metadata
 
     def _details(self, details: Any) -> Any:
-        metadata = tuple(details.metadata or ()) + self._metadata
+        metadata = tuple(details.metadata or ()) + tuple(self._metadata)
         return details._replace(metadata=metadata) if hasattr(details, "_replace") else \
             _CallDetails(details.method, details.timeout, metadata, details.credentials,
                          getattr(details, "wait_for_ready", None),
@@ -161,8 +200,11 @@ def _read(option: str, path: Optional[str]) -> Optional[bytes]:
         raise errors.InvalidArgumentError(f"{option} '{path}' cannot be read: {e}") from e
 
 
-def open_channel(target: str, options: TransportOptions) -> grpc.Channel:
-    """The channel to `target` ("host:port" or "unix:/path")."""
+def open_channel(target: str, options: TransportOptions,
+                 metadata: Optional[List[Tuple[str, str]]] = None) -> grpc.Channel:
+    """The channel to `target` ("host:port" or "unix:/path"). Every call
+    carries the entries of `metadata` at the time it starts (the token and
+    session id are added to it here)."""
     if not target:
         raise errors.InvalidArgumentError("target must not be empty")
     args = [("grpc.keepalive_time_ms", options.keepalive_time_ms),
@@ -183,24 +225,41 @@ def open_channel(target: str, options: TransportOptions) -> grpc.Channel:
         channel = grpc.secure_channel(target, credentials, options=args)
     else:
         channel = grpc.insecure_channel(target, options=args)
-    metadata = []
+    metadata = metadata if metadata is not None else []
     if options.token:
         metadata.append(("authorization", f"Bearer {options.token}"))
     if options.session_id:
         metadata.append(("placement-session", options.session_id))
-    if metadata:
-        channel = grpc.intercept_channel(channel, _MetadataInterceptor(metadata))
-    return channel
+    return grpc.intercept_channel(channel, _MetadataInterceptor(metadata))
 
 
-def wait_ready(channel: grpc.Channel, target: str, timeout: float) -> None:
+def wait_ready(channel: grpc.Channel, target: str, timeout: float, *, tls: bool = False) -> None:
+    """Waits up to `timeout` for the channel to connect. A failed attempt
+    (connection refused, unreachable, a failed TLS handshake) fails at once:
+    gRPC would only retry it with backoff until the timeout."""
     if timeout <= 0:
         return
+    settled = threading.Event()
+    seen: List[grpc.ChannelConnectivity] = []
+
+    def on_change(state: grpc.ChannelConnectivity) -> None:
+        if state in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE):
+            seen.append(state)
+            settled.set()
+
+    hint = (" over TLS (or the TLS handshake failed: the daemon must serve TLS with a "
+            "certificate that chains to the trusted CA and names the target's host)") if tls else ""
+    channel.subscribe(on_change, try_to_connect=True)
     try:
-        grpc.channel_ready_future(channel).result(timeout=timeout)
-    except grpc.FutureTimeoutError:
+        if not settled.wait(timeout):
+            raise errors.UnavailableError(
+                f"cannot reach placementd at {target} within {timeout:g}s{hint}")
+    finally:
+        channel.unsubscribe(on_change)
+    if seen[0] != grpc.ChannelConnectivity.READY:
         raise errors.UnavailableError(
-            f"cannot reach placementd at {target} within {timeout:g}s") from None
+            f"cannot reach placementd at {target}: the connection failed (nothing listens "
+            f"there, or it refused or is unreachable){hint}")
 
 
 class Transport:
@@ -209,7 +268,23 @@ class Transport:
     def __init__(self, target: str, options: TransportOptions) -> None:
         self.target = target
         self.options = options
-        self.channel = open_channel(target, options)
+        self._metadata: List[Tuple[str, str]] = []
+        self.channel = open_channel(target, options, self._metadata)
+        # Set by a Client with a session of its own: called with a NOT_FOUND
+        # that may say the session is gone (the daemon restarted, the lease
+        # ran out); True when a new session replaced it and the call may be
+        # made again.
+        self.recover_session: Optional[Callable[[errors.PlacementError], bool]] = None
+
+    def leave_session(self) -> None:
+        """Later calls carry no session."""
+        self._metadata[:] = [(k, v) for k, v in self._metadata if k != "placement-session"]
+
+    def join_session(self, session_id: str) -> None:
+        """Every later call carries "placement-session: <session_id>" (in place
+        of the session it carried before)."""
+        self._metadata[:] = [(k, v) for k, v in self._metadata if k != "placement-session"]
+        self._metadata.append(("placement-session", session_id))
 
     def unary(self, method: Callable[..., Any], request: Any, *, idempotent: bool,
               timeout: Optional[float] = None) -> Any:
@@ -224,16 +299,25 @@ class Transport:
         failure."""
         attempts = 1 + (self.options.retries if idempotent else 0)
         pause = self.options.retry_backoff
-        for n in range(attempts):
+        recovered = False
+        n = 0
+        while True:
             try:
                 return attempt()
             except grpc.RpcError as e:
+                error = errors.from_rpc_error(e)
+                # A call refused because its session is gone did nothing: with
+                # a fresh session it may be made again, idempotent or not.
+                if (not recovered and isinstance(error, errors.NotFoundError)
+                        and self.recover_session is not None and self.recover_session(error)):
+                    recovered = True
+                    continue
+                n += 1
                 if (e.code() != grpc.StatusCode.UNAVAILABLE or not retryable()
-                        or n + 1 == attempts):
-                    raise errors.from_rpc_error(e) from None
+                        or n == attempts):
+                    raise error from None
             time.sleep(pause)
             pause *= 2
-        raise AssertionError("unreachable")
 
     def close(self) -> None:
         self.channel.close()

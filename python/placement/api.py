@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
-from placement import _placing, _tree
+from placement import _placing, _progress, _tree
 from placement.array import RemoteArray, is_remote
 from placement.client import Client, resolve
 from placement.devices import Device
@@ -38,12 +38,16 @@ def local_device_count(backend: Optional[str] = None, *,
     return len(local_devices(backend=backend, client=client))
 
 
-def device_put(x: Any, device: Any = None, *, client: Optional[Client] = None) -> Any:
+def device_put(x: Any, device: Any = None, *, client: Optional[Client] = None,
+               progress: _progress.Progress = None) -> Any:
     """jax.device_put: a pytree onto a device or sharding (None: the first
-    device). RemoteArray leaves move device to device."""
+    device). RemoteArray leaves move device to device. `progress`: a
+    callable(done_bytes, total_bytes) told as the host leaves upload, or
+    True for a tqdm bar (a plain one on a terminal without tqdm)."""
     c = resolve(client)
     target = device if device is not None else c.devices()[0]
-    return _placing.place_tree(c, x, _placing.sharding_rule(c, target))
+    return _placing.place_tree(c, x, _placing.sharding_rule(c, target),
+                               progress=_progress.reporter(progress, "device_put"))
 
 
 def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any,
@@ -62,9 +66,17 @@ def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any,
     info = c.tensors.assemble(list(shape), placement, [a.id for a in arrays], donate=donate)
     if donate:
         for a in arrays:
-            a.keep()
-            a._deleted = True
+            a._consumed()
     return RemoteArray(c, info)
+
+
+def lookup(id_or_name: str, *, client: Optional[Client] = None) -> RemoteArray:
+    """A handle to a tensor the daemon already holds, by id or by its name
+    when exactly one of the caller's tensors carries it (FailedPreconditionError
+    listing the ids otherwise; NotFoundError for neither). The handle does not
+    own the tensor: dropping it deletes nothing (delete() does)."""
+    c = resolve(client)
+    return RemoteArray(c, c.tensors.describe(id_or_name), owned=False)
 
 
 def delete(tree: Any) -> None:
@@ -75,4 +87,4 @@ def delete(tree: Any) -> None:
 
 
 __all__ = ["devices", "local_devices", "device_count", "local_device_count", "device_put",
-           "make_array_from_single_device_arrays", "delete", "NamedSharding"]
+           "make_array_from_single_device_arrays", "lookup", "delete", "NamedSharding"]

@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
-from placement import _dtypes, errors
+from placement import _dtypes, _progress, errors
 from placement.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+from placement.types import TensorInfo
 from placement.v1 import types_pb2
-
-if TYPE_CHECKING:
-    from placement.client import Client
 
 
 @dataclass(frozen=True)
@@ -52,7 +50,9 @@ class Shard:
 class RemoteArray:
     """See module docstring."""
 
-    def __init__(self, client: "Client", info: types_pb2.TensorInfo, *, owned: bool = True):
+    def __init__(self, client: Any, info: types_pb2.TensorInfo, *, owned: bool = True):
+        # `client` is a placement.Client; `info` the daemon's message (the
+        # package's modules read it as `_info`; callers get `info`).
         self._client = client
         self._info = info
         self._owned = owned
@@ -74,11 +74,14 @@ class RemoteArray:
         return self._info.name
 
     @property
-    def info(self) -> types_pb2.TensorInfo:
-        return self._info
+    def info(self) -> TensorInfo:
+        """The daemon's description: dtype, shape, sharding, shards (with
+        their index slices, devices, replica ids and bytes), owner, tenant."""
+        return TensorInfo.from_proto(self._info)
 
     @property
-    def client(self) -> "Client":
+    def client(self) -> Any:
+        """The placement.Client that holds the handle."""
         return self._client
 
     @property
@@ -188,16 +191,20 @@ class RemoteArray:
         if self._deleted:
             raise errors.FailedPreconditionError(f"RemoteArray {self.id} was deleted")
 
-    def _download(self, out: Optional[np.ndarray] = None, **selection: Any) -> np.ndarray:
+    def _download(self, out: Optional[np.ndarray] = None, progress: Any = None,
+                  **selection: Any) -> np.ndarray:
         self._check_alive()
-        return self._client.tensors.download(self.id, info=self._info, out=out, **selection)[1]
+        return self._client.tensors.download(self.id, info=self._info, out=out,
+                                             progress=progress, **selection)[1]
 
-    def to_numpy(self, out: Optional[np.ndarray] = None) -> np.ndarray:
+    def to_numpy(self, out: Optional[np.ndarray] = None, *, progress: Any = None) -> np.ndarray:
         """Downloads the whole array (the daemon gathers the replica-0 shards)
         into a new array, or into `out` (writable, C-contiguous, this dtype
         and shape), which is returned. An `out` inside one of the client's
-        SharedRegions (placement.regions) is written by the daemon itself."""
-        return self._download(out)
+        SharedRegions (placement.regions) is written by the daemon itself.
+        `progress`: a callable(done_bytes, total_bytes), or True for a tqdm
+        bar (placement.device_put's)."""
+        return self._download(out, _progress.reporter(progress, "download"))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self.to_numpy()
@@ -222,12 +229,25 @@ class RemoteArray:
         return self._deleted
 
     def keep(self) -> "RemoteArray":
-        """Stops owning the tensor: neither GC nor Client.close() deletes it."""
+        """Stops owning the tensor: neither GC nor Client.close() deletes it,
+        and it leaves the client's session (PersistTensors), so it outlives
+        this process until someone deletes it."""
+        if self._owned:
+            self._client.persist([self.id])
         self._owned = False
         if self._finalizer is not None:
             self._finalizer.detach()
         self._client.untrack(self.id)
         return self
+
+    def _consumed(self) -> None:
+        """The daemon consumed the tensor (a donation): forget it here
+        without another call."""
+        self._owned = False
+        self._deleted = True
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._client.untrack(self.id)
 
     def __enter__(self) -> "RemoteArray":
         return self

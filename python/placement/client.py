@@ -13,6 +13,13 @@ inside the collector), and close() -- also run at interpreter exit -- deletes
 every tensor still alive unless it was kept (RemoteArray.keep()). It owns
 its shared-memory regions likewise (placement.regions: the staging pool and
 the caller's SharedRegions): close() unregisters them.
+
+So that a process that dies (killed, crashed, partitioned) leaves nothing
+behind either, connect() opens a session (SessionService) that every call
+joins, renewed in the background: the daemon frees what the client created
+once the session's lease runs out (TransportOptions.session_ttl, default
+60 s). TransportOptions(session="none") opts out (results are then durable
+until deleted); session_id= joins a session opened elsewhere.
 """
 from __future__ import annotations
 
@@ -24,15 +31,18 @@ import threading
 import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from placement import _region_pool, _transport, errors
-from placement._transport import TransportOptions
-from placement.devices import Device
+from placement import _region_pool, _session, _tensors, _transport, errors
+from placement import _default as default_hook
+from placement._transport import SessionPolicy, TransportOptions
+from placement.devices import Device, device_id
 from placement.sharding import Mesh, as_mesh
+from placement.types import DaemonStatus, StreamStatus
 from placement.v1 import (collective_service_pb2_grpc, daemon_service_pb2,
                           daemon_service_pb2_grpc, device_service_pb2, device_service_pb2_grpc,
                           mesh_service_pb2, mesh_service_pb2_grpc, prefetch_service_pb2_grpc,
-                          region_service_pb2, region_service_pb2_grpc, tensor_service_pb2,
-                          tensor_service_pb2_grpc, types_pb2)
+                          region_service_pb2, region_service_pb2_grpc, session_service_pb2,
+                          session_service_pb2_grpc, tensor_service_pb2, tensor_service_pb2_grpc,
+                          types_pb2)
 
 
 class _RegionRelease:
@@ -61,8 +71,7 @@ class Client:
         self.collective_stub = collective_service_pb2_grpc.CollectiveServiceStub(channel)
         self.region_stub = region_service_pb2_grpc.RegionServiceStub(channel)
         self.regions = _region_pool.RegionPool(self)
-        from placement._tensors import Tensors
-        self.tensors = Tensors(self)
+        self.tensors = _tensors.Tensors(self)
         self._lock = threading.Lock()
         self._devices: Optional[List[Device]] = None
         self._process: Optional[Tuple[int, int]] = None  # (process_index, process_count)
@@ -73,8 +82,48 @@ class Client:
         self._closed = False
         self._reaper = threading.Thread(target=self._reap, name="placement-reaper", daemon=True)
         self._reaper.start()
+        self._session: Optional[_session.OwnSession] = None
+        self._session_lock = threading.Lock()
         atexit.register(self.close)
-        _transport.wait_ready(self.transport.channel, target, self.options.connect_timeout)
+        try:
+            _transport.wait_ready(self.transport.channel, target, self.options.connect_timeout,
+                                  tls=self.options.tls)
+            # A session needs the daemon: with connect_timeout 0 the client
+            # does not wait for it, and opens none.
+            if (not self.options.session_id and self.options.session is SessionPolicy.OPEN
+                    and self.options.connect_timeout > 0):
+                self._session = _session.OwnSession(self.transport, self.options.session_ttl)
+                self.transport.join_session(self._session.id)
+                self.transport.recover_session = self._recover_session
+        except BaseException:
+            self.close()
+            raise
+
+    def _recover_session(self, error: errors.PlacementError) -> bool:
+        """After the daemon forgot the client's session (it restarted, or the
+        lease ran out while the process was stopped): opens a new one for the
+        calls to come. What the old session held is gone with it."""
+        gone = self._session
+        if gone is None or not error.message.startswith("placement-session metadata:"):
+            return False
+        with self._session_lock:
+            if self._session is not gone:
+                return True  # another thread replaced it already
+            gone.abandon()
+            # OpenSession must not carry the session that is gone.
+            self.transport.leave_session()
+            self._session = _session.OwnSession(self.transport, self.options.session_ttl)
+            self.transport.join_session(self._session.id)
+        return True
+
+    @property
+    def session_id(self) -> Optional[str]:
+        """The session every call carries: the client's own
+        (SessionPolicy.OPEN), TransportOptions.session_id, or None when
+        results are durable."""
+        if self._session is not None:
+            return self._session.id
+        return self.options.session_id or None
 
     # --- Devices and daemon -------------------------------------------------
     def unary(self, method: Any, request: Any, *, idempotent: bool,
@@ -111,9 +160,20 @@ class Client:
         """Device id -> bytes the daemon holds there now."""
         return {d.id: d.memory_in_use_bytes for d in self.list_devices()}
 
-    def status(self) -> daemon_service_pb2.GetStatusResponse:
-        return self.unary(self.daemon_stub.GetStatus, daemon_service_pb2.GetStatusRequest(),
-                          idempotent=True)
+    def status(self) -> DaemonStatus:
+        """The daemon's version, backend, uptime, counts and cluster
+        (DaemonService.GetStatus)."""
+        return DaemonStatus.from_proto(
+            self.unary(self.daemon_stub.GetStatus, daemon_service_pb2.GetStatusRequest(),
+                       idempotent=True))
+
+    def streams(self) -> List[StreamStatus]:
+        """The uploads, downloads and prefetch streams open on the daemon now,
+        with the bytes each moved so far (DaemonService.ListStreams; what
+        `placectl top` shows)."""
+        response = self.unary(self.daemon_stub.ListStreams,
+                              daemon_service_pb2.ListStreamsRequest(), idempotent=True)
+        return [StreamStatus.from_proto(s) for s in response.streams]
 
     @property
     def process_index(self) -> int:
@@ -138,10 +198,27 @@ class Client:
         return known
 
     # --- Meshes ------------------------------------------------------------
-    def create_mesh(self, request: mesh_service_pb2.CreateMeshRequest) -> Mesh:
-        """MeshService.CreateMesh; the daemon's errors unchanged."""
+    def create_mesh(self, axes: Any, *, devices: Optional[Sequence[Any]] = None,
+                    mesh_id: str = "") -> Mesh:
+        """Registers a mesh with ordered `axes` ({"data": 2, "model": 4} or
+        [("data", 2), ("model", 4)], major to minor) over `devices` (row-major;
+        None: the first devices in topology order) under `mesh_id` ("" = one
+        the daemon makes up). The daemon's errors unchanged (ValueError
+        "Not enough devices: mesh requires 16 devices but only 8 available.")."""
+        items = list(axes.items()) if isinstance(axes, dict) else list(axes)
+        request = mesh_service_pb2.CreateMeshRequest(mesh_id=mesh_id)
+        for name, size in items:
+            request.axes.axes.add(name=str(name), size=int(size))
+        if devices is not None:
+            request.device_ids.extend(device_id(d) for d in devices)
+        return self._create_mesh(request)
+
+    def _create_mesh(self, request: mesh_service_pb2.CreateMeshRequest,
+                     axis_types: Any = None) -> Mesh:
+        """MeshService.CreateMesh; the daemon's errors unchanged. The mesh is
+        remembered with `axis_types` (JAX's; the daemon does not keep them)."""
         response = self.unary(self.mesh_stub.CreateMesh, request, idempotent=False)
-        return self._remember(Mesh.from_proto(response.mesh, self))
+        return self._remember(Mesh.from_proto(response.mesh, self, axis_types))
 
     def mesh(self, mesh_id: str) -> Mesh:
         """The registered mesh `mesh_id` (GetMesh once; meshes are immutable)."""
@@ -167,7 +244,7 @@ class Client:
         for name, size in mesh.shape.items():
             request.axes.axes.add(name=name, size=size)
         request.device_ids.extend(int(i) for i in mesh.device_ids.reshape(-1))
-        return str(self.create_mesh(request).id)
+        return str(self._create_mesh(request, mesh.axis_types).id)
 
     def _remember(self, mesh: Mesh) -> Mesh:
         with self._lock:
@@ -182,6 +259,17 @@ class Client:
 
     def untrack(self, tensor_id: str) -> None:
         self._live.pop(tensor_id, None)
+
+    def persist(self, tensor_ids: Sequence[str]) -> None:
+        """Takes the tensors out of the client's session (and any other), so
+        that they outlive the client until deleted (PersistTensors)."""
+        if self._session is not None:
+            self._session.persist(tensor_ids)
+        elif self.options.session_id:
+            self.unary(session_service_pb2_grpc.SessionServiceStub(self.transport.channel)
+                       .PersistTensors,
+                       session_service_pb2.PersistTensorsRequest(tensor_ids=list(tensor_ids)),
+                       idempotent=True)
 
     def release_later(self, tensor_id: str) -> None:
         """Queues a delete (safe from finalizers: no lock, no RPC here)."""
@@ -255,7 +343,8 @@ class Client:
 
     def close(self) -> None:
         """Deletes the tensors this client still owns, unregisters its
-        shared-memory regions and closes the channel. Idempotent."""
+        shared-memory regions, closes its session (which frees whatever else
+        it still holds) and closes the channel. Idempotent."""
         if self._closed:
             return
         self.flush(timeout=5.0)
@@ -266,6 +355,11 @@ class Client:
                 self.delete_tensors(live, missing_ok=True)
             except errors.PlacementError:
                 pass
+        if getattr(self, "_session", None) is not None:
+            try:
+                self._session.close()
+            except errors.PlacementError:
+                pass  # the daemon is gone: its lease runs out there
         self._closed = True
         self._doomed.put(None)
         atexit.unregister(self.close)
@@ -313,6 +407,9 @@ def default_client() -> Client:
 
 def resolve(client: Optional[Client]) -> Client:
     return client if client is not None else default_client()
+
+
+default_hook.install(default_client)
 
 
 def hardware_name(value: int) -> str:

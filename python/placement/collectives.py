@@ -36,6 +36,10 @@ from placement.v1 import tensor_service_pb2 as tpb
 
 Axes = Union[None, str, Sequence[str]]
 
+#: The reductions, by the seed's names, in wire-value order (common/reduce_op.h
+#: is the one table; tests/python/placement/test_tables.py checks this copy).
+REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
+
 
 def _axes(axes: Axes) -> list:
     if axes is None:
@@ -60,8 +64,7 @@ def _call(x: RemoteArray, method: str, request: Any, donate: bool,
     response = c.unary(getattr(c.collective_stub, method), request, idempotent=False,
                        timeout=timeout)
     if donate:
-        x.keep()
-        x._deleted = True  # the daemon consumed it
+        x._consumed()
     return RemoteArray(c, response.tensor)
 
 
@@ -91,7 +94,7 @@ def all_reduce_tree(tree: Any, op: str = "sum", axes: Axes = None, *,
     c: Client = client if client is not None else leaves[0].client
     groups: dict = {}
     for i, leaf in enumerate(leaves):
-        groups.setdefault((leaf.info.sharding.mesh_id, leaf.info.dtype), []).append(i)
+        groups.setdefault((leaf._info.sharding.mesh_id, leaf._info.dtype), []).append(i)
     results: list = [None] * len(leaves)
     made: list = []
     try:
@@ -103,8 +106,7 @@ def all_reduce_tree(tree: Any, op: str = "sum", axes: Axes = None, *,
                                timeout=timeout)
             for i, info in zip(indices, response.tensors):
                 if donate:
-                    leaves[i].keep()
-                    leaves[i]._deleted = True
+                    leaves[i]._consumed()
                 results[i] = RemoteArray(c, info)
                 made.append(results[i])
     except BaseException:

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from placement import errors
+from placement import _jax_devices, errors
 from placement.v1 import types_pb2
 
 
@@ -60,14 +60,13 @@ def _is_jax_device(obj: Any) -> bool:
 
 def device_id(obj: Any) -> int:
     """The daemon device id for a Device, an int, or a JAX device (mapped by
-    placement.jax_bridge.daemon_device_id)."""
+    placement._jax_devices.daemon_device_id)."""
     if isinstance(obj, Device):
         return obj.id
     if isinstance(obj, (int, np.integer)) and not isinstance(obj, bool):
         return int(obj)
     if _is_jax_device(obj):
-        from placement import jax_bridge
-        return jax_bridge.daemon_device_id(obj)
+        return _jax_devices.daemon_device_id(obj)
     raise errors.InvalidArgumentError(
         f"expected a placement.Device, a device id or a JAX device, got {type(obj).__name__}: "
         f"{obj!r}")

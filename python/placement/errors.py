@@ -5,6 +5,11 @@ before a call, raises a PlacementError carrying the gRPC `code` and the
 `message` unchanged (``str(err) == err.message``), so the daemon's texts --
 the seeds' own messages among them -- reach the caller verbatim.
 
+Where a daemon message names a C++ or protobuf spelling of something this
+package spells otherwise, the hint is given in Python's words (_PYTHON_WORDS:
+"use SHARDING_MODE_PADDED (ShardingMode::kPadded)" reads "use
+NamedSharding(mesh, spec, padded=True)"); the rest of the text is unchanged.
+
 The classes also derive from the builtin exception a seed user would catch:
 INVALID_ARGUMENT / FAILED_PRECONDITION / OUT_OF_RANGE are ValueErrors (the
 seeds raise ValueError), NOT_FOUND is a LookupError, DEADLINE_EXCEEDED a
@@ -108,6 +113,19 @@ _BY_CODE: Dict[grpc.StatusCode, Type[PlacementError]] = {
 }
 
 
+# Daemon hints in C++ / protobuf words -> the same hint in this package's.
+_PYTHON_WORDS = (
+    ("use SHARDING_MODE_PADDED (ShardingMode::kPadded) for uneven shards",
+     "use NamedSharding(mesh, spec, padded=True) for uneven shards"),
+)
+
+
+def in_python_words(message: str) -> str:
+    for theirs, ours in _PYTHON_WORDS:
+        message = message.replace(theirs, ours)
+    return message
+
+
 def error_for(code: grpc.StatusCode, message: str) -> PlacementError:
     """The PlacementError subclass for `code`, with `message`."""
     return _BY_CODE.get(code, PlacementError)(message, code)
@@ -117,4 +135,4 @@ def from_rpc_error(error: grpc.RpcError) -> PlacementError:
     """Converts a failed call (a grpc.Call raised as RpcError)."""
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     details = error.details() if hasattr(error, "details") else str(error)
-    return error_for(code or grpc.StatusCode.UNKNOWN, details or "")
+    return error_for(code or grpc.StatusCode.UNKNOWN, in_python_words(details or ""))

@@ -118,14 +118,14 @@ def global_to_host_array(global_arrays: Any,
     out: List[np.ndarray] = []
     for leaf in leaves:
         if replicated:
-            local = [s for s in leaf.info.shards if s.process_index == process]
+            local = [s for s in leaf._info.shards if s.process_index == process]
             if not local:
                 raise errors.NotFoundError(
                     f"tensor '{leaf.id}' has no shard on process {process}")
             out.append(c.tensors.download(leaf.id, device_id=local[0].device_id,
-                                          info=leaf.info)[1])
+                                          info=leaf._info)[1])
         else:
-            out.append(c.tensors.download(leaf.id, process_index=process, info=leaf.info)[1])
+            out.append(c.tensors.download(leaf.id, process_index=process, info=leaf._info)[1])
     return _tree.unflatten(treedef, out)
 
 

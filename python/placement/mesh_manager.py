@@ -94,7 +94,7 @@ class DeviceMeshManager:
             total *= int(size)
         if all(a.size >= 1 for a in request.axes.axes):
             request.device_ids.extend(self._ids_for(total, devices))
-        return self._client.create_mesh(request)
+        return self._client._create_mesh(request)
 
     def create_data_parallel_mesh(self, num_devices: int | None = None,
                                   axis_name: str = "data") -> Mesh:
@@ -117,7 +117,7 @@ class DeviceMeshManager:
             if n >= 1:
                 request.device_ids.extend(self._ids_for(n, None))
                 p.num_devices = n
-        return self._client.create_mesh(request)
+        return self._client._create_mesh(request)
 
     def create_hybrid_mesh(self, data_parallel_size: int = 1, model_parallel_size: int = 1,
                            data_axis: str = "data", model_axis: str = "model") -> Mesh:
@@ -132,7 +132,7 @@ class DeviceMeshManager:
         if self._explicit and data_parallel_size >= 1 and model_parallel_size >= 1:
             request.device_ids.extend(
                 self._ids_for(int(data_parallel_size) * int(model_parallel_size), None))
-        return self._client.create_mesh(request)
+        return self._client._create_mesh(request)
 
     def get_mesh_info(self, mesh: Any) -> Dict[str, Any]:
         """{"total_devices": n, "axes": {name: size}} in mesh order (ours or

@@ -41,6 +41,7 @@ from placement import _dtypes, _staging, _tensors, _tree, _wire, errors
 from placement._transport import TransferPath
 from placement.array import RemoteArray
 from placement.client import Client
+from placement.types import PrefetchStats
 from placement.v1 import prefetch_service_pb2 as ppb
 
 DEFAULT_BUFFER_SIZE = 2
@@ -146,7 +147,7 @@ class _Stream:
         self._taken = 0
         self._over = False
         self._error: Optional[BaseException] = None
-        self.stats: Optional[ppb.PrefetchStats] = None
+        self.stats: Optional[PrefetchStats] = None
 
         method = client.transport.channel.stream_stream(
             "/placement.v1.PrefetchService/Prefetch", request_serializer=_wire.serializer,
@@ -260,7 +261,7 @@ class _Stream:
             while True:
                 response = next(self._call)
                 if response.HasField("stats"):
-                    self.stats = response.stats
+                    self.stats = PrefetchStats.from_proto(response.stats)
                     continue
                 if response.HasField("ready"):
                     break
@@ -288,7 +289,7 @@ class _Stream:
         try:
             for response in self._call:
                 if response.HasField("stats"):
-                    self.stats = response.stats
+                    self.stats = PrefetchStats.from_proto(response.stats)
         except grpc.RpcError as e:
             self._end(errors.from_rpc_error(e))
 
@@ -345,8 +346,10 @@ class PrefetchIterator:
         self._stream = _Stream(client, source, rule, buffer_size, name=name, timeout=timeout)
 
     @property
-    def stats(self) -> Optional[ppb.PrefetchStats]:
-        """The daemon's PrefetchStats, once the stream ended."""
+    def stats(self) -> Optional[PrefetchStats]:
+        """The daemon's figures (placement.types.PrefetchStats: batches and
+        bytes staged, consumer stall and producer wait as timedeltas, most
+        batches held), once the stream ended."""
         return self._stream.stats
 
     @property

@@ -74,12 +74,38 @@ def _entry(e: Any) -> SpecEntry:
 _current = threading.local()
 
 
+AXIS_TYPES = ("auto", "explicit", "manual")
+
+
+def _axis_types(types: Any, n: int) -> Optional[Tuple[str, ...]]:
+    """JAX's AxisType values (or their names) as ("auto", "explicit",
+    "manual") strings; None when every axis is Auto (JAX's default)."""
+    if types is None:
+        return None
+    names = []
+    for t in types:
+        name = (getattr(t, "name", None) or str(t)).lower()
+        if name not in AXIS_TYPES:
+            raise errors.InvalidArgumentError(
+                f"Mesh axis type {t!r} is not one of {', '.join(AXIS_TYPES)}")
+        names.append(name)
+    if len(names) != n:
+        raise errors.InvalidArgumentError(
+            f"Mesh: {len(names)} axis types {tuple(names)} for {n} axes")
+    return None if all(name == "auto" for name in names) else tuple(names)
+
+
 class Mesh:
-    """Mesh(devices, axis_names): `devices` an array (any nesting) whose
-    shape gives the axis sizes, major to minor."""
+    """Mesh(devices, axis_names, axis_types=None): `devices` an array (any
+    nesting) whose shape gives the axis sizes, major to minor. `axis_types`
+    are JAX's (jax.sharding.AxisType values or "auto" / "explicit" /
+    "manual"; None: all Auto, as in JAX). The daemon does not keep them:
+    they stay with this Mesh and with the Client that registered it, so that
+    placement.to_jax rebuilds the JAX mesh with the axis types it had."""
 
     def __init__(self, devices: Any, axis_names: Union[str, Sequence[str]],
-                 *, mesh_id: Optional[str] = None, client: Any = None) -> None:
+                 axis_types: Any = None, *, mesh_id: Optional[str] = None,
+                 client: Any = None) -> None:
         if isinstance(axis_names, str):
             axis_names = (axis_names,)
         arr = np.array(devices, dtype=object)
@@ -91,18 +117,19 @@ class Mesh:
         self.devices = arr
         self.axis_names: Tuple[str, ...] = tuple(axis_names)
         self.device_ids = np.array([device_id(d) for d in flat], dtype=np.int64).reshape(arr.shape)
+        self.axis_types: Optional[Tuple[str, ...]] = _axis_types(axis_types, len(self.axis_names))
         self.id = mesh_id  # the daemon's id once known
         self._client = client
 
     @classmethod
-    def from_proto(cls, mesh: types_pb2.Mesh, client: Any) -> "Mesh":
+    def from_proto(cls, mesh: types_pb2.Mesh, client: Any, axis_types: Any = None) -> "Mesh":
         shape = tuple(a.size for a in mesh.axes)
         by_id = {d.id: d for d in client.devices()}
         devs = [by_id.get(i, i) for i in mesh.device_ids]
         grid = np.empty(len(devs), dtype=object)
         grid[:] = devs
-        return cls(grid.reshape(shape), tuple(a.name for a in mesh.axes), mesh_id=mesh.id,
-                   client=client)
+        return cls(grid.reshape(shape), tuple(a.name for a in mesh.axes), axis_types,
+                   mesh_id=mesh.id, client=client)
 
     @property
     def shape(self) -> "collections.OrderedDict[str, int]":
@@ -121,7 +148,8 @@ class Mesh:
         return set(self.devices.flat)
 
     def key(self) -> Tuple[Any, ...]:
-        return (self.axis_names, self.devices.shape, tuple(self.device_ids.reshape(-1).tolist()))
+        return (self.axis_names, self.devices.shape, tuple(self.device_ids.reshape(-1).tolist()),
+                self.axis_types)
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, Mesh) and self.key() == other.key()
@@ -131,8 +159,9 @@ class Mesh:
 
     def __repr__(self) -> str:
         axes = ", ".join(f"{n!r}: {s}" for n, s in self.shape.items())
+        types = f", axis_types={self.axis_types}" if self.axis_types else ""
         where = f", id={self.id!r}" if self.id else ""
-        return f"Mesh({axes}{where})"
+        return f"Mesh({axes}{types}{where})"
 
     def __enter__(self) -> "Mesh":
         stack = getattr(_current, "stack", None)
@@ -269,7 +298,8 @@ def as_mesh(mesh: Any) -> Mesh:
     if isinstance(mesh, Mesh):
         return mesh
     if hasattr(mesh, "devices") and hasattr(mesh, "axis_names"):
-        return Mesh(np.asarray(mesh.devices), tuple(mesh.axis_names))
+        return Mesh(np.asarray(mesh.devices), tuple(mesh.axis_names),
+                    getattr(mesh, "axis_types", None))
     raise errors.InvalidArgumentError(f"expected a Mesh, got {type(mesh).__name__}: {mesh!r}")
 
 

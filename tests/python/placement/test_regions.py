@@ -6,6 +6,7 @@ pytrees mixing region slices and chunks, the caller's own SharedRegions
 (no copy on this side), refusals with clear errors, the prefetch region
 ring, the staging pool's bounds, and every region unregistered when its
 client closes."""
+import dataclasses
 import gc
 import os
 import re
@@ -20,7 +21,6 @@ import placement
 from placement import (DevicePlacement, NamedSharding, PartitionSpec, SharedRegion, TransferPath,
                        TransportOptions, _region_fd, _region_pool, errors, regions)
 from placement.testing import LocalDaemon
-from placement.v1 import daemon_service_pb2
 
 from conftest import DEVICE_MEMORY, check_alive
 
@@ -111,10 +111,7 @@ def test_same_host_needs_every_id_and_a_region_socket(client, monkeypatch):
     real = client.status()
 
     def status_with(**changes):
-        fake = daemon_service_pb2.GetStatusResponse()
-        fake.CopyFrom(real)
-        for k, v in changes.items():
-            setattr(fake, k, v)
+        fake = dataclasses.replace(real, **changes)
         return lambda: fake
 
     for changes in ({"host_id": "another-machine"}, {"boot_id": "another-boot"},
@@ -198,7 +195,7 @@ def test_every_dtype_round_trips_through_regions_like_the_stream(daemon, client,
             assert region_whole.dtype == np.dtype(dtype) and region_whole.shape == x.shape
             assert region_whole.tobytes() == stream_whole.tobytes() == x.tobytes(), name
             for shard in r.addressable_shards:
-                region_shard = tensors.download(r.id, device_id=shard.device_id, info=r.info,
+                region_shard = tensors.download(r.id, device_id=shard.device_id, info=r._info,
                                                 path="region")[1]
                 stream_shard = tensors.download(r.id, device_id=shard.device_id,
                                                 path="stream")[1]
@@ -248,7 +245,7 @@ def test_download_into_a_callers_array(by_path):
 def test_shared_region_in_place_no_staging(daemon, client):
     with SharedRegion(8 * MIB, "mine") as region:
         assert region.info.name == "mine" and region.size == 8 * MIB
-        assert region.id in {r.region_id for r in regions.list_regions()}
+        assert region.id in {r.id for r in regions.list_regions()}
         x = region.ndarray(np.float32, (1024, 1024))
         x[...] = sample(np.float32, (1024, 1024))
         staging_before = len(client.regions.free_regions())
@@ -271,7 +268,7 @@ def test_shared_region_in_place_no_staging(daemon, client):
         r.delete()
         r2.delete()
     assert region.closed
-    assert region.id not in {r.region_id for r in regions.list_regions()}
+    assert region.id not in {r.id for r in regions.list_regions()}
 
 
 def test_a_collected_region_is_unregistered(client):
@@ -280,7 +277,7 @@ def test_a_collected_region_is_unregistered(client):
     del region
     gc.collect()
     client.flush()
-    assert rid not in {r.region_id for r in regions.list_regions()}
+    assert rid not in {r.id for r in regions.list_regions()}
 
 
 # --- Refusals ---------------------------------------------------------------------------
@@ -437,7 +434,7 @@ def test_pool_keeps_at_most_8_free_regions(client):
         lease.release()
     free = c.regions.free_regions()
     assert len(free) == _region_pool.MAX_FREE_REGIONS
-    listed = {r.region_id for r in regions.list_regions(c)}
+    listed = {r.id for r in regions.list_regions(c)}
     assert len(ids & listed) == 8  # the two dropped were unregistered
     big = c.regions.lease_for(TransferPath.REGION, 3 * MIB + 1)
     assert big.region.size == 4 * MIB  # rounded up to a MiB
@@ -448,11 +445,12 @@ def test_pool_keeps_at_most_8_free_regions(client):
     assert c.regions.lease_for(TransferPath.AUTO, 100) is None  # under 256 KiB: the stream
     assert c.regions.lease_for(TransferPath.STREAM, 64 * MIB) is None
     c.close()
-    assert not ids & {r.region_id for r in regions.list_regions(client)}
+    assert not ids & {r.id for r in regions.list_regions(client)}
 
 
 def test_close_unregisters_every_region(daemon, client):
-    before = {r.region_id for r in regions.list_regions(client)}
+    # The regions of c's session are c's to list; the daemon's count covers everyone's.
+    before = client.status().num_regions
     c = placement.Client(client.target)
     r = placement.device_put(np.ones(2 * MIB, np.uint8), 0, client=c)  # a staging region
     np.asarray(r)
@@ -460,14 +458,14 @@ def test_close_unregisters_every_region(daemon, client):
     it = DevicePlacement(client=c).prefetch_to_device(
         ({"x": np.ones(MIB, np.uint8)} for _ in range(10)), buffer_size=2)
     next(it)  # ring regions lent to the stream
-    now = {x.region_id for x in regions.list_regions(client)}
-    assert mine.id in now and len(now - before) >= 2
+    now = {x.id for x in regions.list_regions(c)}
+    assert mine.id in now and len(now) >= 2
+    assert all(x.session_id == c.session_id for x in regions.list_regions(c))
     it.close()
-    now = {x.region_id for x in regions.list_regions(client)}
-    assert client.status().num_regions == len(now)
+    now = {x.id for x in regions.list_regions(c)}
+    assert client.status().num_regions == before + len(now)
     c.close()
-    assert {x.region_id for x in regions.list_regions(client)} == before
-    assert client.status().num_regions == len(before)
+    assert client.status().num_regions == before
     assert mine.closed
     # A separate daemon, one client: back to zero.
     with LocalDaemon(daemon.binary) as own:

@@ -59,8 +59,12 @@ def test_tls_and_token_put_tensors_in_the_tenant(secured):
 def test_wrong_or_missing_token_is_unauthenticated(secured):
     daemon, ca = secured
     for token in ["not-it", None]:
-        client = placement.Client(daemon.address,
-                                  TransportOptions(tls=True, tls_ca_file=ca, token=token))
+        # Refused at connect: the client's session is the first call.
+        with pytest.raises(errors.UnauthenticatedError):
+            placement.Client(daemon.address, TransportOptions(tls=True, tls_ca_file=ca,
+                                                              token=token))
+        client = placement.Client(daemon.address, TransportOptions(
+            tls=True, tls_ca_file=ca, token=token, session="none"))
         with pytest.raises(errors.UnauthenticatedError):
             client.list_devices()
         client.close()
@@ -76,7 +80,6 @@ def test_session_tensors_go_with_the_session(secured):
     scoped = placement.Client(daemon.address, TransportOptions(
         tls=True, tls_ca_file=ca, token=TOKEN, session_id=opened.id))
     x = placement.device_put(np.ones(4, np.float32), client=scoped)
-    x.keep()  # not deleted by the client: the session owns its lifetime
     assert admin.unary(sessions.CloseSession,
                        session_service_pb2.CloseSessionRequest(session_id=opened.id),
                        idempotent=False).deleted_tensors == 1

@@ -23,8 +23,9 @@ def test_unreachable_daemon():
     with tempfile.TemporaryDirectory() as tmp:
         target = f"unix:{tmp}/nobody.sock"
         with pytest.raises(errors.UnavailableError) as e:
-            placement.Client(target, TransportOptions(connect_timeout=0.3))
-        assert str(e.value) == f"cannot reach placementd at {target} within 0.3s"
+            placement.Client(target, TransportOptions(connect_timeout=3600))
+        assert str(e.value) == (f"cannot reach placementd at {target}: the connection failed "
+                                f"(nothing listens there, or it refused or is unreachable)")
         assert isinstance(e.value, ConnectionError)
 
 

@@ -1,0 +1,103 @@
+"""Cold and warm transfers of the Python client against a cold and a warm
+numpy copy of the same bytes, in one run (issue 25: "keep what our path adds
+on a cold call small").
+
+Starts a CPU-backend placementd (127.0.0.1 port 0), then per rep:
+  * copy, cold:      np.copyto into a freshly allocated array (its pages
+                     fault in, as the daemon's fresh device memory does);
+  * copy, warm:      np.copyto into an array touched before;
+  * upload, cold:    the first device_put of a new Client (its channel is up;
+                     the staging region pool is empty, so the region is made,
+                     registered and faulted in during the call) into device
+                     memory the daemon has not used since its start (the
+                     daemon is started afresh for every rep);
+  * upload, warm:    a later device_put of the same client (pool region
+                     reused; the daemon's block cache holds the freed device
+                     buffer of the previous upload);
+  * download, cold:  the new client's first to_numpy() (a new result array);
+  * download, warm:  to_numpy(out=) into an array touched before.
+Each row: median MB/s over the reps, and its ratio to the copy of the same
+temperature. Targets (issue 25): cold transfer >= 0.8 x cold copy, warm
+transfer >= 0.9 x warm copy.
+
+    build/venv/bin/python python/bench/cold_warm_bench.py [--size_mib=256] [--reps=5]
+        [--placementd=build/bin/placementd] [--path=auto|stream|region]
+
+MB/s are 1e6 bytes per second.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+from typing import Callable, Dict, List
+
+import numpy as np
+
+import placement
+from placement.testing import LocalDaemon
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def timed(work: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size_mib", type=int, default=256)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--placementd", default=os.path.join(ROOT, "build/bin/placementd"))
+    parser.add_argument("--path", default="auto", choices=["auto", "stream", "region"])
+    args = parser.parse_args()
+    size = args.size_mib << 20
+    src = np.ones(size, np.uint8)  # touched: every run reads the same warm source
+    warm_dst = np.zeros(size, np.uint8)
+    samples: Dict[str, List[float]] = {k: [] for k in (
+        "copy, cold", "copy, warm", "upload, cold", "upload, warm", "download, cold",
+        "download, warm")}
+    memory = 3 * size + (64 << 20)
+    for _ in range(args.reps):
+        fresh = np.empty(size, np.uint8)
+        samples["copy, cold"].append(timed(lambda: np.copyto(fresh, src)))
+        del fresh
+        samples["copy, warm"].append(timed(lambda: np.copyto(warm_dst, src)))
+        with LocalDaemon(args.placementd, [f"--cpu_device_memory={memory}", "--cpu_devices=1"]) \
+                as daemon:
+            client = placement.Client(daemon.address, placement.TransportOptions(
+                transfer_path=args.path, timeout=600, session="none"))
+            client.devices()  # the device list is not part of the transfer
+            holder: List[object] = []
+            samples["upload, cold"].append(
+                timed(lambda: holder.append(placement.device_put(src, 0, client=client))))
+            samples["download, cold"].append(timed(lambda: holder[0].to_numpy()))
+            holder[0].delete()
+            holder.clear()
+            samples["upload, warm"].append(
+                timed(lambda: holder.append(placement.device_put(src, 0, client=client))))
+            samples["download, warm"].append(timed(lambda: holder[0].to_numpy(out=warm_dst)))
+            holder[0].delete()
+            client.close()
+
+    def rate(seconds: List[float]) -> float:
+        return size / statistics.median(seconds) / 1e6
+
+    print(f"{args.size_mib} MiB, {args.reps} reps, path {args.path}, "
+          f"load {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs")
+    print(f"{'':<16} {'median MB/s':>12} {'x copy':>8} {'target':>8}")
+    for name in samples:
+        temperature = name.split(", ")[1]
+        copy = rate(samples[f"copy, {temperature}"])
+        line = f"{name:<16} {rate(samples[name]):>12.0f}"
+        if not name.startswith("copy"):
+            target = 0.8 if temperature == "cold" else 0.9
+            line += f" {rate(samples[name]) / copy:>8.2f} {target:>8.1f}"
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
