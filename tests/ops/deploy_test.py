@@ -1,9 +1,13 @@
 """The deploy files agree with placementd and with each other: the example
 flagfiles and the Kubernetes ConfigMaps' flagfiles start real daemons (the
-cluster ones a real two-daemon cluster, through the StatefulSet's own
-entrypoint), every supervisor's grace period before SIGKILL covers the drain
-it gives, the manifests parse and match the Kubernetes schemas, and the
-cluster StatefulSet, its Services and its flagfile name the same things."""
+default one authenticated: TLS and a token, with certificates made here by
+openssl; the cluster ones a real two-daemon cluster, through the
+StatefulSet's own entrypoint), every supervisor's grace period before SIGKILL
+covers the drain it gives, the manifests and their overlays (gpu, insecure)
+render and match the Kubernetes schemas, and the cluster StatefulSet, its
+Services and its flagfile name the same things."""
+import copy
+import hashlib
 import os
 import random
 import re
@@ -15,7 +19,7 @@ import tempfile
 import time
 import unittest
 
-from ops_testing import REPO, Daemon
+from ops_testing import REPO, Daemon, make_pki, run_grpcurl
 
 try:
     import yaml
@@ -44,6 +48,63 @@ def configmap_flags(*path):
     text = read("deploy", "kubernetes", *(path or ("configmap.yaml",)))
     block = text.split("placementd.flags: |\n", 1)[1]
     return "\n".join(line[4:] for line in block.splitlines() if line.startswith("    "))
+
+
+def strategic_merge(base, patch):
+    """kustomize's strategic merge for what the overlays use: maps merge key
+    by key, null deletes, lists of named maps merge by name, anything else
+    replaces."""
+    for key, value in patch.items():
+        if value is None:
+            base.pop(key, None)
+        elif isinstance(value, dict) and isinstance(base.get(key), dict):
+            strategic_merge(base[key], value)
+        elif (isinstance(value, list) and isinstance(base.get(key), list)
+              and all(isinstance(v, dict) and "name" in v for v in value + base[key])):
+            by_name = {item["name"]: item for item in base[key]}
+            for item in value:
+                if item["name"] in by_name:
+                    strategic_merge(by_name[item["name"]], item)
+                else:
+                    base[key].append(copy.deepcopy(item))
+        else:
+            base[key] = copy.deepcopy(value)
+
+
+def render(directory):
+    """The objects `kubectl apply -k directory` would apply: its resources
+    (files, or directories rendered in turn) with its patches applied."""
+    (k,) = load_documents(os.path.join(directory, "kustomization.yaml"))
+    objects = []
+    for resource in k.get("resources", []):
+        path = os.path.normpath(os.path.join(directory, resource))
+        objects += render(path) if os.path.isdir(path) else load_documents(path)
+    for entry in k.get("patches", []):
+        (patch,) = load_documents(os.path.join(directory, entry["path"]))
+        targets = [o for o in objects if (o["kind"], o["metadata"]["name"]) ==
+                   (patch["kind"], patch["metadata"]["name"])]
+        assert len(targets) == 1, (directory, entry, len(targets))
+        strategic_merge(targets[0], patch)
+    return objects
+
+
+def kustomizations():
+    """Every directory under deploy/kubernetes with a kustomization.yaml."""
+    out = []
+    for root, _, files in os.walk(os.path.join(REPO, "deploy", "kubernetes")):
+        if "kustomization.yaml" in files:
+            out.append(root)
+    return sorted(out)
+
+
+def rendered(*parts):
+    """{(kind, name): object} of the kustomization at deploy/kubernetes/<parts>."""
+    return {(o["kind"], o["metadata"]["name"]): o
+            for o in render(os.path.join(REPO, "deploy", "kubernetes", *parts))}
+
+
+def flags_of(objects):
+    return objects[("ConfigMap", "placementd-config")]["data"]["placementd.flags"]
 
 
 def flag(flag_text, name):
@@ -138,8 +199,51 @@ class DeployTest(unittest.TestCase):
         with self.start_with_flagfile(read("deploy", "placementd.flags")) as daemon:
             self.assertTrue(daemon.metrics_url.startswith("http://127.0.0.1:"))
 
-    def test_configmap_flagfile_starts_the_daemon(self):
-        with self.start_with_flagfile(configmap_flags()) as daemon:
+    def test_configmap_flagfile_starts_an_authenticated_daemon(self):
+        # The Secrets' files, made here: a server certificate for 127.0.0.1 (tls.crt,
+        # tls.key) and a credentials file holding one token's digest.
+        secrets = tempfile.TemporaryDirectory(prefix="placement-deploy-secrets-")
+        self.addCleanup(secrets.cleanup)
+        tls = os.path.join(secrets.name, "tls")
+        auth = os.path.join(secrets.name, "auth")
+        os.makedirs(tls)
+        os.makedirs(auth)
+        make_pki(tls)
+        os.rename(os.path.join(tls, "server.pem"), os.path.join(tls, "tls.crt"))
+        os.rename(os.path.join(tls, "server.key"), os.path.join(tls, "tls.key"))
+        token = "deploy-test-" + "%032x" % random.getrandbits(128)
+        with open(os.path.join(auth, "credentials"), "w") as f:
+            f.write(f"token sha256:{hashlib.sha256(token.encode()).hexdigest()} team-a user\n")
+        text = configmap_flags().replace("/etc/placementd/", secrets.name + "/")
+        self.assertNotIn("--allow_insecure", text)
+        with self.start_with_flagfile(text) as daemon:
+            self.assertRegex(daemon.address, r"^127\.0\.0\.1:\d+$")
+            ca = os.path.join(tls, "ca.pem")
+            method = "placement.v1.DeviceService/ListDevices"
+            ok = run_grpcurl("-cacert", ca, "-H", f"authorization: Bearer {token}",
+                             daemon.address, method)
+            self.assertEqual(ok.returncode, 0, ok.stderr)
+            anonymous = run_grpcurl("-cacert", ca, daemon.address, method)
+            self.assertEqual(anonymous.returncode, 64 + 16, anonymous.stderr)  # UNAUTHENTICATED
+            plaintext = run_grpcurl("-plaintext", daemon.address, method)
+            self.assertNotEqual(plaintext.returncode, 0)
+
+    def test_insecure_and_gpu_overlay_flagfiles_start_the_daemon(self):
+        insecure = flags_of(rendered("overlays", "insecure"))
+        self.assertIn("--allow_insecure", insecure)
+        self.assertIsNone(flag(insecure, "auth_file"))
+        with self.start_with_flagfile(insecure) as daemon:
+            listed = run_grpcurl("-plaintext", daemon.address,
+                                 "placement.v1.DeviceService/ListDevices")
+            self.assertEqual(listed.returncode, 0, listed.stderr)
+        gpu = flags_of(rendered("overlays", "gpu"))
+        self.assertEqual(flag(gpu, "backend"), "cuda")
+        self.assertEqual(flag(gpu, "auth_file"), "/etc/placementd/auth/credentials")
+        # This machine has no GPU: the test's own --backend=cpu (after the file) wins; the
+        # TLS and token lines are the default's (tested above), left out here.
+        lines = [line for line in gpu.splitlines()
+                 if not line.startswith(("--tls_", "--auth_file"))]
+        with self.start_with_flagfile("\n".join(lines + ["--allow_insecure"])) as daemon:
             self.assertRegex(daemon.address, r"^127\.0\.0\.1:\d+$")
 
     def test_grace_periods_cover_the_drain(self):
@@ -188,29 +292,142 @@ class ManifestTest(unittest.TestCase):
                 self.assertIn("kind", doc, where)
                 if doc["kind"] == "Kustomization":
                     directory = os.path.dirname(path)
-                    listed = set(doc["resources"])
+                    local = set()
+                    for resource in doc.get("resources", []):
+                        target = os.path.normpath(os.path.join(directory, resource))
+                        if os.path.isdir(target):  # a base: a kustomization of its own
+                            self.assertTrue(os.path.exists(
+                                os.path.join(target, "kustomization.yaml")), where)
+                        else:
+                            local.add(resource)
+                    local |= {p["path"] for p in doc.get("patches", [])}
                     present = {f for f in os.listdir(directory)
                                if f.endswith(".yaml") and f != "kustomization.yaml"}
-                    self.assertEqual(listed, present, where)
+                    self.assertEqual(local, present, where)
                 else:
                     self.assertTrue(doc["metadata"]["name"], where)
                     if doc["kind"] != "Namespace":
                         self.assertEqual(doc["metadata"]["namespace"], "placement", where)
 
-    def test_manifests_match_the_kubernetes_schemas(self):
+    def test_every_kustomization_renders_to_schema_valid_objects(self):
+        directories = [os.path.relpath(d, REPO) for d in kustomizations()]
+        self.assertEqual(directories, ["deploy/kubernetes", "deploy/kubernetes/cluster",
+                                       "deploy/kubernetes/overlays/gpu",
+                                       "deploy/kubernetes/overlays/insecure"])
+        for directory in kustomizations():
+            objects = render(directory)
+            names = [(o["kind"], o["metadata"]["name"]) for o in objects]
+            self.assertEqual(len(names), len(set(names)), directory)
         if kubernetes_validate is None:
             self.skipTest("kubernetes-validate is not installed (scripts/python_env.sh tries "
                           "to install it from PyPI)")
         # 1.27: the first release with gRPC probes on by default (GA).
         versions = ["1.27.0", kubernetes_validate.latest_version()]
-        for path in manifest_files():
-            for doc in load_documents(path):
-                if doc["kind"] == "Kustomization":
-                    continue  # not an API object
+        for directory in kustomizations():
+            for doc in render(directory):
                 for version in versions:
-                    with self.subTest(file=os.path.relpath(path, REPO), kind=doc["kind"],
-                                      version=version):
+                    with self.subTest(kustomization=os.path.relpath(directory, REPO),
+                                      kind=doc["kind"], version=version):
                         kubernetes_validate.validate(doc, version, strict=True)
+
+
+class DaemonSetVariantsTest(unittest.TestCase):
+    """The DaemonSet as shipped (authenticated), its overlays, and the
+    node-local Service."""
+
+    @classmethod
+    def setUpClass(cls):
+        if yaml is None:
+            raise unittest.SkipTest("PyYAML is not installed (scripts/python_env.sh installs it)")
+        cls.default = rendered()
+        cls.insecure = rendered("overlays", "insecure")
+        cls.gpu = rendered("overlays", "gpu")
+
+    @staticmethod
+    def container(objects):
+        (container,) = objects[("DaemonSet", "placementd")]["spec"]["template"]["spec"][
+            "containers"]
+        return container
+
+    @staticmethod
+    def volumes(objects):
+        spec = objects[("DaemonSet", "placementd")]["spec"]["template"]["spec"]
+        return {v["name"]: v for v in spec["volumes"]}
+
+    def test_the_default_is_authenticated(self):
+        flags = flags_of(self.default)
+        self.assertNotIn("--allow_insecure", flags)
+        self.assertEqual(flag(flags, "tls_cert"), "/etc/placementd/tls/tls.crt")
+        self.assertEqual(flag(flags, "tls_key"), "/etc/placementd/tls/tls.key")
+        self.assertEqual(flag(flags, "auth_file"), "/etc/placementd/auth/credentials")
+        volumes = self.volumes(self.default)
+        for name, secret in (("tls", "placementd-tls"), ("auth", "placementd-auth")):
+            self.assertEqual(volumes[name]["secret"]["secretName"], secret)
+            self.assertNotIn("optional", volumes[name]["secret"])  # required
+        container = self.container(self.default)
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        self.assertEqual(mounts["tls"], "/etc/placementd/tls")
+        self.assertEqual(mounts["auth"], "/etc/placementd/auth")
+        # The kubelet's gRPC probes cannot speak TLS: HTTPS /healthz on the metrics port.
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            self.assertEqual(container[probe]["httpGet"],
+                             {"path": "/healthz", "port": "metrics", "scheme": "HTTPS"}, probe)
+            self.assertNotIn("grpc", container[probe])
+        self.assertEqual(flag(flags, "metrics_listen"), "0.0.0.0:9464")
+
+    def test_the_insecure_overlay_says_so(self):
+        flags = flags_of(self.insecure)
+        self.assertIn("--allow_insecure", flags)
+        self.assertIsNone(flag(flags, "tls_cert"))
+        container = self.container(self.insecure)
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            self.assertEqual(container[probe]["grpc"], {"port": 50051}, probe)
+            self.assertNotIn("httpGet", container[probe])
+        for name in ("tls", "auth"):
+            self.assertTrue(self.volumes(self.insecure)[name]["secret"]["optional"])
+
+    def test_the_gpu_overlay_requests_gpus_and_the_cuda_image(self):
+        pod = self.gpu[("DaemonSet", "placementd")]["spec"]["template"]["spec"]
+        container = self.container(self.gpu)
+        self.assertGreaterEqual(int(container["resources"]["limits"]["nvidia.com/gpu"]), 1)
+        self.assertEqual(pod["nodeSelector"], {"nvidia.com/gpu.present": "true"})
+        self.assertEqual(container["image"], "placementd:cuda")
+        self.assertIn({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                      pod["tolerations"])
+        # Authenticated like the default, with the CUDA backend required.
+        self.assertNotIn("--allow_insecure", flags_of(self.gpu))
+        self.assertEqual(flag(flags_of(self.gpu), "backend"), "cuda")
+        # Everything else is the default's (same probes, security context, mounts).
+        default = self.container(self.default)
+        for key in ("startupProbe", "securityContext", "volumeMounts", "args", "ports"):
+            self.assertEqual(container[key], default[key], key)
+        # The image it names is the Dockerfile's CUDA target: a CUDA runtime base with the
+        # backend compiled in, the same user, entrypoint and ports as the CPU image.
+        dockerfile = read("Dockerfile")
+        stages = re.findall(r"^FROM (\S+) AS (\S+)$", dockerfile, re.M)
+        self.assertIn(("nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu24.04", "runtime-cuda"), stages)
+        self.assertIn(("nvidia/cuda:${CUDA_VERSION}-devel-ubuntu24.04", "build-cuda"), stages)
+        self.assertRegex(dockerfile, r"(?m)^ARG CUDA_VERSION=\d+\.\d+\.\d+$")
+        cuda_stage = dockerfile.split("AS runtime-cuda", 1)[1].split("\nFROM ", 1)[0]
+        build_stage = dockerfile.split("AS build-cuda", 1)[1].split("\nFROM ", 1)[0]
+        self.assertIn("-DPLACEMENT_WITH_CUDA=ON", build_stage)
+        self.assertIn("USER 10001", cuda_stage)
+        self.assertIn('ENTRYPOINT ["/opt/placement/bin/placementd"]', cuda_stage)
+        self.assertIn("--backend=cuda", cuda_stage)
+        cpu_stage = dockerfile.rsplit("\nFROM ", 1)[1]
+        self.assertTrue(cpu_stage.startswith("debian:12-slim"), "the CPU image stays the default")
+
+    def test_node_local_service(self):
+        service = self.default[("Service", "placementd-local")]
+        spec = service["spec"]
+        self.assertEqual(spec["internalTrafficPolicy"], "Local")
+        self.assertNotEqual(spec.get("clusterIP"), "None")  # kube-proxy must route it
+        pod_labels = self.default[("DaemonSet", "placementd")]["spec"]["template"]["metadata"][
+            "labels"]
+        self.assertEqual(spec["selector"], pod_labels)
+        self.assertEqual([(p["name"], p["port"], p["targetPort"]) for p in spec["ports"]],
+                         [("grpc", 50051, "grpc")])
+        self.assertIn("placementd-local.placement.svc", read("docs", "deploy.md"))
 
 
 def cluster_objects():

@@ -103,3 +103,25 @@ def grpcurl_commands(doc_path):
         commands += [line.split("  #")[0].strip() for line in joined.splitlines()
                      if line.startswith("grpcurl ")]
     return commands
+
+
+def openssl(*args, cwd):
+    result = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def make_pki(d):
+    """ca.pem, other_ca.pem; server.pem/server.key signed by ca for
+    DNS:localhost and IP:127.0.0.1."""
+    for ca in ("ca", "other_ca"):
+        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                "-nodes", "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "2",
+                "-subj", f"/CN={ca}", "-addext", "basicConstraints=critical,CA:TRUE",
+                "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
+    openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=placementd", cwd=d)
+    with open(os.path.join(d, "server.ext"), "w") as f:
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-extfile", "server.ext", "-out", "server.pem",
+            cwd=d)
