@@ -12,9 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/reduce_op.h"
 #include "placement/v1/tensor_service.pb.h"
 #include "placement/v1/types.pb.h"
-#include "common/reduce_op.h"
 #include "server/tensor/tensor_spec.h"
 
 namespace placement::server {
