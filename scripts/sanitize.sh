@@ -15,14 +15,20 @@ run() {
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
     -DPLACEMENT_SANITIZER="$kind" -DPLACEMENT_WITH_CUDA=OFF -DPLACEMENT_BUILD_BENCH=OFF >/dev/null
   # Build only what the selected tests need.
-  local targets
-  targets=$(ctest --test-dir "$dir" -N -R "$regex" | awk '/Test +#/ {print $3}' | sort -u)
+  # A test's executable is its name, or its name less a _<instance> suffix
+  # (transport_conformance_test_gloo runs transport_conformance_test).
+  local targets executables
+  executables=$(ninja -C "$dir" -t targets all | sed -n 's|^bin/\([A-Za-z0-9_]*\): .*|\1|p')
+  targets=$(ctest --test-dir "$dir" -N -R "$regex" | awk '/Test +#/ {print $3}' |
+    while read -r t; do
+      if grep -qFx "$t" <<<"$executables"; then echo "$t"; else echo "${t%_*}"; fi
+    done | sort -u)
   cmake --build "$dir" --target placementd placectl $targets
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --test-dir "$dir" --output-on-failure -j 2 -R "$regex"
 }
-asan_tests=${ASAN_TESTS:-'^(mesh_test|sharding_test|region_test|cpu_backend_test|budgeted_backend_test|block_cache_test|platform_selection_test|call_gate_test|metrics_test|tensor_store_test|upload_session_test|download_plan_test|resharder_test|assembler_test|placement_rules_test|chunk_runs_test|reduce_kernels_test|local_engine_test|collective_plan_test|collective_service_core_test|prefetch_pipeline_test|prefetch_manager_test|daemon_test|tensor_service_test|collective_service_test|prefetch_test|region_bounds_test|region_registry_test|pinned_host_ranges_test|shared_region_test|prefetch_region_test|box_cursor_test|cluster_engine_test|transport_conformance_test_gloo|ticket_sequencer_test|wire_reduction_test|membership_test|barrier_table_test|kv_store_test|cluster_tensors_test|cluster_collectives_test|cluster_forfeit_test|cluster_process_local_test|session_manager_test|peer_client_test|coordinator_client_test)$'}
+asan_tests=${ASAN_TESTS:-'^(mesh_test|sharding_test|region_test|cpu_backend_test|budgeted_backend_test|block_cache_test|platform_selection_test|call_gate_test|metrics_test|tensor_store_test|upload_session_test|download_plan_test|resharder_test|assembler_test|placement_rules_test|chunk_runs_test|reduce_kernels_test|local_engine_test|collective_plan_test|collective_service_core_test|prefetch_pipeline_test|prefetch_manager_test|daemon_test|tensor_service_test|collective_service_test|prefetch_test|region_bounds_test|region_registry_test|pinned_host_ranges_test|shared_region_test|prefetch_region_test|box_cursor_test|cluster_engine_test|transport_conformance_test_gloo|ticket_sequencer_test|wire_reduction_test|membership_test|barrier_table_test|kv_store_test|cluster_tensors_test|cluster_collectives_test|cluster_forfeit_test|cluster_process_local_test|session_manager_test|peer_client_test|coordinator_client_test|deadline_timer_test)$'}
 tsan_tests=${TSAN_TESTS:-'^(cpu_backend_test|call_gate_test|tensor_store_test|local_engine_test|prefetch_pipeline_test)$'}
 if [[ $which == address || $which == both ]]; then run address build-asan "$asan_tests"; fi
 if [[ $which == thread || $which == both ]]; then run thread build-tsan "$tsan_tests"; fi
