@@ -204,9 +204,9 @@ int Run() {
   const absl::Duration transfer = uploads[uploads.size() / 2];
   std::printf(
       "prefetch_bench: batch %.2f MiB (images f32 + labels i32), %d steps, buffer_size %d,"
-      " compute=%s, %d cpu devices\n",
+      " compute=%s, %d %s devices\n",
       pool.bytes_per_batch / double(1 << 20), steps, buffer_size, spin ? "spin" : "sleep",
-      absl::GetFlag(FLAGS_devices));
+      absl::GetFlag(FLAGS_devices), absl::GetFlag(FLAGS_backend).c_str());
   std::printf("serial upload of one batch (UploadBatch, median of 10): %s = %.0f MiB/s\n",
               Ms(transfer).c_str(),
               pool.bytes_per_batch / double(1 << 20) / absl::ToDoubleSeconds(transfer));

@@ -115,8 +115,9 @@ int Run() {
   server::DaemonConfig config;
   config.listen = is_unix ? absl::StrCat("unix:", dir, "/placementd.sock") : "127.0.0.1:0";
   config.backend.kind = absl::GetFlag(FLAGS_backend);
-  // Room for the source, a reshard destination and a replicated copy.
-  server::RequestDevicesEverywhere({devices, 2 * bytes + (int64_t{64} << 20)},
+  // Room for the source, a reshard destination or a replicated copy, and an
+  // automatically placed upload (with --devices=1 all three share device 0).
+  server::RequestDevicesEverywhere({devices, 3 * bytes + (int64_t{64} << 20)},
                                    &config.backend.platforms);
   const bool on_gpu = config.backend.kind == "cuda";
   auto daemon = server::Daemon::Start(config);

@@ -52,7 +52,8 @@ prepare() {
   executables=$(ninja -C "$build_dir" -t targets all | sed -n 's|^bin/\([A-Za-z0-9_]*\): .*|\1|p')
   integration=$(ctest --test-dir "$build_dir" -N -L integration | awk '/Test +#/ {print $3}' |
     grep -Fxf <(echo "$executables") | grep -v -Fx -e cluster_scale_test | sort -u)
-  local targets=(placementd placectl "${cluster_tests[@]}" "${benches[@]}")
+  # linear_regression: the example linear_regression_example_test runs.
+  local targets=(placementd placectl linear_regression "${cluster_tests[@]}" "${benches[@]}")
   for t in "${gpu_tests[@]}"; do targets+=("${t%% *}"); done
   cmake --build "$build_dir" --target "${targets[@]}" $integration
   rm -rf "$bundle"
@@ -141,6 +142,8 @@ run() {
   done
   export LD_LIBRARY_PATH="$work/stage/lib${nccl:+:$nccl}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PLACEMENTD_BIN=$bin/placementd PLACECTL_BIN=$bin/placectl
+  # The case tables the conformance tests read (the repository travels).
+  export PLACEMENT_TEST_DATA_DIR=$PWD/tests/data
   local commit
   commit=$(head -n 1 "$work/stage/commit")
   local out_dir=${OUT:-docs/gpu-runs}
@@ -156,8 +159,8 @@ run() {
   note "device: ${device:-none (nvidia-smi found no GPU)}"
   note "cuda: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'nvcc not found')"
   note ""
-  note "## 1. gpu-labelled tests"
-  run_tests 300 4 "${gpu_tests[@]}"
+  note "## 1. gpu-labelled tests (one at a time: gpu_daemon_test compares with the driver's count)"
+  run_tests 300 1 "${gpu_tests[@]}"
   note ""
   note "## 2. integration suite on --backend=cuda (8 logical devices of GPU 0)"
   mapfile -t integration <"$work/stage/integration.txt"

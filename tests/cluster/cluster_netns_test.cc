@@ -25,12 +25,9 @@ using ::testing::HasSubstr;
 class ClusterNetnsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // Tried once per test binary: the reason, when there is one, is the
-    // same for every test.
-    static const absl::Status* const usable =
-        new absl::Status(NetworkNamespaces::Create(1).status());
-    if (!usable->ok()) {
-      GTEST_SKIP() << "network namespaces cannot be made on this machine (" << *usable
+    if (!NetworkNamespaces::Usable().ok()) {
+      GTEST_SKIP() << "network namespaces cannot be made on this machine ("
+                   << NetworkNamespaces::Usable()
                    << "); cluster_membership_test runs the same checks over loopback";
     }
   }

@@ -136,7 +136,7 @@ class ClusterProcessLocalTest : public ::testing::TestWithParam<std::pair<int, i
     auto c = cluster_->Connect(0);
     ASSERT_TRUE(c.ok());
     client_ = *std::move(c);
-    for (Case& c : process_local_cases::ParseCases(std::string(PLACEMENT_TEST_DATA_DIR) +
+    for (Case& c : process_local_cases::ParseCases(TestDataDir(PLACEMENT_TEST_DATA_DIR) +
                                                    "/process_local_conformance.txt")) {
       if (ClusterShape(c) == GetParam()) cases_.push_back(std::move(c));
     }

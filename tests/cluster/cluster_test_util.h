@@ -23,6 +23,7 @@
 #include "placement/client/tensors.h"
 #include "placement/v1/collective_service.grpc.pb.h"
 #include "tests/testing/cluster_processes.h"
+#include "tests/testing/network_namespaces.h"
 
 namespace placement::testing {
 
@@ -118,8 +119,9 @@ class ClusterFixture {
     options.namespaces = layout.namespaces;
     options.extra_flags = std::move(extra_flags);
     auto cluster = ClusterProcesses::Start(options);
-    if (!cluster.ok() && layout.namespaces && geteuid() != 0) {
-      GTEST_SKIP() << "network namespaces need root: " << cluster.status();
+    if (!cluster.ok() && layout.namespaces && !NetworkNamespaces::Usable().ok()) {
+      GTEST_SKIP() << "network namespaces cannot be made on this machine ("
+                   << NetworkNamespaces::Usable() << "): " << cluster.status();
     }
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);

@@ -52,7 +52,8 @@ TEST_F(PlacectlClusterTest, StatusAndDevicesShowTheCluster) {
   EXPECT_THAT(json.out, HasSubstr("\"state\":\"CLUSTER_STATE_FORMED\""));
   auto devices = Run(0, {"devices"});
   ASSERT_EQ(devices.exit_code, 0) << devices.err;
-  EXPECT_THAT(devices.out, MatchesRegex("(.|\n)*\n7 +cpu .* 1 *\n(.|\n)*"));  // NODE 1
+  EXPECT_THAT(devices.out,
+              MatchesRegex("(.|\n)*\n7 +" + TestPlatform() + " .* 1 *\n(.|\n)*"));  // NODE 1
 }
 
 TEST_F(PlacectlClusterTest, GlobalTensorPerNodeAndMultiControllerAllReduce) {

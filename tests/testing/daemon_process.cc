@@ -93,6 +93,13 @@ std::string TestBackend() {
   return backend && *backend ? backend : "cpu";
 }
 
+std::string TestPlatform() { return TestBackend() == "cuda" ? "gpu" : "cpu"; }
+
+std::string TestDataDir(const char* built_in) {
+  const char* dir = std::getenv("PLACEMENT_TEST_DATA_DIR");
+  return dir && *dir ? dir : built_in;
+}
+
 std::string PlacectlBinary() {
   const char* bin = std::getenv("PLACECTL_BIN");
   return bin ? bin : "placectl";
@@ -123,8 +130,8 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Launch(const Daemo
   d->ready_path_ = ready;
   d->stderr_path_ = d->dir_->path() + "/stderr";
   std::vector<std::string> argv = options.command_prefix;
-  for (const std::string& a : {PlacementdBinary(), "--ready_file=" + ready,
-                               std::string("--drain_timeout=10s")}) {
+  for (const std::string& a :
+       {PlacementdBinary(), "--ready_file=" + ready, std::string("--drain_timeout=10s")}) {
     argv.push_back(a);
   }
   argv.push_back(!options.listen.empty() ? "--listen=" + options.listen
@@ -177,8 +184,8 @@ absl::Status DaemonProcess::WaitReady(absl::Duration timeout) {
     int status = 0;
     if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      return absl::InternalError(absl::StrCat("placementd exited with ", DecodeExit(status),
-                                              " before ready: ", Stderr()));
+      return absl::InternalError(
+          absl::StrCat("placementd exited with ", DecodeExit(status), " before ready: ", Stderr()));
     }
   }
   return absl::DeadlineExceededError(absl::StrCat("placementd not ready: ", Stderr()));

@@ -91,6 +91,14 @@ std::string PlacectlBinary();
 // --backend runs the CPU suite's layout on GPU 0: --cpu_devices=N becomes
 // --cuda_logical_devices=N (default 8), --cpu_device_memory the same budget.
 std::string TestBackend();
+// The platform name (DeviceInfo.platform) of the devices a daemon started
+// with TestBackend() has: "cpu", or "gpu" for cuda.
+std::string TestPlatform();
+
+// The tests/data directory: $PLACEMENT_TEST_DATA_DIR (set where the tests run
+// away from the source tree they were built from, as scripts/gpu_check.sh
+// does), else `built_in` (the build's PLACEMENT_TEST_DATA_DIR).
+std::string TestDataDir(const char* built_in);
 
 // Waits until `path` exists and is non-empty, up to `timeout`; returns its
 // first line without the newline, or empty on timeout.

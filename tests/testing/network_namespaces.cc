@@ -24,6 +24,11 @@ absl::Status Ip(std::vector<std::string> args) {
 
 }  // namespace
 
+const absl::Status& NetworkNamespaces::Usable() {
+  static const absl::Status* const usable = new absl::Status(Create(1).status());
+  return *usable;
+}
+
 absl::StatusOr<std::unique_ptr<NetworkNamespaces>> NetworkNamespaces::Create(int count) {
   if (geteuid() != 0) return absl::FailedPreconditionError("network namespaces need root");
   std::unique_ptr<NetworkNamespaces> ns(new NetworkNamespaces());

@@ -23,6 +23,10 @@ namespace placement::testing {
 class NetworkNamespaces {
  public:
   static absl::StatusOr<std::unique_ptr<NetworkNamespaces>> Create(int count);
+  // Whether namespaces can be made on this machine (tried once per process:
+  // not as root, no iproute2, or a container without CAP_SYS_ADMIN says no),
+  // and why not. Tests that need them skip with this status.
+  static const absl::Status& Usable();
   ~NetworkNamespaces();
 
   int size() const { return static_cast<int>(names_.size()); }

@@ -238,7 +238,14 @@ TEST(PlacectlConnectTest, RefusedFailsAtOnceSilenceAfterTheConnectTimeout) {
   EXPECT_THAT(bad.err, HasSubstr("invalid value 'soon' for --connect_timeout"));
 }
 
-using PlacectlCliTest = PlacectlFixture;
+// How placectl prints a CPU daemon's devices, enums and batch-size advice:
+// the daemon is a CPU one whatever $PLACEMENT_TEST_BACKEND says.
+class PlacectlCliTest : public PlacectlFixture {
+ protected:
+  std::vector<std::string> DaemonFlags() const override {
+    return {"--backend=cpu", "--cpu_devices=8"};
+  }
+};
 
 TEST_F(PlacectlCliTest, NegativeNumbersAndDoubleDash) {
   for (std::vector<std::string> args :

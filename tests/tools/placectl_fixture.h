@@ -80,8 +80,11 @@ inline std::vector<std::string> JsonStrings(const std::string& json, const std::
 // it on purpose and deletes it).
 class PlacectlFixture : public ::testing::Test {
  protected:
+  // The daemon's flags (its backend is TestBackend() unless they name one).
+  virtual std::vector<std::string> DaemonFlags() const { return {"--cpu_devices=8"}; }
+
   void SetUp() override {
-    auto daemon = DaemonProcess::Start({.extra_flags = {"--cpu_devices=8"}});
+    auto daemon = DaemonProcess::Start({.extra_flags = DaemonFlags()});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = std::move(*daemon);
     auto client = daemon_->Connect();

@@ -13,7 +13,8 @@ using testing::RunCommand;
 class PlacectlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto daemon = testing::DaemonProcess::Start({.extra_flags = {"--cpu_devices=4"}});
+    auto daemon =
+        testing::DaemonProcess::Start({.extra_flags = {"--backend=cpu", "--cpu_devices=4"}});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = std::move(*daemon);
   }
