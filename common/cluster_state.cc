@@ -28,6 +28,8 @@ absl::string_view ProcessStateName(ProcessState state) {
       return "alive";
     case ProcessState::kLost:
       return "lost";
+    case ProcessState::kLeft:
+      return "left";
     case ProcessState::kUnspecified:
       break;
   }

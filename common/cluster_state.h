@@ -21,12 +21,13 @@ enum class ProcessState {
   kUnspecified = 0,
   kJoining = 1,  // expected, not joined yet
   kAlive = 2,
-  kLost = 3,
+  kLost = 3,  // missed its heartbeats: killed, crashed or cut off
+  kLeft = 4,  // said it was going (a draining daemon)
 };
 
 // "single", "forming", "formed", "degraded", "failed" ("unspecified").
 absl::string_view ClusterStateName(ClusterState state);
-// "joining", "alive", "lost" ("unspecified").
+// "joining", "alive", "lost", "left" ("unspecified").
 absl::string_view ProcessStateName(ProcessState state);
 
 }  // namespace placement

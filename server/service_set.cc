@@ -94,7 +94,8 @@ void AddClusterMetrics(Metrics* metrics, Cluster* cluster, ClusterTensors* pendi
                       {{"state", std::string(ClusterStateName(state))}},
                       view->state == state ? 1.0 : 0.0});
     }
-    for (ProcessState state : {ProcessState::kJoining, ProcessState::kAlive, ProcessState::kLost}) {
+    for (ProcessState state : {ProcessState::kJoining, ProcessState::kAlive, ProcessState::kLost,
+                               ProcessState::kLeft}) {
       double n = 0;
       for (const ProcessRecord& p : view->processes) n += p.state == state ? 1 : 0;
       out->push_back(

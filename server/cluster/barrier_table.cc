@@ -13,6 +13,22 @@ namespace placement::server {
 
 namespace {
 
+// "process 1 is lost (missed its heartbeats: killed, crashed or cut off;
+// epoch 4)", "process 2 left the cluster (drained; epoch 4)", joined by "; ".
+std::string GoneText(const std::vector<std::pair<int32_t, ProcessState>>& gone, int64_t epoch) {
+  std::vector<std::string> parts;
+  for (const auto& [p, state] : gone) {
+    parts.push_back(
+        state == ProcessState::kLeft
+            ? absl::StrCat("process ", p, " left the cluster (drained; epoch ", epoch, ")")
+            : absl::StrCat("process ", p,
+                           " is lost (missed its heartbeats: killed, crashed or cut "
+                           "off; epoch ",
+                           epoch, ")"));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
 absl::Status CheckArrival(const BarrierArrival& arrival) {
   if (arrival.barrier_id.empty() || arrival.barrier_id.size() > 1024) {
     return absl::InvalidArgumentError(
@@ -55,11 +71,12 @@ void BarrierTable::Arrive(const BarrierArrival& arrival, ArriveDone arrive_done)
     done.Add(std::move(arrive_done), absl::UnavailableError("the coordinator is stopping"));
     return;
   }
-  for (int32_t p : arrival.participants) {
-    if (std::find(lost_.begin(), lost_.end(), p) != lost_.end()) {
-      done.Add(std::move(arrive_done), absl::UnavailableError(absl::StrCat(
-                                           "barrier '", arrival.barrier_id, "': process ", p,
-                                           " has left the cluster (epoch ", epoch_, ")")));
+  for (const auto& [p, state] : gone_) {
+    if (std::find(arrival.participants.begin(), arrival.participants.end(), p) !=
+        arrival.participants.end()) {
+      done.Add(std::move(arrive_done),
+               absl::UnavailableError(absl::StrCat("barrier '", arrival.barrier_id,
+                                                   "': ", GoneText({{p, state}}, epoch_))));
       return;
     }
   }
@@ -159,28 +176,29 @@ BarrierResult BarrierTable::ResultLocked(const Instance& instance) {
   return r;
 }
 
-void BarrierTable::OnMembershipChange(int64_t epoch, const std::vector<int32_t>& lost) {
+void BarrierTable::OnMembershipChange(
+    int64_t epoch, const std::vector<std::pair<int32_t, ProcessState>>& gone_now) {
   Completions<BarrierResult> done;
   absl::MutexLock lock(&mu_);
   epoch_ = epoch;
-  lost_ = lost;
+  gone_ = gone_now;
   for (auto it = open_.begin(); it != open_.end();) {
     Instance& instance = *it->second;
-    std::vector<int32_t> gone;
-    for (int32_t p : lost) {
-      if (std::binary_search(instance.participants.begin(), instance.participants.end(), p)) {
-        gone.push_back(p);
+    std::vector<std::pair<int32_t, ProcessState>> gone;
+    for (const auto& entry : gone_now) {
+      if (std::binary_search(instance.participants.begin(), instance.participants.end(),
+                             entry.first)) {
+        gone.push_back(entry);
       }
     }
     if (gone.empty()) {
       ++it;
       continue;
     }
-    EndLocked(instance,
-              absl::UnavailableError(absl::StrCat(
-                  "barrier '", it->first, "': ", gone.size() == 1 ? "process " : "processes ",
-                  absl::StrJoin(gone, ", "), " left the cluster (epoch ", epoch, ")")),
-              done);
+    EndLocked(
+        instance,
+        absl::UnavailableError(absl::StrCat("barrier '", it->first, "': ", GoneText(gone, epoch))),
+        done);
     it = open_.erase(it);
   }
 }

@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/cluster_state.h"
 #include "server/cluster/async_wait.h"
 #include "server/cluster/deadline_timer.h"
 
@@ -80,10 +81,12 @@ class BarrierTable {
   // Arrive, waiting on this thread (tests, tools).
   absl::StatusOr<BarrierResult> ArriveBlocking(const BarrierArrival& arrival);
 
-  // The membership moved to `epoch`; `lost` processes (every one lost now)
-  // fail the instances that wait for them, and later arrivals that name
-  // them. Tickets restart at 0 in the new epoch.
-  void OnMembershipChange(int64_t epoch, const std::vector<int32_t>& lost);
+  // The membership moved to `epoch`; `gone` processes (every one lost or
+  // left now, with which) fail the instances that wait for them, and later
+  // arrivals that name them: UNAVAILABLE "barrier 'x': process 1 is lost
+  // (killed or cut off; epoch 4)" or "... left the cluster (drained; ...)".
+  // Tickets restart at 0 in the new epoch.
+  void OnMembershipChange(int64_t epoch, const std::vector<std::pair<int32_t, ProcessState>>& gone);
 
   // Bumps `sequence_key`'s generation if it still is `generation`; returns
   // the generation now.
@@ -122,7 +125,7 @@ class BarrierTable {
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // Processes the membership counts as lost now: an arrival naming one
   // fails at once.
-  std::vector<int32_t> lost_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<int32_t, ProcessState>> gone_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
 };

@@ -88,8 +88,13 @@ absl::Status Cluster::CheckAlive(absl::Span<const int32_t> processes) const {
   }
   for (int32_t p : processes) {
     if (!v->IsAlive(p)) {
+      const bool left = p < static_cast<int32_t>(v->processes.size()) &&
+                        v->processes[p].state == ProcessState::kLeft;
       return absl::UnavailableError(
-          absl::StrCat(v->Describe(p), " is lost (epoch ", v->epoch, ")"));
+          absl::StrCat(v->Describe(p),
+                       left ? " left the cluster (drained; epoch "
+                            : " is lost (missed its heartbeats: killed, crashed or cut off; epoch ",
+                       v->epoch, ")"));
     }
   }
   return absl::OkStatus();
@@ -192,19 +197,34 @@ void Cluster::HeartbeatLoop() {
     if (beat.ok()) {
       misses = 0;
       last_success = absl::Now();
-      if (beat->epoch != current->epoch || beat->state != current->state ||
-          beat->coordinator_instance_id != current->coordinator_instance_id) {
+      // An answer without processes says the view did not change.
+      const bool full = !beat->processes.empty();
+      if (full && (beat->epoch != current->epoch || beat->state != current->state ||
+                   beat->coordinator_instance_id != current->coordinator_instance_id)) {
         Publish(std::make_shared<const ClusterView>(*std::move(beat)), false, false);
       }
       continue;
     }
     if (beat.status().code() == absl::StatusCode::kNotFound) {
-      LogWarning("cluster: the coordinator no longer counts this daemon as a member (",
-                 beat.status().message(), "); dropping cluster state and joining again");
-      auto lost = std::make_shared<ClusterView>(*current);
-      lost->processes[config_.process_index].state = ProcessState::kLost;
-      Publish(lost, /*self_lost=*/true, false);
-      Rejoin();
+      LogWarning("cluster: the coordinator does not count this daemon as a member (",
+                 beat.status().message(), "); joining again");
+      std::optional<ClusterView> joined = JoinAgain();
+      if (!joined.has_value()) return;  // stopping
+      if (joined->coordinator_instance_id == current->coordinator_instance_id) {
+        // The same coordinator dropped this daemon (declared it lost, e.g.
+        // after a partition): what it held in the cluster is void.
+        LogWarning("cluster: this daemon was declared lost; dropping its cluster state");
+        auto lost = std::make_shared<ClusterView>(*current);
+        lost->processes[config_.process_index].state = ProcessState::kLost;
+        Publish(lost, /*self_lost=*/true, false);
+      } else {
+        // A restarted coordinator (a new incarnation): this daemon's state
+        // stays; the new view's epoch, above every epoch of the old
+        // incarnation, retires that incarnation's tickets and groups.
+        LogWarning("cluster: the coordinator restarted (instance ",
+                   current->coordinator_instance_id, " -> ", joined->coordinator_instance_id, ")");
+      }
+      Publish(std::make_shared<const ClusterView>(*std::move(joined)), false, false);
       misses = 0;
       last_success = absl::Now();
       continue;
@@ -215,14 +235,17 @@ void Cluster::HeartbeatLoop() {
         current->state != ClusterState::kFailed) {
       LogError("cluster: the coordinator at ", config_.coordinator, " missed ", misses,
                " heartbeats (", beat.status().message(),
-               "); the cluster has failed: dropping cluster state until it is back");
+               "); the cluster has failed until it is back");
+      // Only the coordinator's process is known to be gone: the others'
+      // tensors stay, and a peer that restarted meanwhile shows as a new
+      // instance (lost) in the view of the next formation.
       auto failed = std::make_shared<ClusterView>(*current);
       failed->state = ClusterState::kFailed;
       for (ProcessRecord& p : failed->processes) {
-        if (p.process_index != config_.process_index) p.state = ProcessState::kLost;
+        if (p.process_index == 0) p.state = ProcessState::kLost;
       }
       Publish(failed, false, /*coordinator_lost=*/true);
-      if (Rejoin()) {
+      if (Rejoin(*current)) {
         misses = 0;
         last_success = absl::Now();
       }
@@ -230,7 +253,25 @@ void Cluster::HeartbeatLoop() {
   }
 }
 
-bool Cluster::Rejoin() {
+bool Cluster::Rejoin(const ClusterView& before) {
+  std::optional<ClusterView> joined = JoinAgain();
+  if (!joined.has_value()) return false;
+  const int32_t self = config_.process_index;
+  if (joined->coordinator_instance_id == before.coordinator_instance_id &&
+      self < static_cast<int32_t>(before.processes.size()) &&
+      joined->processes[self].joins > before.processes[self].joins) {
+    // The same coordinator declared this daemon lost while it could not be
+    // reached (a partition): the others freed what touched it.
+    LogWarning("cluster: this daemon was declared lost; dropping its cluster state");
+    auto lost = std::make_shared<ClusterView>(*view());
+    lost->processes[self].state = ProcessState::kLost;
+    Publish(lost, /*self_lost=*/true, false);
+  }
+  Publish(std::make_shared<const ClusterView>(*std::move(joined)), false, false);
+  return true;
+}
+
+std::optional<ClusterView> Cluster::JoinAgain() {
   JoinInfo info;
   {
     absl::MutexLock lock(&mu_);
@@ -241,6 +282,8 @@ bool Cluster::Rejoin() {
   info.num_processes = config_.num_processes;
   info.peer_address = config_.peer_address;
   info.gloo_hostname = config_.gloo_hostname;
+  // A restarted coordinator numbers its epochs above this one.
+  info.last_epoch = view()->epoch;
   while (!stop_.HasBeenNotified()) {
     absl::StatusOr<ClusterView> joined = coordinator_->Join(info, config_.detection_bound());
     if (!joined.ok()) {
@@ -270,10 +313,9 @@ bool Cluster::Rejoin() {
       continue;
     }
     LogInfo("cluster: joined again at epoch ", joined->epoch);
-    Publish(std::make_shared<const ClusterView>(*std::move(joined)), false, false);
-    return true;
+    return *std::move(joined);
   }
-  return false;
+  return std::nullopt;
 }
 
 void Cluster::Publish(std::shared_ptr<const ClusterView> after, bool self_lost,

@@ -13,11 +13,16 @@
 // StartHeartbeats. Heartbeats run every heartbeat_interval on a thread of
 // their own; a newer epoch in the answer replaces the view and calls the
 // listeners. Failure handling:
-//   - the coordinator says this daemon is no longer a member (it was
-//     declared lost, e.g. after a partition): listeners hear `self_lost`,
-//     then the daemon joins again with the same instance id;
+//   - the coordinator says this daemon is no longer a member: the daemon
+//     joins again with the same instance id. If the same coordinator
+//     answers (it declared this daemon lost, e.g. after a partition),
+//     listeners hear `self_lost` before the new view; if a new one does
+//     (process 0 restarted: another coordinator_instance_id), they hear
+//     only the new view, whose epoch is above every epoch of the old
+//     coordinator (Membership), and this daemon's tensors stay;
 //   - the coordinator does not answer heartbeat_misses beats in a row: the
-//     view's state becomes kFailed (listeners hear `coordinator_lost`) and
+//     view's state becomes kFailed with process 0 lost (listeners hear
+//     `coordinator_lost`; tensors with shards on process 0 go) and
 //     the daemon keeps trying to join until a coordinator answers (a
 //     restarted process 0 re-forms the cluster);
 // Device ids are fixed by the first formation; a later formation that would
@@ -36,6 +41,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -159,8 +165,15 @@ class Cluster {
   void HeartbeatLoop();
   // Replaces the view and tells the listeners.
   void Publish(std::shared_ptr<const ClusterView> after, bool self_lost, bool coordinator_lost);
-  // Joins again after self_lost / coordinator loss; true when a member.
-  bool Rejoin();
+  // Joins again after the coordinator was lost and publishes the view
+  // (after `self_lost` when the same coordinator declared this daemon lost
+  // meanwhile: its join count for this daemon grew since `before`); true
+  // when a member (false: stopping).
+  bool Rejoin(const ClusterView& before);
+  // Joins again (same instance, last_epoch = the view's), retrying until a
+  // coordinator accepts with this daemon's device ids unchanged; nullopt
+  // when stopping.
+  std::optional<ClusterView> JoinAgain();
   void CancelCallsTo(int32_t process);
 
   ClusterConfig config_;  // addresses set once by SetAddresses

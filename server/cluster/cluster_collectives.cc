@@ -82,11 +82,16 @@ absl::Status ClusterCollectives::Explain(const absl::Status& status,
                                          const std::vector<int32_t>& participants) const {
   if (status.ok()) return status;
   absl::Status alive = cluster_->CheckAlive(participants);
-  if (!alive.ok()) {
-    return absl::UnavailableError(absl::StrCat("the collective failed because ", alive.message(),
-                                               " (", status.message(), ")"));
+  if (alive.ok()) return status;
+  // Explained already (by a peer, or by a barrier that named the process):
+  // said once.
+  if (absl::StrContains(status.message(), alive.message())) {
+    return absl::UnavailableError(status.message());
   }
-  return status;
+  // A closed connection, a timeout, a cancelled call: the loss is the cause.
+  if (IsConsequence(status)) return alive;
+  return absl::UnavailableError(
+      absl::StrCat(alive.message(), "; this daemon's part failed with ", status.ToString()));
 }
 
 void ClusterCollectives::Forfeited(const CrossProcessTicket& ticket,
@@ -237,19 +242,29 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& key,
   const std::string op_key = absl::StrCat("mc/", key, "/", n);
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
       Participate(op_key, participants, {}, self, request.Encode(), request, context);
+  std::vector<std::string> ids;
+  absl::Status here = part.status();
+  if (part.ok()) {
+    for (const auto& r : *part) ids.push_back(r->id);
+    if (part->size() != num_results) {
+      here = absl::InternalError(
+          absl::StrCat("made ", part->size(), " results, expected ", num_results));
+    }
+  }
+  // This part is committed before the done barrier: once any participant's
+  // call returns, every participant's shards of the results are readable
+  // (a download right after the call finds them on every daemon). Deleted
+  // again below when another part failed.
+  if (here.ok()) here = tensors_->CommitHere(*std::move(part), donated);
   // Everyone learns whether everyone succeeded.
   BarrierArrival done;
   done.barrier_id = absl::StrCat(op_key, "/done");
   done.process_index = self;
   done.participants = participants;
-  done.payload = part.ok() ? std::string() : std::string(part.status().ToString());
+  done.payload = here.ok() ? std::string() : std::string(here.ToString());
   done.timeout = cluster_->config().op_timeout;
   absl::StatusOr<BarrierResult> agreed = cluster_->coordinator()->Barrier(done);
-  std::vector<std::string> ids;
-  if (part.ok()) {
-    for (const auto& r : *part) ids.push_back(r->id);
-  }
-  absl::Status failure = !part.ok() ? part.status() : agreed.status();
+  absl::Status failure = !here.ok() ? here : agreed.status();
   // Another process's failure explains this one's when this part only saw
   // its consequence (a closed connection, a timeout).
   if (agreed.ok() && (failure.ok() || IsConsequence(failure))) {
@@ -271,29 +286,24 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& key,
   }
   if (!failure.ok()) {
     tensors_->AbortHere(ids);
+    tensors_->DeleteHere(ids);
     if (!donated.empty()) tensors_->DeleteHere(donated);
     return Explain(failure, participants);
   }
-  if (part->size() != num_results) {
-    tensors_->AbortHere(ids);
-    return absl::InternalError(
-        absl::StrCat("made ", part->size(), " results, expected ", num_results));
+  std::vector<std::shared_ptr<const Tensor>> committed;
+  for (const std::string& id : ids) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> t, store_->Get(id));
+    committed.push_back(std::move(t));
   }
   // Records for the daemons without shards: the lowest participant tells them.
   std::vector<const Tensor*> records;
-  for (const auto& r : *part) records.push_back(r.get());
+  for (const auto& t : committed) records.push_back(t.get());
   if (self == participants.front()) {
     std::vector<int32_t> others;
     for (int32_t p : cluster_->AlivePeers()) {
       if (!std::binary_search(participants.begin(), participants.end(), p)) others.push_back(p);
     }
     FanOut(others, [&](int32_t p) { return peers_->Commit(p, records, donated); }).IgnoreError();
-  }
-  RETURN_IF_ERROR(tensors_->CommitHere(*std::move(part), donated));
-  std::vector<std::shared_ptr<const Tensor>> committed;
-  for (const std::string& id : ids) {
-    ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> t, store_->Get(id));
-    committed.push_back(std::move(t));
   }
   return committed;
 }

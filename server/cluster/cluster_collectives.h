@@ -20,9 +20,11 @@
 //   multi    RunMulti: JAX multi-controller -- every participant's trainer
 //            makes the same call on its own daemon. The start barrier checks
 //            they agree (the requests' bytes) and names the results (its
-//            shared token); a done barrier agrees on success; each daemon
-//            commits its own part and the lowest participant tells the
-//            daemons without shards.
+//            shared token); each daemon commits its own part, then a done
+//            barrier agrees on success (so once any participant's call
+//            returned, the results are readable on every participant; a
+//            failure elsewhere deletes them again), and the lowest
+//            participant tells the daemons without shards.
 //
 // Failures end UNAVAILABLE naming a lost daemon when membership lost one,
 // otherwise with the engine's error; results are freed everywhere. A donated

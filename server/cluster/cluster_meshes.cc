@@ -23,7 +23,16 @@ void ClusterMeshes::Attach() {
     const bool was_out = event.before->state == ClusterState::kFailed ||
                          (self < static_cast<int32_t>(event.before->processes.size()) &&
                           event.before->processes[self].state == ProcessState::kLost);
-    if (was_out && event.after->IsAlive(self)) {
+    const bool new_coordinator =
+        !event.before->coordinator_instance_id.empty() &&
+        event.before->coordinator_instance_id != event.after->coordinator_instance_id;
+    if (new_coordinator && event.after->IsAlive(self)) {
+      absl::Status restored = Restore();
+      if (!restored.ok()) {
+        LogWarning("cluster: could not register the meshes with the restarted coordinator: ",
+                   restored.message());
+      }
+    } else if (was_out && event.after->IsAlive(self)) {
       absl::Status synced = Sync();
       if (!synced.ok()) LogWarning("cluster: could not copy the meshes: ", synced.message());
     }
@@ -76,6 +85,18 @@ void ClusterMeshes::InstallHere(RegisteredMesh mesh) { registry_->Install(std::m
 absl::StatusOr<int64_t> ClusterMeshes::RemoveHere(const std::string& mesh_id, bool force) {
   if (!registry_->Get(mesh_id).ok()) return 0;
   return ops_->DeleteMeshHere(mesh_id, force);
+}
+
+absl::Status ClusterMeshes::Restore() {
+  if (cluster_->process_index() == 0) return absl::OkStatus();  // the new coordinator
+  for (const RegisteredMesh& mesh : registry_->List()) {
+    absl::StatusOr<RegisteredMesh> made = cluster_->coordinator()->CreateMesh(
+        mesh.tenant, mesh.id, mesh.mesh.axes(), mesh.mesh.device_ids());
+    if (!made.ok() && made.status().code() != absl::StatusCode::kAlreadyExists) {
+      return made.status();
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ClusterMeshes::Sync() {

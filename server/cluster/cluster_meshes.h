@@ -11,6 +11,9 @@
 //     to the other live daemons.
 //   - A daemon that joins again replaces its meshes with the coordinator's
 //     (Sync), deleting the tensors of meshes that are gone.
+//   - A restarted coordinator (a new coordinator_instance_id) starts with no
+//     meshes: every survivor registers its own with it again (Restore), so
+//     the survivors' meshes and the tensors on them stay.
 //
 // Thread-safe.
 #ifndef PLACEMENT_SERVER_CLUSTER_CLUSTER_MESHES_H_
@@ -52,6 +55,9 @@ class ClusterMeshes final : public MeshAuthority {
 
   // Makes this daemon's meshes the coordinator's.
   absl::Status Sync();
+  // Registers this daemon's meshes with a restarted coordinator (one it
+  // already has, from another survivor, is left as it is).
+  absl::Status Restore();
 
  private:
   Cluster* cluster_;

@@ -193,9 +193,11 @@ absl::Status ClusterTensors::SyncFrom(int32_t process) {
 
 void ClusterTensors::OnClusterEvent(const ClusterEvent& event) {
   std::vector<int32_t> gone = event.lost;
-  // Dropped by the coordinator, or cut off from it: the others have freed
-  // (or will free) every tensor with a shard here, so this daemon does too.
-  if (event.self_lost || event.coordinator_lost) gone.push_back(cluster_->process_index());
+  // Dropped by the coordinator: the others have freed (or will free) every
+  // tensor with a shard here, so this daemon does too. (Losing the
+  // coordinator alone frees only what touched process 0, in `lost`: whether
+  // this daemon was dropped is known when it joins again, Cluster.)
+  if (event.self_lost) gone.push_back(cluster_->process_index());
   if (!gone.empty()) {
     std::vector<std::string> ids =
         store_->DeleteIf([&](const Tensor& t) { return TouchesAny(t, gone); });

@@ -13,11 +13,13 @@ Coordinator::Coordinator(MembershipOptions options)
       barriers_(timer_.get()),
       sweep_interval_(std::max(options.heartbeat_interval / 2, absl::Milliseconds(10))) {
   membership_.AddListener([this](const ClusterView& view) {
-    std::vector<int32_t> lost;
+    std::vector<std::pair<int32_t, ProcessState>> gone;
     for (const ProcessRecord& p : view.processes) {
-      if (p.state == ProcessState::kLost) lost.push_back(p.process_index);
+      if (p.state == ProcessState::kLost || p.state == ProcessState::kLeft) {
+        gone.push_back({p.process_index, p.state});
+      }
     }
-    barriers_.OnMembershipChange(view.epoch, lost);
+    barriers_.OnMembershipChange(view.epoch, gone);
   });
   sweeper_ = std::thread([this] {
     while (!stop_.WaitForNotificationWithTimeout(sweep_interval_)) membership_.Sweep(absl::Now());

@@ -37,8 +37,9 @@ class CoordinatorApi : public RendezvousStore {
 
   // Blocks up to `timeout` for the cluster to form.
   virtual absl::StatusOr<ClusterView> Join(const JoinInfo& info, absl::Duration timeout) = 0;
-  // This process is alive; the answer is the coordinator's view. NOT_FOUND
-  // when the coordinator no longer counts this instance as a member.
+  // This process is alive; the answer is the coordinator's view, without
+  // `processes` when `epoch` (the caller's) is current. NOT_FOUND when the
+  // coordinator no longer counts this instance as a member.
   virtual absl::StatusOr<ClusterView> Heartbeat(int32_t process_index,
                                                 const std::string& instance_id, int64_t epoch,
                                                 absl::Duration timeout) = 0;

@@ -41,7 +41,7 @@ ClusterView Membership::ViewLocked() const {
 }
 
 ClusterView Membership::ChangedLocked() {
-  ++epoch_;
+  epoch_ = std::max(epoch_, epoch_floor_) + 1;
   return ViewLocked();
 }
 
@@ -76,6 +76,7 @@ absl::Status Membership::RegisterLocked(const JoinInfo& info, std::vector<Cluste
   const int32_t n = options_.num_processes;
   Slot& slot = slots_[info.process_index];
   const absl::Time now = absl::Now();
+  epoch_floor_ = std::max(epoch_floor_, info.last_epoch);
   if (slot.record.instance_id != info.instance_id) {
     if (slot.record.state == ProcessState::kAlive &&
         now - slot.last_beat < options_.heartbeat_interval) {
@@ -257,7 +258,7 @@ void Membership::Leave(int32_t process_index, const std::string& instance_id) {
     if (process_index < 0 || process_index >= static_cast<int32_t>(slots_.size())) return;
     Slot& slot = slots_[process_index];
     if (slot.record.instance_id != instance_id || slot.record.state != ProcessState::kAlive) return;
-    slot.record.state = ProcessState::kLost;
+    slot.record.state = ProcessState::kLeft;
     LogInfo("cluster: process ", process_index, " left");
     if (formed_) changed = ChangedLocked();
   }

@@ -17,6 +17,13 @@
 // DeadlineTimer's thread) or at shutdown, so any number of processes can
 // join.
 //
+// Epochs are monotonic across coordinator incarnations: every change takes
+// the epoch past the highest `last_epoch` any joiner reported, so when
+// process 0 restarts, the survivors that join the new coordinator get an
+// epoch above everything they ran under the old one, and retire its tickets
+// and transport groups (ClusterEngine::DropEpochsBefore) rather than meet a
+// reused epoch number.
+//
 // Rejoin: a restarted daemon joins its old index again with a new instance
 // id (the previous instance, if still marked alive, is replaced and counted
 // lost first). It must bring the same number of devices: ids stay fixed.
@@ -55,6 +62,9 @@ struct JoinInfo {
   std::string peer_address;
   std::string gloo_hostname;
   std::vector<DeviceDescription> devices;  // ids ignored
+  // The highest epoch the daemon has known (0: new). Epochs only grow past
+  // it (below), also across coordinator restarts.
+  int64_t last_epoch = 0;
 };
 
 class Membership {
@@ -129,6 +139,8 @@ class Membership {
   bool formed_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // The highest last_epoch a joiner reported.
+  int64_t epoch_floor_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::function<void(const ClusterView&)>> listeners_;
   // Serialises announcements so listeners see epochs in order.
   absl::Mutex announce_mu_;

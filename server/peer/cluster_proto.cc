@@ -112,6 +112,7 @@ void JoinInfoToProto(const JoinInfo& info, pb::JoinRequest* out) {
   out->set_instance_id(info.instance_id);
   out->set_peer_address(info.peer_address);
   out->set_gloo_hostname(info.gloo_hostname);
+  out->set_last_epoch(info.last_epoch);
   for (const DeviceDescription& d : info.devices) DescriptionToProto(d, out->add_devices());
 }
 
@@ -122,6 +123,7 @@ JoinInfo JoinInfoFromProto(const pb::JoinRequest& request) {
   info.instance_id = request.instance_id();
   info.peer_address = request.peer_address();
   info.gloo_hostname = request.gloo_hostname();
+  info.last_epoch = request.last_epoch();
   for (const pb::Device& d : request.devices()) info.devices.push_back(DescriptionFromProto(d));
   return info;
 }

@@ -106,6 +106,14 @@ absl::StatusOr<std::string> CoordinatorClient::Get(const std::string& key, absl:
   return std::move(*response.mutable_value());
 }
 
+absl::StatusOr<int64_t> CoordinatorClient::DeletePrefix(const std::string& prefix) {
+  pb::KeyValueDeleteRequest request;
+  request.set_prefix(prefix);
+  pb::KeyValueDeleteResponse response;
+  RETURN_IF_ERROR(PLACEMENT_COORD_CALL(KeyValueDelete, request, response, kQuickCall));
+  return response.deleted();
+}
+
 absl::StatusOr<BarrierResult> CoordinatorClient::Barrier(const BarrierArrival& arrival) {
   pb::BarrierRequest request;
   request.set_barrier_id(arrival.barrier_id);

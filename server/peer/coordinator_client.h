@@ -41,6 +41,7 @@ class CoordinatorClient final : public CoordinatorApi {
 
   absl::Status Set(const std::string& key, const std::string& value) override;
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
+  absl::StatusOr<int64_t> DeletePrefix(const std::string& prefix) override;
 
   absl::StatusOr<BarrierResult> Barrier(const BarrierArrival& arrival) override;
   absl::StatusOr<int64_t> ReportContextFailure(const std::string& sequence_key, int64_t generation,

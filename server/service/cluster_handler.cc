@@ -45,6 +45,8 @@ grpc::ServerUnaryReactor* ClusterHandler::Heartbeat(grpc::CallbackServerContext*
   return RunPeerUnary(context, *gate_, [&]() -> absl::Status {
     ASSIGN_OR_RETURN(ClusterView view, coordinator_->membership().Heartbeat(
                                            request->process_index(), request->instance_id()));
+    // The caller knows this epoch: only the version, not the membership.
+    if (view.epoch == request->epoch()) view.processes.clear();
     ViewToProto(view, response->mutable_topology());
     return absl::OkStatus();
   });

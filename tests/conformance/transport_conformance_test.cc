@@ -347,6 +347,29 @@ TEST_P(TransportConformanceTest, RendezvousThroughAFileStore) {
   std::filesystem::remove_all(dir);
 }
 
+TEST_P(TransportConformanceTest, FormedGroupsLeaveNoRendezvousKeys) {
+  // 200 groups (one per epoch), each formed, used once and dropped: the
+  // store ends as it began, empty, and no context stays connected.
+  InMemoryRendezvousStore store;
+  ClusterOptions options = Options(2);
+  options.store = &store;
+  SimulatedCluster c(options);
+  Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 4, 0, 9);
+  for (uint64_t epoch = 1; epoch <= 200; ++epoch) {
+    const CrossProcessTicket ticket = Ticket("0,1", 0, 0, epoch);
+    auto statuses = OnProcesses({0, 1}, [&](int p) {
+      CollectiveItem item = ItemFor(g, p);
+      CollectiveContext context;
+      context.ticket = &ticket;
+      return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+    });
+    for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << "epoch " << epoch << ": " << s;
+    for (int p : {0, 1}) c.engine(p).DropEpochsBefore(epoch + 1);
+  }
+  EXPECT_EQ(store.size(), 0u);
+  for (int p : {0, 1}) EXPECT_EQ(c.engine(p).cached_contexts(), 0u) << "process " << p;
+}
+
 TEST_P(TransportConformanceTest, CreateChecksItsOptions) {
   InMemoryRendezvousStore store;
   auto backend = *CpuBackend::Create({});

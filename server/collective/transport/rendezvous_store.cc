@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -38,6 +39,40 @@ absl::StatusOr<std::string> InMemoryRendezvousStore::Get(const std::string& key,
                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return values_.count(key) > 0; };
   if (!mu_.AwaitWithTimeout(absl::Condition(&present), timeout)) return DeadlineFor(key, timeout);
   return values_[key];
+}
+
+absl::StatusOr<int64_t> InMemoryRendezvousStore::DeletePrefix(const std::string& prefix) {
+  absl::MutexLock lock(&mu_);
+  int64_t deleted = 0;
+  for (auto it = values_.lower_bound(prefix);
+       it != values_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+    it = values_.erase(it);
+    ++deleted;
+  }
+  return deleted;
+}
+
+size_t InMemoryRendezvousStore::size() const {
+  absl::MutexLock lock(&mu_);
+  return values_.size();
+}
+
+absl::StatusOr<int64_t> FileRendezvousStore::DeletePrefix(const std::string& prefix) {
+  // Escaping maps each character on its own, so the files of the keys
+  // under `prefix` are those whose path starts with PathFor(prefix).
+  const std::string stem = PathFor(prefix);
+  int64_t deleted = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(directory_, error)) {
+    const std::string path = entry.path().string();
+    if (path.compare(0, stem.size(), stem) != 0) continue;
+    if (std::filesystem::remove(entry.path(), error)) ++deleted;
+  }
+  if (error) {
+    return absl::UnavailableError(
+        absl::StrCat("rendezvous directory ", directory_, ": ", error.message()));
+  }
+  return deleted;
 }
 
 std::string FileRendezvousStore::PathFor(const std::string& key) const {

@@ -2,7 +2,9 @@
 // cross-process transport (cross_process_transport.h) find each other: each
 // publishes what the others need to connect (Gloo: its listening address;
 // NCCL: rank 0's unique id) under a key and waits for the others'. Keys are
-// written once per rendezvous; values are small.
+// written once per rendezvous; values are small. Once every rank of a group
+// has connected, one of them deletes the group's keys (DeletePrefix), so
+// the store holds only rendezvous in progress.
 //
 // Implementations:
 //   CoordinatorApi           the cluster coordinator's key-value store
@@ -41,15 +43,21 @@ class RendezvousStore {
   // The value of `key`, waiting up to `timeout` for a rank to publish it.
   // DEADLINE_EXCEEDED naming the key and the timeout when nobody did.
   virtual absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) = 0;
+
+  // Deletes every key that starts with `prefix`; returns how many.
+  // UNAVAILABLE when the store cannot be reached or written.
+  virtual absl::StatusOr<int64_t> DeletePrefix(const std::string& prefix) = 0;
 };
 
 class InMemoryRendezvousStore final : public RendezvousStore {
  public:
   absl::Status Set(const std::string& key, const std::string& value) override;
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
+  absl::StatusOr<int64_t> DeletePrefix(const std::string& prefix) override;
+  size_t size() const;
 
  private:
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -60,6 +68,7 @@ class FileRendezvousStore final : public RendezvousStore {
 
   absl::Status Set(const std::string& key, const std::string& value) override;
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
+  absl::StatusOr<int64_t> DeletePrefix(const std::string& prefix) override;
 
   // The file that holds `key`: characters outside [A-Za-z0-9_.-] are
   // escaped as %XX, so any key maps to one file name.

@@ -56,13 +56,20 @@ TEST(BarrierTableTest, TimeoutsAndLostProcessesFailEveryWaiter) {
   absl::StatusOr<BarrierResult> waiting;
   std::thread waiter([&] { waiting = table.ArriveBlocking(At(0, "")); });
   while (table.open_barriers() == 0) absl::SleepFor(absl::Milliseconds(1));
-  table.OnMembershipChange(2, {2});
+  table.OnMembershipChange(2, {{2, ProcessState::kLost}});
   waiter.join();
   EXPECT_EQ(waiting.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(waiting.status().message(), HasSubstr("process 2 left the cluster"));
+  EXPECT_THAT(waiting.status().message(),
+              HasSubstr("process 2 is lost (missed its heartbeats: killed, crashed or cut off"));
   // While 2 is lost, arrivals naming it fail at once; tickets restart per epoch.
   EXPECT_EQ(table.ArriveBlocking(At(1, "")).status().code(), absl::StatusCode::kUnavailable);
-  table.OnMembershipChange(3, {});
+  // A drained process is told apart from a lost one.
+  table.OnMembershipChange(3, {{2, ProcessState::kLeft}});
+  auto after_leave = table.ArriveBlocking(At(1, ""));
+  EXPECT_EQ(after_leave.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(after_leave.status().message(),
+              HasSubstr("process 2 left the cluster (drained; epoch 3)"));
+  table.OnMembershipChange(4, {});
   EXPECT_EQ(table.ReportFailure("set", 0), 1);
   EXPECT_EQ(table.ReportFailure("set", 0), 1);  // once per generation
 }
@@ -131,7 +138,7 @@ TEST(BarrierTableTest, ThousandParticipantsWaitWithoutThreads) {
     });
   }
   EXPECT_EQ(failed.load(), 0);
-  table.OnMembershipChange(2, {kN - 1});
+  table.OnMembershipChange(2, {{kN - 1, ProcessState::kLost}});
   EXPECT_EQ(failed.load(), kN - 1);
   EXPECT_EQ(table.open_barriers(), 0);
   EXPECT_EQ(timer.pending(), 0u);

@@ -53,6 +53,11 @@ TEST(CoordinatorClientTest, NodesFormOneClusterWithDenseDeviceIds) {
   auto beat = coordinator->Heartbeat(1, "instance-1", nodes[1]->cluster->epoch(), absl::Seconds(5));
   ASSERT_TRUE(beat.ok()) << beat.status();
   EXPECT_EQ(beat->epoch, nodes[1]->cluster->epoch());
+  // The caller's epoch is current: the answer carries the version only.
+  EXPECT_TRUE(beat->processes.empty());
+  auto behind = coordinator->Heartbeat(1, "instance-1", 0, absl::Seconds(5));
+  ASSERT_TRUE(behind.ok()) << behind.status();
+  EXPECT_EQ(behind->processes.size(), 2u);
   auto topology = coordinator->Topology(absl::Seconds(5));
   ASSERT_TRUE(topology.ok()) << topology.status();
   EXPECT_EQ(topology->processes.size(), 2u);

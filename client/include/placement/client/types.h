@@ -211,7 +211,7 @@ struct BatchSizeValidation {
 // The daemon's own state (DaemonService.GetStatus).
 // A cluster's membership as a daemon reports it (docs/cluster.md).
 enum class ClusterState { kUnspecified, kSingle, kForming, kFormed, kDegraded, kFailed };
-enum class ProcessState { kUnspecified, kJoining, kAlive, kLost };
+enum class ProcessState { kUnspecified, kJoining, kAlive, kLost, kLeft };
 
 struct ProcessStatus {
   int32_t process_index = 0;
@@ -233,7 +233,7 @@ struct ClusterStatus {
   bool operator==(const ClusterStatus&) const = default;
 };
 
-// "single", "forming", "formed", "degraded", "failed"; "joining", "alive", "lost".
+// "single", "forming", "formed", "degraded", "failed"; "joining", "alive", "lost", "left".
 std::string ClusterStateName(ClusterState state);
 std::string ProcessStateName(ProcessState state);
 

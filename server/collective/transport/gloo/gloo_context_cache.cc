@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "server/collective/cluster/cluster_item.h"
 #include "server/collective/transport/gloo/gloo_support.h"
+#include "server/logging.h"
 
 namespace placement::server {
 
@@ -75,6 +76,23 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Connect(
     return absl::Status(e.status.code(), absl::StrCat(what, ": ", e.status.message()));
   } catch (const std::exception& e) {
     return GlooErrorStatus(what, e.what());
+  }
+}
+
+void GlooContextCache::Ran(const TransportGroupKey& key) {
+  if (key.processes.empty() || key.processes.front() != process_index_) return;
+  const std::string prefix = GlooPrefix(key);
+  std::shared_ptr<Entry> entry = EntryFor(key, prefix);
+  {
+    absl::MutexLock lock(&entry->mu);
+    if (entry->keys_deleted) return;
+    entry->keys_deleted = true;
+  }
+  // Gloo's PrefixStore names keys "<prefix>/<key>".
+  absl::StatusOr<int64_t> deleted = store_->DeletePrefix(absl::StrCat(prefix, "/"));
+  if (!deleted.ok()) {
+    LogWarning("gloo: could not delete the rendezvous keys of ", prefix, ": ",
+               deleted.status().message());
   }
 }
 

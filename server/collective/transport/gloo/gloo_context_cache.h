@@ -67,6 +67,11 @@ class GlooContextCache {
   // Drops the context of `key` and refuses the key from now on.
   void Fail(const TransportGroupKey& key);
 
+  // An operation on `key`'s context succeeded here. Every process of the
+  // subset was then past its rendezvous (each took part), so the first
+  // process of the subset deletes the context's keys from the store, once.
+  void Ran(const TransportGroupKey& key);
+
   // Fail() for every context of `set_key`'s `generation` in `epoch` that
   // this process holds or tried (every subset): their connections close, so
   // peers inside an operation on one of them fail at once.
@@ -87,6 +92,7 @@ class GlooContextCache {
     absl::Mutex mu;
     std::shared_ptr<gloo::Context> context ABSL_GUARDED_BY(mu);
     bool failed ABSL_GUARDED_BY(mu) = false;
+    bool keys_deleted ABSL_GUARDED_BY(mu) = false;
   };
 
   std::shared_ptr<Entry> EntryFor(const TransportGroupKey& key, const std::string& prefix);

@@ -75,7 +75,11 @@ absl::Status GlooTransport::Run(CollectiveKind kind, const CollectiveItem& item,
   }
   // Whatever failed, this process is now out of step with its peers on
   // this context.
-  if (!status.ok()) contexts_.Fail(key);
+  if (!status.ok()) {
+    contexts_.Fail(key);
+  } else {
+    contexts_.Ran(key);
+  }
   return status;
 }
 
