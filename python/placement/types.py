@@ -106,7 +106,8 @@ class TensorInfo:
 @dataclass(frozen=True)
 class ProcessStatus:
     """One daemon of a cluster as another sees it: `state` is "joining",
-    "alive" or "lost"; its devices are [first_device_id, +num_devices);
+    "alive", "lost" (missed its heartbeats) or "left" (drained); its devices
+    are [first_device_id, +num_devices);
     `joins` counts its restarts + 1."""
 
     process_index: int
