@@ -38,7 +38,7 @@ TEST(ClusterReadAfterCallTest, ReduceScatterResultsAreReadableEverywhereWhenTheC
   constexpr int kN = 4;  // devices
   constexpr int64_t kLen = kN * 256;
   client::MeshClient meshes(*clients[1]);
-  ASSERT_TRUE(meshes.CreateMesh({{"data", kN}}, {.mesh_id = "flat"}).ok());
+  ASSERT_TRUE(meshes.Create({{"data", kN}}, {.mesh_id = "flat"}).ok());
   // A partial tensor: device d contributes d + i.
   std::vector<std::string> pieces;
   for (int d = 0; d < kN; ++d) {

@@ -63,13 +63,13 @@ class ClusterRestartTest : public ::testing::TestWithParam<RestartCase> {
     n_ = GetParam().processes * kDevices;
     // Made through the last daemon, a survivor.
     client::MeshClient meshes(*clients_.back());
-    ASSERT_TRUE(meshes.CreateMesh({{"data", n_}}, {.mesh_id = "flat"}).ok());
+    ASSERT_TRUE(meshes.Create({{"data", n_}}, {.mesh_id = "flat"}).ok());
     // The survivors' own devices: process 1's (2 daemons) or 1's and 2's.
     std::vector<int64_t> survivors;
     for (int64_t d = kDevices; d < std::min<int64_t>(n_, 3 * kDevices); ++d) survivors.push_back(d);
     ASSERT_TRUE(meshes
-                    .CreateMesh({{"data", static_cast<int64_t>(survivors.size())}},
-                                {.mesh_id = "survivors", .device_ids = survivors})
+                    .Create({{"data", static_cast<int64_t>(survivors.size())}},
+                            {.mesh_id = "survivors", .device_ids = survivors})
                     .ok());
   }
 
@@ -261,8 +261,8 @@ TEST_P(ClusterRestartTest, CollectivesWorkAgainWithoutRestartingTheSurvivors) {
   }
   // The meshes are back on every daemon, the new process 0 included.
   client::MeshClient meshes0(*clients_[0]);
-  EXPECT_TRUE(meshes0.GetMesh("flat").ok());
-  EXPECT_TRUE(meshes0.GetMesh("survivors").ok());
+  EXPECT_TRUE(meshes0.Get("flat").ok());
+  EXPECT_TRUE(meshes0.Get("survivors").ok());
 
   // The first collective after the restart, then 20 of every kind.
   {
