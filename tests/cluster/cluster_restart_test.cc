@@ -73,10 +73,14 @@ class ClusterRestartTest : public ::testing::TestWithParam<RestartCase> {
                     .ok());
   }
 
+  // Durable results (no session): the test reconnects after the restart,
+  // and what it made before must outlive its first clients.
   void Reconnect() {
     clients_.clear();
+    client::ClientOptions options;
+    options.session_policy = client::SessionPolicy::kNone;
     for (int p = 0; p < cluster_->size(); ++p) {
-      auto c = cluster_->Connect(p);
+      auto c = cluster_->Connect(p, options);
       ASSERT_TRUE(c.ok()) << c.status();
       clients_.push_back(*std::move(c));
     }
@@ -259,10 +263,17 @@ TEST_P(ClusterRestartTest, CollectivesWorkAgainWithoutRestartingTheSurvivors) {
   if (!big.empty()) {
     EXPECT_EQ(Tensors(last).Describe(big).status().code(), absl::StatusCode::kNotFound);
   }
-  // The meshes are back on every daemon, the new process 0 included.
+  // The meshes are back on every daemon, the new process 0 included: the
+  // survivors register them with the new coordinator as they join it, so
+  // they arrive just after the cluster is FORMED (bounded poll).
   client::MeshClient meshes0(*clients_[0]);
-  EXPECT_TRUE(meshes0.Get("flat").ok());
-  EXPECT_TRUE(meshes0.Get("survivors").ok());
+  const absl::Time mesh_deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < mesh_deadline &&
+         !(meshes0.Get("flat").ok() && meshes0.Get("survivors").ok())) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(meshes0.Get("flat").ok());
+  ASSERT_TRUE(meshes0.Get("survivors").ok());
 
   // The first collective after the restart, then 20 of every kind.
   {
