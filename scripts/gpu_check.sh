@@ -52,8 +52,10 @@ prepare() {
   executables=$(ninja -C "$build_dir" -t targets all | sed -n 's|^bin/\([A-Za-z0-9_]*\): .*|\1|p')
   integration=$(ctest --test-dir "$build_dir" -N -L integration | awk '/Test +#/ {print $3}' |
     grep -Fxf <(echo "$executables") | grep -v -Fx -e cluster_scale_test | sort -u)
-  # linear_regression: the example linear_regression_example_test runs.
-  local targets=(placementd placectl linear_regression "${cluster_tests[@]}" "${benches[@]}")
+  # linear_regression: the example linear_regression_example_test runs;
+  # client_session_child: the killed client client_api_itest starts.
+  local targets=(placementd placectl linear_regression client_session_child "${cluster_tests[@]}"
+    "${benches[@]}")
   for t in "${gpu_tests[@]}"; do targets+=("${t%% *}"); done
   cmake --build "$build_dir" --target "${targets[@]}" $integration
   rm -rf "$bundle"
@@ -142,6 +144,7 @@ run() {
   done
   export LD_LIBRARY_PATH="$work/stage/lib${nccl:+:$nccl}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PLACEMENTD_BIN=$bin/placementd PLACECTL_BIN=$bin/placectl
+  export SESSION_CHILD_BIN=$bin/client_session_child  # as ctest sets it
   # The case tables the conformance tests read (the repository travels).
   export PLACEMENT_TEST_DATA_DIR=$PWD/tests/data
   local commit
