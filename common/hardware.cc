@@ -42,11 +42,13 @@ struct TableRow {
 // The seed's table, verbatim (max_memory_batch_size unset in every row).
 constexpr std::array<TableRow, 8> kTable = {{
     {HardwareType::kTpuV5e, 64, 256, 240, "Critical batch size for reaching roofline on TPU v5e."},
-    {HardwareType::kTpuV5p, 128, 512, 480, "Higher throughput variant, benefits from larger batches."},
+    {HardwareType::kTpuV5p, 128, 512, 480,
+     "Higher throughput variant, benefits from larger batches."},
     {HardwareType::kTpuV4, 64, 256, 192,
      "Similar characteristics to TPU v5e but slightly lower critical batch."},
     {HardwareType::kH100, 64, 320, 298, "Critical batch size for reaching roofline on H100."},
-    {HardwareType::kA100, 32, 256, 240, "A100 80GB variant. 40GB variant may need smaller batches."},
+    {HardwareType::kA100, 32, 256, 240,
+     "A100 80GB variant. 40GB variant may need smaller batches."},
     {HardwareType::kV100, 16, 128, 96, "Older generation, memory-limited on 16GB variant."},
     {HardwareType::kCpu, 1, 32, 16,
      "CPU is memory-bandwidth bound, smaller batches often sufficient."},
@@ -63,7 +65,8 @@ struct RooflineFact {
 constexpr std::array<RooflineFact, 8> kRooflines = {{
     {HardwareType::kH100, 989e12, 3.35e12, "H100 SXM: 989 TFLOP/s dense bf16, 3.35 TB/s HBM3"},
     {HardwareType::kH200, 989e12, 4.8e12, "H200 SXM: 989 TFLOP/s dense bf16, 4.8 TB/s HBM3e"},
-    {HardwareType::kA100, 312e12, 2.039e12, "A100 80GB SXM: 312 TFLOP/s dense bf16, 2.039 TB/s HBM2e"},
+    {HardwareType::kA100, 312e12, 2.039e12,
+     "A100 80GB SXM: 312 TFLOP/s dense bf16, 2.039 TB/s HBM2e"},
     {HardwareType::kV100, 125e12, 0.9e12, "V100: 125 TFLOP/s fp16 tensor core, 0.9 TB/s HBM2"},
     {HardwareType::kTpuV5e, 197e12, 8.2e11, "TPU v5e: 197 TFLOP/s bf16, 819 GB/s HBM"},
     {HardwareType::kTpuV4, 275e12, 1.2e12, "TPU v4: 275 TFLOP/s bf16, 1.2 TB/s HBM"},
@@ -100,8 +103,16 @@ absl::StatusOr<HardwareType> ParseHardwareType(absl::string_view name) {
   for (const auto& e : kNames) {
     if (stripped == e.name) return e.type;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown hardware type '", name,
-                                                 "'; accepted values: ", AcceptedNames()));
+  // Echo at most 64 bytes: a name of any length must not make the error
+  // itself too large to send (gRPC's metadata limit).
+  constexpr size_t kEchoed = 64;
+  if (name.size() > kEchoed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown hardware type '", name.substr(0, kEchoed), "...' (", name.size(),
+        " bytes; names are at most ", kEchoed, "); accepted values: ", AcceptedNames()));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown hardware type '", name, "'; accepted values: ", AcceptedNames()));
 }
 
 absl::StatusOr<HardwareType> HardwareTypeFromProtoValue(int value) {
@@ -158,8 +169,8 @@ BatchSizeRecommendation GetBatchSizeRecommendation(HardwareType type) {
   return rec;
 }
 
-BatchSizeValidation ValidateBatchSize(int64_t batch_size, bool warn_suboptimal,
-                                      HardwareType type, int64_t data_parallel_devices) {
+BatchSizeValidation ValidateBatchSize(int64_t batch_size, bool warn_suboptimal, HardwareType type,
+                                      int64_t data_parallel_devices) {
   const BatchSizeRecommendation rec = GetBatchSizeRecommendation(type);
   const absl::string_view hw = HardwareTypeName(type);
   BatchSizeValidation out;
@@ -170,9 +181,9 @@ BatchSizeValidation ValidateBatchSize(int64_t batch_size, bool warn_suboptimal,
                                ". Performance will be significantly degraded.");
   } else if (batch_size < rec.critical_batch_size && warn_suboptimal) {
     out.valid = true;
-    out.message = absl::StrCat("Batch size ", batch_size, " is below critical size ",
-                               rec.critical_batch_size, " for ", hw,
-                               ". Consider increasing for optimal throughput.");
+    out.message =
+        absl::StrCat("Batch size ", batch_size, " is below critical size ", rec.critical_batch_size,
+                     " for ", hw, ". Consider increasing for optimal throughput.");
   } else if (batch_size >= rec.optimal_batch_size) {
     out.valid = true;
     out.message = absl::StrCat("Batch size ", batch_size, " is optimal for ", hw, ".");

@@ -12,6 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/auth/authenticator.h"
+#include "server/auth/served_tls_files.h"
 #include "server/cluster/cluster.h"
 #include "server/cluster/coordinator.h"
 #include "server/collective/transport/cross_process_transport.h"
@@ -19,6 +20,7 @@
 #include "server/daemon_metrics.h"
 #include "server/daemon_server.h"
 #include "server/device/device_inventory.h"
+#include "server/device/memory_reclaimer.h"
 #include "server/listen_address.h"
 #include "server/logging.h"
 #include "server/metrics/http_server.h"
@@ -26,6 +28,7 @@
 #include "server/peer/coordinator_client.h"
 #include "server/peer/peer_channels.h"
 #include "server/ready_file.h"
+#include "server/region/region_socket_address.h"
 #include "server/service/call_gate.h"
 #include "server/service/cluster_handler.h"
 #include "server/service/daemon_handler.h"
@@ -47,6 +50,10 @@ struct DaemonState {
 
   DaemonIdentity identity;
   Metrics metrics;
+  // The checked copies of the TLS files gRPC serves (null without TLS), and
+  // the transport config that names them (StartTls).
+  std::unique_ptr<ServedTlsFiles> tls_files;
+  TransportSecurityConfig transport;
   std::unique_ptr<Authenticator> authenticator;
   std::unique_ptr<StreamRegistry> streams;
   CallGate gate;
@@ -55,6 +62,8 @@ struct DaemonState {
   const Platform* platform = nullptr;
   std::unique_ptr<DeviceBackend> backend;
   std::unique_ptr<DeviceInventory> inventory;
+  // Gives idle cached blocks and malloc's free pages back (CreateDevices).
+  std::unique_ptr<MemoryReclaimer> reclaimer;
   // Cluster membership (disabled for a lone daemon) and the channels to the
   // other daemons; process 0 also runs the coordinator and its
   // ClusterService.
@@ -135,6 +144,28 @@ absl::Status CheckLimits(const DaemonConfig& config) {
   if (config.regions.registry.max_regions_per_tenant < 0) {
     return absl::InvalidArgumentError("--tenant_max_regions must be >= 0");
   }
+  if (config.sessions.max_sessions < 0 || config.sessions.max_sessions_per_tenant < 0) {
+    return absl::InvalidArgumentError("--max_sessions and --tenant_max_sessions must be >= 0");
+  }
+  if (config.reclaimer.cache_idle < absl::Milliseconds(100) ||
+      config.reclaimer.min_available_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device_cache_idle must be at least 100ms (got ",
+        absl::FormatDuration(config.reclaimer.cache_idle),
+        ") and --host_memory_min_available >= 0 (got ", config.reclaimer.min_available_bytes, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// With TLS, the checked copies of the TLS files that gRPC serves: a
+// rotation that does not parse or pair up is refused and the old pair kept
+// (server/auth/served_tls_files.h). INVALID_ARGUMENT for such files at start.
+absl::Status StartTls(DaemonState* state) {
+  state->transport = state->config.transport;
+  if (!state->config.transport.tls()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(state->tls_files,
+                   ServedTlsFiles::Create(state->config.transport, &state->metrics));
+  state->transport = state->tls_files->served();
   return absl::OkStatus();
 }
 
@@ -187,6 +218,8 @@ absl::StatusOr<std::unique_ptr<CollectiveEngine>> CreateDevices(DaemonState* sta
   state->backend = std::move(selection.backend);
   LogInfo("backend: ", state->backend->Name(), ": ", selection.note);
   state->inventory = std::make_unique<DeviceInventory>(state->backend.get());
+  state->reclaimer =
+      std::make_unique<MemoryReclaimer>(state->backend.get(), &state->metrics, config.reclaimer);
   DaemonIdentity& id = state->identity;
   id.version = PlacementVersion();
   id.instance_id = NewInstanceId();
@@ -217,7 +250,7 @@ absl::Status CreateCluster(DaemonState* state) {
   cluster_config.heartbeat_misses = config.cluster.heartbeat_misses;
   cluster_config.op_timeout = config.cluster.op_timeout;
   state->peer_channels = std::make_unique<PeerChannels>(
-      PeerSecurity{config.transport, config.cluster.peer_tls_server_name, std::move(token)});
+      PeerSecurity{state->transport, config.cluster.peer_tls_server_name, std::move(token)});
   PeerChannels* channels = state->peer_channels.get();
   state->cluster =
       std::make_unique<Cluster>(cluster_config, [channels](const std::string& address) {
@@ -244,10 +277,11 @@ absl::Status CreateServices(DaemonState* state, std::unique_ptr<CollectiveEngine
   options.tensors = config.tensors;
   options.sessions = config.sessions;
   options.regions = config.regions.registry;
-  options.region_socket = config.regions.socket != "auto" ? config.regions.socket
-                          : state->listen.is_unix
-                              ? absl::StrCat(state->listen.path, ".regions")
-                              : absl::StrCat("@placementd-regions-", state->identity.instance_id);
+  options.region_socket =
+      ResolveRegionSocket(config.regions.socket, state->listen.is_unix ? state->listen.path : "",
+                          state->identity.instance_id);
+  ASSIGN_OR_RETURN(options.region_socket_options.access,
+                   ParseSocketAccess(config.regions.socket_mode, config.regions.socket_group));
   options.cluster = state->cluster.get();
   options.peer_channels = state->peer_channels.get();
   options.peer_gate = &state->peer_gate;
@@ -256,14 +290,18 @@ absl::Status CreateServices(DaemonState* state, std::unique_ptr<CollectiveEngine
                                                        &state->gate, &state->metrics, options));
   state->identity.region_socket = state->services->region_socket();
   if (state->cluster_handler) state->cluster_handler->set_meshes(state->services->mesh_authority());
-  state->device_handler = std::make_unique<DeviceHandler>(state->inventory.get(), &state->gate);
+  state->device_handler = std::make_unique<DeviceHandler>(state->inventory.get(), &state->gate,
+                                                          state->services->tenant_device_use());
   DaemonCounts counts = state->services->counts();
   StreamRegistry* streams = state->streams.get();
-  counts.open_streams = [streams] { return streams->open_streams(); };
+  counts.open_streams = [streams](const std::string* tenant) {
+    return tenant == nullptr ? streams->open_streams() : streams->open_streams(*tenant);
+  };
   counts.streams = [streams] { return streams->List(); };
-  state->daemon_handler =
-      std::make_unique<DaemonHandler>(&state->identity, state->inventory.get(), std::move(counts),
-                                      &state->gate, state->cluster.get());
+  MemoryReclaimer* reclaimer = state->reclaimer.get();
+  state->daemon_handler = std::make_unique<DaemonHandler>(
+      &state->identity, state->inventory.get(), std::move(counts), &state->gate,
+      state->cluster.get(), [reclaimer] { return reclaimer->TrimNow(); });
   return absl::OkStatus();
 }
 
@@ -286,7 +324,7 @@ absl::Status StartPublicServer(DaemonState* state) {
   ApplyServerDefaults(&builder);
   int port = 0;
   builder.AddListeningPort(state->listen.ToGrpcUri(state->listen.port),
-                           MakeServerCredentials(config.transport),
+                           MakeServerCredentials(state->transport),
                            state->listen.is_unix ? nullptr : &port);
   builder.RegisterService(state->device_handler.get());
   builder.RegisterService(state->daemon_handler.get());
@@ -319,7 +357,7 @@ absl::Status StartPeerServer(DaemonState* state) {
     grpc::ServerBuilder builder;
     ApplyServerDefaults(&builder);
     builder.AddListeningPort(state->peer_bind.ToGrpcUri(state->peer_bind.port),
-                             MakeServerCredentials(state->config.transport), &port);
+                             MakeServerCredentials(state->transport), &port);
     RegisterPeerServices(state, &builder);
     SetDaemonInterceptors(&builder, nullptr);
     state->peer_server = builder.BuildAndStart();
@@ -437,6 +475,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   RETURN_IF_ERROR(CheckAddresses(state.get()));
   RETURN_IF_ERROR(CheckLimits(config));
   RETURN_IF_ERROR(CheckReadyFile(config.ready_file));
+  RETURN_IF_ERROR(StartTls(state.get()));
   RETURN_IF_ERROR(StartGates(state.get()));
   WarnAboutExposure(*state);
   ASSIGN_OR_RETURN(std::unique_ptr<CollectiveEngine> engine, CreateDevices(state.get()));

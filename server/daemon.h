@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "server/auth/transport_security.h"
 #include "server/daemon_cluster.h"
+#include "server/device/memory_reclaimer.h"
 #include "server/platform/platform_selection.h"
 #include "server/region/region_flags.h"
 #include "server/service/stream_registry.h"
@@ -54,6 +55,9 @@ struct DaemonConfig {
   // Shared-memory regions (docs/api/regions.md): the fd-passing socket and
   // the registry's bounds.
   RegionSettings regions;
+  // When cached device blocks and malloc's free pages go back to the system
+  // (server/device/memory_reclaimer.h).
+  ReclaimerOptions reclaimer;
   // Serve grpc.reflection (always unauthenticated, like health).
   bool reflection = true;
   // Cluster membership (server/daemon_cluster.h, docs/cluster.md).

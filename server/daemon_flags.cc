@@ -1,7 +1,8 @@
 // The daemon's own flags (addresses, drain, reflection, node identity) and
 // DaemonConfigFromFlags, which asks every module for the flags it declares
 // beside itself: platforms (server/platform/), TLS and authentication
-// (auth/auth_flags.cc), tensor quotas (tensor/tensor_store_flags.cc),
+// (auth/auth_flags.cc), tensor quotas (tensor/tensor_store_flags.cc), the
+// memory reclaimer (device/reclaimer_flags.cc),
 // streams (service/stream_flags.cc), sessions (session/session_flags.cc),
 // regions (region/region_flags.cc), the cluster (daemon_cluster_flags.cc).
 // Only placementd calls it, so only placementd links these flags.
@@ -11,6 +12,7 @@
 #include "absl/time/time.h"
 #include "server/auth/auth_flags.h"
 #include "server/daemon.h"
+#include "server/device/reclaimer_flags.h"
 #include "server/region/region_flags.h"
 #include "server/service/stream_flags.h"
 #include "server/session/session_flags.h"
@@ -46,6 +48,7 @@ DaemonConfig DaemonConfigFromFlags() {
   config.streams = StreamLimitsFromFlags();
   config.sessions = SessionOptionsFromFlags();
   config.regions = RegionSettingsFromFlags();
+  config.reclaimer = ReclaimerOptionsFromFlags();
   config.cluster = DaemonClusterConfigFromFlags();
   return config;
 }

@@ -18,6 +18,8 @@ void AddDaemonGauges(Metrics* metrics, const DeviceInventory* inventory, const C
                       static_cast<double>(d.memory_in_use_bytes)});
       out->push_back({"placementd_device_memory_cached_bytes", labels,
                       static_cast<double>(d.memory_cached_bytes)});
+      out->push_back({"placementd_device_memory_charged_bytes", labels,
+                      static_cast<double>(d.memory_charged_bytes)});
       out->push_back({"placementd_device_memory_limit_bytes", labels,
                       static_cast<double>(d.description.memory_limit_bytes)});
     }
@@ -36,6 +38,9 @@ void AddDaemonGauges(Metrics* metrics, const DeviceInventory* inventory, const C
                     "Bytes the daemon holds on each device.");
   metrics->Describe("placementd_device_memory_cached_bytes", "gauge",
                     "Freed bytes kept for reuse on each device (within its budget).");
+  metrics->Describe("placementd_device_memory_charged_bytes", "gauge",
+                    "What the buffers in use cost each device's budget: blocks plus, on CPU, the "
+                    "per-buffer host overhead.");
   metrics->Describe("placementd_device_memory_limit_bytes", "gauge", "Byte budget of each device.");
   metrics->Describe("placementd_inflight_calls", "gauge", "RPCs currently running.");
   metrics->Describe("placementd_up", "gauge", "1 while serving, 0 while draining.");

@@ -202,7 +202,8 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(
 
 absl::Status ServiceSet::Impl::CreateRegions() {
   if (!options.region_socket.empty()) {
-    ASSIGN_OR_RETURN(fd_listener, FdPassingListener::Start(options.region_socket));
+    ASSIGN_OR_RETURN(fd_listener, FdPassingListener::Start(options.region_socket,
+                                                           options.region_socket_options));
   }
   region_registry = std::make_unique<RegionRegistry>(fd_listener.get(), metrics, options.regions);
   // Regions are pinned for DMA where the backend can (CUDA); elsewhere
@@ -242,6 +243,16 @@ void ServiceSet::Impl::CreateSessions() {
   SessionManager* sessions = session_manager.get();
   sessions->AddEndListener([regions](const std::string& id) { regions->EndSession(id); });
   regions->set_session_check([sessions](const std::string& id) { return sessions->IsOpen(id); });
+  // A session's meshes go with it, after its tensors; one that persisted
+  // tensors still use stays, durable.
+  MeshRegistry* mesh_registry = meshes();
+  const TensorOps* tensor_ops = ops();
+  sessions->AddEndListener([mesh_registry, tensor_ops](const std::string& id) {
+    for (const std::string& mesh : mesh_registry->SessionMeshes(id)) {
+      if (!tensor_ops->DeleteMesh(mesh, /*force=*/false).ok()) mesh_registry->MakeDurable(mesh);
+    }
+  });
+  mesh_handler->set_sessions(sessions);
 }
 
 void ServiceSet::Impl::CreatePrefetch() {
@@ -394,19 +405,45 @@ int64_t ServiceSet::pending_tensors() const {
 
 std::string ServiceSet::region_socket() const { return impl_->region_registry->socket_address(); }
 
+DeviceHandler::TenantUseFn ServiceSet::tenant_device_use() const {
+  TensorStore* tensors = impl_->tensors();
+  return [tensors](const std::string& tenant) { return tensors->TenantDeviceUse(tenant); };
+}
+
 DaemonCounts ServiceSet::counts() const {
   DaemonCounts counts;
   MeshRegistry* meshes = impl_->meshes();
   TensorStore* tensors = impl_->tensors();
-  counts.meshes = [meshes] { return meshes->size(); };
-  counts.tensors = [tensors] { return tensors->size(); };
+  counts.meshes = [meshes](const std::string* tenant) -> int64_t {
+    if (tenant == nullptr) return meshes->size();
+    int64_t n = 0;
+    for (const RegisteredMesh& mesh : meshes->List()) n += mesh.tenant == *tenant ? 1 : 0;
+    return n;
+  };
+  counts.tensors = [tensors](const std::string* tenant) {
+    return tenant == nullptr ? tensors->size() : tensors->TenantUsageOf(*tenant).tensors;
+  };
+  counts.device_bytes_in_use = [tensors](const std::string* tenant) -> int64_t {
+    if (tenant == nullptr) return 0;  // the handler reports the inventory's
+    int64_t total = 0;
+    for (const auto& [device, use] : tensors->TenantDeviceUse(*tenant)) total += use.in_use;
+    return total;
+  };
   PrefetchManager* prefetch = impl_->prefetch_manager.get();
-  counts.prefetch_streams = [prefetch] { return prefetch->open_streams(); };
+  counts.prefetch_streams = [prefetch](const std::string* tenant) {
+    return tenant == nullptr ? prefetch->open_streams() : prefetch->open_streams(*tenant);
+  };
   SessionManager* sessions = impl_->session_manager.get();
-  counts.sessions = [sessions] { return sessions->size(); };
-  counts.session_tensors = [sessions] { return sessions->tensor_count(); };
+  counts.sessions = [sessions](const std::string* tenant) {
+    return tenant == nullptr ? sessions->size() : sessions->size(*tenant);
+  };
+  counts.session_tensors = [sessions](const std::string* tenant) {
+    return tenant == nullptr ? sessions->tensor_count() : sessions->tensor_count(*tenant);
+  };
   RegionRegistry* regions = impl_->region_registry.get();
-  counts.regions = [regions] { return regions->size(); };
+  counts.regions = [regions](const std::string* tenant) {
+    return tenant == nullptr ? regions->size() : regions->size(*tenant);
+  };
   return counts;
 }
 

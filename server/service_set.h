@@ -17,6 +17,7 @@
 #include "server/region/region_registry.h"
 #include "server/service/call_gate.h"
 #include "server/service/daemon_handler.h"
+#include "server/service/device_handler.h"
 #include "server/session/session_manager.h"
 
 namespace placement::server {
@@ -36,6 +37,7 @@ struct ServiceSetOptions {
   // Shared-memory regions: the fd-passing socket ("" = fd passing off) and
   // the registry's bounds.
   std::string region_socket;
+  FdPassingOptions region_socket_options;
   RegionRegistryOptions regions;
   // The daemon's cluster membership (disabled for a lone daemon), the
   // channels to the other daemons and the gate of the daemon-to-daemon
@@ -75,6 +77,8 @@ class ServiceSet {
   int64_t pending_tensors() const;
   // Live counts for GetStatus.
   DaemonCounts counts() const;
+  // One tenant's bytes per device, for ListDevices.
+  DeviceHandler::TenantUseFn tenant_device_use() const;
   // The fd-passing socket clients use for regions ("" when off).
   std::string region_socket() const;
   // Wakes long-lived streams (prefetch) so the server can stop.

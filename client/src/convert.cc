@@ -258,6 +258,7 @@ Device FromProto(const pb::Device& device) {
   out.memory_in_use_bytes = device.memory_in_use_bytes();
   out.memory_limit_bytes = device.memory_limit_bytes();
   out.memory_cached_bytes = device.memory_cached_bytes();
+  out.memory_charged_bytes = device.memory_charged_bytes();
   out.compute_capability = device.compute_capability();
   out.pci_bus_id = device.pci_bus_id();
   out.numa_node = device.numa_node();
@@ -411,6 +412,7 @@ pb::Device ToProto(const Device& device) {
   out.set_memory_in_use_bytes(device.memory_in_use_bytes);
   out.set_memory_limit_bytes(device.memory_limit_bytes);
   out.set_memory_cached_bytes(device.memory_cached_bytes);
+  out.set_memory_charged_bytes(device.memory_charged_bytes);
   out.set_compute_capability(device.compute_capability);
   out.set_pci_bus_id(device.pci_bus_id);
   out.set_numa_node(device.numa_node);

@@ -28,6 +28,8 @@ class Device:
     memory_limit_bytes: int = field(default=0, repr=False)
     # Freed blocks the daemon keeps for reuse; they count against the budget.
     memory_cached_bytes: int = field(default=0, repr=False)
+    # What the buffers in use cost against the budget (blocks + host overhead).
+    memory_charged_bytes: int = field(default=0, repr=False)
 
     @classmethod
     def from_proto(cls, d: types_pb2.Device) -> "Device":
@@ -37,7 +39,8 @@ class Device:
                    memory_total_bytes=d.memory_total_bytes,
                    memory_in_use_bytes=d.memory_in_use_bytes,
                    memory_limit_bytes=d.memory_limit_bytes,
-                   memory_cached_bytes=d.memory_cached_bytes)
+                   memory_cached_bytes=d.memory_cached_bytes,
+                   memory_charged_bytes=d.memory_charged_bytes)
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, Device) and other.id == self.id

@@ -6,9 +6,11 @@
 // ::1, localhost) and unix sockets. Any other address needs --tls_cert and
 // --tls_key, or an explicit --allow_insecure (the daemon then logs a warning).
 //
-// Reload: the certificate, key and client CA files are re-read by gRPC's file
-// watcher every `refresh_interval` (and so a rotated certificate is served to
-// new connections without a restart); established connections keep theirs.
+// Reload: gRPC's file watcher re-reads the files MakeServerCredentials names
+// every `refresh_interval` (so a rotated certificate is served to new
+// connections without a restart; established connections keep theirs). The
+// daemon hands it the checked copies of ServedTlsFiles, never the operator's
+// files, so a rotation that does not parse or pair up is refused there.
 //
 // Thread-safe (pure functions).
 #ifndef PLACEMENT_SERVER_AUTH_TRANSPORT_SECURITY_H_

@@ -16,6 +16,7 @@ void MeshToProto(const RegisteredMesh& mesh, int64_t tensor_count, pb::Mesh* out
   for (int64_t id : mesh.mesh.device_ids()) out->add_device_ids(id);
   out->set_total_devices(mesh.mesh.num_devices());
   out->set_tensor_count(tensor_count);
+  out->set_session_id(mesh.session_id);
 }
 
 absl::StatusOr<Mesh> MeshFromProto(const pb::Mesh& proto) {

@@ -4,25 +4,27 @@ namespace placement::server {
 
 void* BlockCache::Take(int64_t size) {
   absl::MutexLock lock(&mu_);
-  auto it = blocks_.find(size);
-  if (it == blocks_.end()) return nullptr;
-  void* block = it->second;
-  blocks_.erase(it);
+  auto last = blocks_.upper_bound(size);
+  if (last == blocks_.begin()) return nullptr;
+  --last;  // the most recently cached block of this size, if any
+  if (last->first != size) return nullptr;
+  void* block = last->second.block;
+  blocks_.erase(last);
   bytes_ -= size;
   return block;
 }
 
-bool BlockCache::Put(int64_t size, void* block) {
+bool BlockCache::Put(int64_t size, void* block, absl::Time now) {
   absl::MutexLock lock(&mu_);
   if (bytes_ + size > limit_) return false;
-  blocks_.emplace(size, block);
+  blocks_.emplace_hint(blocks_.upper_bound(size), size, Entry{block, now});
   bytes_ += size;
   return true;
 }
 
 void BlockCache::Clear(absl::FunctionRef<void(void*)> release) {
   absl::MutexLock lock(&mu_);
-  for (auto& [size, block] : blocks_) release(block);
+  for (auto& [size, entry] : blocks_) release(entry.block);
   blocks_.clear();
   bytes_ = 0;
 }
@@ -33,10 +35,25 @@ std::vector<std::pair<int64_t, void*>> BlockCache::TakeLargest(int64_t bytes) {
   int64_t removed = 0;
   while (!blocks_.empty() && removed < bytes) {
     auto it = std::prev(blocks_.end());
-    taken.emplace_back(it->first, it->second);
+    taken.emplace_back(it->first, it->second.block);
     removed += it->first;
     bytes_ -= it->first;
     blocks_.erase(it);
+  }
+  return taken;
+}
+
+std::vector<std::pair<int64_t, void*>> BlockCache::TakeCachedBefore(absl::Time cutoff) {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<int64_t, void*>> taken;
+  for (auto it = blocks_.begin(); it != blocks_.end();) {
+    if (it->second.cached < cutoff) {
+      taken.emplace_back(it->first, it->second.block);
+      bytes_ -= it->first;
+      it = blocks_.erase(it);
+    } else {
+      ++it;
+    }
   }
   return taken;
 }

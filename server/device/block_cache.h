@@ -5,8 +5,13 @@
 // first-touch page faults; CudaBackend: avoids synchronising
 // cudaFree/cudaMalloc) and counts it against the device's budget.
 //
-// Thread-safe. The cache never frees blocks itself: Clear and TakeLargest
-// hand them back to the caller.
+// Each block remembers when it was cached, so blocks nobody reused for a
+// while can be given back (TakeCachedBefore: the backend's decay, like
+// jemalloc's); Take reuses the most recently cached block of a size (the
+// warmest) and decay takes the oldest.
+//
+// Thread-safe. The cache never frees blocks itself: Clear, TakeLargest and
+// TakeCachedBefore hand them back to the caller.
 #ifndef PLACEMENT_SERVER_DEVICE_BLOCK_CACHE_H_
 #define PLACEMENT_SERVER_DEVICE_BLOCK_CACHE_H_
 
@@ -18,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace placement::server {
 
@@ -30,20 +36,28 @@ class BlockCache {
   // A cached block of exactly `size` bytes (removed from the cache), or
   // nullptr when there is none.
   void* Take(int64_t size);
-  // Keeps `block` when the cache has room for `size` more bytes; returns
-  // false (the caller frees the block) otherwise.
-  bool Put(int64_t size, void* block);
+  // Keeps `block`, cached at `now`, when the cache has room for `size` more
+  // bytes; returns false (the caller frees the block) otherwise.
+  bool Put(int64_t size, void* block, absl::Time now);
   // Hands every cached block to `release` and empties the cache.
   void Clear(absl::FunctionRef<void(void*)> release);
   // Removes blocks, largest first, until at least `bytes` are removed or the
   // cache is empty, and returns them as (size, block).
   std::vector<std::pair<int64_t, void*>> TakeLargest(int64_t bytes);
+  // Removes every block cached before `cutoff` and returns them.
+  std::vector<std::pair<int64_t, void*>> TakeCachedBefore(absl::Time cutoff);
   int64_t bytes() const;
+  int64_t limit() const { return limit_; }
 
  private:
+  struct Entry {
+    void* block;
+    absl::Time cached;
+  };
   const int64_t limit_;
   mutable absl::Mutex mu_;
-  std::multimap<int64_t, void*> blocks_ ABSL_GUARDED_BY(mu_);
+  // By size; blocks of one size in the order they were cached.
+  std::multimap<int64_t, Entry> blocks_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -4,17 +4,19 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/device/block_cache.h"
 
 namespace placement::server {
 
-// One device's counters and cache. Every change to `in_use` and to `cache`
-// happens under `mu`, so in use + cached is checked against the budget
-// atomically; MemoryInUse / MemoryCached read snapshots without it.
+// One device's counters and cache. Every change to `charged` and to `cache`
+// happens under `mu`, so charged + cached is checked against the budget
+// atomically; the getters read snapshots without it.
 struct BudgetedBackend::DeviceMemory {
   explicit DeviceMemory(int64_t cache_limit) : cache(cache_limit) {}
   absl::Mutex mu;
   std::atomic<int64_t> in_use{0};
+  std::atomic<int64_t> charged{0};
   BlockCache cache;
 };
 
@@ -39,7 +41,7 @@ int BudgetedBackend::LocalIndex(int64_t device_id) const {
 
 absl::Status BudgetedBackend::AssignGlobalIds(int64_t first_id, int32_t process_index) {
   for (size_t i = 0; i < devices_.size(); ++i) {
-    if (memory_[i]->in_use.load() != 0) {
+    if (memory_[i]->charged.load() != 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("device ", devices_[i].id, " holds memory; ids are assigned before use"));
     }
@@ -61,6 +63,15 @@ int64_t BudgetedBackend::MemoryCached(int64_t device_id) const {
   return idx < 0 ? 0 : memory_[idx]->cache.bytes();
 }
 
+int64_t BudgetedBackend::MemoryCharged(int64_t device_id) const {
+  const int idx = LocalIndex(device_id);
+  return idx < 0 ? 0 : memory_[idx]->charged.load(std::memory_order_relaxed);
+}
+
+int64_t BudgetedBackend::ChargeFor(int64_t bytes) const {
+  return (bytes > 0 ? BlockSize(bytes) : 0) + BufferOverheadBytes();
+}
+
 void BudgetedBackend::Evict(int index, int64_t bytes) {
   DeviceMemory& m = *memory_[index];
   std::vector<std::pair<int64_t, void*>> freed;
@@ -71,8 +82,21 @@ void BudgetedBackend::Evict(int index, int64_t bytes) {
   for (const auto& [size, block] : freed) FreeBlock(index, block, size);
 }
 
-void BudgetedBackend::ReleaseCache() {
-  for (size_t i = 0; i < memory_.size(); ++i) Evict(static_cast<int>(i), -1);
+int64_t BudgetedBackend::ReleaseCachedBefore(absl::Time cutoff) {
+  int64_t released = 0;
+  for (size_t i = 0; i < memory_.size(); ++i) {
+    DeviceMemory& m = *memory_[i];
+    std::vector<std::pair<int64_t, void*>> freed;
+    {
+      absl::MutexLock lock(&m.mu);
+      freed = m.cache.TakeCachedBefore(cutoff);
+    }
+    for (const auto& [size, block] : freed) {
+      FreeBlock(static_cast<int>(i), block, size);
+      released += size;
+    }
+  }
+  return released;
 }
 
 absl::StatusOr<std::unique_ptr<DeviceBuffer>> BudgetedBackend::Allocate(int64_t device_id,
@@ -89,24 +113,31 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> BudgetedBackend::Allocate(int64_t 
   DeviceMemory& m = *memory_[idx];
   const int64_t limit = devices_[idx].memory_limit_bytes;
   const int64_t block_bytes = bytes > 0 ? BlockSize(bytes) : 0;
+  const int64_t charge = block_bytes + BufferOverheadBytes();
   void* data = nullptr;
   std::vector<std::pair<int64_t, void*>> evicted;  // cached blocks making room
   {
     // Reserve first, under the device's lock, so concurrent allocations
     // cannot both pass the check.
     absl::MutexLock lock(&m.mu);
-    const int64_t before = m.in_use.load(std::memory_order_relaxed);
-    if (before + bytes > limit) {
-      return absl::ResourceExhaustedError(absl::StrCat("device ", device_id, ": cannot allocate ",
-                                                       bytes, " bytes; ", before, " of ", limit,
-                                                       " bytes in use"));
+    const int64_t before = m.charged.load(std::memory_order_relaxed);
+    if (before + charge > limit) {
+      const std::string cost =
+          charge == bytes
+              ? std::string()
+              : absl::StrCat(" (charged ", charge, ": a ", block_bytes, "-byte block and ",
+                             BufferOverheadBytes(), " bytes of host overhead)");
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "device ", device_id, ": cannot allocate ", bytes, " bytes", cost, "; ", before, " of ",
+          limit, " bytes charged (", m.in_use.load(std::memory_order_relaxed), " in use)"));
     }
+    m.charged.fetch_add(charge, std::memory_order_relaxed);
     m.in_use.fetch_add(bytes, std::memory_order_relaxed);
     if (bytes > 0) {
       data = m.cache.Take(block_bytes);
       if (data == nullptr) {
         // The cache counts against the budget: make room in it first.
-        const int64_t over = before + bytes + m.cache.bytes() - limit;
+        const int64_t over = before + charge + m.cache.bytes() - limit;
         if (over > 0) evicted = m.cache.TakeLargest(over);
       }
     }
@@ -126,6 +157,7 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> BudgetedBackend::Allocate(int64_t 
   }
   if (!block.ok()) {
     absl::MutexLock lock(&m.mu);
+    m.charged.fetch_sub(charge, std::memory_order_relaxed);
     m.in_use.fetch_sub(bytes, std::memory_order_relaxed);
     return block.status();
   }
@@ -135,16 +167,19 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> BudgetedBackend::Allocate(int64_t 
 void BudgetedBackend::Release(int64_t device_id, void* data, int64_t size) {
   const int idx = LocalIndex(device_id);
   if (idx < 0) return;  // DeviceBuffers of this backend only come from Allocate
+  released_.fetch_add(1, std::memory_order_relaxed);
   DeviceMemory& m = *memory_[idx];
   const int64_t block_bytes = data != nullptr ? BlockSize(size) : 0;
+  const int64_t charge = block_bytes + BufferOverheadBytes();
   {
     absl::MutexLock lock(&m.mu);
-    const int64_t in_use = m.in_use.fetch_sub(size, std::memory_order_relaxed) - size;
+    m.in_use.fetch_sub(size, std::memory_order_relaxed);
+    const int64_t charged = m.charged.fetch_sub(charge, std::memory_order_relaxed) - charge;
     if (data == nullptr) return;
-    // Cache the block only while in use + cached stays within the budget;
-    // BlockCache::Put also enforces the cache's own bound.
-    if (in_use + m.cache.bytes() + block_bytes <= devices_[idx].memory_limit_bytes &&
-        m.cache.Put(block_bytes, data)) {
+    // Cache the block only while charged + cached stays within the budget;
+    // BlockCache::Put also enforces the cache's own cap.
+    if (charged + m.cache.bytes() + block_bytes <= devices_[idx].memory_limit_bytes &&
+        m.cache.Put(block_bytes, data, absl::Now())) {
       return;
     }
   }

@@ -1,27 +1,37 @@
 // BudgetedBackend: the allocator every DeviceBackend shares -- device-id
-// lookup, exact per-device byte accounting against a budget, and a bounded
-// cache of freed blocks -- so a platform only says how to get, free and copy
-// raw blocks (CpuBackend: aligned host memory; CudaBackend: cudaMalloc).
+// lookup, per-device accounting against a budget, and a bounded cache of
+// freed blocks -- so a platform only says how to get, free and copy raw
+// blocks (CpuBackend: host pages, HostBlockPool; CudaBackend: cudaMalloc).
 //
 // Accounting, per device:
 //   in use   the bytes of live DeviceBuffers, exactly as requested
 //            (MemoryInUse; what ListDevices reports as memory_in_use_bytes);
+//   charged  what those buffers cost: each one's block (BlockSize of the
+//            request) plus the platform's per-buffer host overhead
+//            (BufferOverheadBytes; memory_charged_bytes) -- a one-byte
+//            tensor on the CPU platform costs a 4 KiB page and its record,
+//            not one byte;
 //   cached   freed blocks kept for reuse by allocations of the same block
-//            size (MemoryCached; memory_cached_bytes), counted at their real
-//            block size.
-// Both count against the device's memory_limit_bytes: in use + cached never
-// exceeds the budget (a freed block that does not fit is returned to the
-// platform instead of cached), and an allocation that does not fit beside
-// the cache first releases cached blocks (of every device that shares the
-// memory, see SharesMemoryWith), so the cache never makes an allocation
-// fail. RESOURCE_EXHAUSTED only when in use + requested exceeds the budget,
-// or when the platform itself is out of memory after the cache was emptied.
+//            size (MemoryCached; memory_cached_bytes), at their block size.
+// Charged and cached count against the device's memory_limit_bytes: charged
+// + cached never exceeds the budget (a freed block that does not fit, or
+// does not fit the cache's own cap, is returned to the platform), and an
+// allocation that does not fit beside the cache first releases cached
+// blocks (of every device that shares the memory, see SharesMemoryWith), so
+// the cache never makes an allocation fail. RESOURCE_EXHAUSTED only when
+// charged + the new buffer's charge exceeds the budget, or when the platform
+// itself is out of memory after the cache was emptied.
+//
+// Cached blocks remember when they were freed: ReleaseCachedBefore gives
+// back those nobody reused since (the daemon's MemoryReclaimer calls it for
+// idle blocks, under host memory pressure, and on an admin's TrimMemory).
 //
 // Thread-safe: each device's counters and cache are guarded by that device's
 // own lock; allocations on different devices never contend.
 #ifndef PLACEMENT_SERVER_DEVICE_BUDGETED_BACKEND_H_
 #define PLACEMENT_SERVER_DEVICE_BUDGETED_BACKEND_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -38,11 +48,16 @@ class BudgetedBackend : public DeviceBackend {
   const std::vector<DeviceDescription>& Devices() const final { return devices_; }
   int64_t MemoryInUse(int64_t device_id) const final;
   int64_t MemoryCached(int64_t device_id) const final;
+  int64_t MemoryCharged(int64_t device_id) const final;
+  int64_t ChargeFor(int64_t bytes) const final;
+  int64_t ReleaseCachedBefore(absl::Time cutoff) final;
+  int64_t ReleasedBuffers() const final { return released_.load(std::memory_order_relaxed); }
 
   // NOT_FOUND for an unknown device, INVALID_ARGUMENT for a negative size,
-  // RESOURCE_EXHAUSTED as the header says ("device 3: cannot allocate 4096
-  // bytes; 1024 of 2048 bytes in use"). A zero-byte allocation succeeds and
-  // holds no memory.
+  // RESOURCE_EXHAUSTED as the header says ("device 3: cannot allocate 1
+  // bytes (charged 6144: a 4096-byte block and 2048 bytes of host overhead);
+  // 8192 of 12288 bytes charged (1 in use)"). A zero-byte allocation succeeds, holds no
+  // block and is charged the overhead.
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t device_id, int64_t bytes) final;
 
   // See DeviceBackend. FAILED_PRECONDITION while any device holds memory.
@@ -50,11 +65,11 @@ class BudgetedBackend : public DeviceBackend {
 
   // Frees every cached block of every device. Platforms also call it in
   // their destructor, while their FreeBlock still works.
-  void ReleaseCache();
+  void ReleaseCache() { ReleaseCachedBefore(absl::InfiniteFuture()); }
 
  protected:
   // `devices` ids must be consecutive (the first one's id + local index),
-  // as DeviceDescription promises; `cache_bytes_per_device` bounds each
+  // as DeviceDescription promises; `cache_bytes_per_device` caps each
   // device's cache (0 disables it) besides the budget.
   BudgetedBackend(std::vector<DeviceDescription> devices, int64_t cache_bytes_per_device);
 
@@ -69,6 +84,11 @@ class BudgetedBackend : public DeviceBackend {
   virtual int64_t BlockSize(int64_t bytes) const = 0;
   virtual absl::StatusOr<void*> AllocateBlock(int local_index, int64_t block_bytes) = 0;
   virtual void FreeBlock(int local_index, void* block, int64_t block_bytes) = 0;
+  // Host memory one buffer costs beside its block (its records in the
+  // daemon), charged against the device's budget where device memory is
+  // host memory (CPU). Default 0: a GPU's budget is device memory; the host
+  // side is bounded by the per-tenant tensor ceiling.
+  virtual int64_t BufferOverheadBytes() const { return 0; }
   // Whether devices `a` and `b` draw on the same physical memory (logical
   // devices of one GPU): their caches are released together when the
   // platform runs out. Default: only a device itself.
@@ -84,6 +104,7 @@ class BudgetedBackend : public DeviceBackend {
 
   std::vector<DeviceDescription> devices_;
   std::vector<std::unique_ptr<DeviceMemory>> memory_;
+  std::atomic<int64_t> released_{0};
 };
 
 }  // namespace placement::server

@@ -14,11 +14,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/hardware.h"
 
@@ -30,11 +31,11 @@ inline constexpr int64_t kMaxLocalDevices = 1024;
 // What the platform tells about one device. Fields a platform does not know
 // are empty strings or -1.
 struct DeviceDescription {
-  int64_t id = 0;              // global id: process_index * kMaxLocalDevices + local_index
+  int64_t id = 0;  // global id: process_index * kMaxLocalDevices + local_index
   int32_t process_index = 0;
   int32_t local_index = 0;
-  std::string platform;        // "cpu" or "gpu"
-  std::string device_kind;     // "cpu", "NVIDIA H100 80GB HBM3"
+  std::string platform;     // "cpu" or "gpu"
+  std::string device_kind;  // "cpu", "NVIDIA H100 80GB HBM3"
   HardwareType hardware_type = HardwareType::kUnknown;
   int64_t memory_total_bytes = 0;
   int64_t memory_limit_bytes = 0;  // budget the daemon may allocate
@@ -91,12 +92,25 @@ class DeviceBackend {
   // count against the device's budget (memory_limit_bytes) besides
   // MemoryInUse, and are released before an allocation would fail.
   virtual int64_t MemoryCached(int64_t /*device_id*/) const { return 0; }
+  // Bytes the live buffers of `device_id` are charged against its budget:
+  // each one's block (the request rounded up as the platform allocates it)
+  // plus, where device memory is host memory, a per-buffer host overhead
+  // (BudgetedBackend). What the budget really bounds; MemoryInUse stays the
+  // bytes asked for.
+  virtual int64_t MemoryCharged(int64_t device_id) const { return MemoryInUse(device_id); }
+  // What one buffer of `bytes` is charged (see MemoryCharged).
+  virtual int64_t ChargeFor(int64_t bytes) const { return bytes; }
+  // Gives the cached blocks freed before `cutoff` back to the platform (all
+  // of them with absl::InfiniteFuture()); returns the bytes released.
+  virtual int64_t ReleaseCachedBefore(absl::Time /*cutoff*/) { return 0; }
+  // Buffers released since start: tells a reclaimer that memory came free.
+  virtual int64_t ReleasedBuffers() const { return 0; }
   // Host memory for CPU virtual devices: buffers are directly addressable.
   virtual bool HostAddressable() const = 0;
 
   // NOT_FOUND for an unknown device; RESOURCE_EXHAUSTED when the device's
-  // budget would be exceeded ("device 3: cannot allocate 4096 bytes; 1024 of
-  // 2048 in use"). A zero-byte allocation succeeds.
+  // budget would be exceeded by the buffer's charge (ChargeFor), naming the
+  // numbers. A zero-byte allocation succeeds (and is charged its overhead).
   virtual absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t device_id,
                                                                  int64_t bytes) = 0;
 
@@ -105,8 +119,7 @@ class DeviceBackend {
   virtual absl::Status Write(const void* src, DeviceBuffer& dst,
                              absl::Span<const ByteRun> runs) = 0;
   // Device -> host.
-  virtual absl::Status Read(const DeviceBuffer& src, void* dst,
-                            absl::Span<const ByteRun> runs) = 0;
+  virtual absl::Status Read(const DeviceBuffer& src, void* dst, absl::Span<const ByteRun> runs) = 0;
   // Device -> device (same or different devices of this backend).
   virtual absl::Status Copy(const DeviceBuffer& src, DeviceBuffer& dst,
                             absl::Span<const ByteRun> runs) = 0;

@@ -40,7 +40,8 @@ HardwareType DeviceInventory::hardware_type() const {
 std::vector<DeviceState> DeviceInventory::ListLocal() const {
   std::vector<DeviceState> out;
   for (const auto& d : backend_->Devices()) {
-    out.push_back(DeviceState{d, backend_->MemoryInUse(d.id), backend_->MemoryCached(d.id)});
+    out.push_back(DeviceState{d, backend_->MemoryInUse(d.id), backend_->MemoryCached(d.id),
+                              backend_->MemoryCharged(d.id)});
   }
   return out;
 }
@@ -51,14 +52,16 @@ std::vector<DeviceState> DeviceInventory::List() const {
   std::vector<DeviceState> out;
   for (const auto& d : Devices()) {
     if (IsLocal(d.id)) {
-      out.push_back(DeviceState{d, backend_->MemoryInUse(d.id), backend_->MemoryCached(d.id)});
+      out.push_back(DeviceState{d, backend_->MemoryInUse(d.id), backend_->MemoryCached(d.id),
+                                backend_->MemoryCharged(d.id)});
       continue;
     }
-    DeviceState state{d, 0, 0};
+    DeviceState state{d, 0, 0, 0};
     for (const DeviceState& r : remote) {
       if (r.description.id == d.id) {
         state.memory_in_use_bytes = r.memory_in_use_bytes;
         state.memory_cached_bytes = r.memory_cached_bytes;
+        state.memory_charged_bytes = r.memory_charged_bytes;
       }
     }
     out.push_back(std::move(state));
@@ -94,10 +97,10 @@ absl::StatusOr<DeviceDescription> DeviceInventory::Find(int64_t device_id) const
     if (d.id == device_id) return d;
   }
   const auto& devices = Devices();
-  return absl::NotFoundError(absl::StrCat(
-      "device ", device_id, " does not exist; valid ids are ",
-      devices.empty() ? std::string("none")
-                      : absl::StrCat(devices.front().id, "..", devices.back().id)));
+  return absl::NotFoundError(
+      absl::StrCat("device ", device_id, " does not exist; valid ids are ",
+                   devices.empty() ? std::string("none")
+                                   : absl::StrCat(devices.front().id, "..", devices.back().id)));
 }
 
 int64_t DeviceInventory::TotalMemoryInUse() const {

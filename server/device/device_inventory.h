@@ -22,7 +22,8 @@ namespace placement::server {
 struct DeviceState {
   DeviceDescription description;
   int64_t memory_in_use_bytes = 0;
-  int64_t memory_cached_bytes = 0;  // freed blocks kept for reuse, within the budget
+  int64_t memory_cached_bytes = 0;   // freed blocks kept for reuse, within the budget
+  int64_t memory_charged_bytes = 0;  // what the buffers in use cost the budget
 };
 
 struct DeviceInfoSummary {

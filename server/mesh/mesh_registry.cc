@@ -143,6 +143,29 @@ absl::Status MeshRegistry::Delete(const std::string& id) {
   return absl::OkStatus();
 }
 
+absl::Status MeshRegistry::TagSession(const std::string& id, const std::string& session_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = meshes_.find(id);
+  if (it == meshes_.end())
+    return absl::NotFoundError(absl::StrCat("mesh '", id, "' does not exist"));
+  it->second.session_id = session_id;
+  return absl::OkStatus();
+}
+
+std::vector<std::string> MeshRegistry::SessionMeshes(const std::string& session_id) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> ids;
+  for (const auto& [id, mesh] : meshes_) {
+    if (!session_id.empty() && mesh.session_id == session_id) ids.push_back(id);
+  }
+  return ids;
+}
+
+void MeshRegistry::MakeDurable(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = meshes_.find(id); it != meshes_.end()) it->second.session_id.clear();
+}
+
 int64_t MeshRegistry::size() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(meshes_.size());
@@ -155,7 +178,8 @@ std::vector<int64_t> MeshRegistry::TopologyOrderedDevices() const {
   const std::vector<DeviceDescription>& devices = inventory_->Devices();
   for (size_t begin = 0; begin < devices.size();) {
     size_t end = begin;
-    while (end < devices.size() && devices[end].process_index == devices[begin].process_index) ++end;
+    while (end < devices.size() && devices[end].process_index == devices[begin].process_index)
+      ++end;
     std::vector<int64_t> ordered = TopologyOrder(
         std::vector<DeviceDescription>(devices.begin() + begin, devices.begin() + end));
     out.insert(out.end(), ordered.begin(), ordered.end());

@@ -28,6 +28,10 @@ struct RegisteredMesh {
   // The tenant that created it (server/auth/caller.h); other tenants see
   // the id as unknown. Empty: the implicit tenant.
   std::string tenant;
+  // The session whose call created it (empty: durable). The mesh is deleted
+  // when that session ends, unless tensors that outlive the session
+  // (persisted ones) still use it: then it becomes durable with them.
+  std::string session_id;
 };
 
 class MeshRegistry {
@@ -67,6 +71,12 @@ class MeshRegistry {
   // NOT_FOUND for unknown ids.
   absl::Status Delete(const std::string& id);
   int64_t size() const;
+  // Session scoping (RegisteredMesh::session_id). NOT_FOUND for an unknown
+  // id. SessionMeshes lists the ids tagged with `session_id`; MakeDurable
+  // clears a mesh's tag.
+  absl::Status TagSession(const std::string& id, const std::string& session_id);
+  std::vector<std::string> SessionMeshes(const std::string& session_id) const;
+  void MakeDurable(const std::string& id);
   // Every device id the daemon owns, in TopologyOrder.
   std::vector<int64_t> TopologyOrderedDevices() const;
   const DeviceInventory* inventory() const { return inventory_; }

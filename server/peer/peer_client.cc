@@ -29,8 +29,8 @@ absl::StatusOr<std::vector<DeviceState>> PeerClient::GetLocalDevices(int32_t pro
   RETURN_IF_ERROR(call.Finish(call.stub()->GetLocalDevices(call.context(), request, &response)));
   std::vector<DeviceState> out;
   for (const pb::Device& d : response.devices()) {
-    out.push_back(
-        DeviceState{DescriptionFromProto(d), d.memory_in_use_bytes(), d.memory_cached_bytes()});
+    out.push_back(DeviceState{DescriptionFromProto(d), d.memory_in_use_bytes(),
+                              d.memory_cached_bytes(), d.memory_charged_bytes()});
   }
   return out;
 }

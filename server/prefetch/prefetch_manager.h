@@ -36,7 +36,7 @@ class PrefetchManager {
   // Registers an open stream and returns its id. UNAVAILABLE once
   // StartShutdown ran. `abort` runs at most once, under the manager's lock:
   // it must not call back into the manager.
-  absl::StatusOr<int64_t> Register(AbortFn abort);
+  absl::StatusOr<int64_t> Register(AbortFn abort, std::string tenant = {});
   // After this returns, the stream's `abort` is not running and never runs.
   void Unregister(int64_t id);
 
@@ -47,6 +47,8 @@ class PrefetchManager {
 
   PrefetchMetrics* metrics() { return &metrics_; }
   int64_t open_streams() const;
+  // Streams open now that `tenant` registered.
+  int64_t open_streams(const std::string& tenant) const;
 
  private:
   const TensorOps* ops_;
@@ -54,7 +56,11 @@ class PrefetchManager {
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<int64_t, AbortFn> streams_ ABSL_GUARDED_BY(mu_);
+  struct Stream {
+    AbortFn abort;
+    std::string tenant;
+  };
+  std::map<int64_t, Stream> streams_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace placement::server

@@ -2,20 +2,28 @@
 // the daemon a file descriptor of their shared memory (SCM_RIGHTS over a
 // unix stream socket), since gRPC cannot carry descriptors.
 //
-// Protocol, one descriptor per connection: the client connects, sends at
-// least one byte with exactly one fd attached, and reads one line back:
-// 32 hex digits (the handle token) or "ERR <reason>". The token is then
-// claimed by RegisterRegion (TakeFd), which runs under the caller's gRPC
-// credentials. Tokens are random (128 bits), single-use and expire after
-// `token_ttl`; at most `max_pending` wait unclaimed (the oldest is dropped).
-// The socket is a filesystem path or, for "@name", a Linux abstract socket
-// (no file; scoped to the network namespace).
+// Protocol, one request per connection: the client connects, sends the
+// byte 'R' with exactly one fd attached, and reads one line back: 32 hex
+// digits (the handle token) or "ERR <reason>". The token is claimed by
+// RegisterRegion (TakeFd), which runs under the caller's gRPC credentials;
+// the fd's depositor (its pid, uid and pidfd, from SO_PEERCRED) goes with it.
+// Other request bytes are reserved (answered "ERR unknown request"), so the
+// same socket can later serve the daemon-to-client direction.
 //
-// A connection that sends nothing within one second is dropped, so a stalled
-// peer cannot hold the accept loop.
+// Who may connect: for a path socket, its mode and group (listening_unix_
+// socket.h); for "@name", every process of the network namespace. Either
+// way a connection only yields a token, which is worth nothing without the
+// tenant's gRPC credentials, and the bounds below keep one client from
+// getting in another's way.
 //
-// Thread-safe. One background thread serves the socket until destruction,
-// which closes every unclaimed fd and unlinks a path socket.
+// Serving: one thread, epoll over every open connection, so no connection
+// can stall another. A connection that sends nothing within
+// `connection_timeout` is closed; connections open at once are bounded in
+// all, per uid and per process (past a bound a new connection is answered
+// "ERR ..." and closed). Unclaimed fds are bounded by FdTokenTable.
+//
+// Thread-safe. The destructor stops the thread, closes every connection and
+// unclaimed fd, and unlinks a path socket.
 #ifndef PLACEMENT_SERVER_REGION_FD_PASSING_LISTENER_H_
 #define PLACEMENT_SERVER_REGION_FD_PASSING_LISTENER_H_
 
@@ -26,16 +34,22 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/region/fd_token_table.h"
+#include "server/region/listening_unix_socket.h"
+#include "server/region/peer_process.h"
 
 namespace placement::server {
 
 struct FdPassingOptions {
-  absl::Duration token_ttl = absl::Seconds(60);
-  int64_t max_pending = 256;
+  FdTokenLimits tokens;
+  SocketAccess access;
+  int64_t max_connections = 256;
+  int64_t max_connections_per_uid = 128;
+  int64_t max_connections_per_process = 64;
+  absl::Duration connection_timeout = absl::Seconds(5);
 };
 
 class FdPassingListener {
@@ -52,32 +66,43 @@ class FdPassingListener {
   // What clients connect to, as given to Start.
   const std::string& address() const { return address_; }
 
-  // Takes the fd passed with `token`; the caller owns (closes) it.
-  // NOT_FOUND for an unknown, expired or already claimed token.
-  absl::StatusOr<int> TakeFd(const std::string& token);
+  // Takes the fd passed with `token` and who passed it; the caller owns
+  // (closes) the fd. NOT_FOUND for an unknown, expired or claimed token.
+  absl::StatusOr<ClaimedFd> TakeFd(const std::string& token);
 
-  // Unclaimed fds held now.
-  int64_t pending() const;
+  // Unclaimed fds held now; connections open now.
+  int64_t pending() const { return tokens_.size(); }
+  int64_t connections() const;
 
  private:
-  FdPassingListener(std::string address, int listen_fd, int wake_fd, FdPassingOptions options);
-  void Serve();
-  void HandleConnection(int conn);
-  // Drops expired tokens (closing their fds).
-  void SweepLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  struct Pending {
-    int fd = -1;
-    absl::Time expire;
+  struct Connection {
+    absl::Time deadline;
+    std::shared_ptr<PeerProcess> peer;
   };
+  FdPassingListener(std::string address, int listen_fd, int epoll_fd, int wake_fd,
+                    FdPassingOptions options);
+  void Serve();
+  void AcceptAll();
+  // Reads the request of `conn` if it arrived; true when the connection is
+  // done (answered or broken) and must be closed.
+  bool HandleReadable(int conn, const Connection& state);
+  void CloseConnection(int conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes connections past their deadline; the time until the next one.
+  absl::Duration ExpireConnections(absl::Time now);
+  // Why a new connection from `peer` is refused ("" when it is not).
+  std::string ConnectionRefusalLocked(const PeerProcess& peer) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string address_;
   const int listen_fd_;
+  const int epoll_fd_;
   const int wake_fd_;  // eventfd: written to stop Serve
   const FdPassingOptions options_;
+  FdTokenTable tokens_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
-  absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, Connection> connections_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<pid_t, int64_t> per_process_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uid_t, int64_t> per_uid_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -5,11 +5,17 @@
 ABSL_FLAG(std::string, region_socket, "auto",
           "Unix socket through which same-host clients pass shared-memory fds for regions "
           "(docs/api/regions.md): a path, '@name' for an abstract socket, 'auto' (LISTEN_PATH"
-          ".regions with a unix --listen, else an abstract socket named after the instance), or "
-          "'' to turn fd passing off.");
+          ".regions with a unix --listen, else placementd-regions-INSTANCE.sock in "
+          "$RUNTIME_DIRECTORY, $XDG_RUNTIME_DIR or /tmp), or '' to turn fd passing off.");
+ABSL_FLAG(std::string, region_socket_mode, "0660",
+          "Permission bits (octal) of a filesystem --region_socket: who on the host may pass "
+          "fds to the daemon (docs/security.md).");
+ABSL_FLAG(std::string, region_socket_group, "",
+          "Group (name or id) of a filesystem --region_socket; empty = the daemon's own.");
 ABSL_FLAG(bool, allow_shm_regions, false,
-          "Also accept POSIX shm names for regions (they cannot be sealed: a client that shrinks "
-          "one can crash the daemon; only for trusted clients).");
+          "Also accept POSIX shm names for regions, within a session only. They cannot be "
+          "sealed, so the daemon reads and writes them through their fd (a client that shrinks "
+          "one fails its own transfer); an extra copy next to fd passing.");
 ABSL_FLAG(int64_t, max_regions, 1024, "Shared-memory regions registered at once; 0 = unlimited.");
 ABSL_FLAG(int64_t, tenant_max_regions, 0,
           "Shared-memory regions one tenant may have registered at once; 0 = unlimited.");
@@ -19,6 +25,8 @@ namespace placement::server {
 RegionSettings RegionSettingsFromFlags() {
   RegionSettings settings;
   settings.socket = absl::GetFlag(FLAGS_region_socket);
+  settings.socket_mode = absl::GetFlag(FLAGS_region_socket_mode);
+  settings.socket_group = absl::GetFlag(FLAGS_region_socket_group);
   settings.registry.allow_shm_names = absl::GetFlag(FLAGS_allow_shm_regions);
   settings.registry.max_regions = absl::GetFlag(FLAGS_max_regions);
   settings.registry.max_regions_per_tenant = absl::GetFlag(FLAGS_tenant_max_regions);

@@ -1,5 +1,6 @@
-// The shared-memory region flags (--region_socket, --allow_shm_regions,
-// --max_regions, --tenant_max_regions), declared and read in
+// The shared-memory region flags (--region_socket, --region_socket_mode,
+// --region_socket_group, --allow_shm_regions, --max_regions,
+// --tenant_max_regions), declared and read in
 // region_flags.cc; only placementd links them.
 #ifndef PLACEMENT_SERVER_REGION_REGION_FLAGS_H_
 #define PLACEMENT_SERVER_REGION_REGION_FLAGS_H_
@@ -12,9 +13,12 @@ namespace placement::server {
 
 // Where same-host clients pass region fds, and the registry's bounds.
 struct RegionSettings {
-  // A path, "@abstract", "auto" (LISTEN_PATH.regions for a unix listen
-  // address, else "@placementd-regions-INSTANCE") or "" (fd passing off).
+  // A path, "@abstract", "auto" (region_socket_address.h) or "" (fd
+  // passing off).
   std::string socket = "auto";
+  // Permission bits (octal) and group of a path socket: who may connect.
+  std::string socket_mode = "0660";
+  std::string socket_group;
   RegionRegistryOptions registry;
 };
 

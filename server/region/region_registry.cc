@@ -8,23 +8,54 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "server/logging.h"
 #include "server/region/region_bounds.h"
 
 namespace placement::server {
 
-// One registered region. `uses` counts live RegionBytes; `mapping` is reset
-// (unmapped) only once the region left the registry and `uses` is zero.
+// One registered region: a sealed memfd's mapping, or an unsealed shm
+// object read through its fd. `uses` counts live RegionBytes; the memory is
+// released only once the region left the registry and `uses` is zero.
 struct RegionBytes::Region {
   RegionSnapshot info;
   std::unique_ptr<SharedMemoryMapping> mapping;
+  std::unique_ptr<UnsealedShmFile> shm;
+  int64_t exit_watch = 0;  // ProcessExitWatcher key; 0 = none
   absl::Mutex mu;
   int64_t uses ABSL_GUARDED_BY(mu) = 0;
 };
 
 RegionBytes::RegionBytes(RegionBytes&& other) noexcept
-    : region_(std::move(other.region_)), data_(other.data_), size_(other.size_) {
-  other.data_ = nullptr;
+    : region_(std::move(other.region_)), offset_(other.offset_), size_(other.size_) {
+  other.offset_ = 0;
   other.size_ = 0;
+}
+
+absl::Status RegionBytes::ReadInto(absl::FunctionRef<absl::Status(absl::string_view)> sink) const {
+  if (region_->mapping != nullptr) {
+    return sink(absl::string_view(region_->mapping->data() + offset_, static_cast<size_t>(size_)));
+  }
+  std::string piece(static_cast<size_t>(std::min(size_, kRegionCopyPieceBytes)), '\0');
+  for (int64_t done = 0; done < size_;) {
+    const int64_t length = std::min(size_ - done, kRegionCopyPieceBytes);
+    RETURN_IF_ERROR(region_->shm->Read(offset_ + done, length, piece.data()));
+    RETURN_IF_ERROR(sink(absl::string_view(piece.data(), static_cast<size_t>(length))));
+    done += length;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RegionBytes::WriteFrom(
+    absl::FunctionRef<absl::Status(int64_t offset, int64_t length, char* dst)> fill) const {
+  if (region_->mapping != nullptr) return fill(0, size_, region_->mapping->data() + offset_);
+  std::string piece(static_cast<size_t>(std::min(size_, kRegionCopyPieceBytes)), '\0');
+  for (int64_t done = 0; done < size_;) {
+    const int64_t length = std::min(size_ - done, kRegionCopyPieceBytes);
+    RETURN_IF_ERROR(fill(done, length, piece.data()));
+    RETURN_IF_ERROR(region_->shm->Write(offset_ + done, length, piece.data()));
+    done += length;
+  }
+  return absl::OkStatus();
 }
 
 RegionBytes::~RegionBytes() {
@@ -46,6 +77,13 @@ absl::Status RegionNotFound(absl::string_view field, const std::string& id) {
 RegionRegistry::RegionRegistry(FdPassingListener* fds, Metrics* metrics,
                                RegionRegistryOptions options)
     : fds_(fds), metrics_(metrics), options_(options) {
+  if (absl::StatusOr<std::unique_ptr<ProcessExitWatcher>> exits = ProcessExitWatcher::Create();
+      exits.ok()) {
+    exits_ = *std::move(exits);
+  } else {
+    LogWarning("regions: cannot watch client processes (", exits.status().message(),
+               "); a region registered outside a session lives until it is unregistered");
+  }
   if (metrics_ != nullptr) {
     metrics_->Describe("placementd_region_registrations_total", "counter",
                        "Shared-memory regions registered (RegionService).");
@@ -60,6 +98,8 @@ RegionRegistry::RegionRegistry(FdPassingListener* fds, Metrics* metrics,
 }
 
 RegionRegistry::~RegionRegistry() {
+  // First, so that no exit callback runs into the registry being destroyed.
+  exits_.reset();
   absl::flat_hash_map<std::string, std::shared_ptr<Region>> regions;
   {
     absl::MutexLock lock(&mu_);
@@ -84,6 +124,54 @@ void RegionRegistry::CountFailure(absl::string_view op) {
   }
 }
 
+absl::StatusOr<RegionRegistry::Opened> RegionRegistry::Open(const Caller& caller,
+                                                            int64_t size_bytes,
+                                                            const RegionHandle& handle) {
+  Opened opened;
+  switch (handle.kind) {
+    case RegionHandle::Kind::kFdToken: {
+      if (handle.value.empty()) {
+        return absl::InvalidArgumentError(
+            "a RegisterRegionRequest needs a handle: fd_token (preferred) or shm_name");
+      }
+      if (fds_ == nullptr) {
+        return absl::FailedPreconditionError(
+            "fd passing is off on this daemon (--region_socket is empty); use shm_name");
+      }
+      ASSIGN_OR_RETURN(ClaimedFd claimed, fds_->TakeFd(handle.value));
+      absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> mapped =
+          SharedMemoryMapping::MapFd(claimed.fd, size_bytes);
+      close(claimed.fd);
+      if (!mapped.ok()) return mapped.status();
+      opened.mapping = *std::move(mapped);
+      opened.depositor = std::move(claimed.depositor);
+      if (caller.session_id.empty() && opened.depositor != nullptr && opened.depositor->Exited()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the process that passed the region's fd (", opened.depositor->Describe(),
+            ") has exited; a region registered outside a session lives only as long as that "
+            "process -- register it within a session (placement-session metadata) to outlive "
+            "it"));
+      }
+      return opened;
+    }
+    case RegionHandle::Kind::kShmName: {
+      if (!options_.allow_shm_names) {
+        return absl::FailedPreconditionError(
+            "shm_name regions are off on this daemon (--allow_shm_regions); pass the fd over "
+            "the region socket (fd_token)");
+      }
+      if (caller.session_id.empty()) {
+        return absl::FailedPreconditionError(
+            "a shm_name region must be registered within a session (placement-session "
+            "metadata): no process is known to hold it, so only the session's end can free it");
+      }
+      ASSIGN_OR_RETURN(opened.shm, UnsealedShmFile::Open(handle.value, size_bytes));
+      return opened;
+    }
+  }
+  return absl::InvalidArgumentError("unknown region handle kind");
+}
+
 absl::StatusOr<RegionSnapshot> RegionRegistry::Register(const Caller& caller, std::string name,
                                                         int64_t size_bytes,
                                                         const RegionHandle& handle) {
@@ -99,54 +187,39 @@ absl::StatusOr<RegionSnapshot> RegionRegistry::Register(const Caller& caller, st
       absl::MutexLock lock(&mu_);
       RETURN_IF_ERROR(CheckLimitsLocked(caller.tenant));
     }
-    std::unique_ptr<SharedMemoryMapping> mapping;
-    switch (handle.kind) {
-      case RegionHandle::Kind::kFdToken: {
-        if (handle.value.empty()) {
-          return absl::InvalidArgumentError(
-              "a RegisterRegionRequest needs a handle: fd_token (preferred) or shm_name");
-        }
-        if (fds_ == nullptr) {
-          return absl::FailedPreconditionError(
-              "fd passing is off on this daemon (--region_socket is empty); use shm_name");
-        }
-        ASSIGN_OR_RETURN(int fd, fds_->TakeFd(handle.value));
-        absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> mapped =
-            SharedMemoryMapping::MapFd(fd, size_bytes);
-        close(fd);
-        if (!mapped.ok()) return mapped.status();
-        mapping = *std::move(mapped);
-        break;
-      }
-      case RegionHandle::Kind::kShmName: {
-        if (!options_.allow_shm_names) {
-          return absl::FailedPreconditionError(
-              "shm_name regions are off on this daemon (--allow_shm_regions); pass the fd over "
-              "the region socket (fd_token)");
-        }
-        ASSIGN_OR_RETURN(mapping, SharedMemoryMapping::MapShmName(handle.value, size_bytes));
-        break;
-      }
-    }
+    ASSIGN_OR_RETURN(Opened opened, Open(caller, size_bytes, handle));
     auto region = std::make_shared<Region>();
     region->info.name = std::move(name);
-    region->info.size = mapping->size();
+    region->info.size = opened.mapping != nullptr ? opened.mapping->size() : opened.shm->size();
     region->info.tenant = caller.tenant;
     region->info.session_id = caller.session_id;
-    if (pin_) {
-      // Pinning is an optimization: without it the backend stages the copy.
-      region->info.pinned = pin_(mapping->data(), mapping->size()).ok();
+    if (opened.depositor != nullptr) {
+      region->info.owner_pid = opened.depositor->pid();
+      region->info.owner_uid = opened.depositor->uid();
     }
-    region->mapping = std::move(mapping);
+    if (pin_ && opened.mapping != nullptr) {
+      // Pinning is an optimization: without it the backend stages the copy.
+      region->info.pinned = pin_(opened.mapping->data(), opened.mapping->size()).ok();
+    }
+    region->mapping = std::move(opened.mapping);
+    region->shm = std::move(opened.shm);
     absl::Status limits;
+    std::string id;
     {
       absl::MutexLock lock(&mu_);
       limits = CheckLimitsLocked(caller.tenant);
       if (limits.ok()) {
         region->info.id = absl::StrFormat("r-%016x%016x", absl::Uniform<uint64_t>(bitgen_),
                                           absl::Uniform<uint64_t>(bitgen_));
-        regions_[region->info.id] = region;
+        id = region->info.id;
+        regions_[id] = region;
         mapped_bytes_ += region->info.size;
+        // Outside a session the region lives as long as the process that
+        // passed its fd. (Watched under mu_, so a removal of the region
+        // always finds its watch key.)
+        if (caller.session_id.empty() && exits_ != nullptr) {
+          region->exit_watch = exits_->Watch(opened.depositor, [this, id] { ProcessExited(id); });
+        }
       }
     }
     if (!limits.ok()) {
@@ -166,6 +239,23 @@ absl::StatusOr<RegionSnapshot> RegionRegistry::Register(const Caller& caller, st
     metrics_->Increment("placementd_region_registrations_total");
   }
   return result;
+}
+
+bool RegionRegistry::ProcessExited(const std::string& id) {
+  std::shared_ptr<Region> region;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = regions_.find(id);
+    if (it == regions_.end()) return false;
+    region = std::move(it->second);
+    regions_.erase(it);
+    mapped_bytes_ -= region->info.size;
+    region->exit_watch = 0;  // the watch fired: nothing to cancel
+  }
+  LogInfo("region ", id, " unregistered: the process that passed its fd (pid ",
+          region->info.owner_pid, ") exited");
+  Retire(region);
+  return true;
 }
 
 absl::Status RegionRegistry::CheckLimitsLocked(const std::string& tenant) const {
@@ -210,6 +300,7 @@ absl::Status RegionRegistry::Unregister(const Caller& caller, const std::string&
 }
 
 void RegionRegistry::Retire(const std::shared_ptr<Region>& region) {
+  if (region->exit_watch != 0 && exits_ != nullptr) exits_->Cancel(region->exit_watch);
   {
     absl::MutexLock lock(&region->mu);
     region->mu.Await(absl::Condition(
@@ -217,6 +308,7 @@ void RegionRegistry::Retire(const std::shared_ptr<Region>& region) {
   }
   if (region->info.pinned && unpin_) unpin_(region->mapping->data());
   region->mapping.reset();
+  region->shm.reset();
 }
 
 std::vector<RegionSnapshot> RegionRegistry::List(const Caller& caller) const {
@@ -234,7 +326,8 @@ std::vector<RegionSnapshot> RegionRegistry::List(const Caller& caller) const {
 
 absl::StatusOr<RegionBytes> RegionRegistry::Acquire(const Caller& caller, absl::string_view field,
                                                     const std::string& id, int64_t offset,
-                                                    int64_t size, RegionAccess access) {
+                                                    int64_t size, RegionAccess access,
+                                                    int64_t used) {
   std::shared_ptr<Region> region;
   {
     absl::MutexLock lock(&mu_);
@@ -249,6 +342,7 @@ absl::StatusOr<RegionBytes> RegionRegistry::Acquire(const Caller& caller, absl::
       CountFailure("use");
       return bounds;
     }
+    if (used >= 0) size = std::min(size, used);
     // Counted under mu_: Unregister erases under mu_ before waiting, so no
     // use can start after it began waiting.
     absl::MutexLock region_lock(&region->mu);
@@ -259,8 +353,7 @@ absl::StatusOr<RegionBytes> RegionRegistry::Acquire(const Caller& caller, absl::
                   {{"direction", access == RegionAccess::kRead ? "in" : "out"}},
                   static_cast<double>(size));
   }
-  char* data = region->mapping->data() + offset;
-  return RegionBytes(std::move(region), data, size);
+  return RegionBytes(std::move(region), offset, size);
 }
 
 int64_t RegionRegistry::EndSession(const std::string& session_id) {
@@ -284,6 +377,13 @@ int64_t RegionRegistry::EndSession(const std::string& session_id) {
 int64_t RegionRegistry::size() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(regions_.size());
+}
+
+int64_t RegionRegistry::size(const std::string& tenant) const {
+  absl::MutexLock lock(&mu_);
+  int64_t n = 0;
+  for (const auto& [id, region] : regions_) n += region->info.tenant == tenant ? 1 : 0;
+  return n;
 }
 
 int64_t RegionRegistry::mapped_bytes() const {

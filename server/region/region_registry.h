@@ -5,16 +5,26 @@
 // and to that call's session, if any. A region is visible to a caller of the
 // same tenant whose call joined the same session -- or any call of the
 // tenant when the region has no session; admins see every region. Invisible
-// regions look exactly like unknown ids (NOT_FOUND). A region is unmapped on
-// Unregister, when its session ends (EndSession, wired to SessionManager),
-// and when the registry is destroyed (the daemon stops).
+// regions look exactly like unknown ids (NOT_FOUND).
+//
+// Lifetime. A region is unmapped on Unregister, when its session ends
+// (EndSession, wired to SessionManager), when the registry is destroyed (the
+// daemon stops) and -- for a region registered outside a session -- when the
+// process that passed its fd exits (its pidfd, from the region socket's
+// SO_PEERCRED), so a client killed with SIGKILL leaves nothing mapped and
+// nothing counted against max_regions. A POSIX shm name has no such process:
+// it is accepted only within a session.
 //
 // Transfers. Acquire bounds-checks one slice (region_bounds.h) and returns
-// RegionBytes, which keeps the region mapped while it lives. Unregister
-// removes the region at once (later Acquires fail NOT_FOUND), then waits for
-// the RegionBytes alive at that moment -- copies at memory speed -- before
-// unmapping, so a transfer never touches unmapped memory and the client may
-// reuse its memory as soon as Unregister returns.
+// RegionBytes, which keeps the region mapped while it lives and is the only
+// way to its bytes: ReadInto / WriteFrom hand out the mapping itself for a
+// sealed memfd, and go through pread/pwrite for an unsealed shm object
+// (unsealed_shm_file.h), so a client that shrinks its memory fails its own
+// transfer instead of faulting the daemon. Unregister removes the region at
+// once (later Acquires fail NOT_FOUND), then waits for the RegionBytes alive
+// at that moment -- copies at memory speed -- before unmapping, so a transfer
+// never touches unmapped memory and the client may reuse its memory as soon
+// as Unregister returns.
 //
 // Pinning. When the backend can register host memory for DMA
 // (cudaHostRegister), set_pinning installs the hooks: regions are pinned when
@@ -32,6 +42,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -39,7 +50,9 @@
 #include "server/auth/caller.h"
 #include "server/metrics/metrics.h"
 #include "server/region/fd_passing_listener.h"
+#include "server/region/process_exit_watcher.h"
 #include "server/region/shared_memory_mapping.h"
+#include "server/region/unsealed_shm_file.h"
 
 namespace placement::server {
 
@@ -63,6 +76,10 @@ struct RegionSnapshot {
   std::string tenant;
   std::string session_id;
   bool pinned = false;
+  // The process that passed the fd (0 for shm names and unknown pids); a
+  // region without a session is unregistered when it exits.
+  int64_t owner_pid = 0;
+  int64_t owner_uid = -1;
 };
 
 // How the caller names the memory to map.
@@ -87,20 +104,33 @@ class RegionBytes {
   RegionBytes(const RegionBytes&) = delete;
   ~RegionBytes();
 
-  char* data() const { return data_; }
   int64_t size() const { return size_; }
-  absl::string_view view() const { return absl::string_view(data_, static_cast<size_t>(size_)); }
+
+  // Hands the slice's bytes to `sink`, in order: the mapping itself in one
+  // piece for a sealed memfd; pieces of at most kRegionCopyPieceBytes read
+  // with pread for an unsealed shm object. The first error (the sink's, or
+  // FAILED_PRECONDITION when the shm object shrank) ends it.
+  absl::Status ReadInto(absl::FunctionRef<absl::Status(absl::string_view)> sink) const;
+  // Fills the slice: `fill(offset, length, dst)` must write bytes
+  // [offset, offset + length) of the slice to `dst` -- the mapping itself for
+  // a sealed memfd (one call), a bounce buffer written with pwrite for an
+  // unsealed shm object (pieces of at most kRegionCopyPieceBytes).
+  absl::Status WriteFrom(
+      absl::FunctionRef<absl::Status(int64_t offset, int64_t length, char* dst)> fill) const;
 
  private:
   friend class RegionRegistry;
   struct Region;
-  RegionBytes(std::shared_ptr<Region> region, char* data, int64_t size)
-      : region_(std::move(region)), data_(data), size_(size) {}
+  RegionBytes(std::shared_ptr<Region> region, int64_t offset, int64_t size)
+      : region_(std::move(region)), offset_(offset), size_(size) {}
 
   std::shared_ptr<Region> region_;
-  char* data_;
+  int64_t offset_;
   int64_t size_;
 };
+
+// The bounce-buffer piece for unsealed shm objects.
+inline constexpr int64_t kRegionCopyPieceBytes = int64_t{1} << 20;
 
 class RegionRegistry {
  public:
@@ -122,10 +152,12 @@ class RegionRegistry {
   void set_session_check(std::function<bool(const std::string&)> open);
 
   // Maps the memory and records it for `caller`. INVALID_ARGUMENT: a name too
-  // long, an empty handle, shm names not allowed, or the mapping's own errors
-  // (SharedMemoryMapping); NOT_FOUND: an unknown token or shm name;
-  // RESOURCE_EXHAUSTED: max_regions or max_regions_per_tenant reached; FAILED_PRECONDITION: fd
-  // passing is off, or the caller's session ended during the call.
+  // long, an empty handle, or the mapping's own errors (SharedMemoryMapping,
+  // UnsealedShmFile); NOT_FOUND: an unknown token or shm name;
+  // RESOURCE_EXHAUSTED: max_regions or max_regions_per_tenant reached;
+  // FAILED_PRECONDITION: fd passing is off, shm names not allowed or named
+  // outside a session, the process that passed the fd already exited (for a
+  // region outside a session), or the caller's session ended during the call.
   absl::StatusOr<RegionSnapshot> Register(const Caller& caller, std::string name,
                                           int64_t size_bytes, const RegionHandle& handle);
   // NOT_FOUND for an id the caller does not see. Waits for transfers using
@@ -138,22 +170,37 @@ class RegionRegistry {
   // names the RegionSlice in the request for error messages ("region",
   // "chunk.region", "destination"). NOT_FOUND (naming `field`.region_id) for
   // an id the caller does not see; the bounds errors of CheckRegionSlice.
+  // With `used` >= 0 the whole slice is bounds-checked but the transfer gets
+  // only its first `used` bytes (a download offered more room than it needs).
   absl::StatusOr<RegionBytes> Acquire(const Caller& caller, absl::string_view field,
                                       const std::string& id, int64_t offset, int64_t size,
-                                      RegionAccess access);
+                                      RegionAccess access, int64_t used = -1);
 
   // Unregisters every region of `session_id`; returns how many.
   int64_t EndSession(const std::string& session_id);
+  // Unregisters region `id` because the process that passed its fd exited
+  // (the process watcher's callback); false when it is gone already.
+  bool ProcessExited(const std::string& id);
 
   int64_t size() const;
+  // Regions of `tenant` registered now.
+  int64_t size(const std::string& tenant) const;
   int64_t mapped_bytes() const;
   // The fd-passing socket clients use ("" when fd passing is off).
   std::string socket_address() const { return fds_ != nullptr ? fds_->address() : ""; }
 
  private:
   using Region = RegionBytes::Region;
-  // Waits for the region's transfers, unpins and unmaps it.
+  // Stops watching the region's process, waits for its transfers, unpins
+  // and unmaps it.
   void Retire(const std::shared_ptr<Region>& region);
+  // The memory a handle names, mapped or opened.
+  struct Opened {
+    std::unique_ptr<SharedMemoryMapping> mapping;
+    std::unique_ptr<UnsealedShmFile> shm;
+    std::shared_ptr<PeerProcess> depositor;
+  };
+  absl::StatusOr<Opened> Open(const Caller& caller, int64_t size_bytes, const RegionHandle& handle);
   bool VisibleLocked(const Caller& caller, const Region& region) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void CountFailure(absl::string_view op);
@@ -162,6 +209,8 @@ class RegionRegistry {
 
   FdPassingListener* const fds_;
   Metrics* const metrics_;
+  // Null when epoll is unavailable (regions then live until unregistered).
+  std::unique_ptr<ProcessExitWatcher> exits_;
   const RegionRegistryOptions options_;
   PinFn pin_;
   UnpinFn unpin_;

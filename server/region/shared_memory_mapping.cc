@@ -11,39 +11,12 @@
 #include "absl/strings/str_cat.h"
 
 namespace placement::server {
-absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> SharedMemoryMapping::MapFd(
-    int fd, int64_t size_bytes) {
-  return Map(fd, size_bytes, /*require_seal=*/true);
-}
-
-absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> SharedMemoryMapping::MapShmName(
-    const std::string& name, int64_t size_bytes) {
-  if (name.size() < 2 || name[0] != '/' || name.find('/', 1) != std::string::npos ||
-      name.size() > 255) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shm_name must be '/' followed by 1 to 254 characters without '/', got '",
-                     name.substr(0, 64), "'"));
-  }
-  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      return absl::NotFoundError(absl::StrCat("shm_name '", name, "': no such shared memory"));
-    }
-    return absl::PermissionDeniedError(
-        absl::StrCat("shm_name '", name, "': cannot open: ", std::strerror(errno)));
-  }
-  auto mapping = Map(fd, size_bytes, /*require_seal=*/false);
-  close(fd);
-  return mapping;
-}
-
 SharedMemoryMapping::~SharedMemoryMapping() {
   if (data_ != nullptr) munmap(data_, static_cast<size_t>(size_));
 }
 
-absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> SharedMemoryMapping::Map(int fd,
-                                                                              int64_t size_bytes,
-                                                                              bool require_seal) {
+absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> SharedMemoryMapping::MapFd(
+    int fd, int64_t size_bytes) {
   if (size_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat("size_bytes must be >= 0, got ", size_bytes));
   }
@@ -56,14 +29,12 @@ absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> SharedMemoryMapping::Map(in
     return absl::InvalidArgumentError(
         "the region's fd is not shared memory (memfd_create or shm_open); got another file type");
   }
-  if (require_seal) {
-    int seals = fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
-      return absl::InvalidArgumentError(
-          "the region's memfd must be sealed with F_SEAL_SHRINK (memfd_create with "
-          "MFD_ALLOW_SEALING, ftruncate, then fcntl(F_ADD_SEALS, F_SEAL_SHRINK)), so that it "
-          "cannot shrink under the daemon");
-    }
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    return absl::InvalidArgumentError(
+        "the region's memfd must be sealed with F_SEAL_SHRINK (memfd_create with "
+        "MFD_ALLOW_SEALING, ftruncate, then fcntl(F_ADD_SEALS, F_SEAL_SHRINK)), so that it "
+        "cannot shrink under the daemon");
   }
   const int64_t available = static_cast<int64_t>(st.st_size);
   if (available == 0) {

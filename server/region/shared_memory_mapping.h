@@ -1,12 +1,10 @@
 // SharedMemoryMapping: the daemon's read-write view (mmap MAP_SHARED) of
-// memory a same-host client created -- a memfd passed over the fd-passing
-// socket, or a POSIX shared memory object named by the client (fallback).
+// memory a same-host client created and passed over the fd-passing socket.
 //
 // A mapped file that its creator shrinks afterwards would make the daemon's
-// next access fault (SIGBUS). So an fd must be a memfd sealed against
-// shrinking (F_SEAL_SHRINK; the client library seals it), and a POSIX shm
-// name, which cannot be sealed, is accepted only when the operator allows it
-// (--allow_shm_regions) for clients it trusts.
+// next access fault (SIGBUS). So the fd must be a memfd sealed against
+// shrinking (F_SEAL_SHRINK; the client library seals it). POSIX shm names,
+// which cannot be sealed, are never mapped: unsealed_shm_file.h.
 //
 // Owns the mapping: destroying it unmaps. Thread-safe to read (the bytes are
 // shared with another process; callers synchronize through the RPCs).
@@ -30,11 +28,6 @@ class SharedMemoryMapping {
   // than the memory; INTERNAL: mmap failed.
   static absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> MapFd(int fd, int64_t size_bytes);
 
-  // shm_open(name, O_RDWR) then as MapFd without the seal requirement.
-  // INVALID_ARGUMENT for a malformed name; NOT_FOUND when it does not exist.
-  static absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> MapShmName(const std::string& name,
-                                                                         int64_t size_bytes);
-
   ~SharedMemoryMapping();
   SharedMemoryMapping(const SharedMemoryMapping&) = delete;
   SharedMemoryMapping& operator=(const SharedMemoryMapping&) = delete;
@@ -43,8 +36,6 @@ class SharedMemoryMapping {
   int64_t size() const { return size_; }
 
  private:
-  static absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> Map(int fd, int64_t size_bytes,
-                                                                  bool require_seal);
   SharedMemoryMapping(char* data, int64_t size) : data_(data), size_(size) {}
 
   char* data_;

@@ -82,6 +82,13 @@ class CallGate {
   // REQUIRES: called before the server starts; `authenticator` outlives the
   // gate. Without one, every caller is the implicit tenant.
   void set_authenticator(const Authenticator* authenticator) { authenticator_ = authenticator; }
+  // Whether `caller` is shown the daemon's own figures (GetStatus,
+  // ListDevices) and may run daemon-wide operations (TrimMemory): an admin,
+  // or anyone when authentication is off (one implicit tenant). Other
+  // callers see their tenant's figures.
+  bool SeesDaemonWide(const Caller& caller) const {
+    return caller.admin() || authenticator_ == nullptr || !authenticator_->enabled();
+  }
   void StartDraining();
   bool draining() const;
   // While not ready (a cluster still forming), Enter refuses with

@@ -1,5 +1,6 @@
 #include "server/service/daemon_handler.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "server/peer/cluster_proto.h"
@@ -73,17 +74,23 @@ grpc::ServerUnaryReactor* DaemonHandler::GetStatus(grpc::CallbackServerContext* 
     response->mutable_start_time()->set_seconds(ts.tv_sec);
     response->mutable_start_time()->set_nanos(static_cast<int32_t>(ts.tv_nsec));
     response->set_num_devices(inventory_->num_devices());
-    response->set_num_meshes(counts_.meshes ? counts_.meshes() : 0);
-    response->set_num_tensors(counts_.tensors ? counts_.tensors() : 0);
-    response->set_num_prefetch_streams(counts_.prefetch_streams ? counts_.prefetch_streams() : 0);
-    response->set_num_sessions(counts_.sessions ? counts_.sessions() : 0);
-    response->set_num_session_tensors(counts_.session_tensors ? counts_.session_tensors() : 0);
-    response->set_num_open_streams(counts_.open_streams ? counts_.open_streams() : 0);
-    response->set_num_regions(counts_.regions ? counts_.regions() : 0);
+    // Another tenant's tensors, bytes and sessions are not this caller's
+    // business: a non-admin of an authenticating daemon sees its own.
+    const std::string* tenant = gate_->SeesDaemonWide(*caller) ? nullptr : &caller->tenant;
+    const auto figure = [tenant](const DaemonCounts::Figure& f) { return f ? f(tenant) : 0; };
+    response->set_num_meshes(figure(counts_.meshes));
+    response->set_num_tensors(figure(counts_.tensors));
+    response->set_num_prefetch_streams(figure(counts_.prefetch_streams));
+    response->set_num_sessions(figure(counts_.sessions));
+    response->set_num_session_tensors(figure(counts_.session_tensors));
+    response->set_num_open_streams(figure(counts_.open_streams));
+    response->set_num_regions(figure(counts_.regions));
     response->set_host_id(identity_->host_id);
     response->set_boot_id(identity_->boot_id);
     response->set_region_socket(identity_->region_socket);
-    response->set_device_bytes_in_use(inventory_->TotalMemoryInUse());
+    response->set_device_bytes_in_use(tenant != nullptr && counts_.device_bytes_in_use
+                                          ? counts_.device_bytes_in_use(tenant)
+                                          : inventory_->TotalMemoryInUse());
     response->set_serving(!gate_->draining());
     return absl::OkStatus();
   }()));
@@ -108,6 +115,24 @@ grpc::ServerUnaryReactor* DaemonHandler::ListStreams(grpc::CallbackServerContext
       out->mutable_opened()->set_seconds(ts.tv_sec);
       out->mutable_opened()->set_nanos(static_cast<int32_t>(ts.tv_nsec));
     }
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* DaemonHandler::TrimMemory(grpc::CallbackServerContext* context,
+                                                    const placement::v1::TrimMemoryRequest*,
+                                                    placement::v1::TrimMemoryResponse* response) {
+  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
+    if (!gate_->SeesDaemonWide(caller)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("TrimMemory is for admins; '", caller.identity,
+                       "' has role user in tenant '", caller.tenant, "'"));
+    }
+    if (!trim_) return absl::UnimplementedError("this daemon has no memory reclaimer");
+    const TrimResult result = trim_();
+    response->set_cache_bytes_released(result.cache_bytes_released);
+    response->set_resident_bytes_before(result.resident_bytes_before);
+    response->set_resident_bytes_after(result.resident_bytes_after);
     return absl::OkStatus();
   });
 }

@@ -8,35 +8,46 @@
 #include "server/cluster/cluster.h"
 #include "server/daemon_identity.h"
 #include "server/device/device_inventory.h"
+#include "server/device/memory_reclaimer.h"
 #include "server/service/call_gate.h"
 #include "server/service/stream_registry.h"
 
 namespace placement::server {
 
-// Live counts the status reports; each may be empty (reported as 0).
+// Live counts the status reports, each for one tenant (`tenant` set) or the
+// whole daemon (null): a non-admin caller of an authenticating daemon is
+// shown its own tenant's figures only. Each may be empty (reported as 0).
 struct DaemonCounts {
-  std::function<int64_t()> meshes;
-  std::function<int64_t()> tensors;
-  std::function<int64_t()> prefetch_streams;
-  std::function<int64_t()> sessions;
-  std::function<int64_t()> session_tensors;
-  std::function<int64_t()> open_streams;
-  std::function<int64_t()> regions;
+  using Figure = std::function<int64_t(const std::string* tenant)>;
+  Figure meshes;
+  Figure tensors;
+  Figure prefetch_streams;
+  Figure sessions;
+  Figure session_tensors;
+  Figure open_streams;
+  Figure regions;
+  Figure device_bytes_in_use;  // per tenant only; the daemon's is the inventory's
   // ListStreams: the open streams (StreamRegistry::List); empty = none.
   std::function<std::vector<StreamSnapshot>()> streams;
 };
+
+// Frees memory now (MemoryReclaimer::TrimNow); empty = TrimMemory is
+// UNIMPLEMENTED.
+using TrimMemoryFn = std::function<TrimResult()>;
 
 class DaemonHandler final : public placement::v1::DaemonService::CallbackService {
  public:
   // `cluster` may be null (unit tests): the status then reports a lone
   // daemon.
   DaemonHandler(const DaemonIdentity* identity, const DeviceInventory* inventory,
-                DaemonCounts counts, CallGate* gate, const Cluster* cluster = nullptr)
+                DaemonCounts counts, CallGate* gate, const Cluster* cluster = nullptr,
+                TrimMemoryFn trim = nullptr)
       : identity_(identity),
         inventory_(inventory),
         counts_(std::move(counts)),
         gate_(gate),
-        cluster_(cluster) {}
+        cluster_(cluster),
+        trim_(std::move(trim)) {}
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const placement::v1::GetStatusRequest* request,
@@ -44,6 +55,9 @@ class DaemonHandler final : public placement::v1::DaemonService::CallbackService
   grpc::ServerUnaryReactor* ListStreams(grpc::CallbackServerContext* context,
                                         const placement::v1::ListStreamsRequest* request,
                                         placement::v1::ListStreamsResponse* response) override;
+  grpc::ServerUnaryReactor* TrimMemory(grpc::CallbackServerContext* context,
+                                       const placement::v1::TrimMemoryRequest* request,
+                                       placement::v1::TrimMemoryResponse* response) override;
 
  private:
   const DaemonIdentity* identity_;
@@ -51,6 +65,7 @@ class DaemonHandler final : public placement::v1::DaemonService::CallbackService
   DaemonCounts counts_;
   CallGate* gate_;
   const Cluster* cluster_;
+  TrimMemoryFn trim_;
 };
 
 }  // namespace placement::server

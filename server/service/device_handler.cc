@@ -21,6 +21,8 @@ absl::StatusOr<HardwareType> RequestedHardware(const Request& request,
       }
       break;
     case Request::kHardwareName:
+      // ParseHardwareType echoes at most 64 bytes of an unknown name, so the
+      // error stays INVALID_ARGUMENT however long the name.
       if (!request.hardware_name().empty()) return ParseHardwareType(request.hardware_name());
       break;
     default:
@@ -35,8 +37,17 @@ absl::StatusOr<HardwareType> RequestedHardware(const Request& request,
 grpc::ServerUnaryReactor* DeviceHandler::ListDevices(grpc::CallbackServerContext* context,
                                                      const pb::ListDevicesRequest* /*request*/,
                                                      pb::ListDevicesResponse* response) {
-  return RunUnary(context, *gate_, [&]() -> absl::Status {
-    for (const DeviceState& d : inventory_->List()) {
+  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
+    const bool own_only = tenant_use_ && !gate_->SeesDaemonWide(caller);
+    absl::flat_hash_map<int64_t, TensorStore::DeviceUse> use;
+    if (own_only) use = tenant_use_(caller.tenant);
+    for (DeviceState d : inventory_->List()) {
+      if (own_only) {
+        const TensorStore::DeviceUse mine = use[d.description.id];
+        d.memory_in_use_bytes = mine.in_use;
+        d.memory_charged_bytes = mine.charged;
+        d.memory_cached_bytes = 0;
+      }
       DeviceToProto(d, response->add_devices());
     }
     return absl::OkStatus();

@@ -193,9 +193,12 @@ absl::StatusOr<int64_t> ChunkSizeFromProto(int64_t chunk_size_bytes) {
 }
 
 absl::StatusOr<PrefetchConfig> PrefetchConfigFromProto(const pb::PrefetchOpen& open) {
-  if (open.buffer_size() < 0) {
+  // Each staged batch is device memory plus its record; a stream may not
+  // ask the daemon to hold an unbounded number of them.
+  if (open.buffer_size() < 0 || open.buffer_size() > kMaxPrefetchBufferSize) {
     return absl::InvalidArgumentError(absl::StrCat("open.buffer_size is ", open.buffer_size(),
-                                                   "; must be >= 1 (0 selects the default 2)"));
+                                                   "; must be in [1, ", kMaxPrefetchBufferSize,
+                                                   "] (0 selects the default 2)"));
   }
   PrefetchConfig config;
   config.buffer_size = open.buffer_size() == 0 ? 2 : open.buffer_size();

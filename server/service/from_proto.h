@@ -35,6 +35,8 @@ namespace placement::server {
 // Default and largest Download chunk.
 inline constexpr int64_t kDefaultChunkBytes = int64_t{1} << 20;
 inline constexpr int64_t kMaxChunkBytes = int64_t{4} << 20;
+// Batches one prefetch stream may keep staged (PrefetchOpen.buffer_size).
+inline constexpr int32_t kMaxPrefetchBufferSize = 1024;
 
 // Reductions, source handling and collective requests convert in
 // server/convert/ (shared with the daemon-to-daemon edge, server/peer/).

@@ -57,6 +57,19 @@ grpc::ServerUnaryReactor* MeshHandler::CreateMesh(grpc::CallbackServerContext* c
         break;
     }
     if (!mesh.ok()) return mesh.status();
+    if (!caller.session_id.empty() && sessions_ != nullptr) {
+      // A mesh made in a session goes with it. Tagged first, then checked:
+      // a session that ended meanwhile either found the tag (and deleted
+      // the mesh) or is seen ended here.
+      RETURN_IF_ERROR(meshes_->TagSession(mesh->id, caller.session_id));
+      if (!sessions_->IsOpen(caller.session_id)) {
+        ops_->DeleteMesh(mesh->id, /*force=*/false).IgnoreError();
+        return absl::FailedPreconditionError(
+            absl::StrCat("session '", caller.session_id,
+                         "' ended while the mesh was created; the mesh was deleted"));
+      }
+      mesh->session_id = caller.session_id;
+    }
     MeshToProto(*mesh, 0, response->mutable_mesh());
     return absl::OkStatus();
   });

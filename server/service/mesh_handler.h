@@ -7,6 +7,7 @@
 #include "placement/v1/mesh_service.grpc.pb.h"
 #include "server/mesh/mesh_registry.h"
 #include "server/service/call_gate.h"
+#include "server/session/session_manager.h"
 #include "server/tensor/tensor_ops.h"
 
 namespace placement::server {
@@ -16,6 +17,9 @@ class MeshHandler final : public placement::v1::MeshService::CallbackService {
   // REQUIRES: every argument outlives the handler.
   MeshHandler(MeshRegistry* meshes, const TensorOps* ops, CallGate* gate)
       : meshes_(meshes), ops_(ops), gate_(gate) {}
+  // Meshes created by calls joined to a session go with it (unset: meshes
+  // are durable). REQUIRES: before serving; `sessions` outlives the handler.
+  void set_sessions(const SessionManager* sessions) { sessions_ = sessions; }
 
   grpc::ServerUnaryReactor* CreateMesh(grpc::CallbackServerContext* context,
                                        const placement::v1::CreateMeshRequest* request,
@@ -34,6 +38,7 @@ class MeshHandler final : public placement::v1::MeshService::CallbackService {
   MeshRegistry* meshes_;
   const TensorOps* ops_;
   CallGate* gate_;
+  const SessionManager* sessions_ = nullptr;
 };
 
 }  // namespace placement::server

@@ -80,10 +80,12 @@ class PrefetchReactor final
       if (watch.ok()) session_watch_ = *std::move(watch);
     }
     if (status.ok()) {
-      absl::StatusOr<int64_t> id = manager_->Register([this](const absl::Status& why) {
-        absl::MutexLock lock(&mu_);
-        FinishLocked(why);
-      });
+      absl::StatusOr<int64_t> id = manager_->Register(
+          [this](const absl::Status& why) {
+            absl::MutexLock lock(&mu_);
+            FinishLocked(why);
+          },
+          caller_.tenant);
       if (id.ok()) {
         stream_id_ = *id;
         manager_->metrics()->StreamOpened();
@@ -191,8 +193,10 @@ class PrefetchReactor final
         }
         absl::StatusOr<RegionBytes> bytes = AcquireBatchChunkRegion(regions_, caller_, chunk);
         if (!bytes.ok()) return bytes.status();
-        lease_.Progress(static_cast<int64_t>(bytes->view().size()));
-        return pipeline_->OnBatchChunk(chunk.array_index(), bytes->view());
+        lease_.Progress(static_cast<int64_t>(bytes->size()));
+        return bytes->ReadInto([&](absl::string_view piece) {
+          return pipeline_->OnBatchChunk(chunk.array_index(), piece);
+        });
       }
       case pb::PrefetchRequest::kRelease:
         return pipeline_->OnRelease(request.release().sequence());

@@ -15,6 +15,8 @@ void RegionToProto(const RegionSnapshot& region, pb::RegionInfo* out) {
   out->set_session_id(region.session_id);
   out->set_tenant(region.tenant);
   out->set_pinned(region.pinned);
+  out->set_owner_pid(region.owner_pid);
+  out->set_owner_uid(region.owner_uid);
 }
 
 }  // namespace

@@ -14,17 +14,19 @@
 
 namespace placement::server {
 
-// RegionRegistry::Acquire of `slice`; `field` names it in errors.
-// FAILED_PRECONDITION when the daemon has no region registry.
+// RegionRegistry::Acquire of `slice` (of which the transfer uses the first
+// `used` bytes, when >= 0); `field` names it in errors. FAILED_PRECONDITION
+// when the daemon has no region registry.
 inline absl::StatusOr<RegionBytes> AcquireRegionSlice(RegionRegistry* regions, const Caller& caller,
                                                       absl::string_view field,
                                                       const placement::v1::RegionSlice& slice,
-                                                      RegionAccess access) {
+                                                      RegionAccess access, int64_t used = -1) {
   if (regions == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat(field, ": this daemon does not serve shared-memory regions"));
   }
-  return regions->Acquire(caller, field, slice.region_id(), slice.offset(), slice.size(), access);
+  return regions->Acquire(caller, field, slice.region_id(), slice.offset(), slice.size(), access,
+                          used);
 }
 
 // The bytes of a BatchChunk (UploadBatch, Prefetch) whose `region` is set.

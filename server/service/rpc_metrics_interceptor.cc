@@ -95,12 +95,16 @@ size_t RequestBytes(const void* message) {
   return static_cast<const Request*>(message)->ByteSizeLong();
 }
 
+// Upload and UploadBatch are raw methods (tensor_handler.h): their received
+// messages are the serialized bytes.
+size_t BufferBytes(const void* message) {
+  return static_cast<const grpc::ByteBuffer*>(message)->Length();
+}
+
 MessageBytesFn StreamedRequestBytes(const std::string& method) {
   static const auto* table = new absl::flat_hash_map<std::string, MessageBytesFn>{
-      {absl::StrCat("/", pb::TensorService::service_full_name(), "/Upload"),
-       &RequestBytes<pb::UploadRequest>},
-      {absl::StrCat("/", pb::TensorService::service_full_name(), "/UploadBatch"),
-       &RequestBytes<pb::UploadBatchRequest>},
+      {absl::StrCat("/", pb::TensorService::service_full_name(), "/Upload"), &BufferBytes},
+      {absl::StrCat("/", pb::TensorService::service_full_name(), "/UploadBatch"), &BufferBytes},
       {absl::StrCat("/", pb::PrefetchService::service_full_name(), "/Prefetch"),
        &RequestBytes<pb::PrefetchRequest>},
   };

@@ -163,6 +163,12 @@ std::vector<StreamSnapshot> StreamRegistry::List() const {
   return out;
 }
 
+int64_t StreamRegistry::open_streams(const std::string& tenant) const {
+  absl::MutexLock lock(&mu_);
+  auto it = per_tenant_.find(tenant);
+  return it == per_tenant_.end() ? 0 : it->second;
+}
+
 void StreamRegistry::ReapLoop() {
   const absl::Duration period = std::min(absl::Seconds(1), limits_.idle_timeout / 4);
   for (;;) {

@@ -104,6 +104,8 @@ class StreamRegistry {
   int64_t open_streams() const;
   // The open streams, in open order.
   std::vector<StreamSnapshot> List() const;
+  // Streams open now of `tenant`.
+  int64_t open_streams(const std::string& tenant) const;
   int64_t reaped_total() const { return reaped_.load(); }
 
  private:

@@ -70,12 +70,17 @@ absl::Status DownloadReactor::CopyToRegion(const Caller& caller, const pb::Regio
                                               " is less than the ", total,
                                               " bytes of the download"));
   }
+  // The whole room offered is bounds-checked (a destination.size past the
+  // region's end is OUT_OF_RANGE even when the download itself would fit);
+  // size 0 offers exactly the download's bytes. Negative sizes are refused
+  // by the bounds check.
   pb::RegionSlice slice = destination;
-  slice.set_size(total);
-  if (destination.size() < 0) slice.set_size(destination.size());  // refused by the bounds check
+  if (destination.size() == 0) slice.set_size(total);
   ASSIGN_OR_RETURN(RegionBytes bytes,
-                   AcquireRegionSlice(regions, caller, "destination", slice, RegionAccess::kWrite));
-  RETURN_IF_ERROR(plan_->Read(0, total, bytes.data()));
+                   AcquireRegionSlice(regions, caller, "destination", slice, RegionAccess::kWrite,
+                                      /*used=*/total));
+  RETURN_IF_ERROR(bytes.WriteFrom(
+      [&](int64_t offset, int64_t length, char* dst) { return plan_->Read(offset, length, dst); }));
   offset_ = total;
   lease_.Progress(total);
   return absl::OkStatus();

@@ -25,13 +25,13 @@ std::vector<std::string> Ids(const google::protobuf::RepeatedPtrField<std::strin
 
 }  // namespace
 
-grpc::ServerReadReactor<pb::UploadRequest>* TensorHandler::Upload(
-    grpc::CallbackServerContext* context, pb::UploadResponse* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* TensorHandler::Upload(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return new UploadReactor(context, ops_, gate_, response, regions_);
 }
 
-grpc::ServerReadReactor<pb::UploadBatchRequest>* TensorHandler::UploadBatch(
-    grpc::CallbackServerContext* context, pb::UploadBatchResponse* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* TensorHandler::UploadBatch(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return new UploadBatchReactor(context, ops_, gate_, response, regions_);
 }
 

@@ -12,17 +12,24 @@
 
 namespace placement::server {
 
-class TensorHandler final : public placement::v1::TensorService::CallbackService {
+// Upload and UploadBatch are registered raw (their reactors parse each
+// message themselves, tensor_upload_reactor.h); the service and its
+// reflection are unchanged for clients.
+using TensorServiceBase = placement::v1::TensorService::WithRawCallbackMethod_Upload<
+    placement::v1::TensorService::WithRawCallbackMethod_UploadBatch<
+        placement::v1::TensorService::CallbackService>>;
+
+class TensorHandler final : public TensorServiceBase {
  public:
   // REQUIRES: ops, gate and regions (null: region transfers are refused)
   // outlive the handler.
   TensorHandler(const TensorOps* ops, CallGate* gate, RegionRegistry* regions = nullptr)
       : ops_(ops), gate_(gate), regions_(regions) {}
 
-  grpc::ServerReadReactor<placement::v1::UploadRequest>* Upload(
-      grpc::CallbackServerContext* context, placement::v1::UploadResponse* response) override;
-  grpc::ServerReadReactor<placement::v1::UploadBatchRequest>* UploadBatch(
-      grpc::CallbackServerContext* context, placement::v1::UploadBatchResponse* response) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Upload(grpc::CallbackServerContext* context,
+                                                    grpc::ByteBuffer* response) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* UploadBatch(grpc::CallbackServerContext* context,
+                                                         grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<placement::v1::DownloadResponse>* Download(
       grpc::CallbackServerContext* context, const placement::v1::DownloadRequest* request) override;
   grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* context,

@@ -28,11 +28,10 @@ absl::Status ChunkBeforeHeader() {
 }  // namespace
 
 UploadReactor::UploadReactor(grpc::CallbackServerContext* context, const TensorOps* ops,
-                             CallGate* gate, pb::UploadResponse* response, RegionRegistry* regions)
-    : UploadStreamReactor(context, gate, StreamKind::kUpload),
+                             CallGate* gate, grpc::ByteBuffer* response, RegionRegistry* regions)
+    : UploadStreamReactor(context, gate, StreamKind::kUpload, response),
       ops_(ops),
-      regions_(regions),
-      response_(response) {
+      regions_(regions) {
   Begin();
 }
 
@@ -77,8 +76,9 @@ absl::Status UploadReactor::Consume(const pb::UploadRequest& request) {
       ASSIGN_OR_RETURN(
           RegionBytes bytes,
           AcquireRegionSlice(regions_, caller(), "region", request.region(), RegionAccess::kRead));
-      RETURN_IF_ERROR(session_->Write(bytes.view()));
-      Moved(static_cast<int64_t>(bytes.view().size()));
+      RETURN_IF_ERROR(
+          bytes.ReadInto([&](absl::string_view piece) { return session_->Write(piece); }));
+      Moved(bytes.size());
       return absl::OkStatus();
     }
     case pb::UploadRequest::PAYLOAD_NOT_SET:
@@ -95,7 +95,7 @@ absl::Status UploadReactor::Complete() {
   session_.reset();
   committed_id_ = tensor->id;
   RETURN_IF_ERROR(AdoptCreated({committed_id_}));
-  TensorToProto(*tensor, response_->mutable_tensor());
+  TensorToProto(*tensor, response()->mutable_tensor());
   return absl::OkStatus();
 }
 
@@ -104,12 +104,11 @@ void UploadReactor::ForgetCommitted() {
 }
 
 UploadBatchReactor::UploadBatchReactor(grpc::CallbackServerContext* context, const TensorOps* ops,
-                                       CallGate* gate, pb::UploadBatchResponse* response,
+                                       CallGate* gate, grpc::ByteBuffer* response,
                                        RegionRegistry* regions)
-    : UploadStreamReactor(context, gate, StreamKind::kUploadBatch),
+    : UploadStreamReactor(context, gate, StreamKind::kUploadBatch, response),
       ops_(ops),
-      regions_(regions),
-      response_(response) {
+      regions_(regions) {
   Begin();
 }
 
@@ -162,8 +161,9 @@ absl::Status UploadBatchReactor::Consume(const pb::UploadBatchRequest& request) 
         return absl::OkStatus();
       }
       ASSIGN_OR_RETURN(RegionBytes bytes, AcquireBatchChunkRegion(regions_, caller(), chunk));
-      RETURN_IF_ERROR(session_->Write(chunk.array_index(), bytes.view()));
-      Moved(static_cast<int64_t>(bytes.view().size()));
+      RETURN_IF_ERROR(bytes.ReadInto(
+          [&](absl::string_view piece) { return session_->Write(chunk.array_index(), piece); }));
+      Moved(bytes.size());
       return absl::OkStatus();
     }
     case pb::UploadBatchRequest::PAYLOAD_NOT_SET:
@@ -180,7 +180,7 @@ absl::Status UploadBatchReactor::Complete() {
   session_.reset();
   for (auto& [key, tensor] : tensors) {
     committed_ids_.push_back(tensor->id);
-    pb::NamedTensor* named = response_->add_tensors();
+    pb::NamedTensor* named = response()->add_tensors();
     named->set_key(key);
     TensorToProto(*tensor, named->mutable_tensor());
   }

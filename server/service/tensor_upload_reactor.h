@@ -10,6 +10,12 @@
 // the client sees the error. If the client cancels after the commit (so it
 // never learned the ids), the committed tensors are deleted in OnDone.
 //
+// The methods are registered raw (TensorHandler): the reactor reads each
+// message as bytes and parses it itself, because gRPC reports a message that
+// does not parse exactly like the end of the stream -- an unparseable message
+// after the last chunk would otherwise commit the upload as if the client had
+// half-closed. Here it fails the upload INVALID_ARGUMENT naming the message.
+//
 // Reactors own themselves (deleted in OnDone). gRPC serializes their
 // reactions.
 #ifndef PLACEMENT_SERVER_SERVICE_TENSOR_UPLOAD_REACTOR_H_
@@ -19,8 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 #include "placement/v1/tensor_service.pb.h"
 #include "server/region/region_registry.h"
 #include "server/service/call_gate.h"
@@ -30,8 +38,8 @@ namespace placement::server {
 
 // The read loop shared by both uploads. Derived classes construct their
 // state, then call Begin() last in their constructor.
-template <typename Request>
-class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
+template <typename Request, typename Response>
+class UploadStreamReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   void OnReadDone(bool ok) final {
     if (ok) lease_.Progress();
@@ -44,18 +52,25 @@ class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
         return;
       }
       absl::Status status = Complete();
+      if (status.ok()) status = SerializeResponse();
       if (!status.ok()) Abort();
       this->Finish(ToGrpcStatus(status));
       return;
     }
-    absl::Status status = Consume(request_);
+    ++messages_;
+    absl::Status status =
+        grpc::SerializationTraits<Request>::Deserialize(&buffer_, &request_).ok()
+            ? Consume(request_)
+            : absl::InvalidArgumentError(
+                  absl::StrCat("message ", messages_, " of the stream does not parse as ",
+                               Request::descriptor()->full_name(), "; the upload is abandoned"));
     request_.Clear();
     if (!status.ok()) {
       Abort();
       this->Finish(ToGrpcStatus(status));
       return;
     }
-    this->StartRead(&request_);
+    this->StartRead(&buffer_);
   }
 
   void OnDone() final {
@@ -64,8 +79,9 @@ class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
   }
 
  protected:
-  UploadStreamReactor(grpc::CallbackServerContext* context, CallGate* gate, StreamKind kind)
-      : context_(context), gate_(gate), kind_(kind) {}
+  UploadStreamReactor(grpc::CallbackServerContext* context, CallGate* gate, StreamKind kind,
+                      grpc::ByteBuffer* out)
+      : context_(context), gate_(gate), kind_(kind), out_(out) {}
 
   void Begin() {
     absl::StatusOr<Caller> caller = gate_->Admit(*context_, &ticket_);
@@ -80,7 +96,7 @@ class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
       return;
     }
     lease_ = *std::move(lease);
-    this->StartRead(&request_);
+    this->StartRead(&buffer_);
   }
 
   // One message of the stream (header or chunk).
@@ -100,25 +116,41 @@ class UploadStreamReactor : public grpc::ServerReadReactor<Request> {
     lease_.Describe(std::move(what), total_bytes);
   }
   void Moved(int64_t bytes) { lease_.Progress(bytes); }
+  // What Complete fills; serialized to the client after it.
+  Response* response() { return &response_; }
   // Hands committed tensors to the caller's session (CallGate::AdoptCreated).
   absl::Status AdoptCreated(const std::vector<std::string>& ids) {
     return gate_->AdoptCreated(caller_, ids);
   }
 
  private:
+  absl::Status SerializeResponse() {
+    bool own_buffer = false;
+    grpc::Status status =
+        grpc::SerializationTraits<Response>::Serialize(response_, out_, &own_buffer);
+    return status.ok() ? absl::OkStatus()
+                       : absl::InternalError(absl::StrCat("cannot serialize the response: ",
+                                                          status.error_message()));
+  }
+
   grpc::CallbackServerContext* context_;
   CallGate* gate_;
   const StreamKind kind_;
+  grpc::ByteBuffer* const out_;  // gRPC's response buffer
   CallGate::Ticket ticket_;
   StreamRegistry::Lease lease_;  // counts the stream; reaps it when stalled
   Caller caller_;
+  grpc::ByteBuffer buffer_;  // the message being read
+  int64_t messages_ = 0;
   Request request_;
+  Response response_;
 };
 
-class UploadReactor final : public UploadStreamReactor<placement::v1::UploadRequest> {
+class UploadReactor final
+    : public UploadStreamReactor<placement::v1::UploadRequest, placement::v1::UploadResponse> {
  public:
   UploadReactor(grpc::CallbackServerContext* context, const TensorOps* ops, CallGate* gate,
-                placement::v1::UploadResponse* response, RegionRegistry* regions = nullptr);
+                grpc::ByteBuffer* response, RegionRegistry* regions = nullptr);
 
  private:
   absl::Status Consume(const placement::v1::UploadRequest& request) override;
@@ -128,17 +160,16 @@ class UploadReactor final : public UploadStreamReactor<placement::v1::UploadRequ
 
   const TensorOps* ops_;
   RegionRegistry* regions_;  // null: region payloads are refused
-  placement::v1::UploadResponse* response_;
   bool header_seen_ = false;
   std::unique_ptr<UploadSession> session_;
   std::string committed_id_;
 };
 
-class UploadBatchReactor final : public UploadStreamReactor<placement::v1::UploadBatchRequest> {
+class UploadBatchReactor final : public UploadStreamReactor<placement::v1::UploadBatchRequest,
+                                                            placement::v1::UploadBatchResponse> {
  public:
   UploadBatchReactor(grpc::CallbackServerContext* context, const TensorOps* ops, CallGate* gate,
-                     placement::v1::UploadBatchResponse* response,
-                     RegionRegistry* regions = nullptr);
+                     grpc::ByteBuffer* response, RegionRegistry* regions = nullptr);
 
  private:
   absl::Status Consume(const placement::v1::UploadBatchRequest& request) override;
@@ -148,7 +179,6 @@ class UploadBatchReactor final : public UploadStreamReactor<placement::v1::Uploa
 
   const TensorOps* ops_;
   RegionRegistry* regions_;  // null: region payloads are refused
-  placement::v1::UploadBatchResponse* response_;
   bool header_seen_ = false;
   std::unique_ptr<BatchUploadSession> session_;
   std::vector<std::string> committed_ids_;

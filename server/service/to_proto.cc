@@ -74,6 +74,7 @@ void DeviceToProto(const DeviceState& state, pb::Device* out) {
   out->set_memory_in_use_bytes(state.memory_in_use_bytes);
   out->set_memory_limit_bytes(d.memory_limit_bytes);
   out->set_memory_cached_bytes(state.memory_cached_bytes);
+  out->set_memory_charged_bytes(state.memory_charged_bytes);
   out->set_compute_capability(d.compute_capability);
   out->set_pci_bus_id(d.pci_bus_id);
   out->set_numa_node(d.numa_node);

@@ -75,12 +75,27 @@ absl::StatusOr<SessionSnapshot> SessionManager::Open(const Caller& caller, absl:
         absl::StrCat("name is ", name.size(), " bytes long; at most ", kMaxSessionNameLength));
   }
   absl::MutexLock lock(&mu_);
+  if (options_.max_sessions > 0 &&
+      static_cast<int64_t>(sessions_.size()) >= options_.max_sessions) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot open a session: ", sessions_.size(), " of --max_sessions=", options_.max_sessions,
+        " are open; close some (CloseSession) or let them "
+        "expire"));
+  }
+  const auto mine = per_tenant_.find(caller.tenant);
+  const int64_t tenant_open = mine == per_tenant_.end() ? 0 : mine->second;
+  if (options_.max_sessions_per_tenant > 0 && tenant_open >= options_.max_sessions_per_tenant) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot open a session: the tenant has ", tenant_open, " of --tenant_max_sessions=",
+        options_.max_sessions_per_tenant, " open; close some (CloseSession) or let them expire"));
+  }
   std::string id;
   do {
     id = absl::StrFormat("s-%016x%016x", absl::Uniform<uint64_t>(bitgen_),
                          absl::Uniform<uint64_t>(bitgen_));
   } while (sessions_.contains(id));
   Session& session = sessions_[id];
+  ++per_tenant_[caller.tenant];
   session.tenant = caller.tenant;
   session.name = std::move(name);
   session.ttl = ttl;
@@ -103,6 +118,7 @@ absl::StatusOr<int64_t> SessionManager::Close(const Caller& caller, const std::s
     absl::StatusOr<Session*> session = FindLocked(caller, id);
     if (!session.ok()) return session.status();
     tensors = std::move((*session)->tensors);
+    ForgetLocked((*session)->tenant);
     sessions_.erase(id);
   }
   NotifyEnded(id);
@@ -219,9 +235,29 @@ std::vector<SessionSnapshot> SessionManager::List(const Caller& caller) const {
   return out;
 }
 
+void SessionManager::ForgetLocked(const std::string& tenant) {
+  auto it = per_tenant_.find(tenant);
+  if (it != per_tenant_.end() && --it->second == 0) per_tenant_.erase(it);
+}
+
 int64_t SessionManager::size() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(sessions_.size());
+}
+
+int64_t SessionManager::size(const std::string& tenant) const {
+  absl::MutexLock lock(&mu_);
+  auto it = per_tenant_.find(tenant);
+  return it == per_tenant_.end() ? 0 : it->second;
+}
+
+int64_t SessionManager::tensor_count(const std::string& tenant) const {
+  absl::MutexLock lock(&mu_);
+  int64_t n = 0;
+  for (const auto& [id, session] : sessions_) {
+    if (session.tenant == tenant) n += static_cast<int64_t>(session.tensors.size());
+  }
+  return n;
 }
 
 int64_t SessionManager::tensor_count() const {
@@ -238,6 +274,7 @@ int64_t SessionManager::SweepExpired(absl::Time now) {
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       if (it->second.expire_time <= now) {
         expired.emplace_back(it->first, std::move(it->second.tensors));
+        ForgetLocked(it->second.tenant);
         sessions_.erase(it++);
       } else {
         ++it;

@@ -44,6 +44,12 @@ struct SessionOptions {
   absl::Duration min_ttl = absl::Seconds(1);
   absl::Duration max_ttl = absl::Hours(1);
   absl::Duration sweep_interval = absl::Seconds(1);
+  // Sessions open at once, in all and per tenant; 0 = unlimited. Past a
+  // bound Open is RESOURCE_EXHAUSTED (a session is a record and a lease the
+  // sweeper visits; a client looping on OpenSession must not grow them
+  // without end).
+  int64_t max_sessions = 4096;
+  int64_t max_sessions_per_tenant = 1024;
 };
 
 struct SessionSnapshot {
@@ -89,7 +95,8 @@ class SessionManager {
   SessionManager& operator=(const SessionManager&) = delete;
 
   // ttl zero = default. INVALID_ARGUMENT for a ttl outside [min, max] or a
-  // name longer than kMaxSessionNameLength.
+  // name longer than kMaxSessionNameLength; RESOURCE_EXHAUSTED when
+  // max_sessions or max_sessions_per_tenant are open.
   absl::StatusOr<SessionSnapshot> Open(const Caller& caller, absl::Duration ttl, std::string name);
   // NOT_FOUND for unknown, expired or other tenants' sessions (admins see all).
   absl::StatusOr<SessionSnapshot> Renew(const Caller& caller, const std::string& id);
@@ -122,6 +129,9 @@ class SessionManager {
   int64_t size() const;
   // Tensors held by open sessions, over all of them.
   int64_t tensor_count() const;
+  // The same for one tenant's sessions.
+  int64_t size(const std::string& tenant) const;
+  int64_t tensor_count(const std::string& tenant) const;
 
   // Ends every session whose lease passed before `now`; returns how many.
   int64_t SweepExpired(absl::Time now);
@@ -144,6 +154,8 @@ class SessionManager {
     std::atomic<std::thread::id> running{};  // the thread inside on_end
     std::function<void()> on_end;
   };
+  // Counts one session of `tenant` less.
+  void ForgetLocked(const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs and forgets the watchers of ended session `id` (outside mu_).
   void NotifyEnded(const std::string& id);
   // Deletes every tensor of an ended session (outside mu_).
@@ -154,6 +166,7 @@ class SessionManager {
   const SessionOptions options_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int64_t> per_tenant_ ABSL_GUARDED_BY(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Lock order: mu_, then watch_mu_.

@@ -302,4 +302,20 @@ std::vector<std::pair<std::string, TenantUsage>> TensorStore::TenantUsages() con
   return tenant_quota_->Usages();
 }
 
+absl::flat_hash_map<int64_t, TensorStore::DeviceUse> TensorStore::TenantDeviceUse(
+    const std::string& tenant) const {
+  absl::flat_hash_map<int64_t, DeviceUse> use;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, tensor] : tensors_) {
+    if (tensor->owner.tenant != tenant) continue;
+    for (const Shard& shard : tensor->shards) {
+      if (!shard.local()) continue;
+      DeviceUse& d = use[shard.domain.device_id];
+      d.in_use += shard.buffer->size();
+      d.charged += backend_->ChargeFor(shard.buffer->size());
+    }
+  }
+  return use;
+}
+
 }  // namespace placement::server

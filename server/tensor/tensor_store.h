@@ -155,6 +155,14 @@ class TensorStore {
   TenantUsage TenantUsageOf(const std::string& tenant) const;
   // What every tenant holding tensors holds (TenantQuota::Usages).
   std::vector<std::pair<std::string, TenantUsage>> TenantUsages() const;
+  // What `tenant`'s committed tensors hold on each of this daemon's devices
+  // (device id -> bytes in use and charged, DeviceBackend::ChargeFor): the
+  // figures a tenant is shown instead of the daemon's.
+  struct DeviceUse {
+    int64_t in_use = 0;
+    int64_t charged = 0;
+  };
+  absl::flat_hash_map<int64_t, DeviceUse> TenantDeviceUse(const std::string& tenant) const;
 
  private:
   DeviceBackend* backend_;

@@ -7,7 +7,9 @@ ABSL_FLAG(int64_t, max_tensor_bytes_per_owner, 0,
 ABSL_FLAG(int64_t, tenant_max_device_bytes, 0,
           "Quota of device bytes per tenant, each shard buffer rounded up to 4 KiB; 0 = "
           "unlimited.");
-ABSL_FLAG(int64_t, tenant_max_tensors, 0, "Quota of tensors per tenant; 0 = unlimited.");
+ABSL_FLAG(int64_t, tenant_max_tensors, 100000,
+          "Quota of tensors per tenant (each costs host memory for its records besides its "
+          "device bytes); 0 = unlimited.");
 
 namespace placement::server {
 

@@ -121,19 +121,34 @@ TEST_P(BackendConformanceTest, ExactAccountingPerDevice) {
 
 TEST_P(BackendConformanceTest, BudgetExhaustionNamesTheNumbersAndKeepsTheAccounting) {
   const int64_t limit = Limit(ids_[0]);
-  auto most = backend_->Allocate(ids_[0], limit - 100);
-  ASSERT_TRUE(most.ok()) << most.status();
-  auto over = backend_->Allocate(ids_[0], 101);
+  // The budget bounds what buffers are charged (their blocks and, where
+  // device memory is host memory, their host overhead), never less than the
+  // bytes asked for.
+  const int64_t small = 100;
+  EXPECT_GE(backend_->ChargeFor(small), small);
+  const int64_t room = limit - backend_->ChargeFor(small);
+  int64_t most = 0;  // the largest size whose charge fits `room`
+  for (int64_t step = int64_t{1} << 40; step > 0; step /= 2) {
+    if (backend_->ChargeFor(most + step) <= room) most += step;
+  }
+  auto first = backend_->Allocate(ids_[0], most);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const int64_t charged = backend_->ChargeFor(most);
+  EXPECT_EQ(backend_->MemoryCharged(ids_[0]), charged);
+  auto over = backend_->Allocate(ids_[0], most);
   ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(over.status().message()),
-              HasSubstr(absl::StrCat("cannot allocate 101 bytes; ", limit - 100, " of ", limit,
-                                     " bytes in use")));
-  EXPECT_EQ(backend_->MemoryInUse(ids_[0]), limit - 100);
-  auto exact = backend_->Allocate(ids_[0], 100);
+              HasSubstr(absl::StrCat("cannot allocate ", most, " bytes")));
+  EXPECT_THAT(
+      std::string(over.status().message()),
+      HasSubstr(absl::StrCat(charged, " of ", limit, " bytes charged (", most, " in use)")));
+  EXPECT_EQ(backend_->MemoryInUse(ids_[0]), most);
+  auto exact = backend_->Allocate(ids_[0], small);
   ASSERT_TRUE(exact.ok()) << exact.status();
-  EXPECT_EQ(backend_->MemoryInUse(ids_[0]), limit);
+  EXPECT_EQ(backend_->MemoryInUse(ids_[0]), most + small);
+  EXPECT_LE(backend_->MemoryCharged(ids_[0]), limit);
   // Other devices have their own budgets.
-  EXPECT_TRUE(backend_->Allocate(ids_[1], 100).ok());
+  EXPECT_TRUE(backend_->Allocate(ids_[1], small).ok());
 }
 
 TEST_P(BackendConformanceTest, ByteRoundTripsAndCopiesBetweenDevices) {
@@ -205,13 +220,18 @@ TEST_P(BackendConformanceTest, CacheCountsAgainstTheBudgetAndNeverBlocksAnAlloca
     ASSERT_TRUE(a.ok());
   }
   // The whole budget in one allocation of another size: the cache gives way.
-  auto all = backend_->Allocate(id, limit);
+  int64_t whole = 0;  // the largest size whose charge fits the budget
+  for (int64_t step = int64_t{1} << 40; step > 0; step /= 2) {
+    if (backend_->ChargeFor(whole + step) <= limit) whole += step;
+  }
+  auto all = backend_->Allocate(id, whole);
   ASSERT_TRUE(all.ok()) << all.status();
-  EXPECT_EQ(backend_->MemoryInUse(id), limit);
+  EXPECT_EQ(backend_->MemoryInUse(id), whole);
   EXPECT_EQ(backend_->MemoryCached(id), 0);
   all->reset();
   EXPECT_EQ(backend_->MemoryInUse(id), 0);
-  EXPECT_LE(backend_->MemoryInUse(id) + backend_->MemoryCached(id), limit);
+  EXPECT_EQ(backend_->MemoryCharged(id), 0);
+  EXPECT_LE(backend_->MemoryCharged(id) + backend_->MemoryCached(id), limit);
 }
 
 TEST_P(BackendConformanceTest, InUsePlusCachedStaysWithinTheBudget) {

@@ -100,7 +100,8 @@ TEST_F(RegionTest, TheDaemonReportsThisHostAndARegionSocket) {
   EXPECT_EQ(status->host_id, HostId());
   EXPECT_EQ(status->boot_id, BootId());
   EXPECT_FALSE(status->boot_id.empty());
-  EXPECT_THAT(status->region_socket, StartsWith("@placementd-regions-"));
+  // A filesystem socket by default (its mode decides who may connect).
+  EXPECT_THAT(status->region_socket, ::testing::MatchesRegex("/.*/placementd-regions-.*\\.sock"));
   auto same = regions_->SameHost();
   ASSERT_TRUE(same.ok()) << same.status();
   EXPECT_TRUE(*same);
@@ -286,6 +287,30 @@ TEST_F(RegionTest, SlicesOutsideTheRegionFailWithTheirNumbersAndKeepNothing) {
   grpc::Status wrapped = reader->Finish();
   EXPECT_EQ(wrapped.error_code(), grpc::StatusCode::OUT_OF_RANGE);
   EXPECT_THAT(wrapped.error_message(), HasSubstr("destination.offset 9223372036854775797"));
+
+  // A destination offering more room than the region has is OUT_OF_RANGE,
+  // even though the download itself (4096 bytes) would fit; before, only the
+  // download's own bytes were checked and it succeeded.
+  pb::DownloadRequest roomy;
+  roomy.set_tensor_id(info->id);
+  *roomy.mutable_destination() = Slice(id, 0, (1 << 20) + 1);
+  grpc::ClientContext roomy_context;
+  auto roomy_reader = stub_->Download(&roomy_context, roomy);
+  while (roomy_reader->Read(&ignored)) {
+  }
+  grpc::Status past_end = roomy_reader->Finish();
+  EXPECT_EQ(past_end.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_EQ(past_end.error_message(),
+            absl::StrCat("destination.offset 0 + destination.size 1048577 = 1048577 is past the "
+                         "end of region ",
+                         id, " (1048576 bytes)"));
+  // Exactly the region's room is fine.
+  *roomy.mutable_destination() = Slice(id, 0, 1 << 20);
+  grpc::ClientContext exact_context;
+  auto exact_reader = stub_->Download(&exact_context, roomy);
+  while (exact_reader->Read(&ignored)) {
+  }
+  EXPECT_TRUE(exact_reader->Finish().ok());
 }
 
 TEST_F(RegionTest, BatchChunksCarryDataOrARegionNotBoth) {

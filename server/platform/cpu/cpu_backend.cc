@@ -1,32 +1,15 @@
 #include "server/platform/cpu/cpu_backend.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "server/logging.h"
 
 namespace placement::server {
 namespace {
-
-constexpr int64_t kAlignment = 64;
-
-// Blocks from this size up are mapped pages of their own (mmap/munmap), so a
-// freed block leaves the process at once: malloc would keep it in one of its
-// arenas (glibc raises its mmap threshold after the first large free), and the
-// daemon's RSS would grow past the device budget under an upload/delete churn
-// of varying sizes (tests/integration/rss_churn_test.cc). Smaller blocks come
-// from malloc, so that many tiny tensors do not cost a mapping each.
-constexpr int64_t kMappedBlockBytes = 256 * 1024;
-
-// Blocks are sized in whole pages so that cached blocks match allocations of
-// nearby sizes too.
-int64_t RoundedSize(int64_t bytes) {
-  constexpr int64_t kPage = 4096;
-  return (bytes + kPage - 1) / kPage * kPage;
-}
 
 int64_t PhysicalMemoryBytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
@@ -50,7 +33,19 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
         absl::StrCat("cpu_device_memory must be >= 0 bytes, got ", options.device_memory_bytes));
   }
   int64_t budget = options.device_memory_bytes;
-  if (budget == 0) budget = PhysicalMemoryBytes() / 2 / options.num_devices;
+  const int64_t physical = PhysicalMemoryBytes();
+  if (budget == 0) budget = physical / 2 / options.num_devices;
+  // Device memory is host memory here: budgets past it are promises the
+  // host cannot keep (the OOM killer settles them), so say so at start.
+  if (budget > physical / options.num_devices) {
+    const int64_t total = budget <= std::numeric_limits<int64_t>::max() / options.num_devices
+                              ? budget * options.num_devices
+                              : std::numeric_limits<int64_t>::max();
+    LogWarning(options.num_devices, " CPU devices x ", budget, " bytes = ", total,
+               " bytes of budget, more than the host's ", physical,
+               " bytes of physical memory: the daemon may be killed for memory before a budget "
+               "refuses an allocation; lower --cpu_device_memory (0 = half of physical memory)");
+  }
   std::vector<DeviceDescription> devices;
   for (int i = 0; i < options.num_devices; ++i) {
     DeviceDescription d;
@@ -70,31 +65,19 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
 
 CpuBackend::~CpuBackend() { ReleaseCache(); }
 
-int64_t CpuBackend::BlockSize(int64_t bytes) const { return RoundedSize(bytes); }
+int64_t CpuBackend::BlockSize(int64_t bytes) const { return HostBlockPool::BlockSize(bytes); }
 
 absl::StatusOr<void*> CpuBackend::AllocateBlock(int local_index, int64_t block_bytes) {
-  void* data = nullptr;
-  if (block_bytes >= kMappedBlockBytes) {
-    data = mmap(nullptr, static_cast<size_t>(block_bytes), PROT_READ | PROT_WRITE,
-                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (data == MAP_FAILED) data = nullptr;
-  } else {
-    data = std::aligned_alloc(kAlignment, static_cast<size_t>(block_bytes));
+  absl::StatusOr<void*> block = pool_.Allocate(block_bytes);
+  if (!block.ok()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("device ", Devices()[local_index].id, ": ", block.status().message()));
   }
-  if (data == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat("device ", Devices()[local_index].id,
-                                                     ": host allocation of ", block_bytes,
-                                                     " bytes failed"));
-  }
-  return data;
+  return block;
 }
 
 void CpuBackend::FreeBlock(int, void* block, int64_t block_bytes) {
-  if (block_bytes >= kMappedBlockBytes) {
-    munmap(block, static_cast<size_t>(block_bytes));
-  } else {
-    std::free(block);
-  }
+  pool_.Free(block, block_bytes);
 }
 
 absl::Status CpuBackend::Write(const void* src, DeviceBuffer& dst, absl::Span<const ByteRun> runs) {

@@ -15,8 +15,9 @@ struct CpuPlatformOptions {
   // Budget per virtual device in bytes; 0 = half the machine's physical
   // memory divided evenly among the devices.
   int64_t device_memory_bytes = 0;
-  // Freed blocks kept per device (counted against its budget); 0 disables.
-  int64_t cache_bytes_per_device = int64_t{512} << 20;
+  // Freed blocks kept per device (counted against its budget); 0 disables
+  // (--cpu_device_cache_bytes).
+  int64_t cache_bytes_per_device = int64_t{256} << 20;
 };
 
 // The values of the --cpu_* flags.

@@ -91,7 +91,9 @@ def test_host_identity_is_the_daemons_rule(client):
         assert _region_fd.boot_id() == f.read().strip()
     status = client.status()
     assert (status.host_id, status.boot_id) == (_region_fd.host_id(), _region_fd.boot_id())
-    assert status.region_socket.startswith("@placementd-regions-")
+    # A filesystem socket by default (its mode decides who may connect).
+    assert status.region_socket.startswith("/")
+    assert "/placementd-regions-" in status.region_socket
     assert _region_fd.socket_address("@abc") == "\0abc"
     assert _region_fd.socket_address("/run/p.sock.regions") == "/run/p.sock.regions"
 

@@ -2,18 +2,21 @@
 
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace placement::server {
 namespace {
 
+const absl::Time kT0 = absl::FromUnixSeconds(1000);
+
 TEST(BlockCacheTest, ReusesExactSizesWithinTheLimit) {
   BlockCache cache(100);
   int a = 0, b = 0, c = 0;
   EXPECT_EQ(cache.Take(40), nullptr);
-  EXPECT_TRUE(cache.Put(40, &a));
-  EXPECT_TRUE(cache.Put(40, &b));
-  EXPECT_FALSE(cache.Put(40, &c));  // 120 > 100: the caller frees it
+  EXPECT_TRUE(cache.Put(40, &a, kT0));
+  EXPECT_TRUE(cache.Put(40, &b, kT0));
+  EXPECT_FALSE(cache.Put(40, &c, kT0));  // 120 > 100: the caller frees it
   EXPECT_EQ(cache.bytes(), 80);
   EXPECT_EQ(cache.Take(30), nullptr);
   void* first = cache.Take(40);
@@ -26,7 +29,7 @@ TEST(BlockCacheTest, ReusesExactSizesWithinTheLimit) {
 TEST(BlockCacheTest, ClearReleasesEverything) {
   BlockCache cache(1000);
   int blocks[3];
-  for (int& b : blocks) ASSERT_TRUE(cache.Put(10, &b));
+  for (int& b : blocks) ASSERT_TRUE(cache.Put(10, &b, kT0));
   std::vector<void*> released;
   cache.Clear([&](void* block) { released.push_back(block); });
   EXPECT_EQ(released.size(), 3u);
@@ -37,9 +40,9 @@ TEST(BlockCacheTest, ClearReleasesEverything) {
 TEST(BlockCacheTest, TakeLargestRemovesBiggestBlocksUntilEnough) {
   BlockCache cache(1000);
   int a = 0, b = 0, c = 0;
-  ASSERT_TRUE(cache.Put(10, &a));
-  ASSERT_TRUE(cache.Put(30, &b));
-  ASSERT_TRUE(cache.Put(20, &c));
+  ASSERT_TRUE(cache.Put(10, &a, kT0));
+  ASSERT_TRUE(cache.Put(30, &b, kT0));
+  ASSERT_TRUE(cache.Put(20, &c, kT0));
   auto taken = cache.TakeLargest(25);
   ASSERT_EQ(taken.size(), 1u);
   EXPECT_EQ(taken[0].first, 30);
@@ -53,10 +56,28 @@ TEST(BlockCacheTest, TakeLargestRemovesBiggestBlocksUntilEnough) {
   EXPECT_TRUE(cache.TakeLargest(5).empty());
 }
 
+TEST(BlockCacheTest, TakeReusesTheWarmestBlockAndDecayTakesTheIdleOnes) {
+  BlockCache cache(1000);
+  int old_block = 0, warm = 0, other = 0;
+  ASSERT_TRUE(cache.Put(10, &old_block, kT0));
+  ASSERT_TRUE(cache.Put(10, &warm, kT0 + absl::Seconds(5)));
+  ASSERT_TRUE(cache.Put(20, &other, kT0 + absl::Seconds(1)));
+  // Blocks cached before kT0 + 2s: the old 10-byte one and the 20-byte one.
+  auto idle = cache.TakeCachedBefore(kT0 + absl::Seconds(2));
+  ASSERT_EQ(idle.size(), 2u);
+  EXPECT_EQ(cache.bytes(), 10);
+  EXPECT_EQ(cache.Take(10), &warm);
+  ASSERT_TRUE(cache.Put(10, &old_block, kT0));
+  ASSERT_TRUE(cache.Put(10, &warm, kT0 + absl::Seconds(5)));
+  EXPECT_EQ(cache.Take(10), &warm);  // the most recently cached of its size
+  EXPECT_EQ(cache.Take(10), &old_block);
+  EXPECT_TRUE(cache.TakeCachedBefore(absl::InfiniteFuture()).empty());
+}
+
 TEST(BlockCacheTest, ZeroLimitKeepsNothing) {
   BlockCache cache(0);
   int a = 0;
-  EXPECT_FALSE(cache.Put(1, &a));
+  EXPECT_FALSE(cache.Put(1, &a, kT0));
 }
 
 }  // namespace

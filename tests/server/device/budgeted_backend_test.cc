@@ -1,7 +1,9 @@
-// BudgetedBackend through the real CpuBackend (page-rounded blocks): the
-// block cache is counted against the budget, bounded on its own, evicted
-// largest first to make room, never the reason an allocation fails, and
-// reported apart from the bytes in use.
+// BudgetedBackend through the real CpuBackend (page-rounded blocks from a
+// HostBlockPool, a per-buffer host overhead): a buffer is charged its block
+// and its overhead, not the bytes asked for; the block cache is counted
+// against the budget, capped on its own, evicted largest first to make room,
+// never the reason an allocation fails, reported apart from the bytes in
+// use, and gives back the blocks nobody reused since a cutoff.
 #include "server/device/budgeted_backend.h"
 
 #include <atomic>
@@ -9,13 +11,19 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/platform/cpu/cpu_backend.h"
 
 namespace placement::server {
 namespace {
 
+using ::testing::HasSubstr;
+
 constexpr int64_t kPage = 4096;
+constexpr int64_t kOverhead = kCpuBufferOverheadBytes;
 
 std::unique_ptr<CpuBackend> Backend(int64_t budget, int64_t cache) {
   CpuBackendOptions options;
@@ -25,6 +33,36 @@ std::unique_ptr<CpuBackend> Backend(int64_t budget, int64_t cache) {
   return std::move(*CpuBackend::Create(options));
 }
 
+TEST(BudgetedBackendTest, ABufferIsChargedItsBlockAndItsOverhead) {
+  const int64_t budget = 2 * kPage + 3 * kOverhead + kPage / 2;
+  auto backend = Backend(budget, 0);
+  EXPECT_EQ(backend->ChargeFor(1), kPage + kOverhead);
+  EXPECT_EQ(backend->ChargeFor(kPage + 1), 2 * kPage + kOverhead);
+  EXPECT_EQ(backend->ChargeFor(0), kOverhead);
+  auto one = std::move(*backend->Allocate(0, 1));
+  EXPECT_EQ(backend->MemoryInUse(0), 1);
+  EXPECT_EQ(backend->MemoryCharged(0), kPage + kOverhead);
+  auto none = std::move(*backend->Allocate(0, 0));
+  EXPECT_EQ(backend->MemoryInUse(0), 1);
+  EXPECT_EQ(backend->MemoryCharged(0), kPage + 2 * kOverhead);
+  // A third one-byte buffer does not fit two and a half pages: each costs a
+  // page and its overhead. (Charged by size, thousands would have fit.)
+  auto two = std::move(*backend->Allocate(0, 1));
+  auto three = backend->Allocate(0, 1);
+  ASSERT_EQ(three.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(three.status().message(),
+              HasSubstr(absl::StrCat("device 0: cannot allocate 1 bytes (charged ",
+                                     kPage + kOverhead, ": a 4096-byte block and ", kOverhead,
+                                     " bytes of host overhead); ", 2 * kPage + 3 * kOverhead,
+                                     " of ", budget, " bytes charged (2 in use)")));
+  one.reset();
+  none.reset();
+  two.reset();
+  EXPECT_EQ(backend->MemoryInUse(0), 0);
+  EXPECT_EQ(backend->MemoryCharged(0), 0);
+  EXPECT_EQ(backend->ReleasedBuffers(), 3);
+}
+
 TEST(BudgetedBackendTest, FreedBlocksAreCachedAtTheirBlockSizeAndReportedApart) {
   auto backend = Backend(16 * kPage, 16 * kPage);
   void* first = nullptr;
@@ -32,9 +70,11 @@ TEST(BudgetedBackendTest, FreedBlocksAreCachedAtTheirBlockSizeAndReportedApart) 
     auto a = std::move(*backend->Allocate(0, 3 * kPage - 10));
     first = a->data();
     EXPECT_EQ(backend->MemoryInUse(0), 3 * kPage - 10);
+    EXPECT_EQ(backend->MemoryCharged(0), 3 * kPage + kOverhead);
     EXPECT_EQ(backend->MemoryCached(0), 0);
   }
   EXPECT_EQ(backend->MemoryInUse(0), 0);
+  EXPECT_EQ(backend->MemoryCharged(0), 0);
   EXPECT_EQ(backend->MemoryCached(0), 3 * kPage);  // the whole block
   EXPECT_EQ(backend->MemoryCached(1), 0);          // per device
   auto again = std::move(*backend->Allocate(0, 3 * kPage));
@@ -42,28 +82,20 @@ TEST(BudgetedBackendTest, FreedBlocksAreCachedAtTheirBlockSizeAndReportedApart) 
   EXPECT_EQ(backend->MemoryCached(0), 0);
 }
 
-TEST(BudgetedBackendTest, AFreedBlockBeyondTheBudgetIsReleasedNotCached) {
-  auto backend = Backend(4 * kPage, 16 * kPage);
+TEST(BudgetedBackendTest, TheCacheMakesRoomWithinTheBudget) {
+  const int64_t budget = 4 * kPage + 2 * kOverhead;
+  auto backend = Backend(budget, 16 * kPage);
   auto keep = std::move(*backend->Allocate(0, 2 * kPage));
   { auto a = std::move(*backend->Allocate(0, 2 * kPage)); }
-  // 2 pages in use + 2 cached = the budget: kept.
   EXPECT_EQ(backend->MemoryCached(0), 2 * kPage);
-  auto b = std::move(*backend->Allocate(0, kPage));  // evicts the cached block to fit
+  // One more page does not fit beside the cached block: it is evicted.
+  auto b = std::move(*backend->Allocate(0, kPage));
   EXPECT_EQ(backend->MemoryCached(0), 0);
+  EXPECT_LE(backend->MemoryCharged(0) + backend->MemoryCached(0), budget);
   keep.reset();
-  // 1 page in use + 2 would fit; freeing b next: 0 in use + 2 + 1 <= 4.
   b.reset();
   EXPECT_EQ(backend->MemoryCached(0), 3 * kPage);
-  EXPECT_LE(backend->MemoryInUse(0) + backend->MemoryCached(0), 4 * kPage);
-
-  // Accounting is exact but blocks are whole pages: a 1-byte buffer's page
-  // does not fit beside 4 pages - 1 byte in use, so it is released.
-  backend->ReleaseCache();
-  auto tiny = std::move(*backend->Allocate(0, 1));
-  auto rest = std::move(*backend->Allocate(0, 4 * kPage - 1));
-  tiny.reset();
-  EXPECT_EQ(backend->MemoryInUse(0), 4 * kPage - 1);
-  EXPECT_EQ(backend->MemoryCached(0), 0);
+  EXPECT_LE(backend->MemoryCharged(0) + backend->MemoryCached(0), budget);
 }
 
 TEST(BudgetedBackendTest, TheCacheHasItsOwnBound) {
@@ -77,20 +109,23 @@ TEST(BudgetedBackendTest, TheCacheHasItsOwnBound) {
 }
 
 TEST(BudgetedBackendTest, MakingRoomEvictsTheLargestBlocksFirst) {
-  auto backend = Backend(10 * kPage, 10 * kPage);
+  const int64_t budget = 10 * kPage + 2 * kOverhead;
+  auto backend = Backend(budget, 10 * kPage);
   {
     auto a = std::move(*backend->Allocate(0, kPage));
     auto b = std::move(*backend->Allocate(0, 2 * kPage));
     auto c = std::move(*backend->Allocate(0, 4 * kPage));
   }
   EXPECT_EQ(backend->MemoryCached(0), 7 * kPage);
-  // 6 pages need 3 more than the 3 free: the 4-page block goes, 1 + 2 stay.
+  // 6 pages need room the 3 + overhead free do not give: the 4-page block
+  // goes, 1 + 2 stay.
   auto d = std::move(*backend->Allocate(0, 6 * kPage));
   EXPECT_EQ(backend->MemoryCached(0), 3 * kPage);
   EXPECT_EQ(backend->MemoryInUse(0), 6 * kPage);
   // The whole rest of the budget: everything cached goes.
   auto e = std::move(*backend->Allocate(0, 4 * kPage));
   EXPECT_EQ(backend->MemoryCached(0), 0);
+  EXPECT_EQ(backend->MemoryCharged(0), budget);
   backend->ReleaseCache();
   EXPECT_EQ(backend->MemoryInUse(0), 10 * kPage);
 }
@@ -105,8 +140,23 @@ TEST(BudgetedBackendTest, ReleaseCacheEmptiesEveryDevice) {
   EXPECT_EQ(backend->MemoryCached(1), 0);
 }
 
-TEST(BudgetedBackendTest, ConcurrentTrafficKeepsInUsePlusCachedWithinTheBudget) {
-  auto backend = Backend(64 * kPage, 32 * kPage);
+TEST(BudgetedBackendTest, ReleaseCachedBeforeGivesBackOnlyTheBlocksIdleSinceTheCutoff) {
+  auto backend = Backend(16 * kPage, 16 * kPage);
+  { auto old_block = std::move(*backend->Allocate(0, kPage)); }
+  absl::SleepFor(absl::Milliseconds(5));
+  const absl::Time cutoff = absl::Now();
+  absl::SleepFor(absl::Milliseconds(5));
+  { auto recent = std::move(*backend->Allocate(1, 2 * kPage)); }
+  EXPECT_EQ(backend->ReleaseCachedBefore(cutoff), kPage);
+  EXPECT_EQ(backend->MemoryCached(0), 0);
+  EXPECT_EQ(backend->MemoryCached(1), 2 * kPage);
+  EXPECT_EQ(backend->ReleaseCachedBefore(absl::InfiniteFuture()), 2 * kPage);
+  EXPECT_EQ(backend->MemoryCached(1), 0);
+}
+
+TEST(BudgetedBackendTest, ConcurrentTrafficKeepsChargedPlusCachedWithinTheBudget) {
+  const int64_t budget = 64 * kPage;
+  auto backend = Backend(budget, 32 * kPage);
   std::atomic<int> violations{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
@@ -117,8 +167,10 @@ TEST(BudgetedBackendTest, ConcurrentTrafficKeepsInUsePlusCachedWithinTheBudget) 
         auto b = backend->Allocate(0, size);
         if (b.ok()) held.push_back(std::move(*b));
         if (held.size() > 3) held.erase(held.begin());
-        if (backend->MemoryInUse(0) + backend->MemoryCached(0) > 64 * kPage + 4 * 5 * kPage) {
-          violations.fetch_add(1);  // snapshots race; allow one in-flight block per thread
+        // Snapshots race; allow one in-flight block per thread.
+        if (backend->MemoryCharged(0) + backend->MemoryCached(0) >
+            budget + 4 * (5 * kPage + kOverhead)) {
+          violations.fetch_add(1);
         }
       }
     });
@@ -126,6 +178,7 @@ TEST(BudgetedBackendTest, ConcurrentTrafficKeepsInUsePlusCachedWithinTheBudget) 
   for (auto& th : threads) th.join();
   EXPECT_EQ(violations.load(), 0);
   EXPECT_EQ(backend->MemoryInUse(0), 0);
+  EXPECT_EQ(backend->MemoryCharged(0), 0);
   EXPECT_LE(backend->MemoryCached(0), 32 * kPage);
 }
 

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -104,8 +105,20 @@ TEST_F(RegionRegistryTest, BytesWrittenOnOneSideAreSeenOnTheOther) {
   std::memcpy(mine + 100, "hello", 5);
   auto bytes = registry_->Acquire(Tenant("a"), "region", region->id, 100, 5, RegionAccess::kRead);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
-  EXPECT_EQ(bytes->view(), "hello");
-  std::memcpy(bytes->data(), "HELLO", 5);
+  std::string seen;
+  ASSERT_TRUE(bytes
+                  ->ReadInto([&](absl::string_view piece) {
+                    absl::StrAppend(&seen, piece);
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(seen, "hello");
+  ASSERT_TRUE(bytes
+                  ->WriteFrom([](int64_t offset, int64_t length, char* dst) {
+                    std::memcpy(dst, std::string("HELLO").data() + offset, length);
+                    return absl::OkStatus();
+                  })
+                  .ok());
   EXPECT_EQ(std::string(mine + 100, 5), "HELLO");
   munmap(mine, 4096);
 }
@@ -248,7 +261,12 @@ TEST_F(RegionRegistryTest, UnregisterWaitsForTheTransferHoldingTheRegion) {
                 .status()
                 .code(),
             absl::StatusCode::kNotFound);
-  std::memset(bytes->data(), 7, 1 << 20);
+  ASSERT_TRUE(bytes
+                  ->WriteFrom([](int64_t, int64_t length, char* dst) {
+                    std::memset(dst, 7, length);
+                    return absl::OkStatus();
+                  })
+                  .ok());
   EXPECT_FALSE(unregistered.load());
   EXPECT_TRUE(Mapped("reg-inflight"));
   { RegionBytes done = *std::move(bytes); }
@@ -279,6 +297,147 @@ TEST_F(RegionRegistryTest, MaxRegionsPerTenantIsEnforced) {
             "cannot register a region: the tenant has 1 of --tenant_max_regions=1 registered; "
             "unregister some first");
   EXPECT_FALSE(Mapped("reg-tenant3"));
+}
+
+// A child process that passes a sealed memfd and writes the token to the
+// parent, then waits until told to exit (a byte on `release`).
+struct PassingChild {
+  pid_t pid = -1;
+  std::string token;
+  int release = -1;
+
+  static PassingChild Start(const std::string& address, const std::string& name) {
+    int token_pipe[2];
+    int release_pipe[2];
+    PassingChild child;
+    if (pipe(token_pipe) != 0 || pipe(release_pipe) != 0) return child;
+    child.pid = fork();
+    if (child.pid == 0) {
+      close(token_pipe[0]);
+      close(release_pipe[1]);
+      absl::StatusOr<int> fd = client::CreateSealedMemfd(name, 4096);
+      absl::StatusOr<std::string> token =
+          fd.ok() ? client::PassFd(address, *fd) : absl::StatusOr<std::string>(fd.status());
+      const std::string line = token.value_or("") + "\n";
+      (void)!write(token_pipe[1], line.data(), line.size());
+      char byte;
+      (void)!read(release_pipe[0], &byte, 1);
+      _exit(0);
+    }
+    close(token_pipe[1]);
+    close(release_pipe[0]);
+    char buffer[64];
+    ssize_t n = read(token_pipe[0], buffer, sizeof(buffer));
+    close(token_pipe[0]);
+    child.token = n > 1 ? std::string(buffer, static_cast<size_t>(n - 1)) : "";
+    child.release = release_pipe[1];
+    return child;
+  }
+  void Exit() {
+    (void)!write(release, "x", 1);
+    close(release);
+    int status = 0;
+    waitpid(pid, &status, 0);
+  }
+};
+
+TEST_F(RegionRegistryTest, ARegionOutsideSessionsGoesWithTheProcessThatPassedItsFd) {
+  PassingChild durable_child = PassingChild::Start(listener_->address(), "reg-child-durable");
+  PassingChild session_child = PassingChild::Start(listener_->address(), "reg-child-session");
+  ASSERT_EQ(durable_child.token.size(), 32u);
+  ASSERT_EQ(session_child.token.size(), 32u);
+  auto durable =
+      registry_->Register(Tenant("a"), "", 0, {RegionHandle::Kind::kFdToken, durable_child.token});
+  ASSERT_TRUE(durable.ok()) << durable.status();
+  EXPECT_EQ(durable->owner_pid, durable_child.pid);
+  EXPECT_EQ(durable->owner_uid, static_cast<int64_t>(getuid()));
+  auto scoped = registry_->Register(Tenant("a", "s-1"), "", 0,
+                                    {RegionHandle::Kind::kFdToken, session_child.token});
+  ASSERT_TRUE(scoped.ok()) << scoped.status();
+  EXPECT_TRUE(Mapped("reg-child-durable"));
+  // Both clients die. The region outside a session goes with its process;
+  // the session's region stays until the session ends.
+  durable_child.Exit();
+  session_child.Exit();
+  for (int i = 0; i < 1000 && registry_->size() != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(registry_->size(), 1);
+  EXPECT_FALSE(Mapped("reg-child-durable"));
+  EXPECT_EQ(registry_->List(Tenant("a", "s-1")).front().id, scoped->id);
+  EXPECT_EQ(registry_->EndSession("s-1"), 1);
+  EXPECT_FALSE(Mapped("reg-child-session"));
+}
+
+TEST_F(RegionRegistryTest, ATokenWhosePasserExitedRegistersOnlyWithinASession) {
+  PassingChild child = PassingChild::Start(listener_->address(), "reg-child-gone");
+  ASSERT_EQ(child.token.size(), 32u);
+  child.Exit();
+  auto region =
+      registry_->Register(Tenant("a"), "", 0, {RegionHandle::Kind::kFdToken, child.token});
+  EXPECT_EQ(region.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(region.status().message(),
+              HasSubstr(absl::StrCat("the process that passed the region's fd (pid ", child.pid)));
+  EXPECT_THAT(region.status().message(), HasSubstr("register it within a session"));
+  EXPECT_EQ(registry_->size(), 0);
+  EXPECT_FALSE(Mapped("reg-child-gone"));
+}
+
+TEST_F(RegionRegistryTest, ShmNamesAreReadThroughTheirFdAndAShrinkFailsOnlyTheTransfer) {
+  options_.allow_shm_names = true;
+  registry_ = std::make_unique<RegionRegistry>(listener_.get(), nullptr, options_);
+  const std::string name = absl::StrCat("/placement-reg-test-", getpid());
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 3 << 20), 0);
+  ASSERT_EQ(pwrite(fd, "abc", 3, 2 << 20), 3);
+  auto outside = registry_->Register(Tenant("a"), "", 0, {RegionHandle::Kind::kShmName, name});
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(outside.status().message(), HasSubstr("must be registered within a session"));
+  auto region =
+      registry_->Register(Tenant("a", "s-1"), "", 0, {RegionHandle::Kind::kShmName, name});
+  ASSERT_TRUE(region.ok()) << region.status();
+  EXPECT_EQ(region->size, 3 << 20);
+  const Caller caller = Tenant("a", "s-1");
+  auto read = [&](int64_t offset, int64_t size, std::string* out) {
+    auto bytes =
+        registry_->Acquire(caller, "region", region->id, offset, size, RegionAccess::kRead);
+    if (!bytes.ok()) return bytes.status();
+    int pieces = 0;
+    absl::Status status = bytes->ReadInto([&](absl::string_view piece) {
+      ++pieces;
+      absl::StrAppend(out, piece);
+      return absl::OkStatus();
+    });
+    EXPECT_LE(pieces, 3);  // 1 MiB pieces through the bounce buffer
+    return status;
+  };
+  std::string bytes;
+  ASSERT_TRUE(read(0, 3 << 20, &bytes).ok());
+  EXPECT_EQ(bytes.substr(2 << 20, 3), "abc");
+  // The client shrinks its memory: a mapping would fault (SIGBUS) and kill
+  // the process; the transfer fails instead, naming the sizes.
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  bytes.clear();
+  absl::Status shrunk = read(0, 3 << 20, &bytes);
+  EXPECT_EQ(shrunk.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(shrunk.message(), HasSubstr("shrank to 4096 bytes under the transfer"));
+  {
+    auto write =
+        registry_->Acquire(caller, "destination", region->id, 8192, 100, RegionAccess::kWrite);
+    ASSERT_TRUE(write.ok());
+    absl::Status written = write->WriteFrom([](int64_t, int64_t length, char* dst) {
+      std::memset(dst, 1, length);
+      return absl::OkStatus();
+    });
+    EXPECT_EQ(written.code(), absl::StatusCode::kFailedPrecondition);
+  }  // (the region's end waits for the transfers holding it)
+  // Within the memory that is left, transfers still work.
+  bytes.clear();
+  EXPECT_TRUE(read(0, 4096, &bytes).ok());
+  close(fd);
+  shm_unlink(name.c_str());
+  EXPECT_EQ(registry_->EndSession("s-1"), 1);
 }
 
 TEST_F(RegionRegistryTest, DestroyingTheRegistryUnmapsEverything) {

@@ -71,6 +71,32 @@ TEST(SessionManagerTest, SessionsBelongToTheirTenant) {
   EXPECT_EQ(sessions.size(), 1);
 }
 
+TEST(SessionManagerTest, SessionsAreBoundedInAllAndPerTenant) {
+  TestRig rig;
+  SessionOptions options = Quick();
+  options.max_sessions = 3;
+  options.max_sessions_per_tenant = 2;
+  SessionManager sessions(rig.store.get(), options);
+  auto a1 = sessions.Open(Tenant("team-a"), absl::ZeroDuration(), "");
+  auto a2 = sessions.Open(Tenant("team-a"), absl::ZeroDuration(), "");
+  ASSERT_TRUE(a1.ok() && a2.ok());
+  auto a3 = sessions.Open(Tenant("team-a"), absl::ZeroDuration(), "");
+  EXPECT_EQ(a3.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(a3.status().message(), HasSubstr("the tenant has 2 of --tenant_max_sessions=2 open"));
+  ASSERT_TRUE(sessions.Open(Tenant("team-b"), absl::ZeroDuration(), "").ok());
+  auto b2 = sessions.Open(Tenant("team-b"), absl::ZeroDuration(), "");
+  EXPECT_EQ(b2.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(b2.status().message(), HasSubstr("3 of --max_sessions=3 are open"));
+  EXPECT_EQ(sessions.size("team-a"), 2);
+  EXPECT_EQ(sessions.size("team-b"), 1);
+  // Closing and expiring give the places back.
+  ASSERT_TRUE(sessions.Close(Tenant("team-a"), a1->id).ok());
+  EXPECT_TRUE(sessions.Open(Tenant("team-b"), absl::ZeroDuration(), "").ok());
+  EXPECT_EQ(sessions.SweepExpired(absl::Now() + absl::Hours(2)), 3);
+  EXPECT_EQ(sessions.size("team-a"), 0);
+  EXPECT_TRUE(sessions.Open(Tenant("team-a"), absl::ZeroDuration(), "").ok());
+}
+
 TEST(SessionManagerTest, BoundsOnTtlAndName) {
   TestRig rig;
   SessionManager sessions(rig.store.get(), Quick());

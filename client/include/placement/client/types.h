@@ -149,6 +149,8 @@ struct Device {
   int64_t memory_limit_bytes = 0;   // budget the daemon may use
   // Freed blocks the daemon keeps for reuse; they count against the budget.
   int64_t memory_cached_bytes = 0;
+  // What the buffers in use cost against the budget (blocks + host overhead).
+  int64_t memory_charged_bytes = 0;
   std::string compute_capability;  // "9.0" (GPUs)
   std::string pci_bus_id;
   int32_t numa_node = 0;

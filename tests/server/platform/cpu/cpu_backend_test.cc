@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -40,7 +41,7 @@ TEST(CpuBackendTest, DescribesVirtualDevices) {
 TEST(CpuBackendTest, ProcessIndexOffsetsGlobalIds) {
   CpuBackendOptions options;
   options.num_devices = 2;
-  options.device_memory_bytes = 1024;
+  options.device_memory_bytes = 1 << 20;
   options.process_index = 3;
   auto backend = CpuBackend::Create(options);
   ASSERT_TRUE(backend.ok());
@@ -61,22 +62,30 @@ TEST(CpuBackendTest, InvalidOptions) {
 }
 
 TEST(CpuBackendTest, ExactAccountingAndRelease) {
-  auto backend = MakeBackend(2, 1000);
+  // Budgets are charged whole pages plus the per-buffer overhead.
+  const int64_t charge = 4096 + kCpuBufferOverheadBytes;
+  auto backend = MakeBackend(2, 2 * charge + 1000);
   {
     auto a = backend->Allocate(0, 600);
     ASSERT_TRUE(a.ok());
     EXPECT_EQ(backend->MemoryInUse(0), 600);
+    EXPECT_EQ(backend->MemoryCharged(0), charge);
     EXPECT_EQ(backend->MemoryInUse(1), 0);
-    auto b = backend->Allocate(0, 401);
+    auto b = backend->Allocate(0, 8000);  // two pages: does not fit beside a
     ASSERT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
     EXPECT_THAT(std::string(b.status().message()),
-                HasSubstr("cannot allocate 401 bytes; 600 of 1000 bytes in use"));
+                HasSubstr(absl::StrCat("cannot allocate 8000 bytes (charged ", 4096 + charge,
+                                       ": a 8192-byte block and ", kCpuBufferOverheadBytes,
+                                       " bytes of host overhead); ", charge, " of ",
+                                       2 * charge + 1000, " bytes charged (600 in use)")));
     EXPECT_EQ(backend->MemoryInUse(0), 600);
     auto c = backend->Allocate(0, 400);
     ASSERT_TRUE(c.ok());
     EXPECT_EQ(backend->MemoryInUse(0), 1000);
+    EXPECT_EQ(backend->MemoryCharged(0), 2 * charge);
   }
   EXPECT_EQ(backend->MemoryInUse(0), 0);
+  EXPECT_EQ(backend->MemoryCharged(0), 0);
   auto zero = backend->Allocate(1, 0);
   ASSERT_TRUE(zero.ok());
   EXPECT_EQ((*zero)->size(), 0);
@@ -100,11 +109,11 @@ TEST(CpuBackendTest, WriteReadCopyRuns) {
   for (int i = 0; i < 8; ++i) {
     for (int j = 0; j < 8; ++j) EXPECT_EQ(out[(7 - i) * 8 + j], i * 8 + j);
   }
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(a->data()) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a->data()) % 4096, 0u);  // whole pages
 }
 
 TEST(CpuBackendTest, ConcurrentAllocationsNeverExceedBudget) {
-  auto backend = MakeBackend(1, 100 * 64);
+  auto backend = MakeBackend(1, 100 * (4096 + kCpuBufferOverheadBytes));
   std::vector<std::thread> threads;
   std::atomic<int> granted{0};
   std::vector<std::unique_ptr<DeviceBuffer>> kept[8];

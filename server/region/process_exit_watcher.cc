@@ -1,0 +1,104 @@
+#include "server/region/process_exit_watcher.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace placement::server {
+
+absl::StatusOr<std::unique_ptr<ProcessExitWatcher>> ProcessExitWatcher::Create() {
+  const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd < 0) return absl::InternalError(absl::StrCat("epoll: ", std::strerror(errno)));
+  const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd < 0) {
+    close(epoll_fd);
+    return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
+  }
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = 0;  // key 0 = the wake fd
+  epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &event);
+  return std::unique_ptr<ProcessExitWatcher>(new ProcessExitWatcher(epoll_fd, wake_fd));
+}
+
+ProcessExitWatcher::ProcessExitWatcher(int epoll_fd, int wake_fd)
+    : epoll_fd_(epoll_fd), wake_fd_(wake_fd) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+ProcessExitWatcher::~ProcessExitWatcher() {
+  const uint64_t one = 1;
+  (void)write(wake_fd_, &one, sizeof(one));
+  thread_.join();
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, entry] : entries_) close(entry.fd);
+  entries_.clear();
+  close(epoll_fd_);
+  close(wake_fd_);
+}
+
+int64_t ProcessExitWatcher::Watch(const std::shared_ptr<PeerProcess>& process,
+                                  std::function<void()> on_exit) {
+  if (process == nullptr || process->pidfd() < 0) return 0;
+  // A dup per watch: epoll takes each open fd once, and the caller's
+  // PeerProcess may be destroyed before the watch ends.
+  const int fd = fcntl(process->pidfd(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  absl::MutexLock lock(&mu_);
+  const int64_t key = next_key_++;
+  entries_[key] = Entry{fd, std::move(on_exit)};
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = static_cast<uint64_t>(key);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
+  return key;
+}
+
+void ProcessExitWatcher::Cancel(int64_t key) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+  close(it->second.fd);
+  entries_.erase(it);
+}
+
+int64_t ProcessExitWatcher::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(entries_.size());
+}
+
+void ProcessExitWatcher::Run() {
+  epoll_event events[32];
+  while (true) {
+    const int n = epoll_wait(epoll_fd_, events, 32, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      const int64_t key = static_cast<int64_t>(events[i].data.u64);
+      if (key == 0) return;  // woken to stop
+      std::function<void()> on_exit;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = entries_.find(key);
+        if (it == entries_.end()) continue;  // cancelled meanwhile
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+        close(it->second.fd);
+        on_exit = std::move(it->second.on_exit);
+        entries_.erase(it);
+      }
+      on_exit();
+    }
+  }
+}
+
+}  // namespace placement::server

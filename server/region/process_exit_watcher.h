@@ -1,0 +1,63 @@
+// ProcessExitWatcher: runs a callback once when a watched process exits (its
+// pidfd turns readable), on one background thread (epoll over the pidfds).
+// The region registry uses it to unregister a region that was registered
+// outside a session when the process that passed its fd goes (a client
+// killed with SIGKILL leaves nothing mapped).
+//
+// Thread-safe. Callbacks run on the watcher's thread without its lock held;
+// they may cancel watches (their own included). The destructor stops the
+// thread (waiting for a callback in progress) without running the others.
+#ifndef PLACEMENT_SERVER_REGION_PROCESS_EXIT_WATCHER_H_
+#define PLACEMENT_SERVER_REGION_PROCESS_EXIT_WATCHER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/region/peer_process.h"
+
+namespace placement::server {
+
+class ProcessExitWatcher {
+ public:
+  // INTERNAL when epoll or eventfd cannot be made.
+  static absl::StatusOr<std::unique_ptr<ProcessExitWatcher>> Create();
+  ~ProcessExitWatcher();
+  ProcessExitWatcher(const ProcessExitWatcher&) = delete;
+  ProcessExitWatcher& operator=(const ProcessExitWatcher&) = delete;
+
+  // Runs `on_exit` once `process` exited (at once, on the watcher's thread,
+  // if it already has). Returns a key for Cancel, or 0 when the process's
+  // lifetime is unknown (no pidfd): nothing is watched then.
+  int64_t Watch(const std::shared_ptr<PeerProcess>& process, std::function<void()> on_exit);
+  // Forgets a watch; afterwards its callback never starts (one already
+  // running on the watcher's thread may still finish). Unknown keys are
+  // ignored.
+  void Cancel(int64_t key);
+  // Watches pending now.
+  int64_t size() const;
+
+ private:
+  ProcessExitWatcher(int epoll_fd, int wake_fd);
+  void Run();
+
+  struct Entry {
+    int fd = -1;  // our dup of the process's pidfd
+    std::function<void()> on_exit;
+  };
+  const int epoll_fd_;
+  const int wake_fd_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<int64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  int64_t next_key_ ABSL_GUARDED_BY(mu_) = 1;
+  std::thread thread_;
+};
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_REGION_PROCESS_EXIT_WATCHER_H_
