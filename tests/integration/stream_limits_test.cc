@@ -72,8 +72,10 @@ bool Eventually(Fn done) {
 }
 
 TEST(StreamLimitsTest, StalledUploadIsReapedAndFreesItsReservation) {
+  // A budget of 1 MiB and a page: a 1 MiB buffer, with its host record
+  // (kCpuBufferOverheadBytes), fills it.
   auto daemon = DaemonProcess::Start(
-      {.extra_flags = {"--backend=cpu", "--cpu_devices=1", "--cpu_device_memory=1048576",
+      {.extra_flags = {"--backend=cpu", "--cpu_devices=1", "--cpu_device_memory=1052672",
                        "--stream_idle_timeout=1s"}});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto channel = grpc::CreateChannel((*daemon)->address(), grpc::InsecureChannelCredentials());

@@ -86,9 +86,9 @@ class GrpcurlTest(unittest.TestCase):
         # TrimMemory answers what it released and the daemon's RSS around it
         # (int64 fields print as JSON strings; zero ones are omitted).
         trimmed = self.call("placement.v1.DaemonService/TrimMemory")
-        self.assertGreater(int(trimmed["residentBytesBefore"]), 0)
-        self.assertGreater(int(trimmed["residentBytesAfter"]), 0)
-        self.assertGreaterEqual(int(trimmed.get("cacheBytesReleased", "0")), 0)
+        self.assertGreater(int(trimmed["resident_bytes_before"]), 0)
+        self.assertGreater(int(trimmed["resident_bytes_after"]), 0)
+        self.assertGreaterEqual(int(trimmed.get("cache_bytes_released", "0")), 0)
 
     def test_device_count_warning_only_for_this_hosts_hardware(self):
         method = "placement.v1.DeviceService/ValidateBatchSize"

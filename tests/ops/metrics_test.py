@@ -310,9 +310,12 @@ class MetricsTest(unittest.TestCase):
         documented = documented_metrics()
         exported = exported_metrics(families)
         self.assertEqual(exported, {k: v for k, v in documented.items() if k in exported})
+        # The cluster gauges exist only on a daemon of a cluster; the TLS
+        # reload counters only on a daemon serving TLS (metrics_tls_test.py).
         cluster_only = {"placementd_cluster_epoch", "placementd_cluster_processes",
                         "placementd_cluster_state", "placementd_cluster_pending_tensors"}
-        self.assertEqual(set(documented) - set(exported), cluster_only)
+        tls_only = {"placementd_tls_reloads_total", "placementd_tls_reload_failures_total"}
+        self.assertEqual(set(documented) - set(exported), cluster_only | tls_only)
         # The tensors are the default tenant's (no authentication).
         self.assertEqual(value(families["placementd_tenant_tensors"], tenant="(default)"), 3)
         self.assertEqual(value(families["placementd_build_info"], version=mock_any(),

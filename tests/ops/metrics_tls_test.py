@@ -56,6 +56,9 @@ class MetricsTlsTest(unittest.TestCase):
             families = {f.name: f for f in text_string_to_metric_families(body)}
             self.assertEqual(families["placementd_up"].samples[0].value, 1.0)
             self.assertIn("placementd_device_memory_limit_bytes", families)
+            # With TLS on, the gRPC port's reload counters exist at 0.
+            for name in ("placementd_tls_reloads", "placementd_tls_reload_failures"):
+                self.assertEqual(families[name].samples[0].value, 0.0, name)
             # By name too: the certificate says DNS:localhost.
             self.assertEqual(self.get(
                 f"https://localhost:{port_of(daemon.metrics_url)}/healthz"), (

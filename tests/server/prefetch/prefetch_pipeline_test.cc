@@ -253,11 +253,13 @@ TEST_F(PipelineTest, ChunkOutsideABatchIsRejected) {
 }
 
 TEST(PipelineBudgetTest, OverBudgetBatchIsResourceExhaustedAndKeepsNothing) {
-  TestRig rig(/*num_devices=*/2, /*device_memory=*/1024);
+  // 8 KiB per device: 'a' (a page and its 2 KiB record) fits, 'b' (two
+  // pages and the record) does not, wherever it goes.
+  TestRig rig(/*num_devices=*/2, /*device_memory=*/8192);
   PrefetchMetrics metrics(nullptr);
   PrefetchPipeline p(rig.ops.get(), PrefetchConfig{}, &metrics);
   absl::Status status = p.OnBatchHeader(Header({{"a", pb::DTYPE_F32, {100}},
-                                                {"b", pb::DTYPE_F32, {200}}}));
+                                                {"b", pb::DTYPE_F32, {2000}}}));
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(status.message(), HasSubstr("batch 0: "));
   EXPECT_THAT(status.message(), HasSubstr("'b'"));

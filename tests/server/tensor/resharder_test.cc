@@ -87,17 +87,19 @@ TEST(ResharderTest, ScalarsAndRankOne) {
 }
 
 TEST(ResharderTest, FailureLeavesTheSourceIntactAndFreesThePartialResult) {
-  TestRig rig(/*num_devices=*/4, /*device_memory=*/3000);
+  // 12 KiB per device; a CPU buffer is charged its pages and a 2 KiB record:
+  // a 2 KiB shard 6 KiB, an 8 KiB replica 10 KiB.
+  TestRig rig(/*num_devices=*/4, /*device_memory=*/12288);
   const std::string r4 = rig.CreateMesh({{"r", 4}});
-  const std::string data = PatternBytes(4096);
-  auto source = UploadBytes(*rig.ops, DType::kF32, {1024}, ShardingRule(r4, {{"r"}}), data);
+  const std::string data = PatternBytes(8192);
+  auto source = UploadBytes(*rig.ops, DType::kF32, {2048}, ShardingRule(r4, {{"r"}}), data);
   ASSERT_TRUE(source.ok()) << source.status();
-  EXPECT_EQ(rig.MemoryInUse(), 4096);
-  // Replicating needs 4 KiB per device: fails; the source survives, even with donation.
+  EXPECT_EQ(rig.MemoryInUse(), 8192);
+  // Replicating needs 10 KiB more per device: fails; the source survives, even with donation.
   auto placed = rig.ops->Place({(*source)->id}, ReplicatedRule(r4), SourceHandling::kDonate, "");
   EXPECT_EQ(placed.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(placed.status().message().find((*source)->id), std::string::npos) << placed.status();
-  EXPECT_EQ(rig.MemoryInUse(), 4096);
+  EXPECT_EQ(rig.MemoryInUse(), 8192);
   EXPECT_EQ(*DownloadWhole(*rig.ops, (*source)->id), data);
   // Two tensors at once, the second fails: nothing new is kept.
   auto small = UploadBytes(*rig.ops, DType::kU8, {16}, DeviceRule(0), PatternBytes(16));
@@ -105,7 +107,7 @@ TEST(ResharderTest, FailureLeavesTheSourceIntactAndFreesThePartialResult) {
   auto both =
       rig.ops->Place({(*small)->id, (*source)->id}, DeviceRule(1), SourceHandling::kKeep, "");
   EXPECT_EQ(both.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(rig.MemoryInUse(), 4096 + 16);
+  EXPECT_EQ(rig.MemoryInUse(), 8192 + 16);
   EXPECT_EQ(rig.store->size(), 2);
 }
 

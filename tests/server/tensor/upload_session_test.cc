@@ -124,16 +124,18 @@ TEST(UploadSessionTest, TooManyBytesFailsAtTheWriteAndFreesEverything) {
 }
 
 TEST(UploadSessionTest, OverBudgetFailsAtStartWithMemoryBackToZero) {
-  TestRig rig(/*num_devices=*/4, /*device_memory=*/1024);
+  // 6 KiB per device: one buffer of up to a page (charged the page and its
+  // 2 KiB record) fills a device.
+  TestRig rig(/*num_devices=*/4, /*device_memory=*/6144);
   const std::string r4 = rig.CreateMesh({{"r", 4}});
-  // 4 KiB on one 1 KiB device.
-  auto single = rig.ops->StartUpload(TensorSpec{DType::kF32, {1024}, "", ""}, DeviceRule(0));
+  // 8 KiB on one 6 KiB device.
+  auto single = rig.ops->StartUpload(TensorSpec{DType::kF32, {2048}, "", ""}, DeviceRule(0));
   EXPECT_EQ(single.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(single.status().message().find("cannot allocate 4096 bytes"), std::string::npos)
+  EXPECT_NE(single.status().message().find("cannot allocate 8192 bytes"), std::string::npos)
       << single.status();
-  // Replicated 2 KiB: fails on the first device, nothing left on any.
+  // Replicated 4100 bytes (two pages each): fails on the first device, nothing left on any.
   auto replicated =
-      rig.ops->StartUpload(TensorSpec{DType::kF32, {512}, "", ""}, ReplicatedRule(r4));
+      rig.ops->StartUpload(TensorSpec{DType::kU8, {4100}, "", ""}, ReplicatedRule(r4));
   EXPECT_EQ(replicated.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(rig.MemoryInUse(), 0);
   // Sharded 4 KiB over 4 devices fits exactly.
