@@ -17,9 +17,9 @@ namespace placement::server {
 namespace {
 
 namespace pb = placement::v1;
-using ::testing::HasSubstr;
 using testing::DownloadWhole;
 using testing::ExpectShardsMatch;
+using ::testing::HasSubstr;
 using testing::PatternBytes;
 using testing::TestRig;
 
@@ -232,8 +232,8 @@ TEST_F(PipelineTest, TooManyBytesFailNamingBatchAndArray) {
 TEST_F(PipelineTest, BadSpecFailsNamingBatchAndArray) {
   auto p = Open(2);
   ASSERT_TRUE(Send(*p, 0).ok());
-  absl::Status status =
-      p->OnBatchHeader(Header({{"images", pb::DTYPE_F32, {4, 8}}, {"labels", pb::DTYPE_UNSPECIFIED, {4}}}));
+  absl::Status status = p->OnBatchHeader(
+      Header({{"images", pb::DTYPE_F32, {4, 8}}, {"labels", pb::DTYPE_UNSPECIFIED, {4}}}));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("batch 1: array 'labels': arrays[1].dtype"));
   status = p->OnBatchHeader(Header({{"images", pb::DTYPE_F32, {4, -8}}}));
@@ -258,8 +258,8 @@ TEST(PipelineBudgetTest, OverBudgetBatchIsResourceExhaustedAndKeepsNothing) {
   TestRig rig(/*num_devices=*/2, /*device_memory=*/8192);
   PrefetchMetrics metrics(nullptr);
   PrefetchPipeline p(rig.ops.get(), PrefetchConfig{}, &metrics);
-  absl::Status status = p.OnBatchHeader(Header({{"a", pb::DTYPE_F32, {100}},
-                                                {"b", pb::DTYPE_F32, {2000}}}));
+  absl::Status status =
+      p.OnBatchHeader(Header({{"a", pb::DTYPE_F32, {100}}, {"b", pb::DTYPE_F32, {2000}}}));
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(status.message(), HasSubstr("batch 0: "));
   EXPECT_THAT(status.message(), HasSubstr("'b'"));
