@@ -134,7 +134,10 @@ TEST(HardeningTest, ATenantSeesItsOwnFiguresAndAnAdminEverybodys) {
   EXPECT_EQ(seen_by_b.num_tensors(), 0);
   EXPECT_EQ(seen_by_b.num_sessions(), 0);
   EXPECT_EQ(seen_by_b.device_bytes_in_use(), 0);
-  for (const auto& device : *b->ListDevices()) {
+  // The devices held in a local: a range-for over *StatusOr of a
+  // temporary would read the temporary after its end.
+  const auto devices = b->ListDevices();
+  for (const auto& device : devices.value()) {
     EXPECT_EQ(device.memory_in_use_bytes, 0) << device.id;
     EXPECT_EQ(device.memory_charged_bytes, 0) << device.id;
     EXPECT_EQ(device.memory_cached_bytes, 0) << device.id;

@@ -86,7 +86,10 @@ struct Totals {
 };
 Totals Devices(const Daemon& d) {
   Totals t;
-  for (const auto& device : *d.client->ListDevices()) {
+  // The devices held in a local: a range-for over *StatusOr of a
+  // temporary would read the temporary after its end.
+  const auto devices = d.client->ListDevices();
+  for (const auto& device : devices.value()) {
     t.in_use += device.memory_in_use_bytes;
     t.charged += device.memory_charged_bytes;
     t.cached += device.memory_cached_bytes;

@@ -99,12 +99,18 @@ class ShmRegionTest : public ::testing::Test {
 
   int64_t DeviceBytesInUse() {
     int64_t total = 0;
-    for (const auto& d : *plain_->ListDevices()) total += d.memory_in_use_bytes;
+    // The devices held in a local: a range-for over *StatusOr of a
+    // temporary would read the temporary after its end.
+    const auto devices = plain_->ListDevices();
+    for (const auto& d : devices.value()) total += d.memory_in_use_bytes;
     return total;
   }
   int64_t DeviceBytesCached() {
     int64_t total = 0;
-    for (const auto& d : *plain_->ListDevices()) total += d.memory_cached_bytes;
+    // The devices held in a local: a range-for over *StatusOr of a
+    // temporary would read the temporary after its end.
+    const auto devices = plain_->ListDevices();
+    for (const auto& d : devices.value()) total += d.memory_cached_bytes;
     return total;
   }
 

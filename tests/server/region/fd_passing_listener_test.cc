@@ -89,7 +89,15 @@ TEST(FdPassingListenerTest, IdleConnectionsStallNobody) {
   absl::StatusOr<std::string> token = PassMemfd((*listener)->address());
   ASSERT_TRUE(token.ok()) << token.status();
   EXPECT_EQ(token->size(), 32u);
-  EXPECT_EQ((*listener)->connections(), 50);
+  // The passing connection is closed by the listener's thread after it
+  // answered, which can be after the client read the answer: wait for it.
+  int64_t open = -1;
+  for (absl::Time end = absl::Now() + absl::Seconds(30); absl::Now() < end;
+       absl::SleepFor(absl::Milliseconds(5))) {
+    open = (*listener)->connections();
+    if (open == 50) break;
+  }
+  EXPECT_EQ(open, 50);
   auto claimed = (*listener)->TakeFd(*token);
   ASSERT_TRUE(claimed.ok()) << claimed.status();
   EXPECT_EQ(claimed->depositor->pid(), getpid());
