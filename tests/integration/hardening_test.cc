@@ -165,9 +165,9 @@ TEST(HardeningTest, AMeshMadeInASessionEndsWithIt) {
     auto session = Session::Open(*plain, absl::Seconds(30));
     ASSERT_TRUE(session.ok()) << session.status();
     auto scoped = Connect(*daemon, "", (*session)->id());
-    auto mesh = MeshClient(*scoped).CreateMesh({{"data", 2}});
+    auto mesh = MeshClient(*scoped).Create({{"data", 2}});
     ASSERT_TRUE(mesh.ok()) << mesh.status();
-    EXPECT_EQ(MeshClient(*plain).GetMesh(mesh->id).status().code(), absl::StatusCode::kOk);
+    EXPECT_EQ(MeshClient(*plain).Get(mesh->id).status().code(), absl::StatusCode::kOk);
     std::string kept;
     if (persist) {
       // A tensor on the mesh, made durable: the mesh must outlive the
@@ -186,11 +186,11 @@ TEST(HardeningTest, AMeshMadeInASessionEndsWithIt) {
       kept = tensor->id;
     }
     ASSERT_TRUE((*session)->Close().ok());
-    auto after = MeshClient(*plain).GetMesh(mesh->id);
+    auto after = MeshClient(*plain).Get(mesh->id);
     if (persist) {
       ASSERT_TRUE(after.ok()) << after.status();
       ASSERT_TRUE(TensorClient(*plain).Delete({kept}).ok());
-      ASSERT_TRUE(MeshClient(*plain).DeleteMesh(mesh->id).ok());
+      ASSERT_TRUE(MeshClient(*plain).Delete(mesh->id).ok());
     } else {
       // Before, the mesh outlived its session for good.
       EXPECT_EQ(after.status().code(), absl::StatusCode::kNotFound);

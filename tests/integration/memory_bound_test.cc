@@ -184,7 +184,7 @@ TEST(MemoryBoundTest, EightByteTensorsOverEightDevicesCostTheirPagesAndComeBack)
   Daemon d = Start({"--cpu_devices=8", absl::StrCat("--cpu_device_memory=", 8 * kMiB),
                     "--device_cache_idle=500ms"});
   ASSERT_NE(d.tensors, nullptr);
-  auto mesh = client::MeshClient(*d.client).CreateMesh({{"data", 8}});
+  auto mesh = client::MeshClient(*d.client).Create({{"data", 8}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   const int64_t baseline = Rss(d);
   const int64_t fds = testing::OpenFds(d.process->pid());
