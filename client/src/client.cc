@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/src/channel_security.h"
 #include "client/src/client_impl.h"
+#include "client/src/connect_probe.h"
 #include "client/src/convert.h"
 #include "client/src/region_pool.h"
 #include "common/grpc_status.h"
@@ -31,22 +34,38 @@ std::string TlsHint(const ClientOptions& options) {
                      : "";
 }
 
-// Waits until `channel` is connected. A failed attempt (connection refused,
-// an unreachable host, a failed TLS handshake) ends the wait at once: gRPC
-// would retry with backoff until the deadline, and a caller told nothing is
-// listening should not wait for it.
+// After gRPC reports a failed connection to a target where something does
+// listen, how long its own reconnection (after its 1 s backoff) may take
+// before the failure stands: a failed TLS handshake fails within this, a
+// one-off failure under load recovers.
+constexpr absl::Duration kListenerGrace = absl::Seconds(5);
+
+// Waits until `channel` is connected. When gRPC reports a failed attempt and
+// nothing listens at `target` (refused, unreachable, no such socket) the wait
+// ends at once: gRPC would retry with backoff until the deadline, and a
+// caller told nothing is listening should not wait for it. When something
+// does listen, gRPC's reconnection gets kListenerGrace.
 absl::Status WaitForConnected(grpc::Channel& channel, const std::string& target,
                               const ClientOptions& options) {
-  const auto deadline = absl::ToChronoTime(absl::Now() + options.connect_timeout);
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  const absl::Status failed = absl::UnavailableError(
+      absl::StrCat("cannot reach placementd at ", target,
+                   ": the connection failed (nothing listens there, or it refused or is "
+                   "unreachable)",
+                   TlsHint(options)));
+  absl::Time give_up = deadline;
+  bool probed = false;
   grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
   while (state != GRPC_CHANNEL_READY) {
-    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-      return absl::UnavailableError(absl::StrCat("cannot reach placementd at ", target,
-                                                 ": the connection failed (nothing listens "
-                                                 "there, or it refused or is unreachable)",
-                                                 TlsHint(options)));
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && !probed) {
+      probed = true;
+      const absl::Duration probe =
+          std::clamp(deadline - absl::Now(), absl::Milliseconds(50), absl::Seconds(1));
+      if (NothingListens(target, probe)) return failed;
+      give_up = std::min(deadline, absl::Now() + kListenerGrace);
     }
-    if (!channel.WaitForStateChange(state, deadline)) {
+    if (!channel.WaitForStateChange(state, absl::ToChronoTime(give_up))) {
+      if (probed) return failed;  // an attempt failed: say so, not only "within"
       return absl::UnavailableError(absl::StrCat("cannot reach placementd at ", target, " within ",
                                                  absl::FormatDuration(options.connect_timeout),
                                                  TlsHint(options)));

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import queue
+import socket
 import threading
 import time
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
@@ -93,8 +95,10 @@ class TransportOptions:
       (None = none; large tensors take as long as they take).
     connect_timeout: how long connect() waits for the daemon to accept the
       connection (0 = do not wait; the first call then reports UNAVAILABLE).
-      A refused connection (nothing listening, an unreachable host, a failed
-      TLS handshake) fails at once, without waiting for it.
+      A refused connection (nothing listening, an unreachable host) fails at
+      once, without waiting for it; a failed attempt where something listens
+      (a TLS handshake, a one-off failure) once gRPC's reconnection has not
+      connected within LISTENER_GRACE (5 s).
     chunk_bytes: bytes per upload message and requested per download
       message, 1 to 4 MiB.
     retries, retry_backoff: attempts after the first for idempotent calls
@@ -233,33 +237,80 @@ def open_channel(target: str, options: TransportOptions,
     return grpc.intercept_channel(channel, _MetadataInterceptor(metadata))
 
 
+# After gRPC reports a failed connection to a target where something does
+# listen (a plain connect succeeds), how long gRPC's own reconnection (after
+# its 1 s backoff) may take before the failure stands: a failed TLS handshake
+# fails within this, a one-off failure under load recovers.
+LISTENER_GRACE = 5.0
+
+
 def wait_ready(channel: grpc.Channel, target: str, timeout: float, *, tls: bool = False) -> None:
-    """Waits up to `timeout` for the channel to connect. A failed attempt
-    (connection refused, unreachable, a failed TLS handshake) fails at once:
-    gRPC would only retry it with backoff until the timeout."""
+    """Waits up to `timeout` for the channel to connect. When gRPC reports a
+    failed attempt and nothing listens at `target` (refused, unreachable, no
+    such socket) it fails at once: gRPC would only retry with backoff until
+    the timeout. When something does listen (a failed TLS handshake, or a
+    one-off failure under load) gRPC's reconnection gets LISTENER_GRACE."""
     if timeout <= 0:
         return
-    settled = threading.Event()
-    seen: List[grpc.ChannelConnectivity] = []
-
-    def on_change(state: grpc.ChannelConnectivity) -> None:
-        if state in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE):
-            seen.append(state)
-            settled.set()
-
+    states: "queue.Queue[grpc.ChannelConnectivity]" = queue.Queue()
     hint = (" over TLS (or the TLS handshake failed: the daemon must serve TLS with a "
             "certificate that chains to the trusted CA and names the target's host)") if tls else ""
+    failed = errors.UnavailableError(
+        f"cannot reach placementd at {target}: the connection failed (nothing listens "
+        f"there, or it refused or is unreachable){hint}")
+    deadline = time.monotonic() + timeout
+    give_up: Optional[float] = None  # set once a listener's connection failed
+    on_change = states.put
     channel.subscribe(on_change, try_to_connect=True)
     try:
-        if not settled.wait(timeout):
-            raise errors.UnavailableError(
-                f"cannot reach placementd at {target} within {timeout:g}s{hint}")
+        while True:
+            end = deadline if give_up is None else min(deadline, give_up)
+            try:
+                state = states.get(timeout=max(0.0, end - time.monotonic()))
+            except queue.Empty:
+                if give_up is not None:  # an attempt failed: say so, not only "within"
+                    raise failed from None
+                raise errors.UnavailableError(
+                    f"cannot reach placementd at {target} within {timeout:g}s{hint}") from None
+            if state is grpc.ChannelConnectivity.READY:
+                return
+            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE and give_up is None:
+                probe = min(1.0, max(0.05, deadline - time.monotonic()))
+                if nothing_listens(target, probe):
+                    raise failed
+                give_up = time.monotonic() + LISTENER_GRACE
     finally:
         channel.unsubscribe(on_change)
-    if seen[0] != grpc.ChannelConnectivity.READY:
-        raise errors.UnavailableError(
-            f"cannot reach placementd at {target}: the connection failed (nothing listens "
-            f"there, or it refused or is unreachable){hint}")
+
+
+def nothing_listens(target: str, timeout: float) -> bool:
+    """Whether a plain connect to a gRPC `target` (host:port, [v6]:port,
+    dns:///host:port, ipv4:/ipv6:, unix:path, unix:///path) fails within
+    `timeout`: refused, unreachable, unresolvable or no such socket. Targets of
+    other forms count as failing (gRPC's failure stands)."""
+    if target.startswith("unix:"):
+        path = target[len("unix:"):]
+        family, where = socket.AF_UNIX, (path[2:] if path.startswith("//") else path)
+    else:
+        for scheme in ("dns:///", "ipv4:", "ipv6:"):
+            if target.startswith(scheme):
+                target = target[len(scheme):]
+                break
+        host, sep, port = target.rpartition(":")
+        if not sep or not port.isdigit():
+            return True
+        try:
+            info = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
+        except OSError:
+            return True
+        family, _, _, _, where = info[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.settimeout(timeout)
+        try:
+            probe.connect(where)
+        except OSError:
+            return True
+    return False
 
 
 class Transport:

@@ -1,8 +1,9 @@
 // The client API against a real daemon, for what issue 25 changed: the
 // session every client opens unless told otherwise (a killed client's
 // results are freed once its lease runs out), a refused connection failing
-// at once, progress callbacks, ListStreams, PrefetchStream::Next, tensor
-// names and derived names.
+// at once (a failed attempt where something listens is retried), progress
+// callbacks, ListStreams, PrefetchStream::Next, tensor names and derived
+// names.
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "placement/client/placement.h"
+#include "tests/client/dropping_listener.h"
 #include "tests/testing/daemon_process.h"
 
 namespace placement::client {
@@ -124,6 +126,33 @@ TEST_F(ClientApiTest, ARefusedConnectionFailsAtOnce) {
   EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(client.status().message(),
               HasSubstr("cannot reach placementd at 127.0.0.1:1: the connection failed"));
+}
+
+TEST_F(ClientApiTest, AFirstAttemptThatFailsWhereSomethingListensIsRetried) {
+  // gRPC reports the dropped first connection as a failure; something listens
+  // there, so its reconnection gets a grace and the client connects.
+  testing::DroppingListener listener(daemon_->address(), /*drop=*/1);
+  ClientOptions options;
+  options.connect_timeout = absl::Hours(1);
+  options.session_policy = SessionPolicy::kNone;
+  auto client = Client::Connect(listener.target(), options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto devices = (*client)->ListDevices();
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  EXPECT_EQ(devices->size(), 4u);
+  EXPECT_GE(listener.accepted(), 3);  // the dropped one, the probe, gRPC's second
+}
+
+TEST_F(ClientApiTest, AListenerThatNeverSpeaksGrpcFailsAfterTheGrace) {
+  // Not the hour-long connect timeout: the failure stands once gRPC's
+  // reconnections failed for the grace.
+  testing::DroppingListener listener("", /*drop=*/0);
+  ClientOptions options;
+  options.connect_timeout = absl::Hours(1);
+  auto client = Client::Connect(listener.target(), options);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(client.status().message(), HasSubstr("cannot reach placementd at " +
+                                                   listener.target() + ": the connection failed"));
 }
 
 TEST_F(ClientApiTest, ProgressCallbacksSeeEveryChunk) {

@@ -2,6 +2,7 @@
 errors carrying the gRPC code, killed clients and daemons."""
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,77 @@ def test_unreachable_daemon():
         assert str(e.value) == (f"cannot reach placementd at {target}: the connection failed "
                                 f"(nothing listens there, or it refused or is unreachable)")
         assert isinstance(e.value, ConnectionError)
+
+
+class _Listener:
+    """A TCP listener on 127.0.0.1:0 that closes the first `drop` connections
+    it accepts and forwards later ones to `upstream` (None: closes them all),
+    byte for byte."""
+
+    def __init__(self, upstream, drop):
+        self._upstream, self._drop, self.accepted = upstream, drop, 0
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.target = f"127.0.0.1:{self._sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return  # closed
+            self.accepted += 1
+            if self._upstream is None or self.accepted <= self._drop:
+                conn.close()
+                continue
+            host, port = self._upstream.rsplit(":", 1)
+            up = socket.create_connection((host, int(port)))
+            for a, b in ((conn, up), (up, conn)):
+                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._sock.shutdown(socket.SHUT_RDWR)  # wakes accept()
+        self._sock.close()
+
+
+def _pump(a, b):
+    try:
+        while True:
+            data = a.recv(1 << 16)
+            if not data:
+                break
+            b.sendall(data)
+    except OSError:
+        pass
+    for s in (a, b):  # the other direction's recv() returns too
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def test_a_first_attempt_that_fails_where_something_listens_is_retried(client):
+    # gRPC reports the dropped first connection as a failure; something
+    # listens there, so its reconnection gets a grace and the client connects.
+    with _Listener(client.target, drop=1) as listener:
+        c = placement.Client(listener.target, TransportOptions(connect_timeout=3600,
+                                                               session="none"))
+        assert len(c.devices()) == 8
+        c.close()
+    assert listener.accepted >= 3  # the dropped one, the probe, gRPC's second
+
+
+def test_a_listener_that_never_speaks_grpc_fails_after_the_grace():
+    # Not the 3600 s connect timeout: the failure stands once gRPC's
+    # reconnections failed for LISTENER_GRACE.
+    with _Listener(None, drop=0) as listener:
+        with pytest.raises(errors.UnavailableError) as e:
+            placement.Client(listener.target, TransportOptions(connect_timeout=3600))
+    assert str(e.value) == (f"cannot reach placementd at {listener.target}: the connection "
+                            f"failed (nothing listens there, or it refused or is unreachable)")
 
 
 def test_option_checks():

@@ -55,7 +55,9 @@ struct ClientOptions {
   int max_send_message_bytes = 16 << 20;
   // How long Connect waits for the daemon to accept the connection; zero =
   // don't wait. A refused connection (nothing listens at the target) fails
-  // at once, UNAVAILABLE, without waiting for the timeout.
+  // at once, UNAVAILABLE, without waiting for the timeout; a failed attempt
+  // where something listens (a TLS handshake, a one-off failure) fails once
+  // gRPC's reconnection has not connected within 5 s.
   absl::Duration connect_timeout = absl::Seconds(10);
 
   // Transport security (docs/security.md). With `tls`, the daemon's
