@@ -150,8 +150,10 @@ def test_top_shows_uploads_in_flight_resizes_and_quits(client, daemon):
                             stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
     os.close(slave)
     try:
+        # A frame drawn before the daemon has read the 4 MiB shows 0 B: wait
+        # for one drawn after (top redraws every 300 ms).
         wide = read_until(master, lambda t: "upload" in t and "in-flight u8[16777216]" in t
-                          and "MB/s" in t)
+                          and "MB/s" in t and "4.0 MiB / 16.0 MiB (25%)" in t)
         assert "4.0 MiB / 16.0 MiB (25%)" in wide, wide[-3000:]
         # A narrower window: the next frames fit 60 columns and 20 rows.
         set_size(master, 20, 60)
