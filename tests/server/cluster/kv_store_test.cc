@@ -68,7 +68,11 @@ TEST(KvStoreTest, ManyWaitingGetsHoldNoThread) {
     kv.Get("gloo/ctx", absl::Seconds(60), count(true));
     kv.Get("never/" + std::to_string(i), absl::Milliseconds(20), count(false));
   }
-  EXPECT_EQ(kv.waiting(), 2 * kWaiters - timed_out.load());
+  // Every 60 s get still waits; some 20 ms ones may have ended already (a
+  // timed-out get leaves the store before its callback counts it).
+  const int waiting = kv.waiting();
+  EXPECT_GE(waiting, kWaiters);
+  EXPECT_LE(waiting, 2 * kWaiters);
   ASSERT_TRUE(kv.Set("gloo/ctx", "addr").ok());
   all_done.WaitForNotification();
   EXPECT_EQ(got.load(), kWaiters);
