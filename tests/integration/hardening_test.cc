@@ -56,6 +56,8 @@ std::unique_ptr<Client> Connect(const DaemonProcess& daemon, const std::string& 
   ClientOptions options;
   options.token = token;
   options.session_id = session;
+  // These tests open, count and scope sessions themselves.
+  options.session_policy = SessionPolicy::kNone;
   auto client = Client::Connect(daemon.address(), options);
   EXPECT_TRUE(client.ok()) << client.status();
   return client.ok() ? *std::move(client) : nullptr;

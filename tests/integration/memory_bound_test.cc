@@ -251,8 +251,9 @@ TEST(MemoryBoundTest, UnderHostMemoryPressureTheCacheIsReleasedAtOnce) {
                     "--device_cache_idle=1h", "--host_memory_min_available=1125899906842624"});
   ASSERT_NE(d.tensors, nullptr);
   Churn(d, 20);
-  EXPECT_TRUE(Eventually([&] { return Devices(d).cached == 0; }));
-  EXPECT_GT(Released(d, "pressure"), 0);
+  std::cout << "after the churn: cached " << Devices(d).cached << " bytes\n";
+  // The reclaimer's next tick (a second here) finds the host under pressure.
+  EXPECT_TRUE(Eventually([&] { return Released(d, "pressure") > 0 && Devices(d).cached == 0; }));
   EXPECT_THAT(d.process->Stderr(), HasSubstr("host memory is low (MemAvailable"));
   ASSERT_TRUE(d.client->GetStatus().ok());
 }

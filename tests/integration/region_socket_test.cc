@@ -203,7 +203,9 @@ TEST(RegionSocketChild, HoldsARegionOutsideASessionUntilKilled) {
   if (spec == nullptr) GTEST_SKIP() << "runs only as the child of RegionSocketTest";
   const std::string text(spec);
   const size_t comma = text.find(',');
-  auto client = Client::Connect(text.substr(0, comma));
+  ClientOptions durable;
+  durable.session_policy = SessionPolicy::kNone;  // outside a session
+  auto client = Client::Connect(text.substr(0, comma), durable);
   ASSERT_TRUE(client.ok()) << client.status();
   auto region = SharedRegion::Create(**client, 1 << 20, "killed-durable");
   ASSERT_TRUE(region.ok()) << region.status();

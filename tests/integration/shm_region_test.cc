@@ -45,7 +45,10 @@ class ShmRegionTest : public ::testing::Test {
                          "--device_cache_idle=200ms"}});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = *std::move(daemon);
-    auto plain = daemon_->Connect();
+    // Outside any session: the client's own is turned off.
+    ClientOptions durable;
+    durable.session_policy = SessionPolicy::kNone;
+    auto plain = Client::Connect(daemon_->address(), durable);
     ASSERT_TRUE(plain.ok());
     plain_ = *std::move(plain);
     auto session = Session::Open(*plain_, absl::Seconds(30));

@@ -64,7 +64,8 @@ def run_with_tty_stderr(*args, env=None):
 @pytest.fixture
 def npy(tmp_path):
     path = tmp_path / "big.npy"
-    np.save(path, np.arange(8 << 20, dtype=np.float32))  # 32 MiB
+    # 24 MiB: two placed copies fit a 64 MiB device with their blocks' overhead.
+    np.save(path, np.arange(6 << 20, dtype=np.float32))
     return str(path)
 
 
