@@ -94,8 +94,8 @@ void AddClusterMetrics(Metrics* metrics, Cluster* cluster, ClusterTensors* pendi
                       {{"state", std::string(ClusterStateName(state))}},
                       view->state == state ? 1.0 : 0.0});
     }
-    for (ProcessState state : {ProcessState::kJoining, ProcessState::kAlive, ProcessState::kLost,
-                               ProcessState::kLeft}) {
+    for (ProcessState state :
+         {ProcessState::kJoining, ProcessState::kAlive, ProcessState::kLost, ProcessState::kLeft}) {
       double n = 0;
       for (const ProcessRecord& p : view->processes) n += p.state == state ? 1 : 0;
       out->push_back(
@@ -387,7 +387,20 @@ absl::Status ServiceSet::Impl::CreateClusterEngine() {
   cluster_collectives->set_forfeit(
       [made_engine](const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
                     const absl::Status& why) { made_engine->Forfeit(ticket, participants, why); });
-  cluster->AddListener([made_engine](const ClusterEvent& event) {
+  cluster->AddListener([made_engine, cluster](const ClusterEvent& event) {
+    // Calls in flight with a lost process end now, in the cluster's words;
+    // a daemon cut off from the cluster ends all of its own.
+    for (int32_t lost : event.lost) {
+      made_engine->AbortProcess(lost, std::string(ProcessGoneError(*event.after, lost).message()));
+    }
+    if (event.self_lost || event.coordinator_lost) {
+      const std::string why = event.self_lost
+                                  ? "this daemon was dropped from the cluster (missed heartbeats)"
+                                  : "this daemon lost the cluster's coordinator";
+      for (int32_t p = 0; p < cluster->num_processes(); ++p) {
+        if (p != cluster->process_index()) made_engine->AbortProcess(p, why);
+      }
+    }
     made_engine->DropEpochsBefore(static_cast<uint64_t>(event.after->epoch));
   });
   return absl::OkStatus();

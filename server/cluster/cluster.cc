@@ -87,17 +87,19 @@ absl::Status Cluster::CheckAlive(absl::Span<const int32_t> processes) const {
                                                "until it is back"));
   }
   for (int32_t p : processes) {
-    if (!v->IsAlive(p)) {
-      const bool left = p < static_cast<int32_t>(v->processes.size()) &&
-                        v->processes[p].state == ProcessState::kLeft;
-      return absl::UnavailableError(
-          absl::StrCat(v->Describe(p),
-                       left ? " left the cluster (drained; epoch "
-                            : " is lost (missed its heartbeats: killed, crashed or cut off; epoch ",
-                       v->epoch, ")"));
-    }
+    if (!v->IsAlive(p)) return ProcessGoneError(*v, p);
   }
   return absl::OkStatus();
+}
+
+absl::Status ProcessGoneError(const ClusterView& view, int32_t process) {
+  const bool left = process >= 0 && process < static_cast<int32_t>(view.processes.size()) &&
+                    view.processes[process].state == ProcessState::kLeft;
+  return absl::UnavailableError(
+      absl::StrCat(view.Describe(process),
+                   left ? " left the cluster (drained; epoch "
+                        : " is lost (missed its heartbeats: killed, crashed or cut off; epoch ",
+                   view.epoch, ")"));
 }
 
 std::string Cluster::PeerAddress(int32_t process_index) const {

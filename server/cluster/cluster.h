@@ -89,6 +89,11 @@ struct ClusterEvent {
   bool coordinator_lost = false;  // the coordinator stopped answering
 };
 
+// UNAVAILABLE in the cluster's words for a process `view` does not count
+// alive: "process 2 (10.0.0.3:7000) is lost (missed its heartbeats: killed,
+// crashed or cut off; epoch 5)", or "... left the cluster (drained; epoch 5)".
+absl::Status ProcessGoneError(const ClusterView& view, int32_t process);
+
 class Cluster {
  public:
   // Makes the client of the coordinator at `address` (host:port).

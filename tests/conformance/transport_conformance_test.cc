@@ -322,6 +322,63 @@ TEST_P(TransportConformanceTest, AbortFailsThePeersInsideTheCallAtOnce) {
   ExpectResult(g);
 }
 
+TEST_P(TransportConformanceTest, AbortProcessEndsCallsWaitingOnACutOffPeer) {
+  // Process 2 is alive and connected but never answers -- a partition sends
+  // no FIN -- so only the abort can end the others' call before its 60 s.
+  const absl::Duration kTimeout = absl::Seconds(60);
+  ClusterOptions options = Options(3);
+  options.timeout = kTimeout;
+  options.gap_timeout = absl::Seconds(10);
+  SimulatedCluster c(options);
+  Group g =
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1, 2}, 100, 0, 10);
+  auto run = [&](int p, const CrossProcessTicket& ticket, std::function<bool()> cancelled) {
+    CollectiveItem item = ItemFor(g, p);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    context.cancelled = std::move(cancelled);
+    return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+  };
+  const CrossProcessTicket t0 = Ticket("0,1,2", 0);
+  for (const auto& s : OnProcesses({0, 1, 2}, [&](int p) { return run(p, t0, nullptr); })) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  const CrossProcessTicket t1 = Ticket("0,1,2", 1);
+  InCall in_call;
+  std::vector<absl::Status> statuses(2);
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&, p] { statuses[p] = run(p, t1, in_call.hooks[p].Fn()); });
+  }
+  for (int p = 0; p < 2; ++p) ASSERT_TRUE(in_call.hooks[p].WaitReached());
+  // What the cluster does when its heartbeats declare process 2 lost.
+  const std::string why = "process 2 is lost (missed its heartbeats: test; epoch 2)";
+  c.engine(0).AbortProcess(2, why);
+  c.engine(1).AbortProcess(2, why);
+  for (auto& t : threads) t.join();
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(statuses[p].code(), absl::StatusCode::kUnavailable) << statuses[p];
+    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr("over processes 0,1,2"));
+    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr(why));
+    EXPECT_EQ(c.engine(p).cached_contexts(), 0u);
+  }
+  EXPECT_LT(absl::Now() - start, kTimeout / 4);
+  // A group without the lost process is untouched: 0 and 1 go on.
+  Group pair =
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 100, 0, 11);
+  const CrossProcessTicket t2 = Ticket("0,1", 0);
+  for (const auto& s : OnProcesses({0, 1}, [&](int p) {
+         CollectiveItem item = ItemFor(pair, p);
+         CollectiveContext context;
+         context.ticket = &t2;
+         return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+       })) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  ExpectResult(pair);
+}
+
 TEST_P(TransportConformanceTest, RendezvousThroughAFileStore) {
   // Processes that share only a directory (one node, or a shared filesystem).
   const std::string dir =

@@ -183,6 +183,10 @@ absl::StatusOr<std::shared_ptr<TicketSequencer>> ClusterEngine::SequencerFor(
   return sequencer;
 }
 
+void ClusterEngine::AbortProcess(int32_t process, const std::string& why) {
+  if (options_.transport != nullptr) options_.transport->AbortProcess(process, why);
+}
+
 void ClusterEngine::DropEpochsBefore(uint64_t epoch) {
   std::vector<std::shared_ptr<TicketSequencer>> retired;
   {

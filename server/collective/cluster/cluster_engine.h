@@ -138,6 +138,11 @@ class ClusterEngine final : public CollectiveEngine {
   // they hold.
   void DropEpochsBefore(uint64_t epoch);
 
+  // The cluster lost `process`: every transport group holding it is
+  // aborted, so a call in flight with it ends at once, UNAVAILABLE with
+  // `why`, instead of at its operation timeout.
+  void AbortProcess(int32_t process, const std::string& why);
+
   // Connected transport groups held (tests, metrics).
   size_t cached_contexts() const {
     return options_.transport != nullptr ? options_.transport->connected_groups() : 0;

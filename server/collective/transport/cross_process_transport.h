@@ -14,7 +14,12 @@
 //   Abort    a group: its connections close, so peers inside an operation
 //            on it fail at once, and its key is refused from then on (its
 //            rendezvous keys are spent; the cluster bumps the set's
-//            generation, which names a fresh group).
+//            generation, which names a fresh group);
+//   AbortProcess  every group that holds a process the cluster lost: an
+//            operation in flight on one ends at once with the cluster's
+//            words, instead of waiting out its timeout for a peer that is
+//            cut off (a partition sends no FIN, so nothing else would end
+//            it before the operation's budget).
 //
 // A group is named by (membership epoch, process set, set generation,
 // subset) -- TransportGroupKey. Transports register by name
@@ -110,6 +115,11 @@ class CrossProcessTransport {
   // Aborts every group of `set_key`'s `generation` in `epoch` that this
   // process holds or tried, whatever its subset.
   virtual void AbortGeneration(uint64_t epoch, const std::string& set_key, uint64_t generation) = 0;
+  // Aborts every group, of any epoch, whose subset holds `process`; an
+  // operation in flight on one fails UNAVAILABLE with `why` (the cluster's
+  // words: "process 2 is lost (missed its heartbeats ...)"). A group still
+  // in its rendezvous is left to its budget.
+  virtual void AbortProcess(int32_t process, const std::string& why) = 0;
   // Whether the group of `key` is connected here.
   virtual bool Connected(const TransportGroupKey& key) const = 0;
   // Frees the groups (and refusals) of epochs before `epoch`; calls that

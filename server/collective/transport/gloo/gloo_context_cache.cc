@@ -29,7 +29,7 @@ std::shared_ptr<GlooContextCache::Entry> GlooContextCache::EntryFor(const Transp
                                                                     const std::string& prefix) {
   absl::MutexLock lock(&mu_);
   std::shared_ptr<Entry>& entry = entries_[key.epoch][prefix];
-  if (entry == nullptr) entry = std::make_shared<Entry>();
+  if (entry == nullptr) entry = std::make_shared<Entry>(key.processes);
   return entry;
 }
 
@@ -129,6 +129,36 @@ void GlooContextCache::FailGeneration(uint64_t epoch, const std::string& set_key
     if (entry->context != nullptr) dropped.push_back(std::move(entry->context));
   }
   // `dropped` closes the connections here, outside the locks.
+}
+
+void GlooContextCache::FailProcess(int32_t process, const std::string& why) {
+  std::vector<std::shared_ptr<Entry>> matching;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [epoch, by_prefix] : entries_) {
+      for (const auto& [prefix, entry] : by_prefix) {
+        if (std::binary_search(entry->processes.begin(), entry->processes.end(), process)) {
+          matching.push_back(entry);
+        }
+      }
+    }
+  }
+  for (const std::shared_ptr<Entry>& entry : matching) {
+    std::shared_ptr<gloo::Context> context;
+    // A key that is connecting holds its lock for its rendezvous.
+    if (!entry->mu.TryLock()) continue;
+    entry->failed = true;
+    if (entry->abort_reason.empty()) entry->abort_reason = why;
+    context = std::move(entry->context);
+    entry->mu.Unlock();
+    if (context != nullptr) AbortGlooContext(*context);
+  }
+}
+
+std::string GlooContextCache::AbortReason(const TransportGroupKey& key) {
+  std::shared_ptr<Entry> entry = EntryFor(key, GlooPrefix(key));
+  absl::MutexLock lock(&entry->mu);
+  return entry->abort_reason;
 }
 
 bool GlooContextCache::Connected(const TransportGroupKey& key) const {

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -77,6 +78,15 @@ class GlooContextCache {
   // peers inside an operation on one of them fail at once.
   void FailGeneration(uint64_t epoch, const std::string& set_key, uint64_t generation);
 
+  // Fail() for every context, of any epoch, whose subset holds `process`,
+  // and an operation in flight on one ends at once (AbortGlooContext); its
+  // caller reads `why` from AbortReason. A context that is still
+  // connecting is left to its rendezvous budget.
+  void FailProcess(int32_t process, const std::string& why);
+
+  // Why the context of `key` was aborted by FailProcess; empty otherwise.
+  std::string AbortReason(const TransportGroupKey& key);
+
   // Whether the context of `key` is connected here.
   bool Connected(const TransportGroupKey& key) const;
 
@@ -89,10 +99,13 @@ class GlooContextCache {
 
  private:
   struct Entry {
+    explicit Entry(std::vector<int32_t> processes) : processes(std::move(processes)) {}
+    const std::vector<int32_t> processes;  // the key's subset, ascending
     absl::Mutex mu;
     std::shared_ptr<gloo::Context> context ABSL_GUARDED_BY(mu);
     bool failed ABSL_GUARDED_BY(mu) = false;
     bool keys_deleted ABSL_GUARDED_BY(mu) = false;
+    std::string abort_reason ABSL_GUARDED_BY(mu);
   };
 
   std::shared_ptr<Entry> EntryFor(const TransportGroupKey& key, const std::string& prefix);

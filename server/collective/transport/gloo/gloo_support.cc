@@ -1,5 +1,7 @@
 #include "server/collective/transport/gloo/gloo_support.h"
 
+#include <gloo/context.h>
+#include <gloo/transport/unbound_buffer.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -98,6 +100,21 @@ gloo::AllreduceOptions::Func GlooPairwiseReduce(DType dtype, ReduceOp op) {
 bool IsGlooTimeout(absl::string_view what) {
   const std::string lower = absl::AsciiStrToLower(what);
   return absl::StrContains(lower, "timed out") || absl::StrContains(lower, "timeout");
+}
+
+void AbortGlooContext(gloo::Context& context) {
+  // Gloo has no public abort. An application-side timeout is its one way
+  // to fail every pair of a context: the TCP transport then signals every
+  // pending operation on them and closes them. A buffer that waits 1 ms
+  // for a receive nobody posted is such a timeout (it posts nothing, so
+  // nothing is left pending on it).
+  char byte = 0;
+  try {
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer = context.createUnboundBuffer(&byte, 1);
+    buffer->waitRecv(nullptr, std::chrono::milliseconds(1));
+  } catch (const std::exception&) {
+    // The timeout this function causes.
+  }
 }
 
 absl::Status GlooErrorStatus(absl::string_view prefix, absl::string_view what) {

@@ -28,6 +28,11 @@
 
 namespace placement::server {
 
+// Fails every pair of `context` at once: an operation of any thread
+// inside it throws Gloo's IoException ("Application timeout caused pair
+// closure"), and the pairs close (their peers see the connection reset).
+void AbortGlooContext(gloo::Context& context);
+
 // A RendezvousStore failure carried through Gloo's store interface, so the
 // caller of a rendezvous can return the store's own status (for example
 // DEADLINE_EXCEEDED naming the key nobody published).

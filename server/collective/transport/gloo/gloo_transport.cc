@@ -69,9 +69,13 @@ absl::Status GlooTransport::Run(CollectiveKind kind, const CollectiveItem& item,
   try {
     status = RunHierarchical(kind, item, plan, op, io);
   } catch (const std::exception& e) {
-    status = GlooErrorStatus(absl::StrCat("gloo ", CollectiveKindName(kind), " over processes ",
-                                          ProcessListKey(plan.processes), " (", what, ")"),
-                             e.what());
+    const std::string call = absl::StrCat("gloo ", CollectiveKindName(kind), " over processes ",
+                                          ProcessListKey(plan.processes), " (", what, ")");
+    // Aborted because the cluster lost a process: say that, not Gloo's
+    // words for the abort.
+    const std::string reason = contexts_.AbortReason(key);
+    status = reason.empty() ? GlooErrorStatus(call, e.what())
+                            : absl::UnavailableError(absl::StrCat(call, ": ", reason));
   }
   // Whatever failed, this process is now out of step with its peers on
   // this context.
