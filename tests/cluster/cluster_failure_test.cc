@@ -3,6 +3,9 @@
 // UNAVAILABLE naming it within heartbeat_interval x misses, free what they
 // held (device memory back to baseline), and the restarted daemon rejoins
 // with the same process index and takes part in the next collective.
+#include <signal.h>
+
+#include <cstdio>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -139,6 +142,56 @@ TEST_F(ClusterFailureTest, KilledDaemonFailsARunningCollective) {
   }
   // Nothing half-made survives on the daemons that are left.
   EXPECT_TRUE(MemoryReturns(*clients_[0], {0, 2}, baseline));
+}
+
+// A daemon that stops answering mid-collective without closing anything
+// (SIGSTOP: its sockets stay open, like a host cut off by a partition):
+// before, the others' Gloo operation waited out --cluster_op_timeout (20 s
+// here); now membership's loss (250 ms x 8) aborts it, UNAVAILABLE naming
+// the process.
+TEST_F(ClusterFailureTest, StoppedDaemonFailsARunningCollectiveWithinTheDetectionBound) {
+  const std::vector<int64_t> baseline = MemoryOf(*clients_[0], {0, 2});
+  client::TensorClient tensors(*clients_[0]);
+  const int64_t cols = int64_t{6} << 20;
+  std::vector<float> values(6 * cols, 0.5f);
+  auto input =
+      tensors.Upload(HostArray::Of(values, {6, cols}), Placement::Sharded("flat", {{"data"}}));
+  ASSERT_TRUE(input.ok()) << input.status();
+  values.clear();
+  values.shrink_to_fit();
+  client::CollectiveClient collectives(*clients_[0]);
+  absl::Status result;
+  absl::Time ended;
+  std::thread driver([&] {
+    result = collectives.AllReduce(input->id, client::ReduceOp::kSum).status();
+    ended = absl::Now();
+  });
+  absl::SleepFor(absl::Milliseconds(150));
+  const absl::Time stopped = absl::Now();
+  ASSERT_EQ(kill(cluster_->daemon(1).pid(), SIGSTOP), 0);
+  driver.join();
+  ASSERT_EQ(kill(cluster_->daemon(1).pid(), SIGCONT), 0);
+  if (result.ok()) {
+    GTEST_LOG_(INFO) << "the collective finished before the stop";
+  } else {
+    EXPECT_EQ(result.code(), absl::StatusCode::kUnavailable) << result;
+    EXPECT_THAT(std::string(result.message()), HasSubstr("process 1")) << result;
+    // Within the detection bound and a loaded machine's slack, well before
+    // the 20 s operation timeout.
+    EXPECT_LT(ended - stopped, absl::Seconds(12)) << result;
+    std::printf("stopped daemon: the collective ended %s after the stop: %s\n",
+                absl::FormatDuration(ended - stopped).c_str(), result.ToString().c_str());
+  }
+  EXPECT_TRUE(MemoryReturns(*clients_[0], {0, 2}, baseline));
+  // The stopped daemon finds itself dropped and joins again.
+  auto formed = WaitForStatus(
+      *clients_[0],
+      [](const client::DaemonStatus& s) {
+        return s.cluster.state == client::ClusterState::kFormed;
+      },
+      absl::Seconds(30));
+  ASSERT_TRUE(formed.ok()) << formed.status();
+  EXPECT_EQ(formed->cluster.state, client::ClusterState::kFormed);
 }
 
 }  // namespace
