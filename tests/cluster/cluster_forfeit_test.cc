@@ -40,7 +40,9 @@ class ClusterForfeitTest : public ::testing::Test {
     options.num_processes = 3;
     options.devices_per_process = 2;
     options.device_memory = int64_t{64} << 20;
-    options.extra_flags = {kOpTimeout};
+    // The CPU platform: the budgets below are sized in its bytes (a CUDA
+    // block is 2 MiB); the forfeit itself is the platform's transport's.
+    options.extra_flags = {kOpTimeout, "--backend=cpu"};
     options.per_process = {{}, {absl::StrCat("--cpu_device_memory=", int64_t{6} << 20)}, {}};
     auto cluster = ClusterProcesses::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();

@@ -63,7 +63,9 @@ BatchSource CountingSource(int n, std::shared_ptr<std::atomic<int>> calls = null
 
 class PrefetchTest : public ::testing::Test {
  protected:
-  void SetUp() override { Start({"--cpu_devices=8", "--cpu_device_memory=1048576"}); }
+  // 64 MiB devices: room for a few batches on any platform (a CUDA block is
+  // 2 MiB); the stream's own bounds are what these tests check.
+  void SetUp() override { Start({"--cpu_devices=8", "--cpu_device_memory=67108864"}); }
 
   void Start(std::vector<std::string> flags) {
     auto daemon = DaemonProcess::Start({.extra_flags = std::move(flags)});

@@ -569,7 +569,9 @@ TEST_F(TensorServiceTest, MeshService) {
 
 TEST(TensorServiceBudgetTest, OverBudgetUploadsFailCleanly) {
   auto daemon =
-      DaemonProcess::Start(DaemonOptions{{"--cpu_devices=4", "--cpu_device_memory=1048576"}});
+      // The CPU platform's byte budgets are the subject (a CUDA block is 2 MiB).
+      DaemonProcess::Start(
+          DaemonOptions{{"--backend=cpu", "--cpu_devices=4", "--cpu_device_memory=1048576"}});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   Conn conn((*daemon)->address());
   pb::TensorInfo info;
