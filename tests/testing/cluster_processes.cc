@@ -6,7 +6,9 @@
 
 #include <csignal>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace placement::testing {
 
@@ -64,20 +66,37 @@ absl::StatusOr<std::unique_ptr<ClusterProcesses>> ClusterProcesses::Start(
     if (!ns.ok()) return ns.status();
     c->namespaces_ = *std::move(ns);
     c->coordinator_ = absl::StrCat(c->namespaces_->address(0), ":7000");
-  } else {
+    RETURN_IF_ERROR(c->LaunchAll());
+    return c;
+  }
+  // A picked port is free only until someone else binds it: a test running
+  // beside this one can take it before process 0 does ("Address already in
+  // use"). Then the cluster starts again on another port, a few times.
+  absl::Status started;
+  for (int attempt = 0; attempt < 4; ++attempt) {
     c->coordinator_ = absl::StrCat("127.0.0.1:", PickFreePort());
+    started = c->LaunchAll();
+    if (started.ok()) return c;
+    const bool taken = !c->daemons_.empty() &&
+                       absl::StrContains(c->daemons_[0]->Stderr(), "Address already in use");
+    c->daemons_.clear();
+    if (!taken) break;
   }
-  for (int i = 0; i < options.num_processes; ++i) {
-    auto d = DaemonProcess::Launch(c->OptionsFor(i));
+  return started;
+}
+
+absl::Status ClusterProcesses::LaunchAll() {
+  for (int i = 0; i < options_.num_processes; ++i) {
+    auto d = DaemonProcess::Launch(OptionsFor(i));
     if (!d.ok()) return d.status();
-    c->daemons_.push_back(*std::move(d));
+    daemons_.push_back(*std::move(d));
   }
-  for (int i = 0; i < options.num_processes; ++i) {
-    if (absl::Status ready = c->daemons_[i]->WaitReady(options.start_timeout); !ready.ok()) {
+  for (int i = 0; i < options_.num_processes; ++i) {
+    if (absl::Status ready = daemons_[i]->WaitReady(options_.start_timeout); !ready.ok()) {
       return absl::Status(ready.code(), absl::StrCat("daemon ", i, ": ", ready.message()));
     }
   }
-  return c;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<client::Client>> ClusterProcesses::Connect(int i) const {

@@ -63,6 +63,9 @@ class ClusterProcesses {
 
  private:
   ClusterProcesses() = default;
+  // Launches every daemon with OptionsFor and waits until each is ready.
+  absl::Status LaunchAll();
+
   ClusterOptions options_;
   std::unique_ptr<NetworkNamespaces> namespaces_;
   std::string coordinator_;
