@@ -228,9 +228,48 @@ TEST_P(TransportConformanceTest, AbsentProcessTimesOutAndNextGenerationWorks) {
   EXPECT_EQ(c.engine(1).cached_contexts(), 1u);
 }
 
-// A call whose processes are all inside it (each polled `cancelled` once).
-struct InCall {
-  PollHook hooks[3];
+// All-reduces of `g` on a 3-process set: FirstOnAll connects the set's
+// group (ticket 0 on every process); EnterOnTwo starts ticket 1 on processes
+// 0 and 1 and returns once both are inside the call (each polled
+// `cancelled` once), leaving process 2 out of it; Join waits for them.
+class CallOnTwoOfThree {
+ public:
+  CallOnTwoOfThree(SimulatedCluster& c, const Group& g) : c_(c), g_(g) {}
+  ~CallOnTwoOfThree() { Join(); }
+
+  absl::Status Run(int p, const CrossProcessTicket& ticket, std::function<bool()> cancelled) {
+    CollectiveItem item = ItemFor(g_, p);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    context.cancelled = std::move(cancelled);
+    return c_.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+  }
+  void FirstOnAll() {
+    for (const auto& s : OnProcesses({0, 1, 2}, [&](int p) { return Run(p, first_, nullptr); })) {
+      ASSERT_TRUE(s.ok()) << s;
+    }
+  }
+  void EnterOnTwo() {
+    for (int p = 0; p < 2; ++p) {
+      threads_.emplace_back([this, p] { statuses_[p] = Run(p, second_, hooks_[p].Fn()); });
+    }
+    for (int p = 0; p < 2; ++p) ASSERT_TRUE(hooks_[p].WaitReached());
+  }
+  const std::vector<absl::Status>& Join() {
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    return statuses_;
+  }
+  const CrossProcessTicket& second() const { return second_; }
+
+ private:
+  SimulatedCluster& c_;
+  const Group& g_;
+  const CrossProcessTicket first_ = Ticket("0,1,2", 0);
+  const CrossProcessTicket second_ = Ticket("0,1,2", 1);
+  PollHook hooks_[2];
+  std::vector<std::thread> threads_;
+  std::vector<absl::Status> statuses_ = std::vector<absl::Status>(2);
 };
 
 TEST_P(TransportConformanceTest, LostPeerMidCallFailsTheOthersWithoutHanging) {
@@ -240,29 +279,13 @@ TEST_P(TransportConformanceTest, LostPeerMidCallFailsTheOthersWithoutHanging) {
   SimulatedCluster c(options);
   Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1, 2, 0},
                       1000, 0, 8);
-  auto run = [&](int p, const CrossProcessTicket& ticket, std::function<bool()> cancelled) {
-    CollectiveItem item = ItemFor(g, p);
-    CollectiveContext context;
-    context.ticket = &ticket;
-    context.cancelled = std::move(cancelled);
-    return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
-  };
-  const CrossProcessTicket t0 = Ticket("0,1,2", 0);
-  for (const auto& s : OnProcesses({0, 1, 2}, [&](int p) { return run(p, t0, nullptr); })) {
-    ASSERT_TRUE(s.ok()) << s;
-  }
+  CallOnTwoOfThree call(c, g);
+  call.FirstOnAll();
   // Processes 0 and 1 start ticket 1; once both are in the call, 2 dies.
-  const CrossProcessTicket t1 = Ticket("0,1,2", 1);
-  InCall in_call;
-  std::vector<absl::Status> statuses(2);
   const absl::Time start = absl::Now();
-  std::vector<std::thread> threads;
-  for (int p = 0; p < 2; ++p) {
-    threads.emplace_back([&, p] { statuses[p] = run(p, t1, in_call.hooks[p].Fn()); });
-  }
-  for (int p = 0; p < 2; ++p) ASSERT_TRUE(in_call.hooks[p].WaitReached());
+  call.EnterOnTwo();
   c.Kill(2);
-  for (auto& t : threads) t.join();
+  const std::vector<absl::Status>& statuses = call.Join();
   for (int p = 0; p < 2; ++p) {
     EXPECT_THAT(statuses[p].code(),
                 AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded))
@@ -283,31 +306,16 @@ TEST_P(TransportConformanceTest, AbortFailsThePeersInsideTheCallAtOnce) {
   SimulatedCluster c(options);
   Group g =
       MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1, 2}, 100, 0, 9);
-  auto run = [&](int p, const CrossProcessTicket& ticket, std::function<bool()> cancelled) {
-    CollectiveItem item = ItemFor(g, p);
-    CollectiveContext context;
-    context.ticket = &ticket;
-    context.cancelled = std::move(cancelled);
-    return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
-  };
-  // Connected once, so the abort closes live connections.
-  const CrossProcessTicket t0 = Ticket("0,1,2", 0);
-  for (const auto& s : OnProcesses({0, 1, 2}, [&](int p) { return run(p, t0, nullptr); })) {
-    ASSERT_TRUE(s.ok()) << s;
-  }
-  // Processes 0 and 1 enter ticket 1; process 2 cannot run it (its caller
-  // failed first) and forfeits.
-  const CrossProcessTicket t1 = Ticket("0,1,2", 1);
-  InCall in_call;
-  std::vector<absl::Status> statuses(2);
+  // Connected once, so the abort closes live connections. Processes 0 and
+  // 1 enter ticket 1; process 2 cannot run it (its caller failed first) and
+  // forfeits.
+  CallOnTwoOfThree call(c, g);
+  call.FirstOnAll();
   const absl::Time start = absl::Now();
-  std::vector<std::thread> threads;
-  for (int p = 0; p < 2; ++p) {
-    threads.emplace_back([&, p] { statuses[p] = run(p, t1, in_call.hooks[p].Fn()); });
-  }
-  for (int p = 0; p < 2; ++p) ASSERT_TRUE(in_call.hooks[p].WaitReached());
-  c.engine(2).Forfeit(t1, {0, 1, 2}, absl::ResourceExhaustedError("no room for the result"));
-  for (auto& t : threads) t.join();
+  call.EnterOnTwo();
+  c.engine(2).Forfeit(call.second(), {0, 1, 2},
+                      absl::ResourceExhaustedError("no room for the result"));
+  const std::vector<absl::Status>& statuses = call.Join();
   for (int p = 0; p < 2; ++p) {
     EXPECT_EQ(statuses[p].code(), absl::StatusCode::kUnavailable) << statuses[p];
     EXPECT_THAT(std::string(statuses[p].message()), HasSubstr("over processes 0,1,2"));
@@ -316,7 +324,7 @@ TEST_P(TransportConformanceTest, AbortFailsThePeersInsideTheCallAtOnce) {
   // Every process reported the failure; the next generation works.
   EXPECT_EQ(c.failures().size(), 3u);
   const CrossProcessTicket t2 = Ticket("0,1,2", 2, /*generation=*/1);
-  for (const auto& s : OnProcesses({0, 1, 2}, [&](int p) { return run(p, t2, nullptr); })) {
+  for (const auto& s : OnProcesses({0, 1, 2}, [&](int p) { return call.Run(p, t2, nullptr); })) {
     ASSERT_TRUE(s.ok()) << s;
   }
   ExpectResult(g);
@@ -332,31 +340,15 @@ TEST_P(TransportConformanceTest, AbortProcessEndsCallsWaitingOnACutOffPeer) {
   SimulatedCluster c(options);
   Group g =
       MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1, 2}, 100, 0, 10);
-  auto run = [&](int p, const CrossProcessTicket& ticket, std::function<bool()> cancelled) {
-    CollectiveItem item = ItemFor(g, p);
-    CollectiveContext context;
-    context.ticket = &ticket;
-    context.cancelled = std::move(cancelled);
-    return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
-  };
-  const CrossProcessTicket t0 = Ticket("0,1,2", 0);
-  for (const auto& s : OnProcesses({0, 1, 2}, [&](int p) { return run(p, t0, nullptr); })) {
-    ASSERT_TRUE(s.ok()) << s;
-  }
-  const CrossProcessTicket t1 = Ticket("0,1,2", 1);
-  InCall in_call;
-  std::vector<absl::Status> statuses(2);
+  CallOnTwoOfThree call(c, g);
+  call.FirstOnAll();
   const absl::Time start = absl::Now();
-  std::vector<std::thread> threads;
-  for (int p = 0; p < 2; ++p) {
-    threads.emplace_back([&, p] { statuses[p] = run(p, t1, in_call.hooks[p].Fn()); });
-  }
-  for (int p = 0; p < 2; ++p) ASSERT_TRUE(in_call.hooks[p].WaitReached());
+  call.EnterOnTwo();
   // What the cluster does when its heartbeats declare process 2 lost.
   const std::string why = "process 2 is lost (missed its heartbeats: test; epoch 2)";
   c.engine(0).AbortProcess(2, why);
   c.engine(1).AbortProcess(2, why);
-  for (auto& t : threads) t.join();
+  const std::vector<absl::Status>& statuses = call.Join();
   for (int p = 0; p < 2; ++p) {
     EXPECT_EQ(statuses[p].code(), absl::StatusCode::kUnavailable) << statuses[p];
     EXPECT_THAT(std::string(statuses[p].message()), HasSubstr("over processes 0,1,2"));
