@@ -11,7 +11,8 @@ of one-byte tensors on 2 x 8 MiB devices and of eight-byte tensors over
 8 x 8 MiB devices (then everything deleted); a 4 KiB - 24 MiB churn and 12 s
 idle; 50 idle connections on the region socket; 300 fds from one process; a
 TLS rotation through a garbage certificate and a mismatched pair (made with
-openssl); a shm region shrunk under transfers; and the smaller ones (an oversized
+openssl); 15 looping Python clients SIGKILLed, with and without their own
+session; a shm region shrunk under transfers; and the smaller ones (an oversized
 hardware_name, a Prefetch buffer_size of INT32_MAX, sessions opened in a
 loop, a mesh made in a session, a region registered outside a session by a
 killed client, an unparseable message after a complete upload). Takes about
@@ -450,6 +451,49 @@ time.sleep(600)
     d.stop()
 
 
+def killed_clients(binary, m, clients=15):
+    """`clients` Python clients (the placement library) uploading 4 MiB
+    tensors in a loop, each SIGKILLed: the tensors and bytes left on the
+    daemon afterwards, with TransportOptions(session="none") (what every
+    client did before) and with the default own session (a 2 s lease here, to
+    keep the run short; 60 s by default)."""
+    d = Daemon(binary, "--cpu_devices=2", "--cpu_device_memory=2147483648")
+    stub = m["daemon_service_pb2_grpc"].DaemonServiceStub(d.channel)
+    tensors = m["tensor_service_pb2_grpc"].TensorServiceStub(d.channel)
+    for own in (False, True):
+        policy = "open" if own else "none"
+        script = f"""
+import numpy as np, placement
+c = placement.Client({d.address!r}, placement.TransportOptions(session={policy!r},
+                                                                 session_ttl=2))
+x = np.ones(1 << 20, np.float32)
+print('looping', flush=True)
+while True:
+    a = placement.device_put(x, 0, client=c)
+    b = placement.device_put(x, 1, client=c)
+    del a, b
+"""
+        children = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                     text=True) for _ in range(clients)]
+        for child in children:
+            child.stdout.readline()
+        time.sleep(1)
+        for child in children:
+            child.kill()
+            child.wait()
+            child.stdout.close()
+        time.sleep(2 + 2)  # the lease and the sweep, with room
+        status = stub.GetStatus(m["daemon_service_pb2"].GetStatusRequest())
+        print(f"  {clients} looping clients SIGKILLed, "
+              f"{'own session (2 s lease)' if own else 'session=none'}, 4 s later: "
+              f"{status.num_tensors} tensors, {status.device_bytes_in_use / MIB:.1f} MiB left")
+        listed = tensors.List(m["tensor_service_pb2"].ListTensorsRequest(page_size=1000))
+        ids = [t.id for t in listed.tensors]
+        if ids:
+            tensors.Delete(m["tensor_service_pb2"].DeleteTensorsRequest(tensor_ids=ids))
+    d.stop()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--placementd", required=True)
@@ -466,6 +510,8 @@ def main():
     region_socket(args.placementd, m)
     print("item 4 (TLS rotation):")
     tls_rotation(args.placementd, m)
+    print("item 6 (clients killed outside a session):")
+    killed_clients(args.placementd, m)
     print("item 5 (shrinking shm region):")
     shm_shrink(args.placementd, m)
     print("item 7 (smaller ones):")
