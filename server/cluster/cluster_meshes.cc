@@ -1,8 +1,10 @@
 #include "server/cluster/cluster_meshes.h"
 
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "server/cluster/fan_out.h"
 #include "server/logging.h"
@@ -27,11 +29,7 @@ void ClusterMeshes::Attach() {
         !event.before->coordinator_instance_id.empty() &&
         event.before->coordinator_instance_id != event.after->coordinator_instance_id;
     if (new_coordinator && event.after->IsAlive(self)) {
-      absl::Status restored = Restore();
-      if (!restored.ok()) {
-        LogWarning("cluster: could not register the meshes with the restarted coordinator: ",
-                   restored.message());
-      }
+      RestoreSoon();
     } else if (was_out && event.after->IsAlive(self)) {
       absl::Status synced = Sync();
       if (!synced.ok()) LogWarning("cluster: could not copy the meshes: ", synced.message());
@@ -85,6 +83,43 @@ void ClusterMeshes::InstallHere(RegisteredMesh mesh) { registry_->Install(std::m
 absl::StatusOr<int64_t> ClusterMeshes::RemoveHere(const std::string& mesh_id, bool force) {
   if (!registry_->Get(mesh_id).ok()) return 0;
   return ops_->DeleteMeshHere(mesh_id, force);
+}
+
+ClusterMeshes::~ClusterMeshes() {
+  std::thread restorer;
+  {
+    absl::MutexLock lock(&restore_mu_);
+    stopping_ = true;
+    restorer = std::move(restorer_);
+  }
+  if (restorer.joinable()) restorer.join();
+}
+
+void ClusterMeshes::RestoreSoon() {
+  absl::MutexLock lock(&restore_mu_);
+  if (restoring_ || stopping_) return;
+  restoring_ = true;
+  // A previous restorer has set restoring_ = false and is returning.
+  if (restorer_.joinable()) restorer_.join();
+  restorer_ = std::thread([this] { RestoreUntilDone(); });
+}
+
+void ClusterMeshes::RestoreUntilDone() {
+  const absl::Time give_up = absl::Now() + absl::Minutes(1);
+  for (;;) {
+    const absl::Status restored = Restore();
+    absl::MutexLock lock(&restore_mu_);
+    if (!restored.ok() && !stopping_ && absl::Now() < give_up) {
+      restore_mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(200));
+      if (!stopping_) continue;
+    }
+    if (!restored.ok()) {
+      LogWarning("cluster: could not register the meshes with the restarted coordinator: ",
+                 restored.message());
+    }
+    restoring_ = false;
+    return;
+  }
 }
 
 absl::Status ClusterMeshes::Restore() {

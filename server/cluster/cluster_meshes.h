@@ -20,9 +20,12 @@
 #define PLACEMENT_SERVER_CLUSTER_CLUSTER_MESHES_H_
 
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/cluster/cluster.h"
 #include "server/cluster/mesh_authority.h"
 #include "server/cluster/peer_transport.h"
@@ -36,6 +39,8 @@ class ClusterMeshes final : public MeshAuthority {
   // REQUIRES: every argument outlives this object.
   ClusterMeshes(Cluster* cluster, MeshRegistry* registry, TensorOps* ops, PeerTransport* peers)
       : cluster_(cluster), registry_(registry), ops_(ops), peers_(peers) {}
+  // Stops a restore in progress.
+  ~ClusterMeshes() override;
 
   // Routes this daemon's mesh changes through the coordinator and listens
   // to membership (Sync after a rejoin). REQUIRES: before serving.
@@ -56,7 +61,10 @@ class ClusterMeshes final : public MeshAuthority {
   // Makes this daemon's meshes the coordinator's.
   absl::Status Sync();
   // Registers this daemon's meshes with a restarted coordinator (one it
-  // already has, from another survivor, is left as it is).
+  // already has, from another survivor, is left as it is). The restarted
+  // coordinator checks a mesh's devices against its own view, which can
+  // lag its members' by a heartbeat ("device 0 is not in the cluster"), so
+  // the listener has it done by RestoreUntilDone on a thread of its own.
   absl::Status Restore();
 
  private:
@@ -64,6 +72,16 @@ class ClusterMeshes final : public MeshAuthority {
   MeshRegistry* registry_;
   TensorOps* ops_;
   PeerTransport* peers_;
+  // Starts RestoreUntilDone unless it runs.
+  void RestoreSoon();
+  // Restore every 200 ms until it succeeds, the object goes, or a minute
+  // passed (logged).
+  void RestoreUntilDone();
+
+  absl::Mutex restore_mu_;
+  bool restoring_ ABSL_GUARDED_BY(restore_mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(restore_mu_) = false;
+  std::thread restorer_ ABSL_GUARDED_BY(restore_mu_);
 };
 
 }  // namespace placement::server

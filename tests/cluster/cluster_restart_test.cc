@@ -272,6 +272,11 @@ TEST_P(ClusterRestartTest, CollectivesWorkAgainWithoutRestartingTheSurvivors) {
          !(meshes0.Get("flat").ok() && meshes0.Get("survivors").ok())) {
     absl::SleepFor(absl::Milliseconds(20));
   }
+  if (!(meshes0.Get("flat").ok() && meshes0.Get("survivors").ok())) {
+    for (int p = 0; p < cluster_->size(); ++p) {
+      ADD_FAILURE() << "daemon " << p << "'s log:\n" << cluster_->daemon(p).Stderr();
+    }
+  }
   ASSERT_TRUE(meshes0.Get("flat").ok());
   ASSERT_TRUE(meshes0.Get("survivors").ok());
 
