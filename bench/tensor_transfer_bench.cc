@@ -8,6 +8,10 @@
 // Region rows: the same transfers through a same-host shared-memory region
 // (the bytes already in the region; and kAuto, which copies caller memory
 // into a pooled region first), against the same baselines.
+// View rows (CPU): the time to a readable zero-copy view of a tensor from 1
+// MiB to --view_max_mib, and a view + one full read against a region
+// download + the same read and a gRPC download + the same read
+// (bench/view_rows.h).
 // Reshard (Place P('data', None) -> P(None, 'data'), and -> replicated)
 // is compared with memcpy of the bytes it moves. A memcpy into freshly
 // allocated pages is printed too: the CPU backend allocates new buffers for
@@ -16,7 +20,7 @@
 //
 //   build/bin/tensor_transfer_bench [--size_mib=256] [--reps=5]
 //       [--chunk_bytes=1048576] [--devices=8] [--transport=tcp|unix]
-//       [--backend=cpu|cuda]
+//       [--backend=cpu|cuda] [--view_max_mib=1024]
 //
 // --backend=cuda: the daemon runs on GPU 0 (--devices logical devices of
 // it), and the same run also times cudaMemcpy host <-> device from pinned
@@ -42,6 +46,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
+#include "bench/view_rows.h"
 #include "placement/client/placement.h"
 #include "server/daemon.h"
 #if PLACEMENT_WITH_CUDA
@@ -54,6 +59,9 @@ ABSL_FLAG(int64_t, chunk_bytes, int64_t{1} << 20, "Stream chunk size, both ours 
 ABSL_FLAG(int, devices, 8, "CPU virtual devices (the sharded cases use all of them).");
 ABSL_FLAG(std::string, transport, "tcp", "tcp (127.0.0.1:0) or unix (a socket in /tmp).");
 ABSL_FLAG(std::string, backend, "cpu", "cpu (virtual devices) or cuda (logical devices of GPU 0).");
+ABSL_FLAG(int64_t, view_max_mib, 1024,
+          "Largest tensor of the time-to-view sweep (1 MiB, 4 MiB, ... up to this); 0 skips the "
+          "view rows.");
 ABSL_FLAG(bool, reshard_replicated, true,
           "Also time P('data') -> replicated (moves devices x size bytes).");
 
@@ -117,7 +125,8 @@ int Run() {
   config.backend.kind = absl::GetFlag(FLAGS_backend);
   // Room for the source, a reshard destination or a replicated copy, and an
   // automatically placed upload (with --devices=1 all three share device 0).
-  server::RequestDevicesEverywhere({devices, 3 * bytes + (int64_t{64} << 20)},
+  const int64_t view_max = absl::GetFlag(FLAGS_view_max_mib) << 20;
+  server::RequestDevicesEverywhere({devices, std::max(3 * bytes, view_max) + (int64_t{64} << 20)},
                                    &config.backend.platforms);
   const bool on_gpu = config.backend.kind == "cuda";
   auto daemon = server::Daemon::Start(config);
@@ -376,6 +385,15 @@ int Run() {
                 up_one.Median() / h2d_pinned.Median(), up_one.Median() / h2d_pageable.Median());
     std::printf("download ours, 1 device / cudaMemcpy D2H: pinned %.3f, pageable %.3f (medians)\n",
                 down_one.Median() / d2h_pinned.Median(), down_one.Median() / d2h_pageable.Median());
+  }
+
+  if (!on_gpu && view_max > 0 &&
+      !RunViewRows({.client = client->get(),
+                    .mesh = &*mesh,
+                    .bytes = bytes,
+                    .max_view_bytes = view_max,
+                    .reps = reps})) {
+    return 1;
   }
 
   region_in->reset();

@@ -18,7 +18,8 @@
 #   4. a 2-daemon cluster on the one GPU: the cluster tensor and collective
 #      tests on --backend=cuda daemons,
 #   5. the GPU benchmark rows, each against its baseline in the same run
-#      (upload/download and region H2D/D2H against pinned cudaMemcpy,
+#      (upload/download and region H2D/D2H against pinned cudaMemcpy, the
+#      CUDA IPC view against a device-to-device cudaMemcpy,
 #      prefetch at compute = transfer and 2x, the NCCL collective part),
 #   and writes the record docs/gpu-runs/YYYY-MM-DD-<short sha>.txt (into $OUT
 #   when set, so a device call brings it back): `commit: <sha>`, the device
@@ -33,11 +34,11 @@ bundle=.gpu-bundle
 # Entries are "binary [arguments]"; the conformance suites run their cuda
 # instances (ctest's NAME_cuda).
 gpu_tests=(cuda_backend_test nccl_engine_test gpu_daemon_test region_gpu_test tensor_gpu_test
-  "backend_conformance_test --gtest_filter=*/cuda" "daemon_conformance_test --gtest_filter=*/cuda")
+  view_gpu_test "backend_conformance_test --gtest_filter=*/cuda" "daemon_conformance_test --gtest_filter=*/cuda")
 cluster_tests=(cluster_tensors_test cluster_collectives_test)
 benches=(tensor_transfer_bench prefetch_bench collective_bench)
 # memcheck: the tests that drive CUDA memory directly (daemons included).
-memcheck_tests=(cuda_backend_test region_gpu_test tensor_gpu_test)
+memcheck_tests=(cuda_backend_test region_gpu_test tensor_gpu_test view_gpu_test)
 
 prepare() {
   set -e
@@ -205,6 +206,8 @@ run() {
   }
   bench "upload/download and regions vs pinned cudaMemcpy" "$bin/tensor_transfer_bench" \
     --backend=cuda --devices=1 --size_mib=256 --reps=3 --reshard_replicated=false
+  bench "CUDA IPC view (export + open + device read) vs device-to-device cudaMemcpy" \
+    "$bin/view_gpu_test" --gtest_filter='*ImportsItsOwnMemory*'
   bench "prefetch at compute = transfer and 2x" "$bin/prefetch_bench" --backend=cuda \
     --devices=1 --step_factors=1,2 --rounds=3 --steps=40
   bench "prefetch through regions" "$bin/prefetch_bench" --backend=cuda --devices=1 \

@@ -144,6 +144,12 @@ absl::Status CheckLimits(const DaemonConfig& config) {
   if (config.regions.registry.max_regions_per_tenant < 0) {
     return absl::InvalidArgumentError("--tenant_max_regions must be >= 0");
   }
+  if (config.regions.exports.max_exports < 0 || config.regions.exports.max_exports_per_tenant < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_exports and --tenant_max_exports must be >= 0, got ",
+                     config.regions.exports.max_exports, " and ",
+                     config.regions.exports.max_exports_per_tenant));
+  }
   if (config.sessions.max_sessions < 0 || config.sessions.max_sessions_per_tenant < 0) {
     return absl::InvalidArgumentError("--max_sessions and --tenant_max_sessions must be >= 0");
   }
@@ -277,6 +283,7 @@ absl::Status CreateServices(DaemonState* state, std::unique_ptr<CollectiveEngine
   options.tensors = config.tensors;
   options.sessions = config.sessions;
   options.regions = config.regions.registry;
+  options.exports = config.regions.exports;
   options.region_socket =
       ResolveRegionSocket(config.regions.socket, state->listen.is_unix ? state->listen.path : "",
                           state->identity.instance_id);

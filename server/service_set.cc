@@ -27,6 +27,7 @@
 #include "server/service/region_handler.h"
 #include "server/service/session_handler.h"
 #include "server/service/tensor_handler.h"
+#include "server/service/view_handler.h"
 #include "server/tensor/tenant_metrics.h"
 #include "server/tensor/tensor_ops.h"
 #include "server/tensor/tensor_store.h"
@@ -74,6 +75,18 @@ void AddRegionMetrics(Metrics* metrics, RegionRegistry* regions) {
   });
 }
 
+void AddViewMetrics(Metrics* metrics, ExportRegistry* exports) {
+  metrics->Describe("placementd_exports_open", "gauge",
+                    "Shard exports (views) open now (ViewService).");
+  metrics->Describe("placementd_export_bytes_open", "gauge",
+                    "Shard bytes open exports expose (held and counted while exported).");
+  metrics->AddCollector([exports](std::vector<GaugeSample>* out) {
+    out->push_back({"placementd_exports_open", {}, static_cast<double>(exports->size())});
+    out->push_back(
+        {"placementd_export_bytes_open", {}, static_cast<double>(exports->open_bytes())});
+  });
+}
+
 void AddClusterMetrics(Metrics* metrics, Cluster* cluster, ClusterTensors* pending) {
   metrics->Describe("placementd_cluster_epoch", "gauge",
                     "Membership epoch of this daemon's cluster (advances on every change).");
@@ -117,6 +130,10 @@ struct ServiceSet::Impl {
   Metrics* metrics = nullptr;
   ServiceSetOptions options;
 
+  // Shard exports: declared before the fd-passing socket that redeems their
+  // tokens, so the socket stops first; they hold tensors, not the store.
+  std::unique_ptr<ExportRegistry> export_registry;
+
   // Shared-memory regions (first: the transfer handlers below use them).
   std::unique_ptr<FdPassingListener> fd_listener;
   std::unique_ptr<RegionRegistry> region_registry;
@@ -140,6 +157,9 @@ struct ServiceSet::Impl {
   // them), and their handler.
   std::unique_ptr<SessionManager> session_manager;
   std::unique_ptr<SessionHandler> session_handler;
+
+  // Shard views' handler (the registry is above).
+  std::unique_ptr<ViewHandler> view_handler;
 
   // Prefetch: open streams over the tensor ops, and their handler.
   std::unique_ptr<PrefetchManager> prefetch_manager;
@@ -168,6 +188,7 @@ struct ServiceSet::Impl {
   void CreateMeshesAndTensors();
   void CreateCollectives(std::unique_ptr<CollectiveEngine> engine);
   void CreateSessions();
+  void CreateViews();
   void CreatePrefetch();
   void CreateCluster();
   void AddMetrics();
@@ -191,6 +212,7 @@ absl::StatusOr<std::unique_ptr<ServiceSet>> ServiceSet::Create(
   impl->CreateMeshesAndTensors();
   impl->CreateCollectives(std::move(engine));
   impl->CreateSessions();
+  impl->CreateViews();
   impl->CreatePrefetch();
   impl->CreateCluster();
   // Last, once nothing can fail: the collectors point into this ServiceSet,
@@ -255,6 +277,23 @@ void ServiceSet::Impl::CreateSessions() {
   mesh_handler->set_sessions(sessions);
 }
 
+void ServiceSet::Impl::CreateViews() {
+  export_registry = std::make_unique<ExportRegistry>(inventory->backend(), metrics,
+                                                     fd_listener != nullptr, options.exports);
+  ExportRegistry* exports = export_registry.get();
+  SessionManager* sessions = session_manager.get();
+  exports->set_sessions([sessions](const std::string& id) { return sessions->SessionOf(id); },
+                        [sessions](const std::string& id) { return sessions->IsOpen(id); });
+  sessions->AddEndListener([exports](const std::string& id) { exports->EndSession(id); });
+  if (fd_listener != nullptr) {
+    fd_listener->set_view_redeemer(
+        [exports](const std::string& token, const std::shared_ptr<PeerProcess>& reader) {
+          return exports->Redeem(token, reader);
+        });
+  }
+  view_handler = std::make_unique<ViewHandler>(tensors(), exports, gate);
+}
+
 void ServiceSet::Impl::CreatePrefetch() {
   prefetch_manager = std::make_unique<PrefetchManager>(ops(), metrics);
   prefetch_handler =
@@ -296,6 +335,7 @@ void ServiceSet::Impl::AddMetrics() {
   AddTenantMetrics(metrics, tensors());
   AddSessionMetrics(metrics, session_manager.get());
   AddRegionMetrics(metrics, region_registry.get());
+  AddViewMetrics(metrics, export_registry.get());
   if (cluster_tensors != nullptr)
     AddClusterMetrics(metrics, options.cluster, cluster_tensors.get());
 }
@@ -307,6 +347,7 @@ void ServiceSet::Register(grpc::ServerBuilder* builder) {
   builder->RegisterService(impl_->prefetch_handler.get());
   builder->RegisterService(impl_->session_handler.get());
   builder->RegisterService(impl_->region_handler.get());
+  builder->RegisterService(impl_->view_handler.get());
 }
 
 void ServiceSet::RegisterPeer(grpc::ServerBuilder* builder) {

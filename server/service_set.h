@@ -19,6 +19,7 @@
 #include "server/service/daemon_handler.h"
 #include "server/service/device_handler.h"
 #include "server/session/session_manager.h"
+#include "server/view/export_registry.h"
 
 namespace placement::server {
 
@@ -39,6 +40,8 @@ struct ServiceSetOptions {
   std::string region_socket;
   FdPassingOptions region_socket_options;
   RegionRegistryOptions regions;
+  // Shard views (exports) handed out over the region socket.
+  ExportOptions exports;
   // The daemon's cluster membership (disabled for a lone daemon), the
   // channels to the other daemons and the gate of the daemon-to-daemon
   // services; null in unit tests.

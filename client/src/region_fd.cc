@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
@@ -31,7 +33,12 @@ absl::StatusOr<int> CreateSealedMemfd(const std::string& name, int64_t size_byte
   return fd;
 }
 
-absl::StatusOr<std::string> PassFd(const std::string& address, int fd) {
+namespace {
+
+// A connected stream socket to the region socket `address` ("/path" or
+// "@abstract") with a 10 s receive timeout. UNAVAILABLE when it cannot be
+// reached.
+absl::StatusOr<int> ConnectRegionSocket(const std::string& address) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (address.empty() || address.size() >= sizeof(addr.sun_path)) {
@@ -55,6 +62,88 @@ absl::StatusOr<std::string> PassFd(const std::string& address, int fd) {
   }
   timeval timeout{10, 0};
   setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  return sock;
+}
+
+// Receives one message into `data` and appends the fds it carries.
+ssize_t ReceiveWithFds(int sock, char* data, size_t size, std::vector<int>* fds) {
+  iovec iov{data, size};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 253)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  const ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  if (n <= 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      fds->push_back(fd);
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int>> RedeemViewToken(const std::string& address,
+                                                 const std::string& token) {
+  absl::StatusOr<int> sock = ConnectRegionSocket(address);
+  if (!sock.ok()) return sock.status();
+  std::vector<int> fds;
+  const auto fail = [&](absl::Status status) {
+    for (int fd : fds) close(fd);
+    close(*sock);
+    return status;
+  };
+  const std::string request = absl::StrCat("V", token, "\n");
+  if (send(*sock, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    return fail(absl::UnavailableError(
+        absl::StrCat("cannot send the view token to ", address, ": ", std::strerror(errno))));
+  }
+  // The line ("OK <n>" or "ERR <reason>") arrives in one message, with the
+  // first fds attached; further fds ride on one-byte messages.
+  char line[512];
+  const ssize_t n = ReceiveWithFds(*sock, line, sizeof(line), &fds);
+  absl::string_view reply(line, n > 0 ? static_cast<size_t>(n) : 0);
+  const size_t newline = reply.find('\n');
+  if (newline == absl::string_view::npos) {
+    return fail(absl::UnavailableError(
+        absl::StrCat("the region socket ", address, " closed without answering the view token")));
+  }
+  reply = reply.substr(0, newline);
+  if (absl::ConsumePrefix(&reply, "ERR ")) {
+    return fail(absl::NotFoundError(absl::StrCat("region socket: ", reply)));
+  }
+  size_t expected = 0;
+  if (!absl::ConsumePrefix(&reply, "OK ") || !absl::SimpleAtoi(reply, &expected)) {
+    return fail(
+        absl::InternalError(absl::StrCat("region socket: unexpected answer '", reply, "'")));
+  }
+  while (fds.size() < expected) {
+    char byte;
+    if (ReceiveWithFds(*sock, &byte, 1, &fds) <= 0) {
+      return fail(absl::UnavailableError(absl::StrCat("the region socket ", address, " sent ",
+                                                      fds.size(), " of ", expected, " fds")));
+    }
+  }
+  if (fds.size() != expected) {
+    return fail(absl::InternalError(
+        absl::StrCat("region socket: expected ", expected, " fds, got ", fds.size())));
+  }
+  close(*sock);
+  return fds;
+}
+
+absl::StatusOr<std::string> PassFd(const std::string& address, int fd) {
+  absl::StatusOr<int> connected = ConnectRegionSocket(address);
+  if (!connected.ok()) return connected.status();
+  const int sock = *connected;
   char byte = 'R';
   iovec iov{&byte, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -20,6 +21,13 @@ absl::StatusOr<int> CreateSealedMemfd(const std::string& name, int64_t size_byte
 // returns the handle token the daemon answered. UNAVAILABLE when the socket
 // cannot be reached; FAILED_PRECONDITION with the daemon's reason for "ERR".
 absl::StatusOr<std::string> PassFd(const std::string& address, int fd);
+
+// Redeems a view token on the region socket `address` ("V" + token + "\n")
+// and returns the fds handed over, in order (the caller owns them).
+// UNAVAILABLE when the socket cannot be reached or broke off; NOT_FOUND with
+// the daemon's reason for "ERR" (an unknown, used or expired token).
+absl::StatusOr<std::vector<int>> RedeemViewToken(const std::string& address,
+                                                 const std::string& token);
 
 }  // namespace placement::client
 

@@ -43,24 +43,37 @@ void RegionPool::Release(const grpc::Channel* channel) {
   pool->free_.clear();
 }
 
+absl::StatusOr<std::string> RegionPool::SameHostSocket() {
+  absl::MutexLock lock(&mu_);
+  if (!socket_.has_value()) {
+    absl::StatusOr<bool> same = RegionClient(client_).SameHost();
+    if (!same.ok()) return same.status();
+    std::string address;
+    if (*same) {
+      absl::StatusOr<DaemonStatus> status = client_.GetStatus();
+      if (!status.ok()) return status.status();
+      address = status->region_socket;
+    }
+    socket_ = std::move(address);
+  }
+  return *socket_;
+}
+
 absl::StatusOr<bool> RegionPool::UseRegion(TransferPath path, int64_t bytes) {
   if (path == TransferPath::kStream) return false;
   if (path == TransferPath::kAuto && bytes < kAutoMinBytes) return false;
-  absl::MutexLock lock(&mu_);
-  if (!same_host_.has_value()) {
-    absl::StatusOr<bool> same = RegionClient(client_).SameHost();
-    if (!same.ok()) {
-      if (path == TransferPath::kRegion) return same.status();
-      return false;  // kAuto: the stream reports the real error, if any
-    }
-    same_host_ = *same;
+  absl::StatusOr<std::string> socket = SameHostSocket();
+  if (!socket.ok()) {
+    if (path == TransferPath::kRegion) return socket.status();
+    return false;  // kAuto: the stream reports the real error, if any
   }
-  if (path == TransferPath::kRegion && !*same_host_) {
+  const bool same_host = !socket->empty();
+  if (path == TransferPath::kRegion && !same_host) {
     return absl::FailedPreconditionError(
         absl::StrCat("TransferPath::kRegion: the daemon at ", client_.target(),
                      " is not on this host (or has no region socket); use kAuto or kStream"));
   }
-  return *same_host_;
+  return same_host;
 }
 
 absl::StatusOr<RegionPool::Lease> RegionPool::Borrow(int64_t bytes) {

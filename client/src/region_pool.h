@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -64,6 +65,10 @@ class RegionPool {
   // not on this host), kAuto when same-host and bytes >= kAutoMinBytes.
   absl::StatusOr<bool> UseRegion(TransferPath path, int64_t bytes);
 
+  // The daemon's region socket when it is on this host (RegionClient::
+  // SameHost), else ""; asked once. Errors are GetStatus's, not cached.
+  absl::StatusOr<std::string> SameHostSocket();
+
   absl::StatusOr<Lease> Borrow(int64_t bytes);
 
   explicit RegionPool(const Client& client) : client_(client) {}
@@ -73,7 +78,8 @@ class RegionPool {
 
   const Client& client_;
   absl::Mutex mu_;
-  std::optional<bool> same_host_ ABSL_GUARDED_BY(mu_);
+  // SameHostSocket's answer, once known.
+  std::optional<std::string> socket_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<SharedRegion>> free_ ABSL_GUARDED_BY(mu_);
 };
 

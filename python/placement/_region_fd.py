@@ -9,7 +9,9 @@ client does it (client/src/region_fd.cc, common/host_identity.cc):
   growing (the daemon refuses a memfd without F_SEAL_SHRINK: a file that
   shrinks under its mapping would make its next access fault);
 * pass_fd(): hands an fd to the daemon's region socket (SCM_RIGHTS, one
-  byte) and reads back the single-use token ("ERR <reason>" on refusal).
+  byte) and reads back the single-use token ("ERR <reason>" on refusal);
+* redeem_view(): the other direction (shard views, docs/api/views.md):
+  sends "V<token>\n" and receives "OK <n>" with n fds.
 
 Linux only; nothing here talks gRPC.
 """
@@ -122,3 +124,49 @@ def pass_fd(address: str, fd: int) -> str:
     if line.startswith("ERR "):
         raise errors.FailedPreconditionError(f"region socket: {line[4:]}")
     return line
+
+
+def redeem_view(address: str, token: str) -> List[int]:
+    """Redeems a view token (ExportShards) on the region socket and returns
+    the fds handed over, in order (the caller owns them). UnavailableError
+    when the socket cannot be reached or breaks off; NotFoundError with the
+    daemon's reason for "ERR" (an unknown, used or expired token)."""
+    path = socket_address(address)
+    fds: List[int] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(_TOKEN_TIMEOUT)
+        try:
+            sock.connect(path)
+            sock.sendall(b"V" + token.encode() + b"\n")
+            # The line arrives with the first fds; more ride on 1-byte messages.
+            data, got, _, _ = socket.recv_fds(sock, 512, 253)
+        except OSError as e:
+            raise errors.UnavailableError(
+                f"cannot redeem a view token on {address}: {e.strerror or e}") from None
+        fds.extend(got)
+        text = data.decode(errors="replace")
+        try:
+            if "\n" not in text:
+                raise errors.UnavailableError(
+                    f"the region socket {address} closed without answering the view token")
+            line = text.split("\n", 1)[0]
+            if line.startswith("ERR "):
+                raise errors.NotFoundError(f"region socket: {line[4:]}")
+            if not line.startswith("OK "):
+                raise errors.InternalError(f"region socket: unexpected answer {line!r}")
+            expected = int(line[3:])
+            while len(fds) < expected:
+                try:
+                    part, more, _, _ = socket.recv_fds(sock, 1, 253)
+                except OSError as e:
+                    raise errors.UnavailableError(
+                        f"the region socket {address} broke off: {e.strerror or e}") from None
+                if not part:
+                    raise errors.UnavailableError(
+                        f"the region socket {address} sent {len(fds)} of {expected} fds")
+                fds.extend(more)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+    return fds

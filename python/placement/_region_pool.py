@@ -99,6 +99,15 @@ class RegionPool:
         return TransferPath.of(override) if override is not None \
             else TransferPath.of(self._client.options.transfer_path)
 
+    def same_host_socket(self) -> Optional[str]:
+        """The daemon's region socket when it shares this host, else None
+        (asked once; errors are the daemon's and not remembered)."""
+        with self._lock:
+            if not self._checked:
+                self._socket = same_host_socket(self._client)
+                self._checked = True
+            return self._socket
+
     def use_region(self, path: TransferPath, nbytes: int) -> bool:
         """Whether a transfer of `nbytes` takes a region under `path`."""
         if path is TransferPath.STREAM:

@@ -2,8 +2,12 @@
 a jax.Array whose buffers live in placementd).
 
 Metadata (shape, dtype, sharding, shards) comes with the handle; bytes move
-only when asked: np.asarray(x) / x.to_numpy() downloads the whole array,
-shard.data one device's shard. Lifetime: x.delete() frees the device memory
+only when asked: x.to_numpy() downloads the whole array into a new (or
+given) array, shard.data one device's shard. Against a daemon on this host,
+np.asarray(x) and shard.data are read-only zero-copy views of the daemon's
+memory instead (placement.views; arrays of 256 KiB and more; a sharded array
+is assembled from its shard views: one copy here, no transfer); elsewhere,
+and with transfer_path='stream', they download. Lifetime: x.delete() frees the device memory
 at once; `with x:` deletes on exit; an owned handle that is garbage-collected
 is deleted by its client's background thread; x.keep() hands the tensor to
 the daemon for good (it then outlives this process). Handles of prefetched
@@ -36,9 +40,19 @@ class Shard:
     replica_id: int
     array: "RemoteArray"
     shape: Tuple[int, ...]
+    position: int = -1  # into the tensor's shards
 
     @property
     def data(self) -> np.ndarray:
+        """The shard's bytes: a read-only view of the daemon's memory when it
+        is on this host (placement.views), else a download."""
+        if self.position >= 0:
+            view = self.array._view([self.position])
+            if view is not None:
+                data = view.shards[0].data
+                view.close()  # the export lives while `data` does
+                if data is not None:
+                    return data
         return self.array._download(device_id=self.device_id)
 
     @property
@@ -57,6 +71,7 @@ class RemoteArray:
         self._info = info
         self._owned = owned
         self._deleted = False
+        self._viewable = True  # False for prefetched batches (their stream releases them)
         self._sharding: Any = None
         self._finalizer: Optional[weakref.finalize] = None
         if owned:
@@ -147,15 +162,18 @@ class RemoteArray:
 
     def _shards(self, addressable: bool) -> List[Shard]:
         dims = self.shape
-        shards = self._info.shards
+        shards = list(enumerate(self._info.shards))
         if addressable and self._client.process_count > 1:
             process = self._client.process_index
-            shards = [s for s in shards if s.process_index == process]
+            shards = [(i, s) for i, s in shards if s.process_index == process]
+        # A shard of another node (position -1) is never viewed from here.
+        local = self._client.process_count <= 1
         return [Shard(self._device(s.device_id),
                       tuple(slice(None) if (r.begin, r.end) == (0, n) else slice(r.begin, r.end)
                             for r, n in zip(s.ranges, dims)),
-                      s.replica_id, self, tuple(s.shape))
-                for s in shards]
+                      s.replica_id, self, tuple(s.shape),
+                      i if local or s.process_index == self._client.process_index else -1)
+                for i, s in shards]
 
     @property
     def addressable_shards(self) -> List[Shard]:
@@ -197,6 +215,26 @@ class RemoteArray:
         return self._client.tensors.download(self.id, info=self._info, out=out,
                                              progress=progress, **selection)[1]
 
+    def _view(self, shard_indices: Optional[List[int]] = None) -> Any:
+        """A TensorView of this array's shards when the daemon shares this host
+        and a view pays (256 KiB and more, transfer_path not 'stream'), else
+        None: the caller downloads. An export the daemon refuses for a bound
+        (--tenant_max_exports) or a platform that has none also means None."""
+        from placement import views, _region_pool
+
+        self._check_alive()
+        path = self._client.regions.path()
+        if (not self._viewable or path is _region_pool.TransferPath.STREAM
+                or self.nbytes < _region_pool.AUTO_MIN_BYTES):
+            return None
+        try:
+            if self._client.regions.same_host_socket() is None:
+                return None
+            return views.TensorView(self._client, self.id, shard_indices)
+        except (errors.FailedPreconditionError, errors.UnimplementedError,
+                errors.ResourceExhaustedError, errors.UnavailableError):
+            return None
+
     def to_numpy(self, out: Optional[np.ndarray] = None, *, progress: Any = None) -> np.ndarray:
         """Downloads the whole array (the daemon gathers the replica-0 shards)
         into a new array, or into `out` (writable, C-contiguous, this dtype
@@ -207,7 +245,18 @@ class RemoteArray:
         return self._download(out, _progress.reporter(progress, "download"))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        out = self.to_numpy()
+        out = None
+        if copy is not True:
+            view = self._view()
+            if view is not None:
+                try:
+                    out = view.assemble()  # a lone whole shard: the view itself
+                except errors.FailedPreconditionError:
+                    out = None  # shards elsewhere (a cluster), a partial tensor
+                finally:
+                    view.close()  # the export lives while `out` maps it
+        if out is None:
+            out = self.to_numpy()
         return out if dtype is None else out.astype(dtype, copy=False)
 
     def block_until_ready(self) -> "RemoteArray":

@@ -42,7 +42,7 @@ from placement.v1 import (collective_service_pb2_grpc, daemon_service_pb2,
                           mesh_service_pb2, mesh_service_pb2_grpc, prefetch_service_pb2_grpc,
                           region_service_pb2, region_service_pb2_grpc, session_service_pb2,
                           session_service_pb2_grpc, tensor_service_pb2, tensor_service_pb2_grpc,
-                          types_pb2)
+                          types_pb2, view_service_pb2, view_service_pb2_grpc)
 
 
 class _RegionRelease:
@@ -50,6 +50,13 @@ class _RegionRelease:
 
     def __init__(self, region_id: str) -> None:
         self.region_id = region_id
+
+
+class _ExportRelease:
+    """A queued Unexport (a view whose arrays were all collected)."""
+
+    def __init__(self, export_id: str) -> None:
+        self.export_id = export_id
 
 
 class Client:
@@ -70,6 +77,7 @@ class Client:
         self.prefetch_stub = prefetch_service_pb2_grpc.PrefetchServiceStub(channel)
         self.collective_stub = collective_service_pb2_grpc.CollectiveServiceStub(channel)
         self.region_stub = region_service_pb2_grpc.RegionServiceStub(channel)
+        self.view_stub = view_service_pb2_grpc.ViewServiceStub(channel)
         self.regions = _region_pool.RegionPool(self)
         self.tensors = _tensors.Tensors(self)
         self._lock = threading.Lock()
@@ -279,6 +287,10 @@ class Client:
         """Queues an UnregisterRegion (safe from finalizers)."""
         self._doomed.put(_RegionRelease(region_id))
 
+    def release_export_later(self, export_id: str) -> None:
+        """Queues an Unexport (safe from finalizers)."""
+        self._doomed.put(_ExportRelease(export_id))
+
     def delete_tensors(self, tensor_ids: Sequence[str], *, missing_ok: bool = False) -> int:
         """TensorService.Delete; returns the bytes freed. With missing_ok,
         ids the daemon no longer knows are skipped."""
@@ -305,6 +317,7 @@ class Client:
             batch: List[str] = []
             waiters: List[threading.Event] = []
             regions: List[str] = []
+            exports: List[str] = []
             while True:
                 if item is None:
                     return
@@ -312,12 +325,23 @@ class Client:
                     waiters.append(item)
                 elif isinstance(item, _RegionRelease):
                     regions.append(item.region_id)
+                elif isinstance(item, _ExportRelease):
+                    exports.append(item.export_id)
                 else:
                     batch.append(item)
                 try:
                     item = self._doomed.get_nowait()
                 except queue.Empty:
                     break
+            for export_id in exports:
+                if self._closed:
+                    break
+                try:
+                    self.unary(self.view_stub.Unexport,
+                               view_service_pb2.UnexportRequest(export_id=export_id),
+                               idempotent=False)
+                except errors.PlacementError:
+                    pass  # already ended (its session, this process's views by the daemon)
             if batch and not self._closed:
                 try:
                     self.delete_tensors(batch, missing_ok=True)

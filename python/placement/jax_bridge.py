@@ -55,10 +55,20 @@ def _jax_sharding(sharding: Any) -> Any:
 
 
 def to_jax(remote: RemoteArray) -> Any:
-    """A jax.Array with the same sharding on the matching local JAX devices."""
+    """A jax.Array with the same sharding on the matching local JAX devices.
+    Against a daemon on this host the shards come from a view of its memory
+    (placement.views): the only copies are JAX's own device_put of each shard;
+    elsewhere each distinct box is downloaded first."""
     jax = _jax()
     target = _jax_sharding(remote.sharding)
     boxes: Dict[Tuple[Tuple[int, int], ...], np.ndarray] = {}
+    view = remote._view()
+    if view is not None:
+        for s in view.shards:
+            if s.data is not None:
+                info = remote._info.shards[s.shard_index]
+                boxes.setdefault(tuple((r.begin, r.end) for r in info.ranges), s.data)
+        view.close()  # the export ends with the last of these arrays
     pieces = []
     for shard in remote._info.shards:
         box = tuple((r.begin, r.end) for r in shard.ranges)

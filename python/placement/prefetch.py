@@ -280,6 +280,10 @@ class _Stream:
             treedef, keys = self._structures.pop(ready.sequence)
         by_key = {t.key: t.tensor for t in ready.tensors}
         leaves = [RemoteArray(self._client, by_key[k], owned=False) for k in keys]
+        for leaf in leaves:
+            # The stream releases its batches: a view would hold a released
+            # batch's memory against the stream's budget (views.md).
+            leaf._viewable = False
         self._taken += 1
         return _tree.unflatten(treedef, leaves)
 

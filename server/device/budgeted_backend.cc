@@ -177,8 +177,10 @@ void BudgetedBackend::Release(int64_t device_id, void* data, int64_t size) {
     const int64_t charged = m.charged.fetch_sub(charge, std::memory_order_relaxed) - charge;
     if (data == nullptr) return;
     // Cache the block only while charged + cached stays within the budget;
-    // BlockCache::Put also enforces the cache's own cap.
-    if (charged + m.cache.bytes() + block_bytes <= devices_[idx].memory_limit_bytes &&
+    // BlockCache::Put also enforces the cache's own cap. An exported block
+    // is never reused (a reader may still map it).
+    if (Reusable(idx, data, block_bytes) &&
+        charged + m.cache.bytes() + block_bytes <= devices_[idx].memory_limit_bytes &&
         m.cache.Put(block_bytes, data, absl::Now())) {
       return;
     }

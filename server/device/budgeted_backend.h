@@ -22,6 +22,9 @@
 // charged + the new buffer's charge exceeds the budget, or when the platform
 // itself is out of memory after the cache was emptied.
 //
+// A block a platform exported (DeviceBackend::ExportShard) is never cached:
+// freed, it goes back to the platform (Reusable).
+//
 // Cached blocks remember when they were freed: ReleaseCachedBefore gives
 // back those nobody reused since (the daemon's MemoryReclaimer calls it for
 // idle blocks, under host memory pressure, and on an admin's TrimMemory).
@@ -89,6 +92,13 @@ class BudgetedBackend : public DeviceBackend {
   // host memory (CPU). Default 0: a GPU's budget is device memory; the host
   // side is bounded by the per-tenant tensor ceiling.
   virtual int64_t BufferOverheadBytes() const { return 0; }
+  // Whether a freed block of `block_bytes` may be cached and handed to a
+  // later allocation. A platform answers false for a block it exported
+  // (ExportShard): another process may still map it, so it must never hold
+  // other bytes; it is freed instead. Called under the device's lock.
+  virtual bool Reusable(int /*local_index*/, void* /*block*/, int64_t /*block_bytes*/) const {
+    return true;
+  }
   // Whether devices `a` and `b` draw on the same physical memory (logical
   // devices of one GPU): their caches are released together when the
   // platform runs out. Default: only a device itself.

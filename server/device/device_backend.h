@@ -8,6 +8,12 @@
 // buffer is destroyed. Platforms implement backends on BudgetedBackend
 // (budgeted_backend.h), which owns the id lookup, the accounting and the
 // block cache. All methods are thread-safe.
+//
+// Export (docs/api/views.md): a platform that can let another process on
+// this host read a buffer in place implements ExportShard (CPU: a read-only
+// fd of memfd-backed memory; CUDA: an IPC handle) and, for device memory a
+// trainer hands in, ImportForUpload (CUDA: cudaIpcOpenMemHandle and a
+// device-to-device copy).
 #ifndef PLACEMENT_SERVER_DEVICE_DEVICE_BACKEND_H_
 #define PLACEMENT_SERVER_DEVICE_DEVICE_BACKEND_H_
 
@@ -18,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -78,6 +85,40 @@ class DeviceBuffer {
   int64_t size_;
 };
 
+// A buffer's bytes made readable in place by another process on this host
+// (DeviceBackend::ExportShard). Destroying it is the backend's Unexport: the
+// fd is closed (a reader keeps the duplicate it received, see views.md
+// "Revocation") and a private copy is freed. Not copyable.
+struct ShardExport {
+  ShardExport() = default;
+  ~ShardExport();
+  ShardExport(const ShardExport&) = delete;
+  ShardExport& operator=(const ShardExport&) = delete;
+
+  // CPU platforms: an fd opened O_RDONLY on sealed shared memory (no process
+  // can write, shrink or grow it through any fd) whose bytes [offset, offset
+  // + size) are the buffer's; -1 for an empty buffer or a platform that
+  // exports handles. Owned; TakeFd hands it over.
+  int fd = -1;
+  int64_t offset = 0;
+  int64_t size = 0;
+  // Platforms with device memory handles (CUDA: the 64 bytes of a
+  // cudaIpcMemHandle_t); the bytes are at `offset` in that allocation.
+  std::string ipc_handle;
+  // The buffer could not be exported in place (a block shared with other
+  // buffers, or no memory file left): `copy` holds a private copy, charged
+  // against the device's budget until this export is destroyed.
+  std::unique_ptr<DeviceBuffer> copy;
+
+  bool copied() const { return copy != nullptr; }
+  // The fd, which the caller now owns (-1 once taken).
+  int TakeFd() {
+    const int out = fd;
+    fd = -1;
+    return out;
+  }
+};
+
 class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
@@ -132,6 +173,30 @@ class DeviceBackend {
   }
   // Undoes RegisterHostMemory. REQUIRES: no copy uses the memory.
   virtual void UnregisterHostMemory(void* /*data*/) {}
+
+  // Makes `buffer`'s bytes readable by another process on this host,
+  // read-only where the platform can enforce it (CPU: sealed memory and an
+  // O_RDONLY fd; CUDA IPC mappings are writable at the driver level). From
+  // its first export on, the buffer's block is never reused for other bytes:
+  // freed, it goes back to the platform, never to the block cache, since a
+  // reader may still map it. REQUIRES: the buffer outlives the export.
+  // UNIMPLEMENTED where the platform cannot export; RESOURCE_EXHAUSTED when a
+  // private copy is needed and does not fit the device's budget.
+  virtual absl::StatusOr<std::unique_ptr<ShardExport>> ExportShard(const DeviceBuffer& /*buffer*/) {
+    return absl::UnimplementedError(
+        absl::StrCat("the ", Name(), " platform cannot export device memory"));
+  }
+  // Copies `size` bytes at `offset` of device memory that another process on
+  // this host exported (`handle`: a cudaIpcMemHandle_t's bytes on CUDA) into
+  // `dst` from byte 0, device to device, and closes the handle again.
+  // INVALID_ARGUMENT for a malformed handle or a size past `dst`;
+  // UNIMPLEMENTED where the platform has no device handles (CPU platforms
+  // take host memory through regions).
+  virtual absl::Status ImportForUpload(absl::string_view /*handle*/, int64_t /*offset*/,
+                                       int64_t /*size*/, DeviceBuffer& /*dst*/) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the ", Name(), " platform has no device memory handles; upload through a region"));
+  }
 
   // Renumbers the devices to first_id + local index and records the node's
   // process index: a cluster assigns dense global ids once it has formed

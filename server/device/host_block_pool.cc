@@ -1,6 +1,8 @@
 #include "server/device/host_block_pool.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -20,11 +22,64 @@ void* MapPages(int64_t bytes, bool small_blocks) {
   return data;
 }
 
+// A sealed memory file of `bytes` mapped shared, and its fd; {nullptr, -1}
+// when one cannot be made (the caller falls back to anonymous memory).
+std::pair<void*, int> MapFile(int64_t bytes) {
+  const int fd = memfd_create("placementd-device", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return {nullptr, -1};
+  void* data = MAP_FAILED;
+  if (ftruncate(fd, bytes) == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0) {
+    data = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE,
+                MAP_SHARED | MAP_NORESERVE, fd, 0);
+  }
+  if (data == MAP_FAILED) {
+    close(fd);
+    return {nullptr, -1};
+  }
+  return {data, fd};
+}
+
 }  // namespace
 
-HostBlockPool::HostBlockPool() : classes_(new SizeClass[kClasses]) {}
+HostBlockPool::HostBlockPool(int64_t max_file_blocks)
+    : max_file_blocks_(max_file_blocks), classes_(new SizeClass[kClasses]) {}
+
+void* HostBlockPool::MapLarge(int64_t bytes) {
+  bool file = false;
+  {
+    absl::MutexLock lock(&files_mu_);
+    // Reserve the slot first so concurrent allocations stay within the bound.
+    file = static_cast<int64_t>(files_.size()) + files_reserved_ < max_file_blocks_;
+    if (file) ++files_reserved_;
+  }
+  if (file) {
+    auto [data, fd] = MapFile(bytes);
+    absl::MutexLock lock(&files_mu_);
+    --files_reserved_;
+    if (data != nullptr) {
+      files_.emplace(reinterpret_cast<uintptr_t>(data), fd);
+      return data;
+    }
+  }
+  return MapPages(bytes, /*small_blocks=*/false);
+}
+
+int HostBlockPool::FileOf(void* block) const {
+  absl::MutexLock lock(&files_mu_);
+  auto it = files_.find(reinterpret_cast<uintptr_t>(block));
+  return it == files_.end() ? -1 : it->second;
+}
+
+int64_t HostBlockPool::file_blocks() const {
+  absl::MutexLock lock(&files_mu_);
+  return static_cast<int64_t>(files_.size());
+}
 
 HostBlockPool::~HostBlockPool() {
+  {
+    absl::MutexLock lock(&files_mu_);
+    for (const auto& [block, fd] : files_) close(fd);  // blocks leaked by a caller bug
+  }
   for (int c = 0; c < kClasses; ++c) {
     absl::MutexLock lock(&classes_[c].mu);
     for (auto& [base, chunk] : classes_[c].chunks) {
@@ -39,7 +94,7 @@ int64_t HostBlockPool::BlockSize(int64_t bytes) {
 
 absl::StatusOr<void*> HostBlockPool::Allocate(int64_t block_bytes) {
   if (block_bytes >= kMappedBlockBytes) {
-    void* data = MapPages(block_bytes, /*small_blocks=*/false);
+    void* data = MapLarge(block_bytes);
     if (data == nullptr) {
       return absl::ResourceExhaustedError(
           absl::StrCat("host allocation of ", block_bytes, " bytes failed"));
@@ -74,7 +129,16 @@ absl::StatusOr<void*> HostBlockPool::Allocate(int64_t block_bytes) {
 
 void HostBlockPool::Free(void* block, int64_t block_bytes) {
   if (block_bytes >= kMappedBlockBytes) {
+    int fd = -1;
+    {
+      absl::MutexLock lock(&files_mu_);
+      if (auto it = files_.find(reinterpret_cast<uintptr_t>(block)); it != files_.end()) {
+        fd = it->second;
+        files_.erase(it);
+      }
+    }
     munmap(block, static_cast<size_t>(block_bytes));
+    if (fd >= 0) close(fd);
     return;
   }
   // The pages leave the resident set before the slot can be handed out

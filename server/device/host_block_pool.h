@@ -2,7 +2,12 @@
 // system the moment a block is freed -- the CPU platform's device memory.
 //
 // Blocks of kMappedBlockBytes and more are mappings of their own
-// (mmap/munmap). Smaller ones come from slabs: for each size in whole pages
+// (mmap/munmap), of a memory file (memfd "placementd-device", sealed
+// against shrinking and growing) while fewer than `max_file_blocks` such
+// blocks are live, anonymous otherwise: the file is what lets a same-host
+// reader map the block read-only (FileOf, CpuBackend::ExportShard). Freeing
+// one unmaps it and closes its file; its pages leave the system once no
+// reader maps them either. Smaller ones come from slabs: for each size in whole pages
 // (1..63 pages) a list of chunks of up to 2 MiB mapped for that size alone,
 // cut into equal slots. Freeing a small block discards its pages
 // (MADV_DONTNEED) before the slot is reused, and a chunk whose slots are all
@@ -16,8 +21,8 @@
 // are mapped with MADV_NOHUGEPAGE, so a transparent huge page never makes
 // one small block resident as 2 MiB.
 //
-// Thread-safe: one lock per block size; the system calls that discard pages
-// run outside it.
+// Thread-safe: one lock per block size, one for the memory files; the
+// system calls that discard pages run outside them.
 #ifndef PLACEMENT_SERVER_DEVICE_HOST_BLOCK_POOL_H_
 #define PLACEMENT_SERVER_DEVICE_HOST_BLOCK_POOL_H_
 
@@ -27,6 +32,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
@@ -38,7 +44,9 @@ class HostBlockPool {
   // From this size up a block is a mapping of its own.
   static constexpr int64_t kMappedBlockBytes = 256 * 1024;
 
-  HostBlockPool();
+  // At most `max_file_blocks` large blocks at once are memory files (each
+  // holds a descriptor); 0 makes every block anonymous.
+  explicit HostBlockPool(int64_t max_file_blocks = 0);
   // REQUIRES: every block was freed.
   ~HostBlockPool();
   HostBlockPool(const HostBlockPool&) = delete;
@@ -55,8 +63,15 @@ class HostBlockPool {
   // leave the process's resident set at once.
   void Free(void* block, int64_t block_bytes);
 
+  // The memory file (memfd) mapped at `block`, or -1: a small block, or a
+  // large one made while max_file_blocks were live. The pool owns the fd; it
+  // stays open until the block is freed.
+  int FileOf(void* block) const;
+
   // Chunks mapped now (small blocks), for tests and the pool's own checks.
   int64_t chunks() const;
+  // Large blocks that are memory files now.
+  int64_t file_blocks() const;
 
  private:
   struct Chunk {
@@ -73,8 +88,16 @@ class HostBlockPool {
     std::vector<Chunk*> partial ABSL_GUARDED_BY(mu);
   };
   static constexpr int kClasses = static_cast<int>(kMappedBlockBytes / kPageBytes);
+  // A large block: a memory file when possible, else anonymous (nullptr).
+  void* MapLarge(int64_t bytes);
 
+  const int64_t max_file_blocks_;
   std::unique_ptr<SizeClass[]> classes_;
+  mutable absl::Mutex files_mu_;
+  // Large blocks that are memory files: address -> fd.
+  absl::flat_hash_map<uintptr_t, int> files_ ABSL_GUARDED_BY(files_mu_);
+  // Memory files being made now (counted against max_file_blocks_).
+  int64_t files_reserved_ ABSL_GUARDED_BY(files_mu_) = 0;
 };
 
 }  // namespace placement::server

@@ -21,11 +21,34 @@ namespace {
 constexpr uint64_t kListenKey = ~uint64_t{0};
 constexpr uint64_t kWakeKey = ~uint64_t{0} - 1;
 constexpr char kDepositRequest = 'R';
+constexpr char kViewRequest = 'V';
+// "V", 32 hex digits, "\n", with room for a longer (refused) token.
+constexpr size_t kMaxViewRequest = 72;
 
 void SendLine(int conn, const std::string& line) {
   // A line of at most a few hundred bytes always fits a fresh socket's
   // send buffer, so this never blocks.
   (void)send(conn, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// Sends `data` with `fds` attached in one message; false when it failed.
+bool SendWithFds(int conn, const std::string& data, const int* fds, size_t count) {
+  iovec iov{const_cast<char*>(data.data()), data.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * count));
+  if (count > 0) {
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * count);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * count);
+  }
+  // A few small messages fit a fresh socket's send buffer: never blocks.
+  return sendmsg(conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(data.size());
 }
 
 }  // namespace
@@ -82,6 +105,11 @@ FdPassingListener::~FdPassingListener() {
 int64_t FdPassingListener::connections() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(connections_.size());
+}
+
+void FdPassingListener::set_view_redeemer(ViewRedeemer redeemer) {
+  absl::MutexLock lock(&mu_);
+  redeemer_ = std::move(redeemer);
 }
 
 absl::StatusOr<ClaimedFd> FdPassingListener::TakeFd(const std::string& token) {
@@ -201,9 +229,38 @@ absl::Duration FdPassingListener::ExpireConnections(absl::Time now) {
   return next == absl::InfiniteFuture() ? absl::InfiniteDuration() : next - now;
 }
 
+void FdPassingListener::RedeemView(int conn, const std::string& token,
+                                   const std::shared_ptr<PeerProcess>& peer) {
+  ViewRedeemer redeemer;
+  {
+    absl::MutexLock lock(&mu_);
+    redeemer = redeemer_;
+  }
+  if (!redeemer) {
+    SendLine(conn, "ERR views are off on this daemon\n");
+    return;
+  }
+  absl::StatusOr<std::vector<int>> fds = redeemer(token, peer);
+  if (!fds.ok()) {
+    SendLine(conn, absl::StrCat("ERR ", fds.status().message(), "\n"));
+    return;
+  }
+  const size_t total = fds->size();
+  size_t sent = std::min<size_t>(total, kMaxFdsPerMessage);
+  bool ok = SendWithFds(conn, absl::StrCat("OK ", total, "\n"), fds->data(), sent);
+  while (ok && sent < total) {
+    const size_t n = std::min<size_t>(total - sent, kMaxFdsPerMessage);
+    ok = SendWithFds(conn, "+", fds->data() + sent, n);
+    sent += n;
+  }
+  // The reader holds its duplicates now (or, on a failed send, never will:
+  // its export ends with Unexport or its exit).
+  for (int fd : *fds) close(fd);
+}
+
 bool FdPassingListener::HandleReadable(int conn, const Connection& state) {
-  char byte = 0;
-  iovec iov{&byte, 1};
+  char data[kMaxViewRequest];
+  iovec iov{data, state.pending.empty() ? size_t{1} : kMaxViewRequest - state.pending.size()};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -213,6 +270,7 @@ bool FdPassingListener::HandleReadable(int conn, const Connection& state) {
   const ssize_t n = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
   if (n <= 0) return true;  // closed or broken
+  const char byte = state.pending.empty() ? data[0] : state.pending[0];
   // Every fd that arrived, however many; exactly one is accepted. (Fds past
   // the control buffer were discarded by the kernel: MSG_CTRUNC.)
   std::vector<int> received;
@@ -230,9 +288,27 @@ bool FdPassingListener::HandleReadable(int conn, const Connection& state) {
     SendLine(conn, absl::StrCat("ERR ", reason, "\n"));
     return true;
   };
+  if (byte == kViewRequest) {
+    if (!received.empty()) return refuse("a view request carries no fds");
+    // The request byte came alone (one-byte read); the token follows,
+    // perhaps in pieces.
+    std::string request = state.pending.empty() ? std::string(1, kViewRequest) : state.pending;
+    if (!state.pending.empty()) request.append(data, static_cast<size_t>(n));
+    const size_t newline = request.find('\n');
+    if (newline == std::string::npos) {
+      if (request.size() >= kMaxViewRequest) return refuse("a view token is 32 hex digits");
+      absl::MutexLock lock(&mu_);
+      if (auto it = connections_.find(conn); it != connections_.end()) {
+        it->second.pending = std::move(request);
+      }
+      return false;
+    }
+    RedeemView(conn, request.substr(1, newline - 1), state.peer);
+    return true;
+  }
   if (byte != kDepositRequest) {
     return refuse(absl::StrCat("unknown request byte ", static_cast<int>(byte),
-                               "; send 'R' with one fd (SCM_RIGHTS)"));
+                               "; send 'R' with one fd (SCM_RIGHTS) or 'V' with a view token"));
   }
   if (received.size() != 1 || (msg.msg_flags & MSG_CTRUNC) != 0) {
     return refuse(absl::StrCat(

@@ -7,8 +7,13 @@
 // digits (the handle token) or "ERR <reason>". The token is claimed by
 // RegisterRegion (TakeFd), which runs under the caller's gRPC credentials;
 // the fd's depositor (its pid, uid and pidfd, from SO_PEERCRED) goes with it.
-// Other request bytes are reserved (answered "ERR unknown request"), so the
-// same socket can later serve the daemon-to-client direction.
+//
+// The other direction (shard views, docs/api/views.md): the client sends
+// "V", a token from ExportShards and "\n", and reads back "OK <n>\n" with n
+// fds attached (past kMaxFdsPerMessage, the rest ride on further one-byte
+// messages "+"), or "ERR <reason>". The redeemer (the export registry)
+// checks the token and learns the reader (SO_PEERCRED). Other request bytes
+// are answered "ERR unknown request ...".
 //
 // Who may connect: for a path socket, its mode and group (listening_unix_
 // socket.h); for "@name", every process of the network namespace. Either
@@ -28,9 +33,11 @@
 #define PLACEMENT_SERVER_REGION_FD_PASSING_LISTENER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -42,6 +49,15 @@
 #include "server/region/peer_process.h"
 
 namespace placement::server {
+
+// Fds attached to one message of a view hand-over (the kernel's bound is
+// SCM_MAX_FD, 253).
+inline constexpr int kMaxFdsPerMessage = 250;
+
+// Hands the fds behind a view token to `reader` (the listener sends and then
+// closes them); NOT_FOUND for an unknown token.
+using ViewRedeemer = std::function<absl::StatusOr<std::vector<int>>(
+    const std::string& token, const std::shared_ptr<PeerProcess>& reader)>;
 
 struct FdPassingOptions {
   FdTokenLimits tokens;
@@ -70,6 +86,11 @@ class FdPassingListener {
   // (closes) the fd. NOT_FOUND for an unknown, expired or claimed token.
   absl::StatusOr<ClaimedFd> TakeFd(const std::string& token);
 
+  // Serves "V" requests through `redeemer` from now on (null: answered
+  // "ERR views are off"). REQUIRES: `redeemer` stays callable until it is
+  // replaced or the listener is destroyed.
+  void set_view_redeemer(ViewRedeemer redeemer);
+
   // Unclaimed fds held now; connections open now.
   int64_t pending() const { return tokens_.size(); }
   int64_t connections() const;
@@ -78,6 +99,7 @@ class FdPassingListener {
   struct Connection {
     absl::Time deadline;
     std::shared_ptr<PeerProcess> peer;
+    std::string pending;  // a "V" request's bytes so far
   };
   FdPassingListener(std::string address, int listen_fd, int epoll_fd, int wake_fd,
                     FdPassingOptions options);
@@ -86,6 +108,8 @@ class FdPassingListener {
   // Reads the request of `conn` if it arrived; true when the connection is
   // done (answered or broken) and must be closed.
   bool HandleReadable(int conn, const Connection& state);
+  // Answers a complete "V<token>\n" request.
+  void RedeemView(int conn, const std::string& token, const std::shared_ptr<PeerProcess>& peer);
   void CloseConnection(int conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Closes connections past their deadline; the time until the next one.
   absl::Duration ExpireConnections(absl::Time now);
@@ -103,6 +127,7 @@ class FdPassingListener {
   absl::flat_hash_map<int, Connection> connections_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<pid_t, int64_t> per_process_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uid_t, int64_t> per_uid_ ABSL_GUARDED_BY(mu_);
+  ViewRedeemer redeemer_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

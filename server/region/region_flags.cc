@@ -20,6 +20,12 @@ ABSL_FLAG(int64_t, max_regions, 1024, "Shared-memory regions registered at once;
 ABSL_FLAG(int64_t, tenant_max_regions, 0,
           "Shared-memory regions one tenant may have registered at once; 0 = unlimited.");
 
+ABSL_FLAG(int64_t, max_exports, 4096,
+          "Shard views (ViewService exports) open at once, over all tenants; 0 = unlimited. "
+          "Each holds its tensor's memory until it ends (docs/api/views.md).");
+ABSL_FLAG(int64_t, tenant_max_exports, 1024,
+          "Shard views one tenant may have open at once; 0 = unlimited.");
+
 namespace placement::server {
 
 RegionSettings RegionSettingsFromFlags() {
@@ -30,6 +36,8 @@ RegionSettings RegionSettingsFromFlags() {
   settings.registry.allow_shm_names = absl::GetFlag(FLAGS_allow_shm_regions);
   settings.registry.max_regions = absl::GetFlag(FLAGS_max_regions);
   settings.registry.max_regions_per_tenant = absl::GetFlag(FLAGS_tenant_max_regions);
+  settings.exports.max_exports = absl::GetFlag(FLAGS_max_exports);
+  settings.exports.max_exports_per_tenant = absl::GetFlag(FLAGS_tenant_max_exports);
   return settings;
 }
 

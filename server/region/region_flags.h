@@ -1,6 +1,7 @@
 // The shared-memory region flags (--region_socket, --region_socket_mode,
 // --region_socket_group, --allow_shm_regions, --max_regions,
-// --tenant_max_regions), declared and read in
+// --tenant_max_regions) and the shard view bounds (--max_exports,
+// --tenant_max_exports: views travel on the same socket), declared and read in
 // region_flags.cc; only placementd links them.
 #ifndef PLACEMENT_SERVER_REGION_REGION_FLAGS_H_
 #define PLACEMENT_SERVER_REGION_REGION_FLAGS_H_
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "server/region/region_registry.h"
+#include "server/view/export_options.h"
 
 namespace placement::server {
 
@@ -20,6 +22,7 @@ struct RegionSettings {
   std::string socket_mode = "0660";
   std::string socket_group;
   RegionRegistryOptions registry;
+  ExportOptions exports;
 };
 
 RegionSettings RegionSettingsFromFlags();

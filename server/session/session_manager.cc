@@ -136,6 +136,14 @@ bool SessionManager::IsOpen(const std::string& id) const {
   return sessions_.contains(id);
 }
 
+std::string SessionManager::SessionOf(const std::string& tensor_id) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, session] : sessions_) {
+    if (session.tensors.contains(tensor_id)) return id;
+  }
+  return "";
+}
+
 absl::StatusOr<std::unique_ptr<SessionManager::Watch>> SessionManager::WatchSession(
     const std::string& id, std::function<void()> on_end) {
   absl::MutexLock lock(&mu_);

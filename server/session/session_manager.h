@@ -124,6 +124,8 @@ class SessionManager {
   void AddEndListener(std::function<void(const std::string& id)> listener);
   // Whether session `id` is open now (any tenant).
   bool IsOpen(const std::string& id) const;
+  // The open session holding tensor `tensor_id`, or "" (a durable tensor).
+  std::string SessionOf(const std::string& tensor_id) const;
 
   std::vector<SessionSnapshot> List(const Caller& caller) const;
   int64_t size() const;

@@ -213,9 +213,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> TensorStore::TakeAllForDona
       // new one can appear while we hold it.
       const long holders = it->second.use_count() - 1;
       if (holders > 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "tensor '", id, "' is in use by ", holders,
-            " running operation(s) (a download, reshard or collective); retry when they finish"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("tensor '", id, "' is in use by ", holders,
+                         " running operation(s) (a download, reshard, collective or open shard "
+                         "view); retry when "
+                         "they finish"));
       }
     }
     out.reserve(ids.size());

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -41,10 +42,49 @@ int64_t StatusBytes(pid_t pid, absl::string_view key) {
 
 int64_t ResidentBytes(pid_t pid) { return StatusBytes(pid, "VmRSS:"); }
 
+namespace {
+
+// Resident bytes of the mappings of `pid` whose name starts with `prefix`.
+int64_t ResidentBytesOfMappings(pid_t pid, absl::string_view prefix) {
+  std::ifstream smaps(absl::StrCat("/proc/", pid, "/smaps"));
+  std::string line;
+  bool counting = false;
+  int64_t total = 0;
+  while (std::getline(smaps, line)) {
+    absl::string_view rest = line;
+    if (absl::ConsumePrefix(&rest, "Rss:")) {
+      if (!counting) continue;
+      rest = absl::StripAsciiWhitespace(rest);
+      absl::ConsumeSuffix(&rest, " kB");
+      int64_t kib = 0;
+      if (absl::SimpleAtoi(rest, &kib)) total += kib * 1024;
+      continue;
+    }
+    // A mapping's header: "start-end perms offset dev inode [name]".
+    const size_t dash = line.find('-');
+    const size_t space = line.find(' ');
+    if (dash == std::string::npos || space == std::string::npos || dash > space) continue;
+    if (!std::all_of(line.begin(), line.begin() + static_cast<int64_t>(space), [](char c) {
+          return std::isxdigit(static_cast<unsigned char>(c)) || c == '-';
+        })) {
+      continue;
+    }
+    const size_t name = line.find('/');
+    counting =
+        name != std::string::npos && absl::StartsWith(absl::string_view(line).substr(name), prefix);
+  }
+  return total;
+}
+
+}  // namespace
+
 int64_t OwnResidentBytes(pid_t pid) {
   const int64_t rss = StatusBytes(pid, "VmRSS:");
   const int64_t shared = StatusBytes(pid, "RssShmem:");
-  return rss < 0 || shared < 0 ? -1 : rss - shared;
+  if (rss < 0 || shared < 0) return -1;
+  // The CPU platform's device blocks of 256 KiB and more are memory files of
+  // the daemon's own (exportable as views): shared memory, but the daemon's.
+  return rss - shared + ResidentBytesOfMappings(pid, "/memfd:placementd-device");
 }
 
 int64_t OpenFds(pid_t pid) {

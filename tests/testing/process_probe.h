@@ -17,9 +17,10 @@ namespace placement::testing {
 
 // VmRSS of `pid` in bytes, or -1.
 int64_t ResidentBytes(pid_t pid);
-// VmRSS less RssShmem: the process's own resident memory, without the
-// shared-memory pages it maps from other processes (a daemon's client
-// regions), or -1.
+// VmRSS less RssShmem, plus the daemon's own memory files (the CPU
+// platform's device blocks of 256 KiB and more, "/memfd:placementd-device"):
+// the process's own resident memory, without the shared-memory pages it
+// maps from other processes (a daemon's client regions), or -1.
 int64_t OwnResidentBytes(pid_t pid);
 // Entries of /proc/<pid>/fd, or -1.
 int64_t OpenFds(pid_t pid);

@@ -16,6 +16,7 @@
 #include "tools/placectl/progress.h"
 #include "tools/placectl/rules.h"
 #include "tools/placectl/tensor_output.h"
+#include "tools/placectl/tensor_view_get.h"
 
 ABSL_FLAG(std::string, name, "",
           "Name of the new tensor (put, place, assemble, collectives); tensor put-batch: tensors "
@@ -65,6 +66,21 @@ int RunTensorPut(Session& session, const Args& args) {
   return 0;
 }
 
+namespace {
+
+void PrintGot(const Session& session, const std::string& path,
+              const client::DownloadHeader& header) {
+  if (session.json()) {
+    std::printf("%s\n", ToJson(header).c_str());
+  } else {
+    std::printf("wrote %s: %s, %s\n", path.c_str(),
+                client::DescribeArray(header.dtype, header.shape).c_str(),
+                HumanBytes(header.total_bytes).c_str());
+  }
+}
+
+}  // namespace
+
 int RunTensorGet(Session& session, const Args& args) {
   if (absl::GetFlag(FLAGS_chunk_bytes) < 1) return session.UsageError("--chunk_bytes must be >= 1");
   if (session.Given("device") && session.Given("process")) {
@@ -85,10 +101,22 @@ int RunTensorGet(Session& session, const Args& args) {
   }
   const client::Client* client = session.client();
   if (client == nullptr) return 1;
-  client::DownloadOptions download;
-  download.chunk_bytes = std::min<int64_t>(absl::GetFlag(FLAGS_chunk_bytes), int64_t{4} << 20);
   std::optional<ProgressBar> bar;
   bar.emplace(absl::StrCat("download ", path), ProgressWanted());
+  if (!session.Given("process")) {
+    // A daemon on this host: read its memory in place (a view).
+    std::optional<int64_t> device;
+    if (session.Given("device")) device = absl::GetFlag(FLAGS_device);
+    if (auto viewed = GetThroughView(*client, args[0], path, device, bar->Callback());
+        viewed.has_value()) {
+      bar.reset();  // erases its line before any output
+      if (!viewed->ok()) return ReportError(viewed->status());
+      PrintGot(session, path, **viewed);
+      return 0;
+    }
+  }
+  client::DownloadOptions download;
+  download.chunk_bytes = std::min<int64_t>(absl::GetFlag(FLAGS_chunk_bytes), int64_t{4} << 20);
   download.progress = bar->Callback();
   std::unique_ptr<NpyWriter> writer;
   auto header = client::TensorClient(*client).Download(
@@ -104,13 +132,7 @@ int RunTensorGet(Session& session, const Args& args) {
   if (!header.ok()) return ReportError(header.status());
   absl::Status finished = writer->Finish();
   if (!finished.ok()) return ReportError(finished);
-  if (session.json()) {
-    std::printf("%s\n", ToJson(*header).c_str());
-  } else {
-    std::printf("wrote %s: %s, %s\n", path.c_str(),
-                client::DescribeArray(header->dtype, header->shape).c_str(),
-                HumanBytes(header->total_bytes).c_str());
-  }
+  PrintGot(session, path, *header);
   return 0;
 }
 

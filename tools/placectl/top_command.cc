@@ -2,9 +2,9 @@
 // one row per device (memory bar, bytes in use / limit, shards held), the
 // counts of meshes, tensors and open prefetch streams, the uploads,
 // downloads and prefetch streams in flight with their rates, and the
-// largest tensors. Each frame is four unary calls (GetStatus, ListDevices,
-// ListStreams, List); a stream's rate is its bytes between two frames over
-// the time between them (its first frame: since it opened).
+// largest tensors, and the shard views open (ViewService). Each frame is five
+// unary calls (GetStatus, ListDevices, ListStreams, List, ListExports); a stream's rate is its
+// bytes between two frames over the time between them (its first frame: since it opened).
 //
 // On a terminal each frame replaces the previous one and fits the
 // terminal (lines cut at its width, the tensor list cut at its height); a
@@ -24,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "placement/client/tensors.h"
+#include "placement/client/views.h"
 #include "tools/placectl/commands.h"
 #include "tools/placectl/names.h"
 #include "tools/placectl/output.h"
@@ -44,6 +45,7 @@ struct Frame {
   std::vector<client::Device> devices;
   std::vector<client::StreamStatus> streams;
   std::vector<client::TensorInfo> tensors;
+  client::ExportList exports;  // empty from a daemon without ViewService
 };
 
 absl::StatusOr<Frame> Fetch(const client::Client& client) {
@@ -60,6 +62,11 @@ absl::StatusOr<Frame> Fetch(const client::Client& client) {
   auto tensors = client::TensorClient(client).List();
   if (!tensors.ok()) return tensors.status();
   frame.tensors = *std::move(tensors);
+  if (auto exports = client::ListExports(client); exports.ok()) {
+    frame.exports = *std::move(exports);
+  } else if (!absl::IsUnimplemented(exports.status())) {
+    return exports.status();
+  }
   frame.taken = absl::Now();
   return frame;
 }
@@ -174,6 +181,13 @@ std::string Render(const Frame& frame, const Frame* previous, int64_t top_tensor
                             "   transfers in flight: %d\n",
                             st.num_meshes, st.num_tensors, HumanBytes(st.device_bytes_in_use),
                             st.num_prefetch_streams, frame.streams.size()));
+  int64_t viewed = 0;
+  for (const client::ExportInfo& e : frame.exports.exports) viewed += e.size_bytes;
+  absl::StrAppend(
+      &out, absl::StrFormat("views: %d open (%s viewed in place)   since start: %d "
+                            "exports, %s\n",
+                            frame.exports.exports.size(), HumanBytes(viewed),
+                            frame.exports.exports_total, HumanBytes(frame.exports.bytes_total)));
   absl::StrAppend(&out, StreamRows(frame, previous));
   std::vector<const client::TensorInfo*> largest;
   for (const auto& t : frame.tensors) largest.push_back(&t);
@@ -198,7 +212,12 @@ std::string Render(const Frame& frame, const Frame* previous, int64_t top_tensor
 std::string RenderJson(const Frame& frame) {
   return absl::StrCat("{\"status\":", ToJson(frame.status), ",\"devices\":", ToJson(frame.devices),
                       ",\"streams\":", ToJson(frame.streams),
-                      ",\"tensors\":", ToJson(frame.tensors), "}\n");
+                      ",\"tensors\":", ToJson(frame.tensors),
+                      absl::StrFormat(",\"views\":{\"open\":%d,\"exports_total\":%d,"
+                                      "\"bytes_total\":%d}",
+                                      frame.exports.exports.size(), frame.exports.exports_total,
+                                      frame.exports.bytes_total),
+                      "}\n");
 }
 
 }  // namespace

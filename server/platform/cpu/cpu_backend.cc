@@ -1,11 +1,16 @@
 #include "server/platform/cpu/cpu_backend.h"
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "server/logging.h"
 
 namespace placement::server {
@@ -16,6 +21,21 @@ int64_t PhysicalMemoryBytes() {
   long page_size = sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page_size <= 0) return int64_t{8} << 30;
   return static_cast<int64_t>(pages) * page_size;
+}
+
+// Half the open-file limit, after raising the soft limit to the hard one:
+// every exportable block holds a descriptor, and the other half stays for
+// connections, regions and the rest.
+int64_t DefaultMaxFileBlocks() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  if (limit.rlim_cur == RLIM_INFINITY) return int64_t{1} << 20;
+  return static_cast<int64_t>(limit.rlim_cur / 2);
 }
 
 }  // namespace
@@ -59,8 +79,10 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
     d.memory_limit_bytes = budget;
     devices.push_back(std::move(d));
   }
+  const int64_t max_file_blocks =
+      options.max_file_blocks >= 0 ? options.max_file_blocks : DefaultMaxFileBlocks();
   return std::unique_ptr<CpuBackend>(
-      new CpuBackend(std::move(devices), options.cache_bytes_per_device));
+      new CpuBackend(std::move(devices), options.cache_bytes_per_device, max_file_blocks));
 }
 
 CpuBackend::~CpuBackend() { ReleaseCache(); }
@@ -77,7 +99,77 @@ absl::StatusOr<void*> CpuBackend::AllocateBlock(int local_index, int64_t block_b
 }
 
 void CpuBackend::FreeBlock(int, void* block, int64_t block_bytes) {
+  {
+    absl::MutexLock lock(&exported_mu_);
+    exported_.erase(block);
+  }
   pool_.Free(block, block_bytes);
+}
+
+bool CpuBackend::Reusable(int, void* block, int64_t block_bytes) const {
+  if (block_bytes >= HostBlockPool::kMappedBlockBytes && pool_.FileOf(block) < 0) return false;
+  absl::MutexLock lock(&exported_mu_);
+  return !exported_.contains(block);
+}
+
+int64_t CpuBackend::exported_blocks() const {
+  absl::MutexLock lock(&exported_mu_);
+  return static_cast<int64_t>(exported_.size());
+}
+
+absl::StatusOr<int> CpuBackend::ExportFile(void* block, int fd) {
+  {
+    // Marked before any reader can have it: from now on the block is freed,
+    // never cached, when its buffer goes.
+    absl::MutexLock lock(&exported_mu_);
+    exported_.insert(block);
+  }
+  // F_SEAL_FUTURE_WRITE keeps the daemon's mapping writable but refuses
+  // every new writable mapping, write() and hole punch, through any fd --
+  // also one a reader re-opens read-write through /proc. F_SEAL_SEAL last.
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || ((seals & F_SEAL_SEAL) == 0 &&
+                    fcntl(fd, F_ADD_SEALS,
+                          F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)) {
+    return absl::InternalError(
+        absl::StrCat("cannot seal a memory file for export: ", std::strerror(errno)));
+  }
+  const std::string path = absl::StrCat("/proc/self/fd/", fd);
+  const int reader = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (reader < 0) {
+    const int error = errno;
+    return error == EMFILE || error == ENFILE
+               ? absl::ResourceExhaustedError(
+                     absl::StrCat("no descriptor left to export a block: ", std::strerror(error)))
+               : absl::InternalError(
+                     absl::StrCat("cannot re-open ", path, " read-only: ", std::strerror(error)));
+  }
+  return reader;
+}
+
+absl::StatusOr<std::unique_ptr<ShardExport>> CpuBackend::ExportShard(const DeviceBuffer& buffer) {
+  auto out = std::make_unique<ShardExport>();
+  out->size = buffer.size();
+  if (buffer.size() == 0) return out;
+  void* block = buffer.data();
+  int file = pool_.FileOf(block);
+  if (file < 0) {
+    // A slab block (others' bytes beside it) or an anonymous one: a private
+    // copy in a memory file of its own, charged like any buffer.
+    ASSIGN_OR_RETURN(
+        out->copy,
+        Allocate(buffer.device_id(), std::max(buffer.size(), HostBlockPool::kMappedBlockBytes)));
+    block = out->copy->data();
+    file = pool_.FileOf(block);
+    if (file < 0) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "device ", buffer.device_id(), ": no memory file left to export ", buffer.size(),
+          " bytes (", pool_.file_blocks(), " blocks are memory files, the bound)"));
+    }
+    std::memcpy(block, buffer.data(), static_cast<size_t>(buffer.size()));
+  }
+  ASSIGN_OR_RETURN(out->fd, ExportFile(block, file));
+  return out;
 }
 
 absl::Status CpuBackend::Write(const void* src, DeviceBuffer& dst, absl::Span<const ByteRun> runs) {

@@ -4,6 +4,15 @@
 // the default when no GPU is present, and a first-class one: every RPC
 // works on it.
 //
+// Export (DeviceBackend::ExportShard, docs/api/views.md): a buffer of 256
+// KiB or more lives in a memory file of its own (HostBlockPool), so its
+// export is that file re-opened O_RDONLY, after sealing it against writes
+// (F_SEAL_FUTURE_WRITE: the daemon's own mapping stays writable, no new
+// writable mapping, write() or hole punch by anyone) -- zero copies, flat in
+// size. A smaller buffer shares its slab with others' and is exported as a
+// private copy in a memory file of its own, charged against the device's
+// budget while exported. An exported block is never reused (Reusable).
+//
 // Thread-safe.
 #ifndef PLACEMENT_SERVER_PLATFORM_CPU_CPU_BACKEND_H_
 #define PLACEMENT_SERVER_PLATFORM_CPU_CPU_BACKEND_H_
@@ -11,6 +20,9 @@
 #include <memory>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "server/device/budgeted_backend.h"
 #include "server/device/host_block_pool.h"
 
@@ -30,6 +42,12 @@ struct CpuBackendOptions {
   // against the device's budget but not as in use (BudgetedBackend).
   // 0 disables the cache.
   int64_t cache_bytes_per_device = int64_t{256} << 20;
+  // Blocks of 256 KiB and more that are memory files (exportable in place,
+  // ExportShard) at once, over all devices; each holds a descriptor. -1 =
+  // half the process's open-file limit, after raising its soft limit to the
+  // hard one (as the Go and Java runtimes do). Past it, blocks are anonymous
+  // memory and their exports are private copies.
+  int64_t max_file_blocks = -1;
 };
 
 // Host memory one buffer costs the daemon beside its block -- the tensor's
@@ -53,6 +71,10 @@ class CpuBackend final : public BudgetedBackend {
   absl::Status Read(const DeviceBuffer& src, void* dst, absl::Span<const ByteRun> runs) override;
   absl::Status Copy(const DeviceBuffer& src, DeviceBuffer& dst,
                     absl::Span<const ByteRun> runs) override;
+  absl::StatusOr<std::unique_ptr<ShardExport>> ExportShard(const DeviceBuffer& buffer) override;
+
+  // Live blocks that have been exported (never reused), for tests.
+  int64_t exported_blocks() const;
 
  protected:
   // Whole pages from a HostBlockPool: freed pages leave the process.
@@ -60,12 +82,21 @@ class CpuBackend final : public BudgetedBackend {
   absl::StatusOr<void*> AllocateBlock(int local_index, int64_t block_bytes) override;
   void FreeBlock(int local_index, void* block, int64_t block_bytes) override;
   int64_t BufferOverheadBytes() const override { return kCpuBufferOverheadBytes; }
+  // Not an exported block, nor a large anonymous one (made past the memory
+  // file bound): the cache holds only blocks an export can use in place.
+  bool Reusable(int local_index, void* block, int64_t block_bytes) const override;
 
  private:
-  CpuBackend(std::vector<DeviceDescription> devices, int64_t cache_bytes_per_device)
-      : BudgetedBackend(std::move(devices), cache_bytes_per_device) {}
+  CpuBackend(std::vector<DeviceDescription> devices, int64_t cache_bytes_per_device,
+             int64_t max_file_blocks)
+      : BudgetedBackend(std::move(devices), cache_bytes_per_device), pool_(max_file_blocks) {}
+  // Seals the memory file `fd` of a block against writes and marks the block
+  // exported; returns a new O_RDONLY fd of it.
+  absl::StatusOr<int> ExportFile(void* block, int fd);
 
   HostBlockPool pool_;
+  mutable absl::Mutex exported_mu_;
+  absl::flat_hash_set<void*> exported_ ABSL_GUARDED_BY(exported_mu_);
 };
 
 }  // namespace placement::server

@@ -224,6 +224,7 @@ absl::StatusOr<void*> CudaBackend::AllocateBlock(int local_index, int64_t block_
 }
 
 void CudaBackend::FreeBlock(int local_index, void* block, int64_t) {
+  ForgetExported(block);
   cudaSetDevice(ordinals_[local_index]);
   cudaFree(block);
 }
@@ -331,6 +332,21 @@ absl::Status CudaBackend::Read(const DeviceBuffer& src, void* dst, absl::Span<co
   }
   RETURN_IF_ERROR(drain(slot));
   RETURN_IF_ERROR(drain(slot ^ 1));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CopyOnCopyStream(int ordinal, void* dst, const void* src, int64_t size) {
+  Staging& staging = *staging_[ordinal];
+  absl::MutexLock lock(&staging.mu);
+  ASSIGN_OR_RETURN(Staging * s, StagingFor(ordinal));
+  cudaSetDevice(ordinal);
+  cudaError_t err =
+      cudaMemcpyAsync(dst, src, static_cast<size_t>(size), cudaMemcpyDeviceToDevice, s->stream);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(s->stream);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return CudaError(err, "device-to-device copy on the copy stream");
+  }
   return absl::OkStatus();
 }
 

@@ -23,6 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "server/device/budgeted_backend.h"
 #include "server/device/pinned_host_ranges.h"
 
@@ -69,6 +72,14 @@ class CudaBackend final : public BudgetedBackend {
   absl::Status RegisterHostMemory(void* data, int64_t size) override;
   void UnregisterHostMemory(void* data) override;
 
+  // CUDA IPC (cuda_ipc.cc, docs/api/views.md): an export is the buffer's
+  // cudaIpcMemHandle_t (IPC mappings are writable at the driver level: the
+  // client libraries expose them read-only); an import copies a writer's
+  // allocation device to device on the copy stream.
+  absl::StatusOr<std::unique_ptr<ShardExport>> ExportShard(const DeviceBuffer& buffer) override;
+  absl::Status ImportForUpload(absl::string_view handle, int64_t offset, int64_t size,
+                               DeviceBuffer& dst) override;
+
   // CUDA ordinal (the physical GPU) of a global device id, or -1.
   int Ordinal(int64_t device_id) const;
 
@@ -79,6 +90,8 @@ class CudaBackend final : public BudgetedBackend {
   void FreeBlock(int local_index, void* block, int64_t block_bytes) override;
   // Logical devices of one GPU share its memory.
   bool SharesMemoryWith(int a, int b) const override { return ordinals_[a] == ordinals_[b]; }
+  // An exported block is freed, never cached (a reader may map it).
+  bool Reusable(int local_index, void* block, int64_t block_bytes) const override;
 
  private:
   // A device's copy stream and double-buffered pinned staging, created on
@@ -88,11 +101,17 @@ class CudaBackend final : public BudgetedBackend {
   CudaBackend(std::vector<DeviceDescription> devices, std::vector<int> ordinals, int num_gpus,
               const CudaBackendOptions& options);
   absl::StatusOr<Staging*> StagingFor(int ordinal);
+  void ForgetExported(void* block);
+  // `size` bytes device to device on GPU `ordinal`'s copy stream; returns
+  // once they are there.
+  absl::Status CopyOnCopyStream(int ordinal, void* dst, const void* src, int64_t size);
 
   std::vector<int> ordinals_;  // per device: its GPU
   const int64_t staging_bytes_;
   std::vector<std::unique_ptr<Staging>> staging_;  // per GPU
   PinnedHostRanges pinned_;                        // RegisterHostMemory'd
+  mutable absl::Mutex exported_mu_;
+  absl::flat_hash_set<void*> exported_ ABSL_GUARDED_BY(exported_mu_);  // blocks ever exported
 };
 
 // True when the CUDA runtime reports at least one device (no side effects

@@ -147,7 +147,7 @@ def test_each_path_is_taken(daemon, by_path, path, nbytes, through_region):
     with Moved(daemon) as up:
         r = placement.device_put(x, 2, client=c)
     with Moved(daemon) as down:
-        back = np.asarray(r)
+        back = r.to_numpy()  # a download (np.asarray would view it in place: test_views.py)
     np.testing.assert_array_equal(back, x)
     assert (up.into, down.out) == ((nbytes, nbytes) if through_region else (0, 0))
     r.delete()

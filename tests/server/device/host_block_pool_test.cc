@@ -1,6 +1,7 @@
 // HostBlockPool: blocks are whole pages, and a freed block's pages leave the
 // process's resident set at once -- for small blocks (slabs) and mapped ones,
-// under any order of frees -- and empty slab chunks are unmapped.
+// under any order of frees -- and empty slab chunks are unmapped; large
+// blocks are memory files (exportable) up to the pool's bound.
 #include "server/device/host_block_pool.h"
 
 #include <cstring>
@@ -77,6 +78,37 @@ TEST(HostBlockPoolTest, LargeBlocksAreMappingsOfTheirOwn) {
   EXPECT_GE(ResidentBytesOfSelf(), before + 30 * kMiB);
   pool.Free(*block, 32 * kMiB);
   EXPECT_LE(ResidentBytesOfSelf(), before + 2 * kMiB);
+  EXPECT_EQ(pool.chunks(), 0);
+}
+
+TEST(HostBlockPoolTest, LargeBlocksAreMemoryFilesUpToTheBound) {
+  HostBlockPool pool(/*max_file_blocks=*/2);
+  auto a = pool.Allocate(kMiB);
+  auto b = pool.Allocate(kMiB);
+  auto c = pool.Allocate(kMiB);
+  auto small = pool.Allocate(kPage);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok() && small.ok());
+  EXPECT_GE(pool.FileOf(*a), 0);
+  EXPECT_GE(pool.FileOf(*b), 0);
+  EXPECT_EQ(pool.FileOf(*c), -1);  // past the bound: anonymous
+  EXPECT_EQ(pool.FileOf(*small), -1);
+  EXPECT_EQ(pool.file_blocks(), 2);
+  // A memory file's pages leave the resident set when the block is freed.
+  const int64_t before = ResidentBytesOfSelf();
+  auto big = [&] {
+    pool.Free(*a, kMiB);
+    return pool.Allocate(32 * kMiB);
+  }();
+  ASSERT_TRUE(big.ok());
+  EXPECT_GE(pool.FileOf(*big), 0);
+  std::memset(*big, 1, 32 * kMiB);
+  EXPECT_GE(ResidentBytesOfSelf(), before + 30 * kMiB);
+  pool.Free(*big, 32 * kMiB);
+  EXPECT_LE(ResidentBytesOfSelf(), before + 2 * kMiB);
+  pool.Free(*b, kMiB);
+  pool.Free(*c, kMiB);
+  pool.Free(*small, kPage);
+  EXPECT_EQ(pool.file_blocks(), 0);
   EXPECT_EQ(pool.chunks(), 0);
 }
 

@@ -6,7 +6,7 @@
 //
 // Value types (types.h, tensor_info.h, rules.h), connection and device
 // calls (client.h), meshes (meshes.h), tensors (tensors.h, tensor_tree.h),
-// collectives (collectives.h), prefetch (prefetch.h), JSON text (json.h) and
+// views (views.h), collectives (collectives.h), prefetch (prefetch.h), JSON text (json.h) and
 // the seed-named facades (device_mesh_manager.h, device_placement.h,
 // data_parallel.h, loadax.h). No generated protobuf or gRPC header is included.
 #ifndef PLACEMENT_CLIENT_PLACEMENT_H_
@@ -27,5 +27,6 @@
 #include "placement/client/tensor_tree.h"          // IWYU pragma: export
 #include "placement/client/tensors.h"              // IWYU pragma: export
 #include "placement/client/types.h"                // IWYU pragma: export
+#include "placement/client/views.h"                // IWYU pragma: export
 
 #endif  // PLACEMENT_CLIENT_PLACEMENT_H_

@@ -43,6 +43,7 @@
 #include "placement/client/rules.h"
 #include "placement/client/tensor_info.h"
 #include "placement/client/types.h"
+#include "placement/client/views.h"
 
 namespace placement::client {
 
@@ -292,6 +293,13 @@ class TensorClient {
       const std::string& tensor_id, const SharedRegion& region, int64_t offset,
       const DownloadSelection& selection = DownloadSelection::Whole(),
       const DownloadOptions& options = {}) const;
+
+  // --- Same-host views (views.h) -------------------------------------------------
+  // A zero-copy, read-only view of the tensor's shards in the daemon's own
+  // memory (TensorView::Open): no bytes move. FAILED_PRECONDITION for a
+  // daemon on another host.
+  absl::StatusOr<std::unique_ptr<TensorView>> View(const std::string& tensor_id,
+                                                   const ViewOptions& options = {}) const;
 
   // --- Metadata and lifetime ---------------------------------------------------
   // Every call that takes a tensor id also takes its name, when exactly one
