@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/scm_rights.h"
 
 namespace placement::client {
 
@@ -76,15 +77,7 @@ ssize_t ReceiveWithFds(int sock, char* data, size_t size, std::vector<int>* fds)
   msg.msg_controllen = sizeof(control);
   const ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
   if (n <= 0) return n;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      fds->push_back(fd);
-    }
-  }
+  for (int fd : ReceivedFds(msg)) fds->push_back(fd);
   return n;
 }
 
@@ -146,17 +139,11 @@ absl::StatusOr<std::string> PassFd(const std::string& address, int fd) {
   const int sock = *connected;
   char byte = 'R';
   iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  std::vector<char> control;
+  AttachFds({&fd, 1}, &control, &msg);
   if (sendmsg(sock, &msg, MSG_NOSIGNAL) != 1) {
     const int error = errno;
     close(sock);

@@ -36,6 +36,10 @@ std::pair<void*, int> MapFile(int64_t bytes) {
     close(fd);
     return {nullptr, -1};
   }
+  // A fresh block is written whole next (upload, reshard, collective):
+  // populating it in one call costs about what anonymous memory's first-touch
+  // faults do, where faulting shared memory page by page costs ~1.5x.
+  (void)madvise(data, static_cast<size_t>(bytes), MADV_POPULATE_WRITE);
   return {data, fd};
 }
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/scm_rights.h"
 #include "common/status_macros.h"
 
 namespace placement::server {
@@ -37,16 +38,8 @@ bool SendWithFds(int conn, const std::string& data, const int* fds, size_t count
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * count));
-  if (count > 0) {
-    msg.msg_control = control.data();
-    msg.msg_controllen = control.size();
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * count);
-    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * count);
-  }
+  std::vector<char> control;
+  AttachFds({fds, count}, &control, &msg);
   // A few small messages fit a fresh socket's send buffer: never blocks.
   return sendmsg(conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(data.size());
 }
@@ -273,16 +266,7 @@ bool FdPassingListener::HandleReadable(int conn, const Connection& state) {
   const char byte = state.pending.empty() ? data[0] : state.pending[0];
   // Every fd that arrived, however many; exactly one is accepted. (Fds past
   // the control buffer were discarded by the kernel: MSG_CTRUNC.)
-  std::vector<int> received;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      received.push_back(fd);
-    }
-  }
+  const std::vector<int> received = ReceivedFds(msg);
   const auto refuse = [&](const std::string& reason) {
     for (int fd : received) close(fd);
     SendLine(conn, absl::StrCat("ERR ", reason, "\n"));

@@ -34,6 +34,7 @@
 #include "placement/v1/prefetch_service.grpc.pb.h"
 #include "placement/v1/session_service.grpc.pb.h"
 #include "server/auth/credentials_file.h"
+#include "tests/testing/auth_tokens.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/process_probe.h"
 
@@ -63,16 +64,7 @@ std::unique_ptr<Client> Connect(const DaemonProcess& daemon, const std::string& 
   return client.ok() ? *std::move(client) : nullptr;
 }
 
-std::string Sha256Hex(const std::string& token) {
-  server::TokenDigest d = server::DigestToken(token);
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : d) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 15]);
-  }
-  return out;
-}
+using testing::Sha256Hex;
 
 // GetStatus as the caller sees it (every field, sessions included).
 pb::GetStatusResponse Status(const Client& client) {

@@ -24,6 +24,7 @@
 #include "placement/v1/session_service.grpc.pb.h"
 #include "placement/v1/tensor_service.grpc.pb.h"
 #include "server/auth/credentials_file.h"
+#include "tests/testing/auth_tokens.h"
 #include "tests/testing/daemon_process.h"
 
 namespace placement::client {
@@ -36,16 +37,7 @@ using testing::TempDir;
 
 constexpr char kChildEnv[] = "PLACEMENT_REGION_TEST_CHILD";
 
-std::string Sha256Hex(const std::string& token) {
-  server::TokenDigest d = server::DigestToken(token);
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : d) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 15]);
-  }
-  return out;
-}
+using testing::Sha256Hex;
 
 // Whether process `pid` maps a memfd named `name`.
 bool Maps(pid_t pid, const std::string& name) {

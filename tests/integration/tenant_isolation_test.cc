@@ -21,6 +21,7 @@
 #include "placement/v1/session_service.grpc.pb.h"
 #include "placement/v1/tensor_service.grpc.pb.h"
 #include "server/auth/credentials_file.h"
+#include "tests/testing/auth_tokens.h"
 #include "tests/testing/daemon_process.h"
 
 namespace placement {
@@ -31,16 +32,7 @@ using testing::DaemonProcess;
 using ::testing::HasSubstr;
 using testing::TempDir;
 
-std::string Sha256Hex(const std::string& token) {
-  server::TokenDigest d = server::DigestToken(token);
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : d) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 15]);
-  }
-  return out;
-}
+using testing::Sha256Hex;
 
 // One tenant's view of the daemon: every call carries its bearer token.
 class As {

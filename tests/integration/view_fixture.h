@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "placement/client/placement.h"
 #include "placement/client/session.h"
-#include "server/auth/credentials_file.h"
+#include "tests/testing/auth_tokens.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/process_probe.h"
 
@@ -35,9 +35,12 @@ class ViewTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir();
     const std::string creds = dir_->path() + "/credentials";
-    std::ofstream(creds) << "token sha256:" << Hex("alpha-token") << " team-a user alice\n"
-                         << "token sha256:" << Hex("bravo-token") << " team-b user bob\n"
-                         << "token sha256:" << Hex("root-token") << " ops admin root\n";
+    std::ofstream(creds) << "token sha256:" << testing::Sha256Hex("alpha-token")
+                         << " team-a user alice\n"
+                         << "token sha256:" << testing::Sha256Hex("bravo-token")
+                         << " team-b user bob\n"
+                         << "token sha256:" << testing::Sha256Hex("root-token")
+                         << " ops admin root\n";
     testing::DaemonOptions options;
     options.extra_flags = {"--backend=cpu", "--cpu_devices=8", "--auth_file=" + creds,
                            "--metrics_listen=127.0.0.1:0", "--session_sweep_interval=100ms"};
@@ -73,17 +76,6 @@ class ViewTest : public ::testing::Test {
     if (!ids.empty()) ASSERT_TRUE(TensorClient(*root_).Delete(ids).ok());
     EXPECT_TRUE(WaitFor([&] { return OpenExports() == 0 && MemoryInUse() == baseline_; }))
         << OpenExports() << " exports open";
-  }
-
-  static std::string Hex(const std::string& token) {
-    server::TokenDigest d = server::DigestToken(token);
-    static const char* kHex = "0123456789abcdef";
-    std::string out;
-    for (uint8_t b : d) {
-      out.push_back(kHex[b >> 4]);
-      out.push_back(kHex[b & 15]);
-    }
-    return out;
   }
 
   static std::unique_ptr<Client> Connect(const std::string& token,

@@ -13,6 +13,7 @@
 #include "placement/client/session.h"
 #include "placement/client/tensors.h"
 #include "server/auth/credentials_file.h"
+#include "tests/testing/auth_tokens.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/test_certificates.h"
 #include "tests/tools/placectl_fixture.h"
@@ -30,16 +31,7 @@ using testing::TestCertificates;
 
 constexpr char kToken[] = "alpha-token-0123456789";
 
-std::string Sha256Hex(const std::string& token) {
-  server::TokenDigest d = server::DigestToken(token);
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : d) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 15]);
-  }
-  return out;
-}
+using testing::Sha256Hex;
 
 // A daemon with TLS (--tls_client_ca too when `mutual`) and a credentials
 // file that maps kToken and the test client certificate to tenant team-a.
