@@ -26,6 +26,7 @@ SERVICES = [
     "placement.v1.RegionService",
     "placement.v1.SessionService",
     "placement.v1.TensorService",
+    "placement.v1.ViewService",
 ]
 
 
