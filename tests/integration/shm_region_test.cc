@@ -182,11 +182,19 @@ TEST_F(ShmRegionTest, AShrunkRegionFailsItsTransfersAndTheDaemonKeepsServing) {
   ASSERT_TRUE(TensorClient(*client_).Delete(ids).ok());
   EXPECT_LE(DeviceBytesInUse(), in_use - kBytes);  // only the first upload's tensor was left
   ASSERT_TRUE(RegionClient(*client_).Unregister(region->id).ok());
-  // Freed device blocks are cached for --device_cache_idle, then unmapped.
-  for (int i = 0; i < 600 && DeviceBytesCached() > 0; ++i) absl::SleepFor(absl::Milliseconds(50));
+  // Freed device blocks are cached for --device_cache_idle, then unmapped:
+  // the reclaimer takes them out of the cache's count first and unmaps them
+  // (and closes their memory files) a moment later, so the process figures
+  // are waited for too (bounded). gRPC may have started a thread or two (two
+  // mappings each).
+  const auto back = [&] {
+    return DeviceBytesCached() == 0 && testing::OpenFds(daemon_->pid()) <= fds + 2 &&
+           testing::Mappings(daemon_->pid()) <= mappings + 16 &&
+           testing::ResidentBytes(daemon_->pid()) <= rss + 2 * kBytes;
+  };
+  for (int i = 0; i < 600 && !back(); ++i) absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(DeviceBytesCached(), 0);
   EXPECT_LE(testing::OpenFds(daemon_->pid()), fds + 2);
-  // gRPC may have started a thread or two (two mappings each).
   EXPECT_LE(testing::Mappings(daemon_->pid()), mappings + 16);
   EXPECT_LE(testing::ResidentBytes(daemon_->pid()), rss + 2 * kBytes);
 }
