@@ -76,7 +76,7 @@ TEST_F(ViewTest, ASessionsEndEndsItsExports) {
   EXPECT_EQ(ListExports(*in_session)->exports[0].session_id, (*own)->id());
   ASSERT_TRUE((*own)->Close().ok());
   // The session took its tensor and its export: memory back, nothing open.
-  EXPECT_TRUE(WaitFor([&] { return OpenExports() == 0; }));
+  EXPECT_TRUE(WaitFor([&] { return OpenExports() == 0 && MemoryInUse() == baseline_; }));
   EXPECT_EQ(MemoryInUse(), baseline_);
   EXPECT_EQ(Bytes((*view)->bytes(0)), data);  // the reader's mapping is its own
   EXPECT_TRUE(absl::IsNotFound((*view)->Close()));
@@ -148,7 +148,9 @@ TEST_F(ViewTest, AKilledReaderLeavesNothingBehind) {
   EXPECT_EQ(TotalInUse(), in_use + (256 << 10));
   kill(child, SIGKILL);
   ASSERT_EQ(waitpid(child, nullptr, 0), child);
-  EXPECT_TRUE(WaitFor([&] { return OpenExports() == 0; })) << OpenExports();
+  // The export leaves the list, then releases what it held (a moment later).
+  EXPECT_TRUE(WaitFor([&] { return OpenExports() == 0 && MemoryInUse() == baseline_; }))
+      << OpenExports() << " exports open";
   EXPECT_EQ(MemoryInUse(), baseline_);
   EXPECT_TRUE(WaitFor([&] { return testing::OpenFds(daemon_->pid()) <= fds; }))
       << testing::OpenFds(daemon_->pid()) << " fds, " << fds << " before";
