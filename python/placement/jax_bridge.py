@@ -57,8 +57,10 @@ def _jax_sharding(sharding: Any) -> Any:
 def to_jax(remote: RemoteArray) -> Any:
     """A jax.Array with the same sharding on the matching local JAX devices.
     Against a daemon on this host the shards come from a view of its memory
-    (placement.views): the only copies are JAX's own device_put of each shard;
-    elsewhere each distinct box is downloaded first."""
+    (placement.views) and nothing copies but JAX's own device_put of each
+    shard -- none on JAX's CPU backend, which aliases a read-only aligned
+    array (the export then lives as long as the jax.Array); elsewhere each
+    distinct box is downloaded first."""
     jax = _jax()
     target = _jax_sharding(remote.sharding)
     boxes: Dict[Tuple[Tuple[int, int], ...], np.ndarray] = {}

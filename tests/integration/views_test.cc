@@ -5,7 +5,7 @@
 // export are NOT_FOUND; the memory a reader gets is read-only through every
 // door (mmap, mprotect, a read-write re-open, write, truncate, hole punch),
 // and a write faults in the writing process while the daemon serves on; the
-// metrics and `placectl top` show the views.
+// metrics count the views (`placectl top` showing them: test_views.py).
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/mman.h>
@@ -14,7 +14,6 @@
 
 #include <atomic>
 #include <csignal>
-#include <cstdio>
 #include <thread>
 
 #include "absl/strings/str_replace.h"
@@ -169,7 +168,8 @@ TEST_F(ViewTest, TheMemoryIsReadOnlyAndAWriteFaultsInTheWriter) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    bytes[0] = std::byte{1};  // must fault: the mapping is PROT_READ
+    signal(SIGSEGV, SIG_DFL);  // the kernel's verdict, also under a sanitizer's handler
+    bytes[0] = std::byte{1};   // must fault: the mapping is PROT_READ
     _exit(0);
   }
   int wstatus = 0;
@@ -240,7 +240,7 @@ TEST_F(ViewTest, AReaderCannotWriteThroughAnyDescriptorItGets) {
   }
 }
 
-TEST_F(ViewTest, MetricsAndTopShowTheViews) {
+TEST_F(ViewTest, MetricsCountTheViews) {
   TensorInfo info = Upload(*alice_, DType::kF32, {1 << 18}, RandomBytes(1 << 20, 5));
   const double exported = Metric("placementd_views_exported_total");
   const double bytes = Metric("placementd_view_bytes_total");
@@ -252,16 +252,6 @@ TEST_F(ViewTest, MetricsAndTopShowTheViews) {
   EXPECT_EQ(testing::MetricValue(text, "placementd_exports_open"), 1);
   EXPECT_EQ(testing::MetricValue(text, "placementd_export_bytes_open"), 1 << 20);
   EXPECT_GE(testing::MetricValue(text, "placementd_view_shards_total{mode=\"in_place\"}"), 1);
-  const std::string command =
-      absl::StrCat(std::getenv("PLACECTL_BIN"), " --target=", daemon_->address(),
-                   " --token=root-token top --once 2>&1");  // the admin sees every session's
-  std::FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string top;
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) top.append(buffer, n);
-  EXPECT_EQ(pclose(pipe), 0) << top;
-  EXPECT_THAT(top, HasSubstr("views: 1 open (1.0 MiB viewed in place)"));
   ASSERT_TRUE((*view)->Close().ok());
   EXPECT_EQ(Metric("placementd_exports_open"), 0);
   EXPECT_EQ(Metric("placementd_exports_ended_total{reason=\"unexport\"}") >= 1, true);

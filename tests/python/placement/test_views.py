@@ -4,11 +4,14 @@ daemon's memory for every dtype, sharded and replicated, equal to a
 download; a write raises (numpy) or faults (a raw pointer, in a child
 process) while the daemon serves on; an export lasts while its arrays do and
 holds a deleted tensor's memory until they go; 'stream' clients and small
-arrays download; to_jax reads through a view."""
+arrays download; to_jax reads through a view; `placectl top` shows the
+open views."""
 import ctypes
+import faulthandler
 import gc
 import os
 import signal
+import subprocess
 
 import ml_dtypes
 import numpy as np
@@ -83,6 +86,7 @@ def test_a_write_raises_here_and_faults_through_a_pointer(client, daemon):
         a[0] = 7
     pid = os.fork()
     if pid == 0:
+        faulthandler.disable()  # the fault is the point: no report from the child
         ctypes.memset(a.ctypes.data, 1, 1)  # must fault: the mapping is PROT_READ
         os._exit(0)
     _, status = os.waitpid(pid, 0)
@@ -156,3 +160,18 @@ def test_to_jax_reads_through_a_view(client):
     assert open_exports(client) == 0
     r.delete()
     del jax
+
+
+def test_top_shows_the_open_views(client, daemon):
+    placectl = os.environ.get("PLACECTL_BIN")
+    if not placectl:
+        pytest.skip("PLACECTL_BIN is not set (run through ctest)")
+    r = placement.device_put(np.zeros(MIB // 4, np.float32), 4)
+    a = np.asarray(r)
+    # The view is the client's session's: placectl joins it to see it.
+    top = subprocess.run([placectl, "--target", daemon.address, "--session", client.session_id,
+                          "top", "--once"], capture_output=True, text=True, timeout=60)
+    assert top.returncode == 0, top.stderr
+    assert "views: 1 open (1.0 MiB viewed in place)" in top.stdout, top.stdout
+    del a
+    r.delete()
