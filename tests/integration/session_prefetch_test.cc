@@ -142,7 +142,14 @@ TEST_F(SessionPrefetchTest, ExpiredLeaseCancelsTheStreamAndFreesItsBatches) {
   // The batches were freed before the status was sent; the other stream's
   // batch is still there.
   EXPECT_EQ(MemoryInUse(), baseline_ + batch_bytes);
-  EXPECT_THAT(daemon_->Stderr(), HasSubstr("session " + session + " expired"));
+  // The sweeper logs the expiry after it ended the session's streams, tensors
+  // and the other things its end listeners free (regions, views, meshes):
+  // wait (bounded) for the line.
+  const std::string expired = "session " + session + " expired";
+  for (int i = 0; i < 250 && daemon_->Stderr().find(expired) == std::string::npos; ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_THAT(daemon_->Stderr(), HasSubstr(expired));
 
   ASSERT_TRUE((*durable)->Release(0).ok());
   ASSERT_TRUE((*durable)->CloseSend().ok());
