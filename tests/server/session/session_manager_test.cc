@@ -200,7 +200,11 @@ TEST(SessionManagerTest, TheSweeperEndsExpiredSessionsByItself) {
   ASSERT_TRUE(s.ok());
   ASSERT_TRUE(sessions.Adopt(s->id, {MakeTensor(rig, "t")}).ok());
   // Bounded wait for the condition, not for a time.
-  for (int i = 0; i < 2000 && sessions.IsOpen(s->id); ++i) absl::SleepFor(absl::Milliseconds(5));
+  // The session leaves the open set before its tensors are deleted, so wait
+  // for the memory too.
+  for (int i = 0; i < 2000 && (sessions.IsOpen(s->id) || rig.MemoryInUse() != baseline); ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   EXPECT_FALSE(sessions.IsOpen(s->id));
   EXPECT_EQ(rig.store->size(), 0);
   EXPECT_EQ(rig.MemoryInUse(), baseline);
