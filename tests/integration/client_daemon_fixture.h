@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "placement/client/placement.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/random_bytes.h"
 
 namespace placement::client {
 
@@ -83,16 +84,7 @@ class ClientDaemonTest : public ::testing::Test {
   }
 
   static std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed, bool boolean = false) {
-    std::mt19937 rng(seed);
-    std::vector<uint8_t> out(n);
-    size_t i = 0;
-    for (; !boolean && i + 4 <= n; i += 4) {
-      uint32_t v = rng();
-      std::memcpy(out.data() + i, &v, 4);
-    }
-    for (; i < n; ++i)
-      out[i] = boolean ? static_cast<uint8_t>(rng() & 1) : static_cast<uint8_t>(rng());
-    return out;
+    return testing::RandomBytes(n, seed, boolean);
   }
 
   // The bytes of `box` (per-dimension [begin, end)) of a row-major array.

@@ -21,6 +21,7 @@
 #include "tests/testing/auth_tokens.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/process_probe.h"
+#include "tests/testing/random_bytes.h"
 
 namespace placement::client {
 
@@ -128,10 +129,7 @@ class ViewTest : public ::testing::Test {
   }
 
   static std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed, bool boolean = false) {
-    std::mt19937 rng(seed);
-    std::vector<uint8_t> out(n);
-    for (auto& b : out) b = boolean ? static_cast<uint8_t>(rng() & 1) : static_cast<uint8_t>(rng());
-    return out;
+    return testing::RandomBytes(n, seed, boolean);
   }
 
   // Uploads `bytes` as dtype[shape] under `rule` for `client`.

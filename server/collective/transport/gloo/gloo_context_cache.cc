@@ -156,7 +156,15 @@ void GlooContextCache::FailProcess(int32_t process, const std::string& why) {
 }
 
 std::string GlooContextCache::AbortReason(const TransportGroupKey& key) {
-  std::shared_ptr<Entry> entry = EntryFor(key, GlooPrefix(key));
+  std::shared_ptr<Entry> entry;
+  {
+    absl::MutexLock lock(&mu_);
+    auto by_prefix = entries_.find(key.epoch);
+    if (by_prefix == entries_.end()) return "";
+    auto it = by_prefix->second.find(GlooPrefix(key));
+    if (it == by_prefix->second.end()) return "";
+    entry = it->second;
+  }
   absl::MutexLock lock(&entry->mu);
   return entry->abort_reason;
 }
