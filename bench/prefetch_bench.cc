@@ -21,9 +21,13 @@
 //                            [--step_factors=0.5,1,1.5,2] [--compute=sleep|spin]
 //                            [--backend=cpu|cuda] [--devices=8]
 //                            [--path=stream|region|auto] [--calibrate=serial|pipeline]
+//                            [--views]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +42,7 @@
 #include "placement/client/client.h"
 #include "placement/client/prefetch.h"
 #include "placement/client/tensors.h"
+#include "placement/client/views.h"
 #include "server/daemon.h"
 
 ABSL_FLAG(double, batch_mib, 8, "Host bytes per batch (images f32 + labels i32), MiB.");
@@ -55,6 +60,10 @@ ABSL_FLAG(std::string, calibrate, "serial",
           "What a step factor multiplies: serial (one UploadBatch over the stream) or pipeline "
           "(the prefetch pipeline's own per-batch time without compute, so factor 1 is compute "
           "= transfer on the path measured).");
+ABSL_FLAG(bool, views, false,
+          "Batches come with zero-copy views (PrefetchOptions::views): a step first reads every "
+          "byte of its batch through them, then computes for the rest of the step time (the "
+          "serial loop views and reads its uploaded batch the same way).");
 ABSL_FLAG(int, rounds, 3, "Alternating serial/prefetch rounds per factor; medians are printed.");
 
 namespace placement::bench {
@@ -96,6 +105,34 @@ void Compute(absl::Duration d, bool spin) {
   while (absl::Now() < end) x = x + 1;
 }
 
+// One pass over every viewed byte (a sum of 64-bit words, as a step's
+// first read of its inputs), so the read cannot be optimized away.
+uint64_t ReadViews(const std::vector<std::shared_ptr<const client::TensorView>>& views) {
+  uint64_t sum = 0;
+  for (const auto& view : views) {
+    for (size_t i = 0; i < view->shards().size(); ++i) {
+      const std::span<const std::byte> bytes = view->bytes(i);
+      const size_t words = bytes.size() / sizeof(uint64_t);
+      for (size_t w = 0; w < words; ++w) {
+        uint64_t v;
+        std::memcpy(&v, bytes.data() + w * sizeof(uint64_t), sizeof(v));
+        sum += v;
+      }
+    }
+  }
+  return sum;
+}
+
+// A step on a batch: with views, the read of its bytes counts into the step
+// time and the compute takes the rest.
+void Step(const std::vector<std::shared_ptr<const client::TensorView>>& views, absl::Duration d,
+          bool spin) {
+  const absl::Time start = absl::Now();
+  static volatile uint64_t sink = 0;
+  if (!views.empty()) sink = sink + ReadViews(views);
+  Compute(std::max(absl::ZeroDuration(), d - (absl::Now() - start)), spin);
+}
+
 // One serial step's upload (UploadBatch) and delete; returns the upload time.
 absl::StatusOr<absl::Duration> UploadAndDelete(const client::TensorClient& tensors,
                                                const HostBatch& batch) {
@@ -109,14 +146,24 @@ absl::StatusOr<absl::Duration> UploadAndDelete(const client::TensorClient& tenso
   return upload;
 }
 
-absl::StatusOr<absl::Duration> Serial(const client::TensorClient& tensors, const Pool& pool,
+absl::StatusOr<absl::Duration> Serial(const client::Client& client,
+                                      const client::TensorClient& tensors, const Pool& pool,
                                       int steps, absl::Duration step, bool spin) {
   absl::Time start = absl::Now();
   for (int s = 0; s < steps; ++s) {
     HostBatch batch = pool.Make(s);
     auto uploaded = tensors.UploadBatch(batch.Views());
     if (!uploaded.ok()) return uploaded.status();
-    Compute(step, spin);
+    std::vector<std::shared_ptr<const client::TensorView>> views;
+    if (absl::GetFlag(FLAGS_views)) {
+      for (const auto& t : *uploaded) {
+        auto view = client::TensorView::Open(client, t.tensor.id);
+        if (!view.ok()) return view.status();
+        views.push_back(*std::move(view));
+      }
+    }
+    Step(views, step, spin);
+    views.clear();  // closes them
     std::vector<std::string> ids;
     for (const auto& t : *uploaded) ids.push_back(t.tensor.id);
     if (auto deleted = tensors.Delete(ids); !deleted.ok()) return deleted.status();
@@ -145,6 +192,7 @@ absl::StatusOr<PrefetchResult> Prefetch(const client::Client& client, const Pool
   options.path = path == "region" ? client::TransferPath::kRegion
                  : path == "auto" ? client::TransferPath::kAuto
                                   : client::TransferPath::kStream;
+  options.views = absl::GetFlag(FLAGS_views);
   auto it = client::PrefetchToDevice(client, source, client::Rule(), buffer_size, options);
   if (!it.ok()) return it.status();
   for (int s = 0;; ++s) {
@@ -155,7 +203,7 @@ absl::StatusOr<PrefetchResult> Prefetch(const client::Client& client, const Pool
     absl::Duration waited = absl::Now() - asked;
     result.stall += waited;
     if (s == 0) result.first_stall = waited;
-    Compute(step, spin);
+    Step((*batch)->views, step, spin);
   }
   result.total = absl::Now() - start;
   const auto& stats = (*it)->stats();
@@ -219,7 +267,7 @@ int Run() {
     std::fprintf(stderr, "prefetch: %s\n", bare.status().ToString().c_str());
     return 1;
   }
-  auto serial_bare = Serial(tensors, pool, steps, absl::ZeroDuration(), spin);
+  auto serial_bare = Serial(**client, tensors, pool, steps, absl::ZeroDuration(), spin);
   if (!serial_bare.ok()) {
     std::fprintf(stderr, "serial: %s\n", serial_bare.status().ToString().c_str());
     return 1;
@@ -233,7 +281,8 @@ int Run() {
       pool.bytes_per_batch / double(1 << 20) / absl::ToDoubleSeconds(streamed),
       absl::ToDoubleSeconds(serial_step) / absl::ToDoubleSeconds(streamed));
   const int rounds = std::max(1, absl::GetFlag(FLAGS_rounds));
-  std::printf("prefetch path: %s; step = factor x %s\n", absl::GetFlag(FLAGS_path).c_str(),
+  std::printf("prefetch path: %s%s; step = factor x %s\n", absl::GetFlag(FLAGS_path).c_str(),
+              absl::GetFlag(FLAGS_views) ? ", view batches (a step reads its batch first)" : "",
               absl::GetFlag(FLAGS_calibrate) == "pipeline" ? "the pipeline's per-batch time"
                                                            : "one serial UploadBatch");
   std::printf("medians of %d rounds (serial and prefetch alternate):\n", rounds);
@@ -247,7 +296,7 @@ int Run() {
     const double compute_total = absl::ToDoubleSeconds(step * steps);
     std::vector<double> serial_ms, prefetch_ms, speedups, stalls, stalls_excl, daemon_ms;
     for (int r = 0; r < rounds; ++r) {
-      auto serial = Serial(tensors, pool, steps, step, spin);
+      auto serial = Serial(**client, tensors, pool, steps, step, spin);
       auto prefetch = Prefetch(**client, pool, steps, step, spin, buffer_size);
       if (!serial.ok() || !prefetch.ok()) {
         std::fprintf(stderr, "run failed: %s / %s\n", serial.status().ToString().c_str(),

@@ -20,7 +20,7 @@
 //
 //   build/bin/tensor_transfer_bench [--size_mib=256] [--reps=5]
 //       [--chunk_bytes=1048576] [--devices=8] [--transport=tcp|unix]
-//       [--backend=cpu|cuda] [--view_max_mib=1024]
+//       [--backend=cpu|cuda] [--view_max_mib=1024] [--only_views]
 //
 // --backend=cuda: the daemon runs on GPU 0 (--devices logical devices of
 // it), and the same run also times cudaMemcpy host <-> device from pinned
@@ -62,6 +62,9 @@ ABSL_FLAG(std::string, backend, "cpu", "cpu (virtual devices) or cuda (logical d
 ABSL_FLAG(int64_t, view_max_mib, 1024,
           "Largest tensor of the time-to-view sweep (1 MiB, 4 MiB, ... up to this); 0 skips the "
           "view rows.");
+ABSL_FLAG(bool, only_views, false,
+          "Run only the view rows (time to a view; view + read against the region and gRPC "
+          "downloads).");
 ABSL_FLAG(bool, reshard_replicated, true,
           "Also time P('data') -> replicated (moves devices x size bytes).");
 
@@ -156,6 +159,18 @@ int Run() {
   client::MeshClient meshes(**client);
   auto mesh = meshes.CreateDataParallel(devices, "data");
   if (!mesh.ok()) return Check(mesh.status(), "mesh") ? 0 : 1;
+
+  if (absl::GetFlag(FLAGS_only_views)) {
+    const bool ok = on_gpu || RunViewRows({.client = client->get(),
+                                           .mesh = &*mesh,
+                                           .bytes = bytes,
+                                           .max_view_bytes = view_max,
+                                           .reps = reps});
+    echo_server->Shutdown();
+    (*daemon)->Drain();
+    std::filesystem::remove_all(dir);
+    return ok ? 0 : 1;
+  }
 
   std::vector<uint8_t> src(bytes), dst(bytes);
   for (int64_t i = 0; i < bytes; i += 4096) src[i] = static_cast<uint8_t>(i >> 12);

@@ -7,6 +7,16 @@
 // The stream is half-closed only by the consumer, once it has seen the end:
 // the daemon deletes unreleased batches when the stream finishes, and the
 // consumer may still be using the last one until its next Next().
+//
+// With PrefetchOptions::views a second background thread, the viewer, reads
+// the ready messages as the daemon sends them (one per staged batch, in
+// order, unasked) and opens a view of every tensor of the batch before
+// queueing it; Next() then says "next" and takes the queue's head. Opening
+// views (an RPC, a descriptor hand-over, a mapping per tensor) so overlaps
+// the consumer's step on the batch before. A batch enters the queue only
+// after its views are open, and is released only after the consumer took the
+// one after it, so a view never asks for a released batch.
+#include <deque>
 #include <thread>
 #include <utility>
 
@@ -20,9 +30,13 @@
 namespace placement::client {
 
 struct PrefetchIterator::Impl {
+  explicit Impl(const Client& client) : client(client) {}
+
+  const Client& client;
   BatchSource source;
   std::unique_ptr<PrefetchStream> stream;
   std::thread producer;
+  std::thread viewer;  // only with views
 
   absl::Mutex mu;
   int64_t produced ABSL_GUARDED_BY(mu) = 0;  // batches fully sent
@@ -31,6 +45,11 @@ struct PrefetchIterator::Impl {
   bool stop ABSL_GUARDED_BY(mu) = false;
   int64_t bytes ABSL_GUARDED_BY(mu) = 0;
   absl::Duration source_time ABSL_GUARDED_BY(mu);
+  // The viewer's batches, views open, in order; it stopped (end of stream,
+  // the daemon's or a view's error in viewer_status) once viewer_done.
+  std::deque<DeviceBatch> viewed ABSL_GUARDED_BY(mu);
+  bool viewer_done ABSL_GUARDED_BY(mu) = false;
+  absl::Status viewer_status ABSL_GUARDED_BY(mu);
 
   // Consumer thread only.
   int64_t taken = 0;
@@ -72,17 +91,68 @@ struct PrefetchIterator::Impl {
     producer_done = true;
   }
 
-  // Half-closes and reads to the end of the stream: the daemon's final
-  // status (OK with stats when everything was delivered).
+  // The viewer thread: reads every ready batch and opens its views.
+  void View() {
+    absl::Status status;
+    while (true) {
+      absl::StatusOr<std::optional<DeviceBatch>> batch = stream->Read();
+      if (!batch.ok()) status = batch.status();
+      if (!batch.ok() || !batch->has_value()) break;
+      for (const NamedTensor& t : (*batch)->tensors) {
+        absl::StatusOr<std::unique_ptr<TensorView>> view = TensorView::Open(client, t.tensor.id);
+        if (!view.ok()) {
+          status = view.status();
+          break;
+        }
+        (*batch)->views.push_back(std::move(*view));
+      }
+      if (!status.ok()) {
+        stream->Cancel();  // the daemon frees every staged batch
+        break;
+      }
+      absl::MutexLock lock(&mu);
+      viewed.push_back(*std::move(*batch));
+    }
+    absl::MutexLock lock(&mu);
+    viewer_status = std::move(status);
+    viewer_done = true;
+  }
+
+  // Half-closes and reads to the end of the stream (or, with views, waits
+  // for the viewer to): the daemon's final status (OK with stats when
+  // everything was delivered).
   absl::Status CloseStream() {
     absl::Status closed = stream->CloseSend();
-    while (true) {
-      absl::StatusOr<std::optional<DeviceBatch>> rest = stream->Read();
-      if (!rest.ok()) return rest.status();
-      if (!rest->has_value()) break;
+    if (viewer.joinable()) {
+      viewer.join();
+      absl::MutexLock lock(&mu);
+      if (!viewer_status.ok()) return viewer_status;
+    } else {
+      while (true) {
+        absl::StatusOr<std::optional<DeviceBatch>> rest = stream->Read();
+        if (!rest.ok()) return rest.status();
+        if (!rest->has_value()) break;
+      }
     }
     stats.daemon = stream->stats();
     return closed;
+  }
+
+  // Where Next() finds its batch: the stream, or the viewer's queue.
+  absl::StatusOr<std::optional<DeviceBatch>> TakeReady() {
+    if (!viewer.joinable()) return stream->Read();
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(
+        +[](Impl* m)
+             ABSL_EXCLUSIVE_LOCKS_REQUIRED(m->mu) { return !m->viewed.empty() || m->viewer_done; },
+        this));
+    if (viewed.empty()) {
+      if (!viewer_status.ok()) return viewer_status;
+      return std::optional<DeviceBatch>();
+    }
+    DeviceBatch batch = std::move(viewed.front());
+    viewed.pop_front();
+    return std::optional<DeviceBatch>(std::move(batch));
   }
 
   absl::StatusOr<std::optional<DeviceBatch>> End(absl::Status status) {
@@ -104,6 +174,7 @@ PrefetchIterator::~PrefetchIterator() {
   }
   if (!clean) impl_->stream->Cancel();
   if (impl_->producer.joinable()) impl_->producer.join();
+  if (impl_->viewer.joinable()) impl_->viewer.join();
 }
 
 absl::StatusOr<std::optional<DeviceBatch>> PrefetchIterator::Next() {
@@ -138,7 +209,7 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchIterator::Next() {
     if (!closed.ok()) return m.End(closed);
     return m.End(producer_status);
   }
-  absl::StatusOr<std::optional<DeviceBatch>> batch = m.stream->Read();
+  absl::StatusOr<std::optional<DeviceBatch>> batch = m.TakeReady();
   m.stats.consumer_stall += absl::Now() - start;
   if (!batch.ok()) return m.End(batch.status());
   if (!batch->has_value()) {
@@ -163,11 +234,12 @@ absl::StatusOr<std::unique_ptr<PrefetchIterator>> PrefetchToDevice(const Client&
   options.release = ReleaseMode::kOnNext;
   absl::StatusOr<std::unique_ptr<PrefetchStream>> stream = PrefetchStream::Open(client, options);
   if (!stream.ok()) return stream.status();
-  auto impl = std::make_unique<PrefetchIterator::Impl>();
+  auto impl = std::make_unique<PrefetchIterator::Impl>(client);
   impl->source = std::move(source);
   impl->stream = std::move(*stream);
   PrefetchIterator::Impl* raw = impl.get();
   impl->producer = std::thread([raw] { raw->Produce(); });
+  if (options.views) impl->viewer = std::thread([raw] { raw->View(); });
   return std::unique_ptr<PrefetchIterator>(new PrefetchIterator(std::move(impl)));
 }
 

@@ -102,6 +102,9 @@ absl::StatusOr<std::unique_ptr<TensorView>> TensorView::Open(const Client& clien
                          " bytes) read-only: ", std::strerror(errno)));
         continue;
       }
+      // Map the daemon's 2 MiB pages whole where it has them (a no-op
+      // otherwise): one fault per 2 MiB on the first read.
+      (void)madvise(base, length, MADV_HUGEPAGE);
       view->mappings_.push_back({base, length});
       out.bytes =
           std::span<const std::byte>(static_cast<const std::byte*>(base) + (shard.offset() - start),

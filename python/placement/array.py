@@ -46,6 +46,11 @@ class Shard:
     def data(self) -> np.ndarray:
         """The shard's bytes: a read-only view of the daemon's memory when it
         is on this host (placement.views), else a download."""
+        held = self.array._held_view
+        if held is not None and self.position >= 0:
+            for s in held.shards:
+                if s.shard_index == self.position and s.data is not None:
+                    return s.data
         if self.position >= 0:
             view = self.array._view([self.position])
             if view is not None:
@@ -72,6 +77,9 @@ class RemoteArray:
         self._owned = owned
         self._deleted = False
         self._viewable = True  # False for prefetched batches (their stream releases them)
+        # A view batch's view, opened with the batch (prefetch views=True):
+        # np.asarray and shard data read through it, with no call.
+        self._held_view: Any = None
         self._sharding: Any = None
         self._finalizer: Optional[weakref.finalize] = None
         if owned:
@@ -246,7 +254,12 @@ class RemoteArray:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = None
-        if copy is not True:
+        if copy is not True and self._held_view is not None:
+            try:
+                out = self._held_view.assemble()  # a lone whole shard: the view itself
+            except errors.FailedPreconditionError:
+                out = None
+        elif copy is not True:
             view = self._view()
             if view is not None:
                 try:

@@ -166,15 +166,17 @@ class DevicePlacement:
             _placing.shard_batch_dim_rule(self._client, mesh, batch_axis, mesh_axis))
 
     def prefetch_to_device(self, data_iterator: Iterator[Any], device: Any | None = None,
-                           buffer_size: int = 2) -> Iterator[Any]:
+                           buffer_size: int = 2, *, views: bool = False) -> Iterator[Any]:
         """An iterator of device-placed batches: a background thread uploads
         up to buffer_size batches ahead of the consumer. `device` may also be
-        a sharding. See placement.prefetch.PrefetchIterator."""
+        a sharding. `views`: against a same-host daemon each batch comes with
+        zero-copy views of its tensors (np.asarray of a leaf reads the
+        daemon's memory in place). See placement.prefetch.PrefetchIterator."""
         from placement.prefetch import PrefetchIterator
 
         target = device if device is not None else self._default_device
         rule = _placing.sharding_rule(self._client, target)
-        return PrefetchIterator(self._client, data_iterator, rule, buffer_size)
+        return PrefetchIterator(self._client, data_iterator, rule, buffer_size, views=views)
 
     # --- Advice and info ------------------------------------------------------
     def get_batch_size_recommendation(

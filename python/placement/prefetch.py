@@ -28,6 +28,15 @@ prefetch_stream.cc):
   consumer reads the batch's ready message (the daemon has read every byte
   then) or the stream ends, and serves a later batch. Ordering, credit and
   freeing are the stream path's.
+* View batches (``views=True``, docs/api/views.md): against a same-host
+  daemon a reader thread takes the ready messages as the daemon sends them
+  and opens a zero-copy view of every tensor of the batch while the consumer
+  still works on the one before; each leaf then holds its view, so
+  ``np.asarray(leaf)`` (a tensor on one device: the shard itself) and
+  ``leaf.addressable_shards[i].data`` read the daemon's memory in place with
+  no call (arrays under 256 KiB download, as RemoteArray's own views do). A view keeps its batch's memory on the daemon after the stream
+  released the batch, until the leaf and every array from it are collected.
+  Elsewhere (or when the daemon refuses an export) leaves download as usual.
 """
 from __future__ import annotations
 
@@ -37,7 +46,8 @@ from typing import Any, Deque, Dict, Iterator, List, Optional, Set, Tuple
 
 import grpc
 
-from placement import _dtypes, _staging, _tensors, _tree, _wire, errors
+from placement import _dtypes, _staging, _tensors, _tree, _wire, errors, views as _views
+from placement._region_pool import AUTO_MIN_BYTES
 from placement._transport import TransferPath
 from placement.array import RemoteArray
 from placement.client import Client
@@ -115,7 +125,7 @@ class _Stream:
 
     def __init__(self, client: Client, source: Iterator[Any], rule: Any,
                  buffer_size: int = DEFAULT_BUFFER_SIZE, *, name: str = "",
-                 timeout: Optional[float] = None) -> None:
+                 timeout: Optional[float] = None, views: bool = False) -> None:
         if buffer_size < 0:
             raise errors.InvalidArgumentError(
                 f"buffer_size is {buffer_size}; must be >= 1 (0 selects the default "
@@ -159,6 +169,18 @@ class _Stream:
         self._thread = threading.Thread(target=self._produce, name="placement-prefetch",
                                         daemon=True)
         self._thread.start()
+        # View batches: the reader's batches, views open, in order; it
+        # stopped (end of stream, or the call's error in _reader_error) once
+        # _reader_done.
+        self._ready: Deque[Tuple[Any, List[Optional[_views.TensorView]]]] = collections.deque()
+        self._reader_done = False
+        self._reader_error: Optional[BaseException] = None
+        self._reader: Optional[threading.Thread] = None
+        if (views and self._path is not TransferPath.STREAM
+                and client.regions.same_host_socket() is not None):
+            self._reader = threading.Thread(target=self._read_ahead,
+                                            name="placement-prefetch-views", daemon=True)
+            self._reader.start()
 
     # --- Producer ---------------------------------------------------------------
     def _on_call_done(self) -> None:
@@ -235,6 +257,69 @@ class _Stream:
         for staged in done:
             staged.finish(error)
 
+    # --- View batches (reader thread) -------------------------------------------
+    def _open_view(self, tensor_id: str) -> Optional[_views.TensorView]:
+        try:
+            return _views.TensorView(self._client, tensor_id)
+        except (errors.FailedPreconditionError, errors.UnimplementedError,
+                errors.ResourceExhaustedError, errors.NotFoundError):
+            return None  # the leaf downloads instead
+
+    def _view_batch(self, ready: Any) -> None:
+        """Opens the views of one ready batch and queues it for the consumer
+        (a frame of its own: a later error's traceback keeps none of them)."""
+        self._release_ring(ready.sequence)  # the daemon read every byte of it
+        # A small array downloads (as RemoteArray does): its view would be a
+        # private copy on the daemon, a 256 KiB block for a few bytes.
+        opened = [self._open_view(t.tensor.id) if t.tensor.size_bytes >= AUTO_MIN_BYTES else None
+                  for t in ready.tensors]
+        with self._cond:
+            self._ready.append((ready, opened))
+            self._cond.notify_all()
+
+    def _read_ahead(self) -> None:
+        error: Optional[BaseException] = None
+        try:
+            for response in self._call:
+                if response.HasField("stats"):
+                    self.stats = PrefetchStats.from_proto(response.stats)
+                elif response.HasField("ready"):
+                    self._view_batch(response.ready)
+        except grpc.RpcError as e:  # its traceback keeps this frame: it holds no views
+            error = errors.from_rpc_error(e)
+        except BaseException as e:  # a view's unexpected failure reaches the consumer
+            error = e
+            self._call.cancel()
+        with self._cond:
+            self._reader_error = error
+            self._reader_done = True
+            self._cond.notify_all()
+
+    def _next_ready(self) -> Tuple[Any, List[Any]]:
+        """The next ready message (and its views): from the reader's queue
+        with view batches, else read here. StopIteration at the end of the
+        stream; the call's error as a placement error."""
+        if self._reader is None:
+            try:
+                while True:
+                    response = next(self._call)
+                    if response.HasField("stats"):
+                        self.stats = PrefetchStats.from_proto(response.stats)
+                        continue
+                    if response.HasField("ready"):
+                        self._release_ring(response.ready.sequence)  # the daemon read it all
+                        return response.ready, []
+            except grpc.RpcError as e:
+                raise errors.from_rpc_error(e) from None
+        with self._cond:
+            while not self._ready and not self._reader_done:
+                self._cond.wait()
+            if self._ready:
+                return self._ready.popleft()
+            if self._reader_error is not None:
+                raise self._reader_error
+        raise StopIteration
+
     # --- Consumer ---------------------------------------------------------------
     def next(self) -> Any:
         if self._over:
@@ -258,38 +343,42 @@ class _Stream:
             self._finish()  # raises the daemon's error, if any
             return self._end(producer_error)
         try:
-            while True:
-                response = next(self._call)
-                if response.HasField("stats"):
-                    self.stats = PrefetchStats.from_proto(response.stats)
-                    continue
-                if response.HasField("ready"):
-                    break
+            ready, opened = self._next_ready()
         except StopIteration:
             return self._end(errors.UnavailableError(
                 f"the daemon finished the prefetch stream before delivering batch {self._taken}"))
-        except grpc.RpcError as e:
-            return self._end(errors.from_rpc_error(e))
-        ready = response.ready
+        except Exception as e:  # the call's (or a view's) error, as a placement error
+            return self._end(e)
         if ready.sequence != self._taken:
             self._call.cancel()
             return self._end(errors.InternalError(
                 f"the daemon sent batch {ready.sequence} where batch {self._taken} was due"))
-        self._release_ring(ready.sequence)  # the daemon read every byte of it
         with self._cond:
             treedef, keys = self._structures.pop(ready.sequence)
-        by_key = {t.key: t.tensor for t in ready.tensors}
-        leaves = [RemoteArray(self._client, by_key[k], owned=False) for k in keys]
-        for leaf in leaves:
-            # The stream releases its batches: a view would hold a released
-            # batch's memory against the stream's budget (views.md).
+        by_key = {t.key: (t.tensor, opened[i] if opened else None)
+                  for i, t in enumerate(ready.tensors)}
+        leaves = []
+        for k in keys:
+            info, held = by_key[k]
+            leaf = RemoteArray(self._client, info, owned=False)
+            # The stream releases its batches: a view made later would hold a
+            # released batch's memory (views.md); only the view opened with
+            # the batch (views=True) serves it.
             leaf._viewable = False
+            leaf._held_view = held
+            leaves.append(leaf)
         self._taken += 1
         return _tree.unflatten(treedef, leaves)
 
     def _finish(self) -> None:
-        """Half-closes and reads to the end: the daemon's final status."""
+        """Half-closes and reads to the end (or lets the reader): the
+        daemon's final status."""
         self._requests.close()
+        if self._reader is not None:
+            self._reader.join()
+            if self._reader_error is not None:
+                self._end(self._reader_error)
+            return
         try:
             for response in self._call:
                 if response.HasField("stats"):
@@ -311,6 +400,15 @@ class _Stream:
     def _join(self) -> None:
         if threading.current_thread() is not self._thread:
             self._thread.join()
+        if self._reader is not None and threading.current_thread() is not self._reader:
+            self._reader.join()
+        with self._cond:
+            unread = list(self._ready)
+            self._ready.clear()
+        for _, opened in unread:  # views of batches nobody took
+            for view in opened:
+                if view is not None:
+                    view.close()
 
     # --- Cancellation -------------------------------------------------------------
     def close(self) -> None:
@@ -342,12 +440,15 @@ class PrefetchIterator:
     `buffer_size`: batches held on the daemon at most (0 = 2).
     `timeout`: deadline of the whole stream (None: the client's
     TransportOptions.stream_timeout).
+    `views`: yield view batches (module docstring): against a same-host
+    daemon every leaf reads the daemon's memory in place.
     """
 
     def __init__(self, client: Client, source: Iterator[Any], rule: Any,
                  buffer_size: int = DEFAULT_BUFFER_SIZE, *, name: str = "",
-                 timeout: Optional[float] = None) -> None:
-        self._stream = _Stream(client, source, rule, buffer_size, name=name, timeout=timeout)
+                 timeout: Optional[float] = None, views: bool = False) -> None:
+        self._stream = _Stream(client, source, rule, buffer_size, name=name, timeout=timeout,
+                               views=views)
 
     @property
     def stats(self) -> Optional[PrefetchStats]:

@@ -130,6 +130,9 @@ class TensorView:
         start = offset // page * page
         mm = mmap.mmap(fd, offset - start + size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ,
                        offset=start)
+        if hasattr(mmap, "MADV_HUGEPAGE"):
+            # The daemon's 2 MiB pages mapped whole where it has them.
+            mm.madvise(mmap.MADV_HUGEPAGE)
         self._export.hold()
         weakref.finalize(mm, self._export.drop)
         # frombuffer of a read-only mapping: a read-only array (a write

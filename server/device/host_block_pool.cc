@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -12,6 +14,7 @@ namespace placement::server {
 namespace {
 
 constexpr int64_t kChunkBytes = int64_t{2} << 20;
+constexpr int64_t kHugePageBytes = int64_t{2} << 20;
 
 void* MapPages(int64_t bytes, bool small_blocks) {
   void* data = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE,
@@ -36,6 +39,15 @@ std::pair<void*, int> MapFile(int64_t bytes) {
     close(fd);
     return {nullptr, -1};
   }
+  // Whole 2 MiB pages where the host lets shared memory have them
+  // (/sys/kernel/mm/transparent_hugepage/shmem_enabled "advise" or more):
+  // a reader's view of a large shard then faults once per 2 MiB instead of
+  // once per 4 KiB (docs/api/views.md). Only over the block's whole 2 MiB
+  // pages: its tail (and a smaller block) must not become resident as 2 MiB.
+  // Without the host setting this is a no-op.
+  const int64_t whole_huge_pages = bytes / kHugePageBytes * kHugePageBytes;
+  if (whole_huge_pages > 0)
+    (void)madvise(data, static_cast<size_t>(whole_huge_pages), MADV_HUGEPAGE);
   // A fresh block is written whole next (upload, reshard, collective):
   // populating it in one call costs about what anonymous memory's first-touch
   // faults do, where faulting shared memory page by page costs ~1.5x.
@@ -44,6 +56,16 @@ std::pair<void*, int> MapFile(int64_t bytes) {
 }
 
 }  // namespace
+
+std::string HostBlockPool::SharedHugePageMode() {
+  std::ifstream file("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  std::string line;
+  if (!std::getline(file, line)) return "";
+  const size_t open = line.find('[');
+  const size_t close = line.find(']', open);
+  if (open == std::string::npos || close == std::string::npos) return "";
+  return line.substr(open + 1, close - open - 1);
+}
 
 HostBlockPool::HostBlockPool(int64_t max_file_blocks)
     : max_file_blocks_(max_file_blocks), classes_(new SizeClass[kClasses]) {}

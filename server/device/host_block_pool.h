@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -51,6 +52,13 @@ class HostBlockPool {
   ~HostBlockPool();
   HostBlockPool(const HostBlockPool&) = delete;
   HostBlockPool& operator=(const HostBlockPool&) = delete;
+
+  // The host's transparent huge page mode for shared memory (the bracketed
+  // word of /sys/kernel/mm/transparent_hugepage/shmem_enabled: "never",
+  // "advise", "within_size", "always", ...), "" when unknown. Memory-file
+  // blocks ask for 2 MiB pages, which the host grants unless it is "never"
+  // or "deny".
+  static std::string SharedHugePageMode();
 
   // `bytes` rounded up to whole pages (at least one): the size of the block
   // that serves it, and what it costs.

@@ -175,3 +175,91 @@ def test_top_shows_the_open_views(client, daemon):
     assert "views: 1 open (1.0 MiB viewed in place)" in top.stdout, top.stdout
     del a
     r.delete()
+
+
+def view_batches(n, rows=256):
+    """Item i: "x" 1 MiB of f32 (a block of its own: viewed in place),
+    "y" a small i32 array (a private copy)."""
+    for i in range(n):
+        yield {"x": np.arange(rows * 1024, dtype=np.float32).reshape(rows, 1024) + i,
+               "y": np.full((rows,), i, np.int32)}
+
+
+def mapping_of(a):
+    base = a
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return base
+
+
+def test_prefetch_view_batches_read_the_daemon_memory_in_place(client):
+    it = placement.DevicePlacement().prefetch_to_device(view_batches(8), buffer_size=2,
+                                                        views=True)
+    kept = None
+    for i, batch in enumerate(it):
+        x = np.asarray(batch["x"])
+        assert not x.flags.writeable
+        assert isinstance(mapping_of(x), memoryview)  # the mapping, not a copy
+        np.testing.assert_array_equal(x, np.arange(256 * 1024, dtype=np.float32).reshape(256, 1024) + i)
+        np.testing.assert_array_equal(np.asarray(batch["y"]), np.full((256,), i, np.int32))
+        np.testing.assert_array_equal(batch["x"].addressable_shards[0].data, x)
+        if i == 0:
+            kept = x
+        del x
+    assert i == 7 and it.stats.batches_staged == 8
+    # Batch 0 was released seven batches ago and the stream has ended: the
+    # array kept from it still reads batch 0, its memory still counted.
+    np.testing.assert_array_equal(kept, np.arange(256 * 1024, dtype=np.float32).reshape(256, 1024))
+    assert client.memory_in_use()[0] >= MIB
+    del kept, batch
+    assert open_exports(client) == 0
+    assert wait_for_memory(client)[0] == 0
+
+
+def test_prefetch_view_batches_sharded(client):
+    mesh = Mesh(np.arange(4), ("data",))
+    sharding = NamedSharding(mesh, PartitionSpec("data"))
+    it = placement.DevicePlacement().prefetch_to_device(view_batches(4), sharding, 3, views=True)
+    for i, batch in enumerate(it):
+        want = np.arange(256 * 1024, dtype=np.float32).reshape(256, 1024) + i
+        np.testing.assert_array_equal(np.asarray(batch["x"]), want)  # assembled here
+        for shard in batch["x"].addressable_shards:
+            data = shard.data
+            assert not data.flags.writeable and isinstance(mapping_of(data), memoryview)
+            np.testing.assert_array_equal(data, want[shard.index])
+        del data, shard  # a shard refers to its array, and so to the batch's view
+    del batch
+    assert open_exports(client) == 0
+    assert set(wait_for_memory(client).values()) == {0}
+
+
+def test_prefetch_view_batches_closed_mid_stream_leave_nothing(client):
+    it = placement.DevicePlacement().prefetch_to_device(view_batches(100), buffer_size=3,
+                                                        views=True)
+    first = next(it)
+    x = np.asarray(first["x"])
+    next(it)
+    it.close()
+    with pytest.raises(errors.CancelledError):
+        next(it)
+    np.testing.assert_array_equal(x[0, :4], np.arange(4, dtype=np.float32))  # still readable
+    del first, x
+    assert open_exports(client) == 0
+    assert wait_for_memory(client)[0] == 0
+
+
+def test_prefetch_without_views_or_over_a_stream_client_opens_no_export(client):
+    it = placement.DevicePlacement().prefetch_to_device(view_batches(2), buffer_size=2)
+    for batch in it:
+        assert np.asarray(batch["x"]).flags.writeable  # downloaded
+        assert open_exports(client) == 0
+    stream = placement.Client(client.target, TransportOptions(transfer_path="stream"))
+    try:
+        from placement.prefetch import PrefetchIterator
+        it = PrefetchIterator(stream, view_batches(2), None, 2, views=True)
+        for batch in it:
+            assert np.asarray(batch["x"]).flags.writeable
+            assert open_exports(stream) == 0
+        del batch
+    finally:
+        stream.close()

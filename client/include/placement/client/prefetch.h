@@ -55,6 +55,7 @@
 #include "placement/client/tensor_tree.h"
 #include "placement/client/tensors.h"
 #include "placement/client/types.h"
+#include "placement/client/views.h"
 
 namespace placement::client {
 
@@ -90,6 +91,16 @@ struct PrefetchOptions {
   // region is reused once the daemon reported its batch ready. kStream /
   // kRegion force a path.
   TransferPath path = TransferPath::kAuto;
+  // PrefetchToDevice only: every batch also comes with a zero-copy view of
+  // each of its tensors (DeviceBatch::views; views.h), opened by the
+  // iterator as soon as the daemon reports the batch ready -- while the
+  // consumer still works on the one before -- so Next() hands out bytes the
+  // trainer reads in place. The daemon must be on this host (Next() returns
+  // FAILED_PRECONDITION otherwise). A view keeps its batch's memory on the
+  // daemon, counted against the stream's owner, after the batch is released
+  // and until the view is destroyed: drop a batch's views before taking the
+  // one after next to stay within buffer_size + 1 batches.
+  bool views = false;
 };
 
 // A batch staged on devices: the daemon's tensors for each array key, in
@@ -97,6 +108,10 @@ struct PrefetchOptions {
 struct DeviceBatch {
   int64_t sequence = 0;  // 0, 1, 2, ... in send order
   std::vector<NamedTensor> tensors;
+  // With PrefetchOptions::views: views[i] is a view of tensors[i] (its
+  // shards' bytes, read-only, in this process), valid while held, also after
+  // the batch was released. Empty otherwise.
+  std::vector<std::shared_ptr<const TensorView>> views;
 
   // The tensor for `key`, or null.
   const TensorInfo* Find(absl::string_view key) const;
