@@ -272,6 +272,33 @@ class RemoteArray:
             out = self.to_numpy()
         return out if dtype is None else out.astype(dtype, copy=False)
 
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        """DLPack export of the whole array as np.asarray makes it
+        (np.from_dlpack, jax.dlpack.from_dlpack, torch.from_dlpack): against a
+        same-host daemon a read-only view of the daemon's memory -- for a lone
+        whole shard the shard itself, no copy -- else a download. Read-only
+        memory needs DLPack 1.0's read-only flag: a consumer that asks for an
+        older version (no max_version, e.g. JAX 0.10) gets a private copy, or
+        BufferError with copy=False."""
+        host = np.asarray(self)
+        kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version),
+                                    ("dl_device", dl_device), ("copy", copy)) if v is not None}
+        if not host.flags.writeable and (max_version is None or tuple(max_version) < (1, 0)):
+            if copy is False:
+                raise BufferError(
+                    f"RemoteArray {self.id} is a read-only view of the daemon's memory, which "
+                    f"DLPack before 1.0 cannot mark read-only; call with copy=None or True for "
+                    f"a copy, or with max_version=(1, 0)")
+            host = np.array(host)  # a consumer that may write gets its own bytes
+            kwargs.pop("copy", None)
+        return host.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """(kDLCPU, 0): __dlpack__ exports host memory (a CUDA daemon's
+        shards are downloaded; use placement.views' IPC handles for them)."""
+        return (1, 0)
+
     def block_until_ready(self) -> "RemoteArray":
         return self  # the daemon answers once the bytes are on their devices
 

@@ -263,3 +263,25 @@ def test_prefetch_without_views_or_over_a_stream_client_opens_no_export(client):
         del batch
     finally:
         stream.close()
+
+
+def test_dlpack_consumers_read_the_view(client):
+    x = np.arange(MIB, dtype=np.float32)
+    r = placement.device_put(x, 3)
+    assert r.__dlpack_device__() == (1, 0)
+    # numpy speaks DLPack 1.0: the read-only view itself, no copy.
+    a = np.from_dlpack(r)
+    assert not a.flags.writeable
+    np.testing.assert_array_equal(a, x)
+    assert open_exports(client) == 1  # the capsule's array holds the export
+    del a
+    assert open_exports(client) == 0
+    # A pre-1.0 consumer (JAX 0.10 asks without max_version) gets a copy.
+    import jax
+    j = jax.dlpack.from_dlpack(r)
+    np.testing.assert_array_equal(np.asarray(j), x)
+    with pytest.raises(BufferError, match="read-only"):
+        r.__dlpack__(copy=False)
+    del j
+    assert open_exports(client) == 0
+    r.delete()
