@@ -3,11 +3,26 @@
 #include <limits>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "server/device/block_cache.h"
 
 namespace placement::server {
+namespace {
+
+// Refills waiting at most; a stream frees one batch's blocks at a time.
+constexpr size_t kMaxPendingRefills = 8;
+
+}  // namespace
+
+struct BudgetedBackend::Refills {
+  absl::Mutex mu;
+  std::deque<std::pair<int, int64_t>> queue ABSL_GUARDED_BY(mu);  // (device index, bytes)
+  bool stop ABSL_GUARDED_BY(mu) = false;
+  std::thread thread;  // started by the first refill, under mu
+};
 
 // One device's counters and cache. Every change to `charged` and to `cache`
 // happens under `mu`, so charged + cached is checked against the budget
@@ -22,15 +37,63 @@ struct BudgetedBackend::DeviceMemory {
 
 BudgetedBackend::BudgetedBackend(std::vector<DeviceDescription> devices,
                                  int64_t cache_bytes_per_device)
-    : devices_(std::move(devices)) {
+    : devices_(std::move(devices)), refills_(std::make_unique<Refills>()) {
   for (size_t i = 0; i < devices_.size(); ++i) {
     memory_.push_back(std::make_unique<DeviceMemory>(cache_bytes_per_device));
   }
 }
 
-// The platform's destructor has already called ReleaseCache (its FreeBlock
-// is gone by now); buffers must not outlive the backend.
-BudgetedBackend::~BudgetedBackend() = default;
+// The platform's destructor has already called StopRefills and ReleaseCache
+// (its FreeBlock is gone by now); buffers must not outlive the backend.
+BudgetedBackend::~BudgetedBackend() { StopRefills(); }
+
+void BudgetedBackend::StopRefills() {
+  std::thread thread;
+  {
+    absl::MutexLock lock(&refills_->mu);
+    refills_->stop = true;
+    refills_->queue.clear();
+    thread = std::move(refills_->thread);
+  }
+  if (thread.joinable()) thread.join();
+}
+
+void BudgetedBackend::ScheduleRefill(int index, int64_t block_bytes) {
+  absl::MutexLock lock(&refills_->mu);
+  if (refills_->stop || refills_->queue.size() >= kMaxPendingRefills) return;
+  refills_->queue.emplace_back(index, block_bytes);
+  if (!refills_->thread.joinable()) refills_->thread = std::thread([this] { RunRefills(); });
+}
+
+void BudgetedBackend::RunRefills() {
+  Refills& r = *refills_;
+  while (true) {
+    std::pair<int, int64_t> job;
+    {
+      absl::MutexLock lock(&r.mu);
+      r.mu.Await(absl::Condition(
+          +[](Refills* r)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu) { return r->stop || !r->queue.empty(); },
+          &r));
+      if (r.stop) return;
+      job = r.queue.front();
+      r.queue.pop_front();
+    }
+    const auto [index, block_bytes] = job;
+    absl::StatusOr<void*> block = AllocateBlock(index, block_bytes);
+    if (!block.ok()) continue;  // the platform is short of memory: no refill
+    DeviceMemory& m = *memory_[index];
+    {
+      absl::MutexLock lock(&m.mu);
+      if (m.charged.load(std::memory_order_relaxed) + m.cache.bytes() + block_bytes <=
+              devices_[index].memory_limit_bytes &&
+          m.cache.Put(block_bytes, *block, absl::Now())) {
+        continue;
+      }
+    }
+    FreeBlock(index, *block, block_bytes);
+  }
+}
 
 int BudgetedBackend::LocalIndex(int64_t device_id) const {
   if (devices_.empty()) return -1;
@@ -171,6 +234,7 @@ void BudgetedBackend::Release(int64_t device_id, void* data, int64_t size) {
   DeviceMemory& m = *memory_[idx];
   const int64_t block_bytes = data != nullptr ? BlockSize(size) : 0;
   const int64_t charge = block_bytes + BufferOverheadBytes();
+  bool refill = false;
   {
     absl::MutexLock lock(&m.mu);
     m.in_use.fetch_sub(size, std::memory_order_relaxed);
@@ -178,14 +242,17 @@ void BudgetedBackend::Release(int64_t device_id, void* data, int64_t size) {
     if (data == nullptr) return;
     // Cache the block only while charged + cached stays within the budget;
     // BlockCache::Put also enforces the cache's own cap. An exported block
-    // is never reused (a reader may still map it).
-    if (Reusable(idx, data, block_bytes) &&
-        charged + m.cache.bytes() + block_bytes <= devices_[idx].memory_limit_bytes &&
-        m.cache.Put(block_bytes, data, absl::Now())) {
-      return;
+    // is never reused (a reader may still map it); a fresh one may replace it.
+    const bool fits = charged + m.cache.bytes() + block_bytes <= devices_[idx].memory_limit_bytes &&
+                      m.cache.bytes() + block_bytes <= m.cache.limit();
+    if (Reusable(idx, data, block_bytes)) {
+      if (fits && m.cache.Put(block_bytes, data, absl::Now())) return;
+    } else {
+      refill = fits && RefillsWhenFreed(idx, data, block_bytes);
     }
   }
   FreeBlock(idx, data, block_bytes);
+  if (refill) ScheduleRefill(idx, block_bytes);
 }
 
 }  // namespace placement::server

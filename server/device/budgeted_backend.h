@@ -23,7 +23,12 @@
 // itself is out of memory after the cache was emptied.
 //
 // A block a platform exported (DeviceBackend::ExportShard) is never cached:
-// freed, it goes back to the platform (Reusable).
+// freed, it goes back to the platform (Reusable). Where the platform asks
+// for it (RefillsWhenFreed: CPU memory files), a fresh block of the same size
+// is then made on a background thread and cached in its place, when the
+// budget and the cache have room for it then -- so a stream whose batches
+// are exported (views) gets new pages without waiting for them, as it would
+// get a cached block.
 //
 // Cached blocks remember when they were freed: ReleaseCachedBefore gives
 // back those nobody reused since (the daemon's MemoryReclaimer calls it for
@@ -36,7 +41,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -99,6 +107,20 @@ class BudgetedBackend : public DeviceBackend {
   virtual bool Reusable(int /*local_index*/, void* /*block*/, int64_t /*block_bytes*/) const {
     return true;
   }
+  // Whether a freed block Reusable refused should be replaced: a fresh block
+  // of its size is made (AllocateBlock, on the backend's refill thread) and
+  // cached, if charged + cached + it still fit the budget and the cache's
+  // cap. Called under the device's lock, before FreeBlock. A platform that
+  // answers true must call StopRefills() in its destructor, before
+  // ReleaseCache().
+  virtual bool RefillsWhenFreed(int /*local_index*/, void* /*block*/,
+                                int64_t /*block_bytes*/) const {
+    return false;
+  }
+  // Ends the refill thread (refills queued but not begun are dropped).
+  // Idempotent.
+  void StopRefills();
+
   // Whether devices `a` and `b` draw on the same physical memory (logical
   // devices of one GPU): their caches are released together when the
   // platform runs out. Default: only a device itself.
@@ -106,8 +128,13 @@ class BudgetedBackend : public DeviceBackend {
 
  private:
   struct DeviceMemory;
+  struct Refills;
 
   void Release(int64_t device_id, void* data, int64_t size) final;
+  // Queues a refill of device `index` (at most a few wait; more are dropped)
+  // and starts the refill thread with the first.
+  void ScheduleRefill(int index, int64_t block_bytes);
+  void RunRefills();
   // Frees device `index`'s cached blocks until at least `bytes` are freed
   // (or all of them, when bytes < 0).
   void Evict(int index, int64_t bytes);
@@ -115,6 +142,7 @@ class BudgetedBackend : public DeviceBackend {
   std::vector<DeviceDescription> devices_;
   std::vector<std::unique_ptr<DeviceMemory>> memory_;
   std::atomic<int64_t> released_{0};
+  std::unique_ptr<Refills> refills_;
 };
 
 }  // namespace placement::server

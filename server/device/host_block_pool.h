@@ -80,6 +80,7 @@ class HostBlockPool {
   int64_t chunks() const;
   // Large blocks that are memory files now.
   int64_t file_blocks() const;
+  int64_t max_file_blocks() const { return max_file_blocks_; }
 
  private:
   struct Chunk {

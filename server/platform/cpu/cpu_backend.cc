@@ -94,7 +94,10 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
       new CpuBackend(std::move(devices), options.cache_bytes_per_device, max_file_blocks));
 }
 
-CpuBackend::~CpuBackend() { ReleaseCache(); }
+CpuBackend::~CpuBackend() {
+  StopRefills();
+  ReleaseCache();
+}
 
 int64_t CpuBackend::BlockSize(int64_t bytes) const { return HostBlockPool::BlockSize(bytes); }
 
@@ -119,6 +122,15 @@ bool CpuBackend::Reusable(int, void* block, int64_t block_bytes) const {
   if (block_bytes >= HostBlockPool::kMappedBlockBytes && pool_.FileOf(block) < 0) return false;
   absl::MutexLock lock(&exported_mu_);
   return !exported_.contains(block);
+}
+
+bool CpuBackend::RefillsWhenFreed(int, void* block, int64_t block_bytes) const {
+  if (block_bytes < HostBlockPool::kMappedBlockBytes) return false;
+  // A refill never takes one of the last memory-file slots: an export past
+  // the bound needs one for its copy.
+  if (pool_.file_blocks() + 2 > pool_.max_file_blocks()) return false;
+  absl::MutexLock lock(&exported_mu_);
+  return exported_.contains(block);
 }
 
 int64_t CpuBackend::exported_blocks() const {

@@ -11,7 +11,9 @@
 // writable mapping, write() or hole punch by anyone) -- zero copies, flat in
 // size. A smaller buffer shares its slab with others' and is exported as a
 // private copy in a memory file of its own, charged against the device's
-// budget while exported. An exported block is never reused (Reusable).
+// budget while exported. An exported block is never reused (Reusable): freed,
+// a fresh memory file of its size replaces it in the cache (RefillsWhenFreed),
+// made in the background.
 //
 // Thread-safe.
 #ifndef PLACEMENT_SERVER_PLATFORM_CPU_CPU_BACKEND_H_
@@ -85,6 +87,9 @@ class CpuBackend final : public BudgetedBackend {
   // Not an exported block, nor a large anonymous one (made past the memory
   // file bound): the cache holds only blocks an export can use in place.
   bool Reusable(int local_index, void* block, int64_t block_bytes) const override;
+  // An exported memory-file block, while more than one memory-file slot is
+  // free besides it: a fresh one replaces it in the cache.
+  bool RefillsWhenFreed(int local_index, void* block, int64_t block_bytes) const override;
 
  private:
   CpuBackend(std::vector<DeviceDescription> devices, int64_t cache_bytes_per_device,
