@@ -14,6 +14,7 @@
 #include "placement/client/regions.h"
 #include "placement/client/tensors.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/device_memory.h"
 
 namespace placement::client {
 namespace {
@@ -45,15 +46,7 @@ class PrefetchRegionTest : public ::testing::Test {
     tensors_ = std::make_unique<TensorClient>(*client_);
   }
 
-  int64_t MemoryInUse() {
-    auto devices = client_->ListDevices();
-    EXPECT_TRUE(devices.ok()) << devices.status();
-    int64_t total = 0;
-    if (devices.ok()) {
-      for (const auto& d : *devices) total += d.memory_in_use_bytes;
-    }
-    return total;
-  }
+  int64_t MemoryInUse() { return testing::TotalMemoryInUse(*client_); }
 
   int64_t Regions() {
     auto list = RegionClient(*client_).List();

@@ -21,6 +21,7 @@
 #include "placement/client/tensors.h"
 #include "placement/v1/prefetch_service.grpc.pb.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/device_memory.h"
 
 namespace placement {
 namespace {
@@ -77,15 +78,7 @@ class PrefetchTest : public ::testing::Test {
     tensors_ = std::make_unique<client::TensorClient>(*client_);
   }
 
-  int64_t MemoryInUse() {
-    auto devices = client_->ListDevices();
-    EXPECT_TRUE(devices.ok()) << devices.status();
-    int64_t total = 0;
-    if (devices.ok()) {
-      for (const auto& d : *devices) total += d.memory_in_use_bytes;
-    }
-    return total;
-  }
+  int64_t MemoryInUse() { return testing::TotalMemoryInUse(*client_); }
 
   // The daemon frees a cancelled stream's batches after the client has
   // gone, with no message to wait for: poll, bounded.

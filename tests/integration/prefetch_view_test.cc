@@ -16,6 +16,7 @@
 #include "placement/client/prefetch.h"
 #include "placement/client/views.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/device_memory.h"
 
 namespace placement::client {
 namespace {
@@ -68,15 +69,7 @@ class PrefetchViewTest : public ::testing::Test {
         << baseline_ << ")";
   }
 
-  int64_t MemoryInUse() {
-    auto devices = client_->ListDevices();
-    EXPECT_TRUE(devices.ok()) << devices.status();
-    int64_t total = 0;
-    if (devices.ok()) {
-      for (const auto& d : *devices) total += d.memory_in_use_bytes;
-    }
-    return total;
-  }
+  int64_t MemoryInUse() { return testing::TotalMemoryInUse(*client_); }
   int64_t OpenExports() {
     auto list = ListExports(*client_);
     EXPECT_TRUE(list.ok()) << list.status();

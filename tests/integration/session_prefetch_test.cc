@@ -17,6 +17,7 @@
 #include "placement/client/tensors.h"
 #include "placement/v1/session_service.grpc.pb.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/device_memory.h"
 
 namespace placement {
 namespace {
@@ -77,15 +78,7 @@ class SessionPrefetchTest : public ::testing::Test {
     return c.ok() ? std::move(*c) : nullptr;
   }
 
-  int64_t MemoryInUse() {
-    auto devices = client_->ListDevices();
-    EXPECT_TRUE(devices.ok()) << devices.status();
-    int64_t total = 0;
-    if (devices.ok()) {
-      for (const auto& d : *devices) total += d.memory_in_use_bytes;
-    }
-    return total;
-  }
+  int64_t MemoryInUse() { return testing::TotalMemoryInUse(*client_); }
 
   // Sends two batches and reads both (staged, unreleased): the daemon holds
   // 2 x 256 KiB for the stream.
