@@ -39,6 +39,13 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Get(const Trans
   std::shared_ptr<Entry> entry = EntryFor(key, prefix);
   absl::MutexLock lock(&entry->mu);
   if (entry->failed) {
+    // Aborted for a lost process before this call reached it: the cluster's
+    // reason, as a call inside the operation gets it.
+    if (!entry->abort_reason.empty()) {
+      return absl::UnavailableError(absl::StrCat("gloo context ", prefix, " over processes ",
+                                                 ProcessListKey(key.processes),
+                                                 " was aborted: ", entry->abort_reason));
+    }
     return absl::UnavailableError(
         absl::StrCat("gloo context ", prefix, " failed earlier; the set needs a new generation"));
   }
