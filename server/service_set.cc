@@ -428,7 +428,13 @@ absl::Status ServiceSet::Impl::CreateClusterEngine() {
   cluster_collectives->set_forfeit(
       [made_engine](const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
                     const absl::Status& why) { made_engine->Forfeit(ticket, participants, why); });
-  cluster->AddListener([made_engine, cluster](const ClusterEvent& event) {
+  cluster_collectives->set_settle(
+      [made_engine](const CrossProcessTicket& ticket, const absl::Status& here) {
+        return made_engine->Settle(ticket, here);
+      });
+  ClusterCollectives* multi = cluster_collectives.get();
+  cluster->AddListener([made_engine, cluster, multi](const ClusterEvent& event) {
+    multi->OnClusterEvent(event);
     // Calls in flight with a lost process end now, in the cluster's words;
     // a daemon cut off from the cluster ends all of its own.
     for (int32_t lost : event.lost) {

@@ -1,7 +1,6 @@
 #include "server/cluster/cluster_collectives.h"
 
 #include <algorithm>
-#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -30,14 +29,46 @@ std::vector<std::string> IdsFromToken(const std::string& token, size_t n) {
   return ids;
 }
 
-// Whether a done-barrier payload (a part's absl::Status::ToString) is a
-// consequence of another part's failure (IsConsequence, fan_out.h).
-bool ReportsConsequence(absl::string_view reported) {
-  for (absl::StatusCode code : {absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded,
-                                absl::StatusCode::kCancelled, absl::StatusCode::kAborted}) {
-    if (absl::StartsWith(reported, absl::StrCat(absl::StatusCodeToString(code), ":"))) return true;
+// FNV-1a, 64 bits, from `seed`: stable across processes and builds (the
+// daemons of a set must compute the same digests and ids).
+uint64_t Fnv1a(absl::string_view bytes, uint64_t seed) {
+  uint64_t h = seed;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
   }
-  return false;
+  return h;
+}
+constexpr uint64_t kSeedA = 0xcbf29ce484222325ULL;
+constexpr uint64_t kSeedB = 0x84222325cbf29ce4ULL;
+
+// 16 bytes that differ for requests that encode differently (accidentally:
+// the daemons trust each other).
+std::string RequestDigest(const std::string& encoded) {
+  const uint64_t a = Fnv1a(encoded, kSeedA), b = Fnv1a(encoded, kSeedB);
+  std::string digest(16, '\0');
+  for (int i = 0; i < 8; ++i) {
+    digest[i] = static_cast<char>((a >> (8 * i)) & 0xff);
+    digest[8 + i] = static_cast<char>((b >> (8 * i)) & 0xff);
+  }
+  return digest;
+}
+
+// "mc/0,1" (or "mc/0,1/t<hash>" for a named tenant): the key of a
+// multi-controller set, its coordinator sequence and its transport groups.
+// Tenants are numbered apart: one job's call order says nothing of
+// another's.
+std::string MultiSetKey(const std::string& tenant, const std::vector<int32_t>& participants) {
+  std::string key = absl::StrCat("mc/", absl::StrJoin(participants, ","));
+  if (!tenant.empty()) absl::StrAppendFormat(&key, "/t%016x", Fnv1a(tenant, kSeedA));
+  return key;
+}
+
+// The token of the n-th call of a formation whose barrier gave `token`:
+// unguessable (the formation's token is random) and the same everywhere.
+std::string CallToken(const std::string& token, uint64_t n) {
+  const std::string what = absl::StrCat(token, "/", n);
+  return absl::StrFormat("%016x%016x", Fnv1a(what, kSeedA), Fnv1a(what, kSeedB));
 }
 
 using Results = std::vector<std::shared_ptr<const Tensor>>;
@@ -62,11 +93,7 @@ absl::StatusOr<Results> ClusterCollectives::Execute(const CollectiveRequest& req
   // holds it.
   tensors->clear();
   if (!spans && !multi) return core_->Run(request, context, nullptr);
-  if (multi) {
-    const std::string key =
-        absl::StrCat(tenant, "/", absl::StrJoin(request.tensor_ids, ","), "/", request.KindName());
-    return RunMulti(key, participants, request, context);
-  }
+  if (multi) return RunMulti(tenant, participants, request, context);
   return Drive(participants, request, context);
 }
 
@@ -101,64 +128,36 @@ void ClusterCollectives::Forfeited(const CrossProcessTicket& ticket,
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Participate(
-    const std::string& op_key, const std::vector<int32_t>& participants,
-    const std::vector<std::string>& result_ids, int32_t driver, const std::string& payload,
-    const CollectiveRequest& request, const CollectiveContext& base,
-    const CrossProcessTicket* given) {
+    const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
+    int32_t driver, const CollectiveRequest& request, const CollectiveContext& base,
+    const CrossProcessTicket& ticket) {
   TensorStore::QuietScope quiet;
-  RETURN_IF_ERROR(cluster_->CheckAlive(participants));
   CollectiveContext context = base;
-  std::vector<std::string> ids = result_ids;
-  std::vector<std::unique_ptr<Tensor>> records;
-  auto commit_as = [&](const std::string& token) -> CollectiveCommit {
-    return [&, token](std::unique_ptr<Tensor> result,
-                      size_t index) -> absl::StatusOr<std::shared_ptr<const Tensor>> {
-      if (ids.size() <= index) ids = IdsFromToken(token, index + 1);
-      result->id = ids[index];
-      std::unique_ptr<Tensor> record = RecordOf(*result);
-      std::shared_ptr<const Tensor> view(RecordOf(*result).release());
-      RETURN_IF_ERROR(tensors_->AddPending(std::move(result), driver));
-      if (records.size() <= index) records.resize(index + 1);
-      records[index] = std::move(record);
-      return view;
-    };
-  };
-  auto run = [&](const CollectiveCommit& commit) { return core_->Run(request, context, &commit); };
-  if (given != nullptr) {
-    context.ticket = given;
-    absl::StatusOr<Results> ran = run(commit_as(std::string()));
-    if (!ran.ok()) {
-      Forfeited(*context.ticket, participants, ran.status());
-      tensors_->AbortHere(ids);
-      return Explain(ran.status(), participants);
-    }
-    return records;
-  }
-  BarrierArrival arrival;
-  arrival.barrier_id = absl::StrCat(op_key, "/start");
-  arrival.process_index = cluster_->process_index();
-  arrival.participants = participants;
-  arrival.payload = payload;
-  arrival.timeout = cluster_->config().op_timeout;
-  arrival.sequence_key = SetKey(participants);
-  ASSIGN_OR_RETURN(BarrierResult start, cluster_->coordinator()->Barrier(arrival));
-  for (size_t i = 0; i < start.payloads.size(); ++i) {
-    if (start.payloads[i] != payload) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("process ", cluster_->process_index(), " and process ",
-                       start.participants[i], " asked for different collectives under one call (",
-                       op_key, "); every process's trainer must make the same call"));
-    }
-  }
-  CrossProcessTicket ticket;
-  ticket.set_key = arrival.sequence_key;
-  ticket.epoch = static_cast<uint64_t>(start.epoch);
-  ticket.generation = static_cast<uint64_t>(start.generation);
-  ticket.ticket = static_cast<uint64_t>(start.ticket);
   context.ticket = &ticket;
-  absl::StatusOr<Results> ran = run(commit_as(start.token));
+  const std::vector<std::string>& ids = result_ids;
+  std::vector<std::unique_ptr<Tensor>> records;
+  const CollectiveCommit commit =
+      [&](std::unique_ptr<Tensor> result,
+          size_t index) -> absl::StatusOr<std::shared_ptr<const Tensor>> {
+    if (ids.size() <= index) {
+      return absl::InternalError(
+          absl::StrCat("result ", index, " of a call with ", ids.size(), " result ids"));
+    }
+    result->id = ids[index];
+    std::unique_ptr<Tensor> record = RecordOf(*result);
+    std::shared_ptr<const Tensor> view(RecordOf(*result).release());
+    RETURN_IF_ERROR(tensors_->AddPending(std::move(result), driver));
+    if (records.size() <= index) records.resize(index + 1);
+    records[index] = std::move(record);
+    return view;
+  };
+  absl::Status alive = cluster_->CheckAlive(participants);
+  // A coordinator-issued ticket a lost participant will never run needs no
+  // forfeit; a call-ordered one still settles.
+  if (!alive.ok() && !ticket.call_ordered) return alive;
+  absl::StatusOr<Results> ran = alive.ok() ? core_->Run(request, context, &commit) : alive;
   if (!ran.ok()) {
-    Forfeited(ticket, participants, ran.status());
+    if (!ticket.call_ordered) Forfeited(ticket, participants, ran.status());
     tensors_->AbortHere(ids);
     return Explain(ran.status(), participants);
   }
@@ -195,7 +194,7 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
         std::find(participants.begin(), participants.end(), p) - participants.begin();
     absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
         p == cluster_->process_index()
-            ? Participate(op_key, participants, ids, p, "", request, context, &ticket)
+            ? Participate(participants, ids, p, request, context, ticket)
             : peers_->PrepareCollective(p, request, op_key, participants, ids, ticket);
     if (!part.ok()) return part.status();
     records[slot] = *std::move(part);
@@ -219,7 +218,7 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
   return committed;
 }
 
-absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& key,
+absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& tenant,
                                                      const std::vector<int32_t>& participants,
                                                      const CollectiveRequest& request,
                                                      const CollectiveContext& context) {
@@ -234,57 +233,30 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& key,
         absl::StrJoin(participants, ", "), "); this is process ", self,
         ": call it without controller MULTI, or on those daemons"));
   }
-  int64_t n = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    n = calls_[key]++;
-  }
-  const std::string op_key = absl::StrCat("mc/", key, "/", n);
+  const std::string set_key = MultiSetKey(tenant, participants);
+  absl::StatusOr<MultiCall> call = Number(set_key, participants, request);
+  if (!call.ok()) return Explain(call.status(), participants);
+  const std::vector<std::string>& ids = call->result_ids;
+  // From here on the call is numbered: it ends in Settle whatever happens.
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
-      Participate(op_key, participants, {}, self, request.Encode(), request, context);
-  std::vector<std::string> ids;
+      Participate(participants, ids, self, request, context, call->ticket);
   absl::Status here = part.status();
-  if (part.ok()) {
-    for (const auto& r : *part) ids.push_back(r->id);
-    if (part->size() != num_results) {
-      here = absl::InternalError(
-          absl::StrCat("made ", part->size(), " results, expected ", num_results));
-    }
+  if (part.ok() && part->size() != num_results) {
+    here = absl::InternalError(
+        absl::StrCat("made ", part->size(), " results, expected ", num_results));
   }
-  // This part is committed before the done barrier: once any participant's
-  // call returns, every participant's shards of the results are readable
-  // (a download right after the call finds them on every daemon). Deleted
-  // again below when another part failed.
+  // This part is committed before the outcome is agreed: once any
+  // participant's call returns, every participant's shards of the results
+  // are readable (a download right after the call finds them on every
+  // daemon). Deleted again below when another part failed.
   if (here.ok()) here = tensors_->CommitHere(*std::move(part), donated);
-  // Everyone learns whether everyone succeeded.
-  BarrierArrival done;
-  done.barrier_id = absl::StrCat(op_key, "/done");
-  done.process_index = self;
-  done.participants = participants;
-  done.payload = here.ok() ? std::string() : std::string(here.ToString());
-  done.timeout = cluster_->config().op_timeout;
-  absl::StatusOr<BarrierResult> agreed = cluster_->coordinator()->Barrier(done);
-  absl::Status failure = !here.ok() ? here : agreed.status();
-  // Another process's failure explains this one's when this part only saw
-  // its consequence (a closed connection, a timeout).
-  if (agreed.ok() && (failure.ok() || IsConsequence(failure))) {
-    // The first other failure that is a cause, else the first at all.
-    std::optional<size_t> blamed;
-    for (size_t i = 0; i < agreed->payloads.size(); ++i) {
-      const std::string& reported = agreed->payloads[i];
-      if (agreed->participants[i] == self || reported.empty()) continue;
-      if (!blamed.has_value()) blamed = i;
-      if (!ReportsConsequence(reported)) {
-        blamed = i;
-        break;
-      }
-    }
-    if (blamed.has_value()) {
-      failure = absl::AbortedError(absl::StrCat("process ", agreed->participants[*blamed],
-                                                " failed its part: ", agreed->payloads[*blamed]));
-    }
-  }
+  absl::Status failure = settle_ ? settle_(call->ticket, here) : here;
   if (!failure.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = sets_.find(set_key);
+      if (it != sets_.end()) it->second->stale = true;
+    }
     tensors_->AbortHere(ids);
     tensors_->DeleteHere(ids);
     if (!donated.empty()) tensors_->DeleteHere(donated);
@@ -306,6 +278,90 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& key,
     FanOut(others, [&](int32_t p) { return peers_->Commit(p, records, donated); }).IgnoreError();
   }
   return committed;
+}
+
+absl::StatusOr<ClusterCollectives::MultiCall> ClusterCollectives::Number(
+    const std::string& set_key, const std::vector<int32_t>& participants,
+    const CollectiveRequest& request) {
+  std::shared_ptr<MultiSet> set;
+  {
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<MultiSet>& slot = sets_[set_key];
+    if (slot == nullptr) slot = std::make_shared<MultiSet>(participants);
+    set = slot;
+  }
+  const std::string encoded = request.Encode();
+  absl::MutexLock lock(&set->mu);
+  if (!set->formed || set->stale) RETURN_IF_ERROR(Form(*set, set_key, encoded));
+  MultiCall call;
+  call.ticket.set_key = set_key;
+  call.ticket.epoch = set->epoch;
+  call.ticket.generation = set->generation;
+  call.ticket.ticket = set->next++;
+  call.ticket.call_ordered = true;
+  call.ticket.digest = RequestDigest(encoded);
+  call.ticket.processes = participants;
+  call.result_ids =
+      IdsFromToken(CallToken(set->token, call.ticket.ticket), request.tensor_ids.size());
+  return call;
+}
+
+absl::Status ClusterCollectives::Form(MultiSet& set, const std::string& set_key,
+                                      const std::string& encoded) {
+  RETURN_IF_ERROR(cluster_->CheckAlive(set.participants));
+  if (set.formed) {
+    // Every formation after the first names fresh transport groups: the old
+    // ones may be broken or out of step (a bump the others already made
+    // counts once).
+    cluster_->coordinator()
+        ->ReportContextFailure(set_key, static_cast<int64_t>(set.generation), "the set forms again")
+        .IgnoreError();
+  }
+  // Cleared before meeting: a membership change from now on forms it again.
+  set.stale = false;
+  BarrierArrival arrival;
+  arrival.barrier_id = absl::StrCat("mcs/", set_key, "/form");
+  arrival.process_index = cluster_->process_index();
+  arrival.participants = set.participants;
+  arrival.payload = encoded;
+  arrival.timeout = cluster_->config().op_timeout;
+  arrival.sequence_key = set_key;
+  absl::StatusOr<BarrierResult> formed = cluster_->coordinator()->Barrier(arrival);
+  if (!formed.ok()) {
+    set.stale = true;
+    return formed.status();
+  }
+  set.formed = true;
+  set.epoch = static_cast<uint64_t>(formed->epoch);
+  set.generation = static_cast<uint64_t>(formed->generation);
+  set.token = formed->token;
+  set.next = 0;
+  for (size_t i = 0; i < formed->payloads.size(); ++i) {
+    if (formed->payloads[i] != encoded) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "process ", cluster_->process_index(), " and process ", formed->participants[i],
+          " asked for different collectives as the first call of set ", set_key,
+          "; every process's trainer must issue a set's multi-controller collectives in the "
+          "same order, with the same arguments"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ClusterCollectives::OnClusterEvent(const ClusterEvent& event) {
+  const bool all = event.self_lost || event.coordinator_lost ||
+                   (event.before != nullptr && event.after != nullptr &&
+                    event.before->coordinator_instance_id != event.after->coordinator_instance_id);
+  std::vector<int32_t> touched = event.lost;
+  touched.insert(touched.end(), event.rejoined.begin(), event.rejoined.end());
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, set] : sets_) {
+    bool hit = all;
+    for (int32_t p : touched) {
+      hit |= std::binary_search(set->participants.begin(), set->participants.end(), p);
+    }
+    if (hit) set->stale = true;
+  }
 }
 
 }  // namespace placement::server

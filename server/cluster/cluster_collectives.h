@@ -7,24 +7,31 @@
 // of the input runs its part -- the same CollectiveServiceCore::Run on its
 // own shards -- and the cluster engine (server/collective/cluster/
 // cluster_engine.h) moves the bytes between daemons over the platform's
-// cross-process transport, in the order the coordinator's tickets give:
-// every part first meets the others at a barrier ("<op>/start") that hands
-// out the process set's next ticket.
+// cross-process transport, in ticket order.
 //
 // Two ways to ask (Controller):
-//   single   Drive: one call on any daemon; it sends the request to every
-//            participant (PeerTransport::PrepareCollective), each runs its
-//            part and holds
-//            its results pending, then the driver commits them everywhere
-//            (or aborts them everywhere).
+//   single   Drive: one call on any daemon; it takes the set's next ticket
+//            from the coordinator, sends the request to every participant
+//            (PeerTransport::PrepareCollective), each runs its part and
+//            holds its results pending, then the driver commits them
+//            everywhere (or aborts them everywhere).
 //   multi    RunMulti: JAX multi-controller -- every participant's trainer
-//            makes the same call on its own daemon. The start barrier checks
-//            they agree (the requests' bytes) and names the results (its
-//            shared token); each daemon commits its own part, then a done
-//            barrier agrees on success (so once any participant's call
-//            returned, the results are readable on every participant; a
-//            failure elsewhere deletes them again), and the lowest
-//            participant tells the daemons without shards.
+//            makes the same calls on its own daemon, in the same order (as
+//            NCCL and torch.distributed require). Per (tenant, participant
+//            set) each daemon numbers its calls itself: the n-th call is
+//            the same collective everywhere. The coordinator is met only
+//            when the set forms -- its first call, and the first after a
+//            failed call or a membership change that touched the set
+//            (barrier "mcs/<set>/form": the same request everywhere, the
+//            formation's epoch, generation and a random token from which
+//            every daemon derives the same result ids). In the steady state
+//            the cluster engine checks on the transport that every daemon
+//            asked for the same call, runs it, and -- after each daemon
+//            committed its part, so once any call returned the results are
+//            readable on every participant -- agrees on success
+//            (ClusterEngine::Settle; a failure elsewhere deletes them
+//            again). The lowest participant tells the daemons without
+//            shards.
 //
 // Failures end UNAVAILABLE naming a lost daemon when membership lost one,
 // otherwise with the engine's error; results are freed everywhere. A donated
@@ -35,6 +42,7 @@
 #ifndef PLACEMENT_SERVER_CLUSTER_CLUSTER_COLLECTIVES_H_
 #define PLACEMENT_SERVER_CLUSTER_CLUSTER_COLLECTIVES_H_
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -67,10 +75,20 @@ class ClusterCollectives final : public DistributedCollectives {
                                      const absl::Status&)>;
   // Set once, before the first collective.
   void set_forfeit(Forfeit forfeit) { forfeit_ = std::move(forfeit); }
+  // Ends a call-ordered (multi-controller) ticket with this daemon's
+  // outcome and returns the agreed one: the cluster engine's Settle.
+  using Settle = std::function<absl::Status(const CrossProcessTicket&, const absl::Status&)>;
+  // Set once, before the first collective.
+  void set_settle(Settle settle) { settle_ = std::move(settle); }
 
-  // DistributedCollectives. Multi-controller calls are told apart by
-  // (tenant, inputs, kind): the n-th such call on every daemon is the same
-  // collective, and the participants' requests must encode alike.
+  // The cluster's membership changed: multi-controller sets that hold a
+  // process lost or rejoined since (every set when the coordinator or this
+  // daemon was lost) form again at their next call.
+  void OnClusterEvent(const ClusterEvent& event);
+
+  // DistributedCollectives. Multi-controller calls are numbered per
+  // (tenant, participant set): the n-th such call on every daemon is the
+  // same collective, and the participants' requests must encode alike.
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> Execute(
       const CollectiveRequest& request, const std::string& tenant,
       const CollectiveContext& context) override;
@@ -78,17 +96,15 @@ class ClusterCollectives final : public DistributedCollectives {
   // The daemons holding shards of `tensor` (ascending).
   std::vector<int32_t> ParticipantsOf(const Tensor& tensor) const;
 
-  // This daemon's part of collective `op_key`: meets the other participants,
-  // runs `request` on its shards, holds the results pending for `driver`
-  // under `result_ids`. Returns the results' records. `payload` must be the
-  // same on every participant (INVALID_ARGUMENT naming both otherwise).
-  // With `given` (a single-controller driver took the ticket for everyone)
-  // there is no meeting.
+  // This daemon's part of a collective with `ticket`: runs `request` on its
+  // shards, holds the results pending for `driver` under `result_ids`.
+  // Returns the results' records. A failed part of a coordinator-issued
+  // ticket is forfeited (set_forfeit); a call-ordered ticket's failure is
+  // the caller's to settle.
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> Participate(
-      const std::string& op_key, const std::vector<int32_t>& participants,
-      const std::vector<std::string>& result_ids, int32_t driver, const std::string& payload,
-      const CollectiveRequest& request, const CollectiveContext& context,
-      const CrossProcessTicket* given = nullptr);
+      const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
+      int32_t driver, const CollectiveRequest& request, const CollectiveContext& context,
+      const CrossProcessTicket& ticket);
 
  private:
   // Single controller: `request`'s results on every participant, committed
@@ -96,10 +112,36 @@ class ClusterCollectives final : public DistributedCollectives {
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> Drive(
       const std::vector<int32_t>& participants, const CollectiveRequest& request,
       const CollectiveContext& context);
-  // Multi controller: `key` names the call the same way on every daemon.
+  // A multi-controller participant set (per tenant) as this daemon knows it.
+  struct MultiSet {
+    explicit MultiSet(std::vector<int32_t> p) : participants(std::move(p)) {}
+    const std::vector<int32_t> participants;
+    // Set by OnClusterEvent and by a failed call: form again.
+    std::atomic<bool> stale{false};
+    absl::Mutex mu;  // held while numbering (and forming)
+    bool formed ABSL_GUARDED_BY(mu) = false;
+    uint64_t epoch ABSL_GUARDED_BY(mu) = 0;
+    uint64_t generation ABSL_GUARDED_BY(mu) = 0;
+    std::string token ABSL_GUARDED_BY(mu);
+    uint64_t next ABSL_GUARDED_BY(mu) = 0;
+  };
+  // A numbered multi-controller call.
+  struct MultiCall {
+    CrossProcessTicket ticket;
+    std::vector<std::string> result_ids;
+  };
+
+  // Multi controller: numbers the call in its set (forming the set first
+  // when it must) and runs it.
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> RunMulti(
-      const std::string& key, const std::vector<int32_t>& participants,
+      const std::string& tenant, const std::vector<int32_t>& participants,
       const CollectiveRequest& request, const CollectiveContext& context);
+  absl::StatusOr<MultiCall> Number(const std::string& set_key,
+                                   const std::vector<int32_t>& participants,
+                                   const CollectiveRequest& request);
+  // Meets the set's other daemons at the coordinator ("mcs/<set>/form").
+  absl::Status Form(MultiSet& set, const std::string& set_key, const std::string& encoded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(set.mu);
   // Tells forfeit_ (when set) that this daemon's part of `ticket` failed.
   void Forfeited(const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
                  const absl::Status& status);
@@ -113,10 +155,10 @@ class ClusterCollectives final : public DistributedCollectives {
   ClusterTensors* tensors_;
   PeerTransport* peers_;
   Forfeit forfeit_;
+  Settle settle_;
   absl::Mutex mu_;
-  // Multi-controller calls made so far per key: the n-th call of a key on
-  // every daemon is the same collective.
-  std::map<std::string, int64_t> calls_ ABSL_GUARDED_BY(mu_);
+  // Multi-controller sets by key ("mc/0,1" or "mc/0,1/t<tenant hash>").
+  std::map<std::string, std::shared_ptr<MultiSet>> sets_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace placement::server

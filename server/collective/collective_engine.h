@@ -95,14 +95,30 @@ CollectiveItem AllLocalItem(DType dtype, ReduceOp op, std::vector<const DeviceBu
                             std::vector<DeviceBuffer*> recv, int32_t root = 0);
 
 // The place of a call that spans processes in the order every process of
-// the set executes them (issued by the cluster coordinator). Every process of
-// the set receives the call with the same ticket, including processes that
-// contribute no rank to any of its items (they still consume the ticket).
+// the set executes them. Every process of the set receives the call with
+// the same ticket, including processes that contribute no rank to any of
+// its items (they still consume the ticket). Two ways to number them:
+//   coordinator   (call_ordered false) the cluster coordinator issued the
+//                 ticket: 0, 1, 2, ... per (set_key, epoch);
+//   call order    (call_ordered true; multi-controller calls) every process
+//                 numbered the call itself: the n-th call of the set since
+//                 it formed at (epoch, generation) on every process is the
+//                 same call, as NCCL and torch.distributed require. The
+//                 engine then checks, on the transport, that every process
+//                 asked for the same call (`digest`) at the same number and
+//                 that none failed before it, and keeps the call's turn
+//                 until ClusterEngine::Settle agrees on its outcome.
 struct CrossProcessTicket {
   std::string set_key;      // the process set the call belongs to, e.g. "0,1,3"
-  uint64_t epoch = 0;       // membership epoch the ticket was issued in
+  uint64_t epoch = 0;       // membership epoch the ticket (or set) was issued in
   uint64_t generation = 0;  // the set's context generation (bumped after a failure)
-  uint64_t ticket = 0;      // 0, 1, 2, ... per (set_key, epoch)
+  uint64_t ticket = 0;      // 0, 1, 2, ... per (set_key, epoch) or per formation
+  bool call_ordered = false;
+  // call_ordered: a digest of the request (any bytes, at most 16 used),
+  // equal on every process that asked for the same call; and the set's
+  // processes (ascending), among which the engine agrees.
+  std::string digest;
+  std::vector<int32_t> processes;
 };
 
 // Per-call controls every engine honours.

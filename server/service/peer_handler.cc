@@ -303,17 +303,19 @@ grpc::ServerUnaryReactor* PeerHandler::Prepare(grpc::CallbackServerContext* cont
             std::vector<std::string> ids(op.result_ids().begin(), op.result_ids().end());
             CollectiveContext context;
             context.deadline = absl::Now() + DurationFromProto(request->timeout());
-            std::optional<CrossProcessTicket> ticket;
-            if (op.has_ticket()) {
-              ticket = CrossProcessTicket{op.ticket().set_key(),
-                                          static_cast<uint64_t>(op.ticket().epoch()),
-                                          static_cast<uint64_t>(op.ticket().generation()),
-                                          static_cast<uint64_t>(op.ticket().ticket())};
+            if (!op.has_ticket()) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "collective.ticket: required (collective ", op.op_key(),
+                  "); the driving daemon takes the set's ticket for every participant"));
             }
+            CrossProcessTicket ticket;
+            ticket.set_key = op.ticket().set_key();
+            ticket.epoch = static_cast<uint64_t>(op.ticket().epoch());
+            ticket.generation = static_cast<uint64_t>(op.ticket().generation());
+            ticket.ticket = static_cast<uint64_t>(op.ticket().ticket());
             ASSIGN_OR_RETURN(
                 std::vector<std::unique_ptr<Tensor>> records,
-                collectives_->Participate(op.op_key(), participants, ids, driver, "", collective,
-                                          context, ticket.has_value() ? &*ticket : nullptr));
+                collectives_->Participate(participants, ids, driver, collective, context, ticket));
             for (const auto& record : records) RecordToProto(*record, response->add_results());
             return absl::OkStatus();
           }

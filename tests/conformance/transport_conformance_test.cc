@@ -419,6 +419,43 @@ TEST_P(TransportConformanceTest, FormedGroupsLeaveNoRendezvousKeys) {
   for (int p : {0, 1}) EXPECT_EQ(c.engine(p).cached_contexts(), 0u) << "process " << p;
 }
 
+TEST_P(TransportConformanceTest, ExchangeGivesEveryProcessEveryBlockInSubsetOrder) {
+  // The multi-controller agreement's words: 3 processes, a subset of 2, and
+  // many rounds on one group with one tag (each round follows the last).
+  SimulatedCluster c(Options(3));
+  for (const std::vector<int32_t>& subset : std::vector<std::vector<int32_t>>{{0, 1, 2}, {0, 2}}) {
+    const TransportGroupKey key{1, "mc/x", 0, subset};
+    std::vector<int> processes(subset.begin(), subset.end());
+    for (int round = 0; round < 20; ++round) {
+      std::vector<std::vector<std::string>> got(3);
+      auto statuses = OnProcesses(processes, [&](int p) {
+        absl::StatusOr<std::vector<std::string>> blocks =
+            c.transport(p).Exchange(key, absl::StrCat("p", p, "-r", round, std::string(500, '.')),
+                                    0xffffffff, absl::Seconds(30), "test");
+        if (!blocks.ok()) return blocks.status();
+        got[p] = *std::move(blocks);
+        return absl::OkStatus();
+      });
+      for (size_t j = 0; j < processes.size(); ++j) {
+        const int p = processes[j];
+        ASSERT_TRUE(statuses[j].ok()) << "process " << p << ": " << statuses[j];
+        ASSERT_EQ(got[p].size(), subset.size());
+        for (size_t i = 0; i < subset.size(); ++i) {
+          EXPECT_EQ(got[p][i], absl::StrCat("p", subset[i], "-r", round, std::string(500, '.')));
+        }
+      }
+    }
+  }
+  const TransportGroupKey one{1, "mc/y", 0, {0, 1}};
+  EXPECT_EQ(c.transport(0).Exchange(one, "", 1, absl::Seconds(1), "empty").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.transport(0)
+                .Exchange(one, std::string(4097, 'x'), 1, absl::Seconds(1), "big")
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_P(TransportConformanceTest, CreateChecksItsOptions) {
   InMemoryRendezvousStore store;
   auto backend = *CpuBackend::Create({});

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 #include "server/logging.h"
 
 namespace placement::server {
@@ -17,9 +18,15 @@ namespace {
 // the same relative order, whatever else it lists), and different for
 // consecutive tickets, so processes that disagree on the ticket time out
 // instead of exchanging each other's bytes.
+// Never kAgreementTag.
 uint32_t ItemTag(uint64_t ticket, uint32_t ordinal) {
-  return static_cast<uint32_t>(ticket * 1024 + ordinal % 1024);
+  return static_cast<uint32_t>((ticket % 0x3fffff) * 1024 + ordinal % 1024);
 }
+
+// The tag of the agreement rounds of call-ordered tickets: the same for
+// every call, so processes whose numbering went out of step still meet and
+// learn it (a tag from the number would leave them waiting apart).
+constexpr uint32_t kAgreementTag = 0xffffffff;
 
 std::string TicketName(const CrossProcessTicket& t) {
   return absl::StrCat("set ", t.set_key, ", epoch ", t.epoch, ", generation ", t.generation,
@@ -47,6 +54,7 @@ absl::StatusOr<std::unique_ptr<ClusterEngine>> ClusterEngine::Create(ClusterEngi
 ClusterEngine::~ClusterEngine() {
   absl::MutexLock lock(&mu_);
   for (auto& [key, sequencer] : sequencers_) sequencer->Close();
+  for (auto& [key, formation] : formations_) formation.sequencer->Close();
 }
 
 absl::Status ClusterEngine::Run(CollectiveKind kind, absl::Span<const CollectiveItem> items,
@@ -67,6 +75,7 @@ absl::Status ClusterEngine::Run(CollectiveKind kind, absl::Span<const Collective
     }
     return options_.local->Run(kind, items, context);
   }
+  if (ticket->call_ordered) return RunOrdered(kind, items, context);
   absl::StatusOr<std::shared_ptr<TicketSequencer>> sequencer = SequencerFor(*ticket);
   if (!sequencer.ok()) return sequencer.status();
   std::vector<ClusterItemPlan> plans;
@@ -86,6 +95,94 @@ absl::Status ClusterEngine::Run(CollectiveKind kind, absl::Span<const Collective
   absl::Status status = RunInTurn(kind, items, plans, context);
   (*sequencer)->Finish(ticket->ticket);
   return status;
+}
+
+absl::Status ClusterEngine::RunOrdered(CollectiveKind kind, absl::Span<const CollectiveItem> items,
+                                       const CollectiveContext& context) {
+  const CrossProcessTicket& ticket = *context.ticket;
+  ASSIGN_OR_RETURN(std::shared_ptr<TicketSequencer> sequencer, SequencerFor(ticket));
+  // An invalid item is told to the others in the first round.
+  absl::Status mine = absl::OkStatus();
+  std::vector<ClusterItemPlan> plans;
+  plans.reserve(items.size());
+  for (size_t i = 0; i < items.size() && mine.ok(); ++i) {
+    absl::StatusOr<ClusterItemPlan> plan =
+        PlanClusterItem(kind, items[i], options_.process_index, options_.process_of,
+                        absl::StrCat(CollectiveKindName(kind), " item ", i));
+    if (plan.ok()) {
+      plans.push_back(*std::move(plan));
+    } else {
+      mine = plan.status();
+    }
+  }
+  // The turn is waited for whatever the call's cancellation says: the
+  // others count on this process's words in it (Settle).
+  CollectiveContext turn;
+  turn.deadline = absl::Now() + options_.timeout;
+  RETURN_IF_ERROR(sequencer->Acquire(ticket.ticket, turn));
+  if (mine.ok()) mine = context.Check();
+  RETURN_IF_ERROR(Agree(ticket, AgreementRound::kBefore, mine));
+  return RunInTurn(kind, items, plans, context);
+}
+
+absl::Status ClusterEngine::Agree(const CrossProcessTicket& ticket, AgreementRound round,
+                                  const absl::Status& mine) {
+  const auto self =
+      std::lower_bound(ticket.processes.begin(), ticket.processes.end(), options_.process_index);
+  if (self == ticket.processes.end() || *self != options_.process_index) {
+    return mine.ok() ? absl::InternalError(absl::StrCat("call-ordered ", TicketName(ticket),
+                                                        " does not list process ",
+                                                        options_.process_index))
+                     : mine;
+  }
+  if (ticket.processes.size() < 2) return mine;
+  if (options_.transport == nullptr) {
+    return mine.ok() ? absl::FailedPreconditionError(absl::StrCat(
+                           "collective over processes ", ProcessListKey(ticket.processes),
+                           " but this build has no cross-process transport"))
+                     : mine;
+  }
+  CallWord word;
+  word.call = ticket.ticket;
+  word.digest = ticket.digest;
+  word.status = mine;
+  const TransportGroupKey key{ticket.epoch, ticket.set_key, ticket.generation, ticket.processes};
+  absl::StatusOr<std::vector<std::string>> blocks = options_.transport->Exchange(
+      key, EncodeCallWord(word), kAgreementTag, options_.timeout,
+      absl::StrCat(round == AgreementRound::kBefore ? "before" : "after", " the items, ",
+                   TicketName(ticket)));
+  if (!blocks.ok()) {
+    ReportFailure(ticket, blocks.status());
+    return mine.ok() ? blocks.status() : mine;
+  }
+  std::vector<CallWord> words;
+  words.reserve(blocks->size());
+  for (const std::string& block : *blocks) {
+    absl::StatusOr<CallWord> decoded = DecodeCallWord(block);
+    if (!decoded.ok()) return mine.ok() ? decoded.status() : mine;
+    words.push_back(*std::move(decoded));
+  }
+  return JudgeRound(round, ticket.processes, static_cast<size_t>(self - ticket.processes.begin()),
+                    words, absl::StrCat("set ", ticket.set_key));
+}
+
+absl::Status ClusterEngine::Settle(const CrossProcessTicket& ticket, const absl::Status& here) {
+  if (!ticket.call_ordered) return here;
+  absl::StatusOr<std::shared_ptr<TicketSequencer>> sequencer = SequencerFor(ticket);
+  if (!sequencer.ok()) return here.ok() ? sequencer.status() : here;
+  if (!(*sequencer)->Holds(ticket.ticket)) {
+    // Run never held the turn (this part failed before it, or had nothing
+    // to run): both rounds here.
+    CollectiveContext turn;
+    turn.deadline = absl::Now() + options_.timeout;
+    if (absl::Status s = (*sequencer)->Acquire(ticket.ticket, turn); !s.ok()) {
+      return here.ok() ? s : here;
+    }
+    Agree(ticket, AgreementRound::kBefore, here).IgnoreError();
+  }
+  absl::Status agreed = Agree(ticket, AgreementRound::kAfter, here);
+  (*sequencer)->Finish(ticket.ticket);
+  return agreed;
 }
 
 absl::Status ClusterEngine::RunInTurn(CollectiveKind kind, absl::Span<const CollectiveItem> items,
@@ -169,6 +266,38 @@ absl::Duration ClusterEngine::Budget(const CollectiveContext& context) const {
 
 absl::StatusOr<std::shared_ptr<TicketSequencer>> ClusterEngine::SequencerFor(
     const CrossProcessTicket& ticket) {
+  if (ticket.call_ordered) {
+    Formation retired;
+    std::shared_ptr<TicketSequencer> current;
+    {
+      absl::MutexLock lock(&mu_);
+      Formation& f = formations_[ticket.set_key];
+      if (f.sequencer != nullptr && f.epoch == ticket.epoch && f.generation == ticket.generation) {
+        return f.sequencer;
+      }
+      if (f.sequencer != nullptr &&
+          std::make_pair(ticket.epoch, ticket.generation) < std::make_pair(f.epoch, f.generation)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "call ", ticket.ticket, " of set ", ticket.set_key, " (formed at epoch ", ticket.epoch,
+            ", generation ", ticket.generation, ") was overtaken: the set formed again at epoch ",
+            f.epoch, ", generation ", f.generation));
+      }
+      retired = std::move(f);
+      f = Formation{ticket.epoch, ticket.generation,
+                    std::make_shared<TicketSequencer>(
+                        absl::StrCat("set ", ticket.set_key, " epoch ", ticket.epoch,
+                                     " generation ", ticket.generation),
+                        options_.gap_timeout)};
+      current = f.sequencer;
+    }
+    if (retired.sequencer != nullptr) {
+      retired.sequencer->Close();
+      if (options_.transport != nullptr) {
+        options_.transport->AbortGeneration(retired.epoch, ticket.set_key, retired.generation);
+      }
+    }
+    return current;
+  }
   absl::MutexLock lock(&mu_);
   if (ticket.epoch < min_epoch_) {
     return absl::FailedPreconditionError(
@@ -189,15 +318,19 @@ void ClusterEngine::AbortProcess(int32_t process, const std::string& why) {
 
 void ClusterEngine::DropEpochsBefore(uint64_t epoch) {
   std::vector<std::shared_ptr<TicketSequencer>> retired;
+  uint64_t keep_from = epoch;
   {
     absl::MutexLock lock(&mu_);
     min_epoch_ = std::max(min_epoch_, epoch);
     auto end = sequencers_.lower_bound({epoch, std::string()});
     for (auto it = sequencers_.begin(); it != end; ++it) retired.push_back(it->second);
     sequencers_.erase(sequencers_.begin(), end);
+    for (const auto& [set, formation] : formations_) {
+      keep_from = std::min(keep_from, formation.epoch);
+    }
   }
   for (const auto& sequencer : retired) sequencer->Close();
-  if (options_.transport != nullptr) options_.transport->DropEpochsBefore(epoch);
+  if (options_.transport != nullptr) options_.transport->DropEpochsBefore(keep_from);
 }
 
 }  // namespace placement::server

@@ -21,6 +21,21 @@
 // An item must have the same group, dtype, op, root and block size on every
 // process (each checks only its own buffers).
 //
+// Call-ordered tickets (CrossProcessTicket::call_ordered: multi-controller
+// calls, numbered by every process itself). Their set is a formation --
+// (set, epoch, generation) agreed once at the coordinator by the caller --
+// with its own sequencer; a newer formation of the set retires the older
+// one (its sequencer closes, its transport groups are aborted), and an
+// epoch change does not (a formation lives until its set re-forms, so an
+// unrelated membership change costs its calls nothing). In its turn such a
+// call first exchanges one small word per process on the set's full group
+// (call_agreement.h: number, request digest, status so far); when every
+// process asked for the same call and none failed, the items run. The turn
+// is kept after Run returns: the caller commits its part and then calls
+// Settle, which exchanges every part's outcome and passes the turn on. A
+// failure before Run (nothing allocated) is told to the others in Settle's
+// first round, so they skip the items and fail at once, ABORTED naming it.
+//
 // Groups. Each spanning item runs on the transport's group of (epoch, set,
 // generation, subset), where the subset is the sorted distinct processes of
 // the item's group; the transport connects it on first use through the
@@ -75,6 +90,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/collective/cluster/call_agreement.h"
 #include "server/collective/cluster/cluster_item.h"
 #include "server/collective/cluster/ticket_sequencer.h"
 #include "server/collective/collective_engine.h"
@@ -132,10 +148,23 @@ class ClusterEngine final : public CollectiveEngine {
   void Forfeit(const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
                const absl::Status& why);
 
+  // Ends call-ordered `ticket` here: `here` -- this process's outcome of the
+  // call (OK, or why its part failed, also before Run was reached or when
+  // Run was never called) -- is exchanged with every process of
+  // ticket.processes, and the agreed outcome returned (JudgeRound, kAfter:
+  // OK when every part succeeded; this process's failure when it is a
+  // cause; else ABORTED "process P failed its part: ..."). The ticket's turn
+  // then passes. When Run never held the turn, both rounds happen here
+  // (this process's failure tells the others to skip the items).
+  // REQUIRES: called exactly once for every call-ordered ticket this
+  // process numbered, after Run (if any) returned.
+  absl::Status Settle(const CrossProcessTicket& ticket, const absl::Status& here);
+
   // Membership changed: frees the groups and sequencers of epochs before
   // `epoch`. Calls of those epochs that wait for their turn, and later ones,
   // fail with FAILED_PRECONDITION; running calls finish on the contexts
-  // they hold.
+  // they hold. Call-ordered formations are kept (see above), and so are
+  // the transport's groups of epochs from the oldest kept formation on.
   void DropEpochsBefore(uint64_t epoch);
 
   // The cluster lost `process`: every transport group holding it is
@@ -154,6 +183,12 @@ class ClusterEngine final : public CollectiveEngine {
   // The sequencer of the ticket's set and epoch; FAILED_PRECONDITION when
   // the epoch was retired.
   absl::StatusOr<std::shared_ptr<TicketSequencer>> SequencerFor(const CrossProcessTicket& ticket);
+  // Run for a call-ordered ticket.
+  absl::Status RunOrdered(CollectiveKind kind, absl::Span<const CollectiveItem> items,
+                          const CollectiveContext& context);
+  // One agreement round of a call-ordered ticket on the set's full group.
+  absl::Status Agree(const CrossProcessTicket& ticket, AgreementRound round,
+                     const absl::Status& mine);
   // Runs a planned call in its ticket's turn.
   absl::Status RunInTurn(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                          const std::vector<ClusterItemPlan>& plans,
@@ -173,6 +208,13 @@ class ClusterEngine final : public CollectiveEngine {
   // (epoch, set key) -> sequencer.
   std::map<std::pair<uint64_t, std::string>, std::shared_ptr<TicketSequencer>> sequencers_
       ABSL_GUARDED_BY(mu_);
+  // Call-ordered sets: the live formation of each set key.
+  struct Formation {
+    uint64_t epoch = 0;
+    uint64_t generation = 0;
+    std::shared_ptr<TicketSequencer> sequencer;
+  };
+  std::map<std::string, Formation> formations_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace placement::server

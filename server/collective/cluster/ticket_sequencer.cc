@@ -93,6 +93,11 @@ void TicketSequencer::Close() {
   changed_.SignalAll();
 }
 
+bool TicketSequencer::Holds(uint64_t ticket) const {
+  absl::MutexLock lock(&mu_);
+  return running_ && next_ == ticket;
+}
+
 uint64_t TicketSequencer::next() const {
   absl::MutexLock lock(&mu_);
   return next_;

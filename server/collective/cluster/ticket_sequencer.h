@@ -58,6 +58,9 @@ class TicketSequencer {
   // epoch was retired). A running ticket may still Finish.
   void Close();
 
+  // Whether `ticket` holds the turn (Acquire returned OK, no Finish yet).
+  bool Holds(uint64_t ticket) const;
+
   // The lowest ticket that has neither finished nor been skipped.
   uint64_t next() const;
 

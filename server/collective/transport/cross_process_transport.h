@@ -11,6 +11,10 @@
 //            (ClusterItemPlan: its ranks, their buffers, the subset), with
 //            every process of the subset running the same item with the
 //            same tag;
+//   Exchange a small fixed-size block with every process of a group (an
+//            all-gather of a few hundred bytes): the cluster engine's
+//            agreement rounds of multi-controller calls (the same request,
+//            every part's outcome) without a coordinator round trip;
 //   Abort    a group: its connections close, so peers inside an operation
 //            on it fail at once, and its key is refused from then on (its
 //            rendezvous keys are spent; the cluster bumps the set's
@@ -46,6 +50,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/collective/cluster/cluster_item.h"
@@ -109,6 +114,16 @@ class CrossProcessTransport {
   virtual absl::Status Run(CollectiveKind kind, const CollectiveItem& item,
                            const ClusterItemPlan& plan, const TransportGroupKey& key, uint32_t tag,
                            absl::Duration budget, absl::string_view what) = 0;
+
+  // Every process of the group of `key` (connected first if needed)
+  // contributes `block` -- the same size on every process, at most 4 KiB --
+  // and receives every process's, in subset order, with `tag` (a tag the
+  // transport keeps apart from Run's operations). Errors and abort on
+  // failure as Run's; INVALID_ARGUMENT for an empty or oversized block.
+  virtual absl::StatusOr<std::vector<std::string>> Exchange(const TransportGroupKey& key,
+                                                            const std::string& block, uint32_t tag,
+                                                            absl::Duration budget,
+                                                            absl::string_view what) = 0;
 
   // Aborts the group of `key` (see the file comment).
   virtual void Abort(const TransportGroupKey& key) = 0;

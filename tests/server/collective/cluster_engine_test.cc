@@ -340,6 +340,95 @@ TEST(ClusterEngineTest, RejectsInvalidItemsWithoutBlockingTheTicketOrder) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 }
 
+// A call-ordered ticket (multi-controller: every process numbered it):
+// numbered here, `digest` standing for the request.
+CrossProcessTicket Ordered(uint64_t call, std::string digest,
+                           std::vector<int32_t> processes = {0, 1}) {
+  CrossProcessTicket t = Ticket("mc/0,1", call);
+  t.call_ordered = true;
+  t.digest = std::move(digest);
+  t.processes = std::move(processes);
+  return t;
+}
+
+TEST(ClusterEngineTest, CallOrderedTicketsRunAndSettleWithoutACoordinator) {
+  SimulatedCluster c({2});
+  for (uint64_t call = 0; call < 3; ++call) {
+    Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 32, 0,
+                        static_cast<int>(call) + 1);
+    const CrossProcessTicket ticket = Ordered(call, "allreduce sum");
+    auto statuses = OnProcesses({0, 1}, [&](int p) {
+      CollectiveItem item = ItemFor(g, p);
+      CollectiveContext context;
+      context.ticket = &ticket;
+      absl::Status ran = c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+      return c.engine(p).Settle(ticket, ran);
+    });
+    for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
+    ExpectResult(g);
+  }
+}
+
+TEST(ClusterEngineTest, CallOrderedMismatchFailsEverywhereWithoutRunningTheItems) {
+  // Process 0 asks for an all-reduce, process 1 for an all-gather as the
+  // same call: neither runs (different Gloo operations would wait for each
+  // other until the timeout); both name the other.
+  SimulatedCluster c({2});
+  Group reduce =
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 32, 0, 1);
+  Group gather =
+      MakeGroup(c, CollectiveKind::kAllGather, DType::kF32, ReduceOp::kSum, {0, 1}, 32, 0, 2);
+  const CrossProcessTicket t0 = Ordered(0, "allreduce"), t1 = Ordered(0, "allgather");
+  auto statuses = OnProcesses({0, 1}, [&](int p) {
+    const CrossProcessTicket& ticket = p == 0 ? t0 : t1;
+    CollectiveItem item = ItemFor(p == 0 ? reduce : gather, p);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    absl::Status ran = c.engine(p).Run(
+        p == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kAllGather, {&item, 1}, context);
+    return c.engine(p).Settle(ticket, ran);
+  });
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(statuses[p].code(), absl::StatusCode::kInvalidArgument) << statuses[p];
+    EXPECT_THAT(std::string(statuses[p].message()),
+                HasSubstr(absl::StrCat("process ", p, " and process ", 1 - p,
+                                       " asked for different collectives as call 0 of set "
+                                       "mc/0,1")));
+  }
+  // The set goes on: the next call agrees and runs.
+  Group next =
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kMax, {0, 1}, 8, 0, 3);
+  const CrossProcessTicket t2 = Ordered(1, "max");
+  auto again = OnProcesses({0, 1}, [&](int p) {
+    CollectiveItem item = ItemFor(next, p);
+    CollectiveContext context;
+    context.ticket = &t2;
+    return c.engine(p).Settle(t2, c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
+  });
+  for (const auto& s : again) ASSERT_TRUE(s.ok()) << s;
+  ExpectResult(next);
+}
+
+TEST(ClusterEngineTest, CallOrderedPartThatFailedBeforeRunIsNamedByTheOthers) {
+  SimulatedCluster c({2});
+  Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 32, 0, 1);
+  const CrossProcessTicket ticket = Ordered(0, "d");
+  const absl::Status no_room = absl::ResourceExhaustedError("device 1: 128 bytes over budget");
+  auto statuses = OnProcesses({0, 1}, [&](int p) {
+    if (p == 1) return c.engine(p).Settle(ticket, no_room);  // never reached Run
+    CollectiveItem item = ItemFor(g, p);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    absl::Status ran = c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+    EXPECT_EQ(ran.code(), absl::StatusCode::kAborted) << ran;
+    return c.engine(p).Settle(ticket, ran);
+  });
+  EXPECT_EQ(statuses[1], no_room);
+  EXPECT_EQ(statuses[0].code(), absl::StatusCode::kAborted) << statuses[0];
+  EXPECT_EQ(statuses[0].message(),
+            "process 1 failed its part: RESOURCE_EXHAUSTED: device 1: 128 bytes over budget");
+}
+
 TEST(ClusterEngineTest, RejectsBadOptions) {
   LocalEngine local;
   ClusterEngineOptions options;

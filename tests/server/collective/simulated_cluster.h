@@ -137,6 +137,7 @@ class SimulatedCluster {
 
   int size() const { return options_.processes; }
   ClusterEngine& engine(int p) { return *engines_[p]; }
+  CrossProcessTransport& transport(int p) { return *transports_[p]; }
   StagedBackend& staged(int p) { return *staged_[p]; }
   // Process p dies: its transport closes every connection.
   void Kill(int p) {

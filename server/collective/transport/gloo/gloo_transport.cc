@@ -1,5 +1,6 @@
 #include "server/collective/transport/gloo/gloo_transport.h"
 
+#include <gloo/allgather.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <exception>
@@ -85,6 +86,46 @@ absl::Status GlooTransport::Run(CollectiveKind kind, const CollectiveItem& item,
     contexts_.Ran(key);
   }
   return status;
+}
+
+absl::StatusOr<std::vector<std::string>> GlooTransport::Exchange(const TransportGroupKey& key,
+                                                                 const std::string& block,
+                                                                 uint32_t tag,
+                                                                 absl::Duration budget,
+                                                                 absl::string_view what) {
+  constexpr size_t kMaxBlock = 4096;
+  if (block.empty() || block.size() > kMaxBlock) {
+    return absl::InvalidArgumentError(absl::StrCat("gloo exchange (", what, "): a block of ",
+                                                   block.size(), " bytes; must be 1..", kMaxBlock));
+  }
+  absl::StatusOr<std::shared_ptr<gloo::Context>> context = contexts_.Get(key, budget);
+  if (!context.ok()) return context.status();
+  const size_t n = key.processes.size();
+  std::string gathered(block.size() * n, '\0');
+  absl::Status status;
+  try {
+    gloo::AllgatherOptions opts(*context);
+    opts.setInput(const_cast<char*>(block.data()), block.size());
+    opts.setOutput(gathered.data(), gathered.size());
+    opts.setTag(tag);
+    opts.setTimeout(GlooMilliseconds(budget));
+    gloo::allgather(opts);
+  } catch (const std::exception& e) {
+    const std::string call = absl::StrCat("gloo exchange over processes ",
+                                          ProcessListKey(key.processes), " (", what, ")");
+    const std::string reason = contexts_.AbortReason(key);
+    status = reason.empty() ? GlooErrorStatus(call, e.what())
+                            : absl::UnavailableError(absl::StrCat(call, ": ", reason));
+  }
+  if (!status.ok()) {
+    contexts_.Fail(key);
+    return status;
+  }
+  contexts_.Ran(key);
+  std::vector<std::string> blocks;
+  blocks.reserve(n);
+  for (size_t i = 0; i < n; ++i) blocks.push_back(gathered.substr(i * block.size(), block.size()));
+  return blocks;
 }
 
 PLACEMENT_REGISTER_TRANSPORT(gloo, "gloo collectives", &GlooTransport::Create);

@@ -45,6 +45,12 @@ class GlooTransport final : public CrossProcessTransport {
   absl::Status Run(CollectiveKind kind, const CollectiveItem& item, const ClusterItemPlan& plan,
                    const TransportGroupKey& key, uint32_t tag, absl::Duration budget,
                    absl::string_view what) override;
+  // One gloo::allgather (its slots are apart from allgatherv's, allreduce's
+  // and broadcast's, which Run uses).
+  absl::StatusOr<std::vector<std::string>> Exchange(const TransportGroupKey& key,
+                                                    const std::string& block, uint32_t tag,
+                                                    absl::Duration budget,
+                                                    absl::string_view what) override;
   void Abort(const TransportGroupKey& key) override { contexts_.Fail(key); }
   void AbortGeneration(uint64_t epoch, const std::string& set_key, uint64_t generation) override {
     contexts_.FailGeneration(epoch, set_key, generation);
