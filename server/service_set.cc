@@ -429,8 +429,8 @@ absl::Status ServiceSet::Impl::CreateClusterEngine() {
       [made_engine](const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
                     const absl::Status& why) { made_engine->Forfeit(ticket, participants, why); });
   cluster_collectives->set_settle(
-      [made_engine](const CrossProcessTicket& ticket, const absl::Status& here) {
-        return made_engine->Settle(ticket, here);
+      [made_engine](const CrossProcessTicket& ticket, const absl::Status& here, bool* late) {
+        return made_engine->Settle(ticket, here, late);
       });
   ClusterCollectives* multi = cluster_collectives.get();
   cluster->AddListener([made_engine, cluster, multi](const ClusterEvent& event) {

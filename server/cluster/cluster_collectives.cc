@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -237,7 +238,17 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& tenant,
   absl::StatusOr<MultiCall> call = Number(set_key, participants, request);
   if (!call.ok()) return Explain(call.status(), participants);
   const std::vector<std::string>& ids = call->result_ids;
-  // From here on the call is numbered: it ends in Settle whatever happens.
+  // From here on the call is numbered: it ends in Settle whatever happens,
+  // and peers' reads of its results wait until then.
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_.insert(ids.begin(), ids.end());
+  }
+  absl::Cleanup settled = [&] {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& id : ids) in_flight_.erase(id);
+    settled_.SignalAll();
+  };
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
       Participate(participants, ids, self, request, context, call->ticket);
   absl::Status here = part.status();
@@ -245,14 +256,14 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& tenant,
     here = absl::InternalError(
         absl::StrCat("made ", part->size(), " results, expected ", num_results));
   }
-  // This part is committed before the outcome is agreed: once any
-  // participant's call returns, every participant's shards of the results
-  // are readable (a download right after the call finds them on every
-  // daemon). Deleted again below when another part failed.
   if (here.ok()) here = tensors_->CommitHere(*std::move(part), donated);
-  absl::Status failure = settle_ ? settle_(call->ticket, here) : here;
+  bool late = false;
+  absl::Status failure = settle_ ? settle_(call->ticket, here, &late) : here;
   if (!failure.ok()) {
-    {
+    // The set forms again at its next call -- unless this part failed after
+    // the others may have finished: then every daemon fails that next call
+    // (ClusterEngine::Settle), and forms again at the one after, together.
+    if (!late) {
       absl::MutexLock lock(&mu_);
       auto it = sets_.find(set_key);
       if (it != sets_.end()) it->second->stale = true;
@@ -346,6 +357,13 @@ absl::Status ClusterCollectives::Form(MultiSet& set, const std::string& set_key,
     }
   }
   return absl::OkStatus();
+}
+
+void ClusterCollectives::AwaitSettled(const std::string& tensor_id, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  while (in_flight_.contains(tensor_id)) {
+    if (settled_.WaitWithDeadline(&mu_, deadline)) return;
+  }
 }
 
 void ClusterCollectives::OnClusterEvent(const ClusterEvent& event) {

@@ -25,12 +25,14 @@
 //            (barrier "mcs/<set>/form": the same request everywhere, the
 //            formation's epoch, generation and a random token from which
 //            every daemon derives the same result ids). In the steady state
-//            the cluster engine checks on the transport that every daemon
-//            asked for the same call, runs it, and -- after each daemon
-//            committed its part, so once any call returned the results are
-//            readable on every participant -- agrees on success
-//            (ClusterEngine::Settle; a failure elsewhere deletes them
-//            again). The lowest participant tells the daemons without
+//            the cluster engine checks on the transport, in one small
+//            exchange before any bytes move, that every daemon asked for the
+//            same call and that none failed before it; runs it; each daemon
+//            commits its part (ClusterEngine::Settle passes the turn on). A
+//            peer's read of a result this daemon numbered but has not
+//            committed yet waits for it (AwaitSettled), so once any
+//            participant's call returned the results are readable on every
+//            participant. The lowest participant tells the daemons without
 //            shards.
 //
 // Failures end UNAVAILABLE naming a lost daemon when membership lost one,
@@ -50,6 +52,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/cluster/cluster.h"
@@ -77,9 +80,15 @@ class ClusterCollectives final : public DistributedCollectives {
   void set_forfeit(Forfeit forfeit) { forfeit_ = std::move(forfeit); }
   // Ends a call-ordered (multi-controller) ticket with this daemon's
   // outcome and returns the agreed one: the cluster engine's Settle.
-  using Settle = std::function<absl::Status(const CrossProcessTicket&, const absl::Status&)>;
+  using Settle =
+      std::function<absl::Status(const CrossProcessTicket&, const absl::Status&, bool* late)>;
   // Set once, before the first collective.
   void set_settle(Settle settle) { settle_ = std::move(settle); }
+
+  // Waits (up to `deadline`) while `tensor_id` is a result of a
+  // multi-controller call running here that has not committed or failed
+  // yet: a peer reading it right after its own call returned finds it.
+  void AwaitSettled(const std::string& tensor_id, absl::Time deadline);
 
   // The cluster's membership changed: multi-controller sets that hold a
   // process lost or rejoined since (every set when the coordinator or this
@@ -159,6 +168,9 @@ class ClusterCollectives final : public DistributedCollectives {
   absl::Mutex mu_;
   // Multi-controller sets by key ("mc/0,1" or "mc/0,1/t<tenant hash>").
   std::map<std::string, std::shared_ptr<MultiSet>> sets_ ABSL_GUARDED_BY(mu_);
+  // Result ids of multi-controller calls numbered here and not settled yet.
+  absl::flat_hash_set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar settled_;
 };
 
 }  // namespace placement::server

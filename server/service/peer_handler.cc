@@ -259,6 +259,11 @@ grpc::ServerReadReactor<pb::WriteShardsRequest>* PeerHandler::WriteShards(
 
 grpc::ServerWriteReactor<pb::ReadBoxResponse>* PeerHandler::ReadBox(
     grpc::CallbackServerContext* context, const pb::ReadBoxRequest* request) {
+  // A result of a multi-controller call still finishing here: the reader's
+  // own call already returned (briefly: the call is past its collective).
+  if (collectives_ != nullptr) {
+    collectives_->AwaitSettled(request->tensor_id(), absl::Now() + cluster_->config().op_timeout);
+  }
   return new ReadBoxReactor(gate_, context, tensors_->store(), *request);
 }
 

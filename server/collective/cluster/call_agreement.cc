@@ -79,7 +79,7 @@ absl::StatusOr<CallWord> DecodeCallWord(absl::string_view block) {
   return word;
 }
 
-absl::Status JudgeRound(AgreementRound round, const std::vector<int32_t>& processes, size_t self,
+absl::Status JudgeRound(const std::vector<int32_t>& processes, size_t self,
                         const std::vector<CallWord>& words, absl::string_view set) {
   const absl::Status& mine = words[self].status;
   if (!mine.ok() && !IsConsequenceCode(mine.code())) return mine;
@@ -98,7 +98,6 @@ absl::Status JudgeRound(AgreementRound round, const std::vector<int32_t>& proces
     return absl::AbortedError(absl::StrCat("process ", processes[*blamed],
                                            " failed its part: ", Described(words[*blamed].status)));
   }
-  if (round == AgreementRound::kAfter) return absl::OkStatus();
   for (size_t i = 0; i < words.size(); ++i) {
     if (i == self) continue;
     if (words[i].call != words[self].call || words[i].digest != words[self].digest) {

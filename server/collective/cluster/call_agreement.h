@@ -1,16 +1,15 @@
-// The agreement rounds of a call-ordered (multi-controller) collective
+// The agreement round of a call-ordered (multi-controller) collective
 // (CrossProcessTicket::call_ordered): what every process of the set says
 // about its n-th call, exchanged on the cross-process transport instead of
 // at a coordinator barrier, and what each process concludes from all of it.
 //
-// Two rounds per call, each one small all-gather (CrossProcessTransport::
-// Exchange) on the set's group:
-//   before  the items run: the call's number, a digest of its request and
-//           this part's status so far (a part that failed before the
-//           collective -- a result it could not allocate -- says so here, and
-//           nobody runs the items);
-//   after   the items ran and this part committed its results: its status.
-// Every process concludes the same way from the same blocks (Judge).
+// One round per call, one small all-gather (CrossProcessTransport::Exchange)
+// on the set's group before the items run: the call's number, a digest of
+// its request and this part's status so far (a part that failed before the
+// collective -- a result it could not allocate -- says so here, and nobody
+// runs the items; so does a part whose previous call failed after its
+// round). Every process concludes the same way from the same words
+// (JudgeRound).
 //
 // Pure functions; thread-compatible.
 #ifndef PLACEMENT_SERVER_COLLECTIVE_CLUSTER_CALL_AGREEMENT_H_
@@ -26,8 +25,6 @@
 #include "absl/strings/string_view.h"
 
 namespace placement::server {
-
-enum class AgreementRound { kBefore, kAfter };
 
 // One process's word in a round.
 struct CallWord {
@@ -51,11 +48,10 @@ absl::StatusOr<CallWord> DecodeCallWord(absl::string_view block);
 //     DEADLINE_EXCEEDED, CANCELLED, ABORTED) of another part's failure;
 //   ABORTED "process P failed its part: CODE: message" naming the first
 //     other process whose failure is a cause (else the first that failed);
-//   before the items only: INVALID_ARGUMENT "process A and process B asked
-//     for different collectives as call N of set S ..." when the numbers or
-//     digests differ;
+//   INVALID_ARGUMENT "process A and process B asked for different
+//     collectives as call N of set S ..." when the numbers or digests differ;
 //   else OK.
-absl::Status JudgeRound(AgreementRound round, const std::vector<int32_t>& processes, size_t self,
+absl::Status JudgeRound(const std::vector<int32_t>& processes, size_t self,
                         const std::vector<CallWord>& words, absl::string_view set);
 
 // The codes that report another part's failure rather than a cause.

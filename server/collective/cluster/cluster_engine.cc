@@ -121,12 +121,15 @@ absl::Status ClusterEngine::RunOrdered(CollectiveKind kind, absl::Span<const Col
   turn.deadline = absl::Now() + options_.timeout;
   RETURN_IF_ERROR(sequencer->Acquire(ticket.ticket, turn));
   if (mine.ok()) mine = context.Check();
-  RETURN_IF_ERROR(Agree(ticket, AgreementRound::kBefore, mine));
+  RETURN_IF_ERROR(Agree(ticket, mine));
+  {
+    absl::MutexLock lock(&mu_);
+    formations_[ticket.set_key].passed = ticket.ticket;
+  }
   return RunInTurn(kind, items, plans, context);
 }
 
-absl::Status ClusterEngine::Agree(const CrossProcessTicket& ticket, AgreementRound round,
-                                  const absl::Status& mine) {
+absl::Status ClusterEngine::Agree(const CrossProcessTicket& ticket, const absl::Status& mine) {
   const auto self =
       std::lower_bound(ticket.processes.begin(), ticket.processes.end(), options_.process_index);
   if (self == ticket.processes.end() || *self != options_.process_index) {
@@ -146,43 +149,71 @@ absl::Status ClusterEngine::Agree(const CrossProcessTicket& ticket, AgreementRou
   word.call = ticket.ticket;
   word.digest = ticket.digest;
   word.status = mine;
+  {
+    // This process's last call failed after its round: this call fails
+    // everywhere, naming it (told once).
+    absl::MutexLock lock(&mu_);
+    absl::Status& late = formations_[ticket.set_key].late;
+    if (!late.ok()) {
+      if (word.status.ok()) word.status = late;
+      late = absl::OkStatus();
+    }
+  }
+  const absl::Status& said = word.status;
   const TransportGroupKey key{ticket.epoch, ticket.set_key, ticket.generation, ticket.processes};
   absl::StatusOr<std::vector<std::string>> blocks = options_.transport->Exchange(
       key, EncodeCallWord(word), kAgreementTag, options_.timeout,
-      absl::StrCat(round == AgreementRound::kBefore ? "before" : "after", " the items, ",
-                   TicketName(ticket)));
+      absl::StrCat("agreement before the items, ", TicketName(ticket)));
   if (!blocks.ok()) {
     ReportFailure(ticket, blocks.status());
-    return mine.ok() ? blocks.status() : mine;
+    return said.ok() ? blocks.status() : said;
   }
   std::vector<CallWord> words;
   words.reserve(blocks->size());
   for (const std::string& block : *blocks) {
     absl::StatusOr<CallWord> decoded = DecodeCallWord(block);
-    if (!decoded.ok()) return mine.ok() ? decoded.status() : mine;
+    if (!decoded.ok()) return said.ok() ? decoded.status() : said;
     words.push_back(*std::move(decoded));
   }
-  return JudgeRound(round, ticket.processes, static_cast<size_t>(self - ticket.processes.begin()),
-                    words, absl::StrCat("set ", ticket.set_key));
+  return JudgeRound(ticket.processes, static_cast<size_t>(self - ticket.processes.begin()), words,
+                    absl::StrCat("set ", ticket.set_key));
 }
 
-absl::Status ClusterEngine::Settle(const CrossProcessTicket& ticket, const absl::Status& here) {
+absl::Status ClusterEngine::Settle(const CrossProcessTicket& ticket, const absl::Status& here,
+                                   bool* late) {
+  if (late != nullptr) *late = false;
   if (!ticket.call_ordered) return here;
   absl::StatusOr<std::shared_ptr<TicketSequencer>> sequencer = SequencerFor(ticket);
   if (!sequencer.ok()) return here.ok() ? sequencer.status() : here;
   if (!(*sequencer)->Holds(ticket.ticket)) {
     // Run never held the turn (this part failed before it, or had nothing
-    // to run): both rounds here.
+    // to run): the call's round happens here.
     CollectiveContext turn;
     turn.deadline = absl::Now() + options_.timeout;
     if (absl::Status s = (*sequencer)->Acquire(ticket.ticket, turn); !s.ok()) {
       return here.ok() ? s : here;
     }
-    Agree(ticket, AgreementRound::kBefore, here).IgnoreError();
+    absl::Status agreed = Agree(ticket, here);
+    (*sequencer)->Finish(ticket.ticket);
+    return agreed;
   }
-  absl::Status agreed = Agree(ticket, AgreementRound::kAfter, here);
+  bool passed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    Formation& f = formations_[ticket.set_key];
+    passed = f.passed == ticket.ticket;
+    f.passed.reset();
+    if (passed && !here.ok()) {
+      f.late = absl::Status(
+          here.code(), absl::StrCat("its part of call ", ticket.ticket, " of set ", ticket.set_key,
+                                    " failed after the collective ran (the others' results "
+                                    "of that call lack its shards): ",
+                                    here.message()));
+      if (late != nullptr) *late = true;
+    }
+  }
   (*sequencer)->Finish(ticket.ticket);
-  return agreed;
+  return here;
 }
 
 absl::Status ClusterEngine::RunInTurn(CollectiveKind kind, absl::Span<const CollectiveItem> items,

@@ -29,12 +29,17 @@
 // epoch change does not (a formation lives until its set re-forms, so an
 // unrelated membership change costs its calls nothing). In its turn such a
 // call first exchanges one small word per process on the set's full group
-// (call_agreement.h: number, request digest, status so far); when every
-// process asked for the same call and none failed, the items run. The turn
-// is kept after Run returns: the caller commits its part and then calls
-// Settle, which exchanges every part's outcome and passes the turn on. A
-// failure before Run (nothing allocated) is told to the others in Settle's
-// first round, so they skip the items and fail at once, ABORTED naming it.
+// (call_agreement.h: number, request digest, status so far) -- the one
+// round a steady-state call adds to its collective; when every process
+// asked for the same call and none failed, the items run. The turn is kept
+// after Run returns: the caller commits its part and then calls Settle,
+// which passes the turn on. A failure before Run (nothing allocated) is
+// told to the others by Settle in that round, so they skip the items and
+// fail at once, ABORTED naming it. A part that fails after the round (the
+// items, or the caller's commit) is not agreed -- the others' calls may
+// have returned -- and is told in the set's next call's round instead: that
+// call fails everywhere, ABORTED naming it, so every process stays at the
+// same number.
 //
 // Groups. Each spanning item runs on the transport's group of (epoch, set,
 // generation, subset), where the subset is the sorted distinct processes of
@@ -82,6 +87,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -148,17 +154,17 @@ class ClusterEngine final : public CollectiveEngine {
   void Forfeit(const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
                const absl::Status& why);
 
-  // Ends call-ordered `ticket` here: `here` -- this process's outcome of the
-  // call (OK, or why its part failed, also before Run was reached or when
-  // Run was never called) -- is exchanged with every process of
-  // ticket.processes, and the agreed outcome returned (JudgeRound, kAfter:
-  // OK when every part succeeded; this process's failure when it is a
-  // cause; else ABORTED "process P failed its part: ..."). The ticket's turn
-  // then passes. When Run never held the turn, both rounds happen here
-  // (this process's failure tells the others to skip the items).
+  // Ends call-ordered `ticket` here with `here`, this process's outcome of
+  // the call (OK, or why its part failed -- also before Run was reached, or
+  // when Run was never called), and passes the turn on. When Run never held
+  // the turn, the call's round happens here (a failure tells the others to
+  // skip the items; their verdict is returned). A failure after the round
+  // passed is `*late` (when given): the others learn it in the set's next
+  // call. Returns `here` otherwise.
   // REQUIRES: called exactly once for every call-ordered ticket this
   // process numbered, after Run (if any) returned.
-  absl::Status Settle(const CrossProcessTicket& ticket, const absl::Status& here);
+  absl::Status Settle(const CrossProcessTicket& ticket, const absl::Status& here,
+                      bool* late = nullptr);
 
   // Membership changed: frees the groups and sequencers of epochs before
   // `epoch`. Calls of those epochs that wait for their turn, and later ones,
@@ -186,9 +192,8 @@ class ClusterEngine final : public CollectiveEngine {
   // Run for a call-ordered ticket.
   absl::Status RunOrdered(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                           const CollectiveContext& context);
-  // One agreement round of a call-ordered ticket on the set's full group.
-  absl::Status Agree(const CrossProcessTicket& ticket, AgreementRound round,
-                     const absl::Status& mine);
+  // The agreement round of a call-ordered ticket on the set's full group.
+  absl::Status Agree(const CrossProcessTicket& ticket, const absl::Status& mine);
   // Runs a planned call in its ticket's turn.
   absl::Status RunInTurn(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                          const std::vector<ClusterItemPlan>& plans,
@@ -213,6 +218,10 @@ class ClusterEngine final : public CollectiveEngine {
     uint64_t epoch = 0;
     uint64_t generation = 0;
     std::shared_ptr<TicketSequencer> sequencer;
+    // The ticket whose round passed here (its items may run), if any.
+    std::optional<uint64_t> passed;
+    // A failure after a passed round, told in the next call's round.
+    absl::Status late;
   };
   std::map<std::string, Formation> formations_ ABSL_GUARDED_BY(mu_);
 };

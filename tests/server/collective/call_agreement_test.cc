@@ -44,28 +44,22 @@ TEST(CallAgreementTest, SameCallEverywhereAgrees) {
   const std::vector<int32_t> processes = {0, 2, 5};
   const std::vector<CallWord> words = {Word(3, "d"), Word(3, "d"), Word(3, "d")};
   for (size_t self = 0; self < 3; ++self) {
-    EXPECT_TRUE(JudgeRound(AgreementRound::kBefore, processes, self, words, "set mc/0,2,5").ok());
-    EXPECT_TRUE(JudgeRound(AgreementRound::kAfter, processes, self, words, "set mc/0,2,5").ok());
+    EXPECT_TRUE(JudgeRound(processes, self, words, "set mc/0,2,5").ok());
   }
 }
 
 TEST(CallAgreementTest, DifferentRequestsOrNumbersAreInvalidArgumentNamingBoth) {
   const std::vector<int32_t> processes = {0, 1};
-  absl::Status s = JudgeRound(AgreementRound::kBefore, processes, 0,
-                              {Word(4, "sum"), Word(4, "max")}, "set mc/0,1");
+  absl::Status s = JudgeRound(processes, 0, {Word(4, "sum"), Word(4, "max")}, "set mc/0,1");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("process 0 and process 1 asked for different collectives as call 4 of "
                         "set mc/0,1"));
-  s = JudgeRound(AgreementRound::kBefore, processes, 1, {Word(4, "d"), Word(5, "d")}, "set mc/0,1");
+  s = JudgeRound(processes, 1, {Word(4, "d"), Word(5, "d")}, "set mc/0,1");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("process 1 and process 0 asked for different collectives (this "
                         "process's call 5, process 0's call 4)"));
-  // Agreeing on the outcome does not compare requests again.
-  EXPECT_TRUE(JudgeRound(AgreementRound::kAfter, processes, 0, {Word(4, "sum"), Word(4, "max")},
-                         "set mc/0,1")
-                  .ok());
 }
 
 TEST(CallAgreementTest, AFailedPartIsTheCauseEverywhere) {
@@ -74,11 +68,11 @@ TEST(CallAgreementTest, AFailedPartIsTheCauseEverywhere) {
       Word(0, "d", absl::UnavailableError("connection closed")),
       Word(0, "d", absl::ResourceExhaustedError("device 3: 4096 bytes over budget")), Word(0, "d")};
   // The failing process keeps its own cause.
-  absl::Status s = JudgeRound(AgreementRound::kAfter, processes, 1, words, "set mc/0,1,2");
+  absl::Status s = JudgeRound(processes, 1, words, "set mc/0,1,2");
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   // A process that succeeded, and one that only saw the consequence, name it.
   for (size_t self : {size_t{0}, size_t{2}}) {
-    s = JudgeRound(AgreementRound::kBefore, processes, self, words, "set mc/0,1,2");
+    s = JudgeRound(processes, self, words, "set mc/0,1,2");
     EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
     EXPECT_EQ(s.message(),
               "process 1 failed its part: RESOURCE_EXHAUSTED: device 3: 4096 bytes over budget");
@@ -86,9 +80,8 @@ TEST(CallAgreementTest, AFailedPartIsTheCauseEverywhere) {
   // Only consequences: each keeps its own, or names the first that failed.
   const std::vector<CallWord> consequences = {Word(0, "d", absl::UnavailableError("closed")),
                                               Word(0, "d")};
-  EXPECT_EQ(JudgeRound(AgreementRound::kAfter, {0, 1}, 0, consequences, "s").code(),
-            absl::StatusCode::kUnavailable);
-  s = JudgeRound(AgreementRound::kAfter, {0, 1}, 1, consequences, "s");
+  EXPECT_EQ(JudgeRound({0, 1}, 0, consequences, "s").code(), absl::StatusCode::kUnavailable);
+  s = JudgeRound({0, 1}, 1, consequences, "s");
   EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
   EXPECT_EQ(s.message(), "process 0 failed its part: UNAVAILABLE: closed");
 }

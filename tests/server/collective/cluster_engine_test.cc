@@ -429,6 +429,43 @@ TEST(ClusterEngineTest, CallOrderedPartThatFailedBeforeRunIsNamedByTheOthers) {
             "process 1 failed its part: RESOURCE_EXHAUSTED: device 1: 128 bytes over budget");
 }
 
+TEST(ClusterEngineTest, CallOrderedFailureAfterTheRoundFailsTheNextCallEverywhere) {
+  // Process 1's commit of call 0 fails after the collective ran: process 0's
+  // call returned. Call 1 then fails on both, naming it, so both stay at the
+  // same number (and the set forms again at call 2).
+  SimulatedCluster c({2});
+  Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 16, 0, 4);
+  const CrossProcessTicket t0 = Ordered(0, "d"), t1 = Ordered(1, "d");
+  std::vector<bool> late(2, false);
+  auto first = OnProcesses({0, 1}, [&](int p) {
+    CollectiveItem item = ItemFor(g, p);
+    CollectiveContext context;
+    context.ticket = &t0;
+    absl::Status ran = c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+    if (ran.ok() && p == 1) ran = absl::FailedPreconditionError("tensor 't-1' was freed");
+    bool was_late = false;
+    absl::Status settled = c.engine(p).Settle(t0, ran, &was_late);
+    late[p] = was_late;
+    return settled;
+  });
+  EXPECT_TRUE(first[0].ok()) << first[0];
+  EXPECT_EQ(first[1].code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(late[0]);
+  EXPECT_TRUE(late[1]);
+  auto second = OnProcesses({0, 1}, [&](int p) {
+    CollectiveItem item = ItemFor(g, p);
+    CollectiveContext context;
+    context.ticket = &t1;
+    return c.engine(p).Settle(t1, c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
+  });
+  EXPECT_EQ(second[0].code(), absl::StatusCode::kAborted) << second[0];
+  EXPECT_THAT(std::string(second[0].message()),
+              HasSubstr("process 1 failed its part: FAILED_PRECONDITION: its part of call 0 of set "
+                        "mc/0,1 failed after the collective ran"));
+  EXPECT_EQ(second[1].code(), absl::StatusCode::kFailedPrecondition) << second[1];
+  EXPECT_THAT(std::string(second[1].message()), HasSubstr("tensor 't-1' was freed"));
+}
+
 TEST(ClusterEngineTest, RejectsBadOptions) {
   LocalEngine local;
   ClusterEngineOptions options;
