@@ -88,12 +88,21 @@ grpc::ServerUnaryReactor* PeerHandler::Abort(grpc::CallbackServerContext* contex
   });
 }
 
+void PeerHandler::AwaitSettled(const std::vector<std::string>& ids) const {
+  if (collectives_ == nullptr) return;
+  const absl::Time deadline = absl::Now() + cluster_->config().op_timeout;
+  for (const std::string& id : ids) collectives_->AwaitSettled(id, deadline);
+}
+
 grpc::ServerUnaryReactor* PeerHandler::DeleteTensors(grpc::CallbackServerContext* context,
                                                      const pb::PeerDeleteTensorsRequest* request,
                                                      pb::PeerDeleteTensorsResponse* response) {
   return RunPeerUnary(context, *gate_, [&]() -> absl::Status {
-    response->set_freed_bytes(tensors_->DeleteHere(
-        std::vector<std::string>(request->tensor_ids().begin(), request->tensor_ids().end())));
+    const std::vector<std::string> ids(request->tensor_ids().begin(), request->tensor_ids().end());
+    // Deleted after a multi-controller call that is still committing here,
+    // not before it (which would leave its commit behind).
+    AwaitSettled(ids);
+    response->set_freed_bytes(tensors_->DeleteHere(ids));
     return absl::OkStatus();
   });
 }
@@ -261,9 +270,7 @@ grpc::ServerWriteReactor<pb::ReadBoxResponse>* PeerHandler::ReadBox(
     grpc::CallbackServerContext* context, const pb::ReadBoxRequest* request) {
   // A result of a multi-controller call still finishing here: the reader's
   // own call already returned (briefly: the call is past its collective).
-  if (collectives_ != nullptr) {
-    collectives_->AwaitSettled(request->tensor_id(), absl::Now() + cluster_->config().op_timeout);
-  }
+  AwaitSettled({request->tensor_id()});
   return new ReadBoxReactor(gate_, context, tensors_->store(), *request);
 }
 
@@ -278,6 +285,7 @@ grpc::ServerUnaryReactor* PeerHandler::Prepare(grpc::CallbackServerContext* cont
         const absl::Duration lifetime = DurationFromProto(request->pending_lifetime());
         switch (request->op_case()) {
           case pb::PrepareRequest::kPlace: {
+            AwaitSettled({request->place().source_id()});
             ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
                              ShellFromRecord(request->place().result(), process_of));
             return ops_->PreparePlace(request->place().source_id(), *result, driver, lifetime);
@@ -287,14 +295,15 @@ grpc::ServerUnaryReactor* PeerHandler::Prepare(grpc::CallbackServerContext* cont
                              ShellFromRecord(request->assemble().result(), process_of));
             ASSIGN_OR_RETURN(SourceHandling source,
                              SourceHandlingFromProto(request->assemble().source()));
-            return ops_->PrepareAssemble(
-                std::vector<std::string>(request->assemble().piece_ids().begin(),
-                                         request->assemble().piece_ids().end()),
-                *result, source, driver, lifetime);
+            const std::vector<std::string> pieces(request->assemble().piece_ids().begin(),
+                                                  request->assemble().piece_ids().end());
+            AwaitSettled(pieces);
+            return ops_->PrepareAssemble(pieces, *result, source, driver, lifetime);
           }
           case pb::PrepareRequest::kDisassemble: {
             ASSIGN_OR_RETURN(SourceHandling source,
                              SourceHandlingFromProto(request->disassemble().source()));
+            AwaitSettled({request->disassemble().source_id()});
             return ops_->PrepareDisassemble(
                 request->disassemble().source_id(),
                 std::vector<std::string>(request->disassemble().result_ids().begin(),
@@ -304,6 +313,7 @@ grpc::ServerUnaryReactor* PeerHandler::Prepare(grpc::CallbackServerContext* cont
           case pb::PrepareRequest::kCollective: {
             const pb::CollectiveOp& op = request->collective();
             ASSIGN_OR_RETURN(CollectiveRequest collective, CollectiveRequestFromProto(op));
+            AwaitSettled(collective.tensor_ids);
             std::vector<int32_t> participants(op.participants().begin(), op.participants().end());
             std::vector<std::string> ids(op.result_ids().begin(), op.result_ids().end());
             CollectiveContext context;

@@ -66,6 +66,12 @@ class PeerHandler final : public placement::v1::PeerService::CallbackService {
       placement::v1::ListTensorRecordsResponse* response) override;
 
  private:
+  // Waits (bounded by the cluster's op timeout) while any of `ids` is a
+  // result of a multi-controller call this daemon has numbered but not
+  // committed: a peer that uses it right after its own call returned finds
+  // it (ClusterCollectives::AwaitSettled).
+  void AwaitSettled(const std::vector<std::string>& ids) const;
+
   Cluster* cluster_;
   DeviceInventory* inventory_;
   ClusterTensors* tensors_;

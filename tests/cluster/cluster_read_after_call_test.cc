@@ -1,7 +1,8 @@
 // A multi-controller result is readable on every process once its call
 // returned there: each trainer reads the whole reduce-scatter result (its
 // shards and the other daemon's) right after its own call, 200 times, while
-// two threads keep the CPUs busy. (Before, a daemon committed its part only
+// two threads keep the CPUs busy; then one trainer deletes each result right
+// after its call, 50 times, and every byte comes back. (Before, a daemon committed its part only
 // after the done barrier, so a fast reader could ask the other daemon for
 // shards it still held pending and get NOT_FOUND, 3 runs in 10 under load.)
 #include <atomic>
@@ -111,6 +112,44 @@ TEST(ClusterReadAfterCallTest, ReduceScatterResultsAreReadableEverywhereWhenTheC
     }
     EXPECT_EQ(ids[0], ids[1]);
     if (!ids[0].empty()) tensors0.Delete({ids[0]}).IgnoreError();
+  }
+  // A result deleted by one trainer right after its own call is gone on
+  // every daemon: the other daemon deletes it after its commit, not before
+  // (which would leave the commit behind, holding device memory).
+  for (int round = 0; round < 50 && failures < 5; ++round) {
+    std::vector<grpc::Status> called(2);
+    absl::Status deleted;
+    std::vector<std::thread> trainers;
+    for (int p = 0; p < 2; ++p) {
+      trainers.emplace_back([&, p] {
+        auto stub = pb::CollectiveService::NewStub(
+            grpc::CreateChannel((*cluster)->address(p), grpc::InsecureChannelCredentials()));
+        grpc::ClientContext context;
+        context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+        pb::ReduceScatterRequest request;
+        request.set_tensor_id(partial->id);
+        request.set_op(pb::REDUCE_OP_SUM);
+        request.set_scatter_dim(0);
+        request.set_controller(pb::CONTROLLER_MULTI);
+        pb::CollectiveResponse response;
+        called[p] = stub->ReduceScatter(&context, request, &response);
+        if (called[p].ok() && p == 0) {
+          deleted = client::TensorClient(*clients[0]).Delete({response.tensor().id()}).status();
+        }
+      });
+    }
+    for (auto& t : trainers) t.join();
+    SCOPED_TRACE(absl::StrCat("delete round ", round));
+    for (int p = 0; p < 2; ++p) {
+      if (!called[p].ok()) {
+        ADD_FAILURE() << "process " << p << ": " << called[p].error_message();
+        ++failures;
+      }
+    }
+    if (!deleted.ok()) {
+      ADD_FAILURE() << "deleting the result right after the call: " << deleted;
+      ++failures;
+    }
   }
   stop = true;
   for (auto& t : load) t.join();
