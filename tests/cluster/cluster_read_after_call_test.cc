@@ -63,6 +63,19 @@ TEST(ClusterReadAfterCallTest, ReduceScatterResultsAreReadableEverywhereWhenTheC
       while (!stop.load(std::memory_order_relaxed)) x = x * 31 + 7;
     });
   }
+  // Trainer p's multi-controller reduce-scatter of `partial` on its daemon.
+  auto reduce_scatter = [&](int p, pb::CollectiveResponse* response) {
+    auto stub = pb::CollectiveService::NewStub(
+        grpc::CreateChannel((*cluster)->address(p), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    pb::ReduceScatterRequest request;
+    request.set_tensor_id(partial->id);
+    request.set_op(pb::REDUCE_OP_SUM);
+    request.set_scatter_dim(0);
+    request.set_controller(pb::CONTROLLER_MULTI);
+    return stub->ReduceScatter(&context, request, response);
+  };
   int failures = 0;
   for (int round = 0; round < 200 && failures < 5; ++round) {
     std::vector<grpc::Status> called(2);
@@ -72,17 +85,8 @@ TEST(ClusterReadAfterCallTest, ReduceScatterResultsAreReadableEverywhereWhenTheC
     std::vector<std::thread> trainers;
     for (int p = 0; p < 2; ++p) {
       trainers.emplace_back([&, p] {
-        auto stub = pb::CollectiveService::NewStub(
-            grpc::CreateChannel((*cluster)->address(p), grpc::InsecureChannelCredentials()));
-        grpc::ClientContext context;
-        context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
-        pb::ReduceScatterRequest request;
-        request.set_tensor_id(partial->id);
-        request.set_op(pb::REDUCE_OP_SUM);
-        request.set_scatter_dim(0);
-        request.set_controller(pb::CONTROLLER_MULTI);
         pb::CollectiveResponse response;
-        called[p] = stub->ReduceScatter(&context, request, &response);
+        called[p] = reduce_scatter(p, &response);
         if (!called[p].ok()) return;
         ids[p] = response.tensor().id();
         // At once, the whole result: this daemon's shards and the other's.
@@ -122,17 +126,8 @@ TEST(ClusterReadAfterCallTest, ReduceScatterResultsAreReadableEverywhereWhenTheC
     std::vector<std::thread> trainers;
     for (int p = 0; p < 2; ++p) {
       trainers.emplace_back([&, p] {
-        auto stub = pb::CollectiveService::NewStub(
-            grpc::CreateChannel((*cluster)->address(p), grpc::InsecureChannelCredentials()));
-        grpc::ClientContext context;
-        context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
-        pb::ReduceScatterRequest request;
-        request.set_tensor_id(partial->id);
-        request.set_op(pb::REDUCE_OP_SUM);
-        request.set_scatter_dim(0);
-        request.set_controller(pb::CONTROLLER_MULTI);
         pb::CollectiveResponse response;
-        called[p] = stub->ReduceScatter(&context, request, &response);
+        called[p] = reduce_scatter(p, &response);
         if (called[p].ok() && p == 0) {
           deleted = client::TensorClient(*clients[0]).Delete({response.tensor().id()}).status();
         }
