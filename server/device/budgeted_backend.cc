@@ -62,6 +62,7 @@ void BudgetedBackend::ScheduleRefill(int index, int64_t block_bytes) {
   absl::MutexLock lock(&refills_->mu);
   if (refills_->stop || refills_->queue.size() >= kMaxPendingRefills) return;
   refills_->queue.emplace_back(index, block_bytes);
+  refills_scheduled_.fetch_add(1, std::memory_order_relaxed);
   if (!refills_->thread.joinable()) refills_->thread = std::thread([this] { RunRefills(); });
 }
 

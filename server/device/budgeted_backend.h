@@ -78,6 +78,10 @@ class BudgetedBackend : public DeviceBackend {
   // their destructor, while their FreeBlock still works.
   void ReleaseCache() { ReleaseCachedBefore(absl::InfiniteFuture()); }
 
+  // Refills queued since start (RefillsWhenFreed), for tests: decided in the
+  // freeing call, so it is exact once that call returned.
+  int64_t refills_scheduled() const { return refills_scheduled_.load(std::memory_order_relaxed); }
+
  protected:
   // `devices` ids must be consecutive (the first one's id + local index),
   // as DeviceDescription promises; `cache_bytes_per_device` caps each
@@ -143,6 +147,7 @@ class BudgetedBackend : public DeviceBackend {
   std::vector<std::unique_ptr<DeviceMemory>> memory_;
   std::atomic<int64_t> released_{0};
   std::unique_ptr<Refills> refills_;
+  std::atomic<int64_t> refills_scheduled_{0};
 };
 
 }  // namespace placement::server

@@ -134,6 +134,34 @@ TEST(CpuExportTest, AnExportedBlockIsNeverReused) {
   EXPECT_EQ(backend->MemoryCached(0), 1 << 20);
 }
 
+TEST(CpuExportTest, ARefillStaysWithinTheCacheCap) {
+  CpuBackendOptions options;
+  options.num_devices = 1;
+  options.device_memory_bytes = 8 << 20;
+  options.cache_bytes_per_device = 1 << 20;
+  auto backend = CpuBackend::Create(options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  // A plain block fills the 1 MiB cache.
+  ASSERT_TRUE((*backend)->Allocate(0, 1 << 20).ok());
+  ASSERT_EQ((*backend)->MemoryCached(0), 1 << 20);
+  // An exported block freed now has no room to be replaced: no refill.
+  auto held = (*backend)->Allocate(0, 1 << 20);  // takes the cached block
+  auto exported = (*backend)->Allocate(0, 1 << 20);
+  ASSERT_TRUE(held.ok() && exported.ok());
+  held->reset();  // cached again: the cache is full
+  ASSERT_TRUE((*backend)->ExportShard(**exported).ok());
+  exported->reset();
+  EXPECT_EQ((*backend)->refills_scheduled(), 0);
+  EXPECT_EQ((*backend)->MemoryCached(0), 1 << 20);
+  // With room, one is.
+  auto again = (*backend)->Allocate(0, 1 << 20);  // empties the cache
+  auto second = (*backend)->Allocate(0, 1 << 20);
+  ASSERT_TRUE(again.ok() && second.ok());
+  ASSERT_TRUE((*backend)->ExportShard(**second).ok());
+  second->reset();
+  EXPECT_EQ((*backend)->refills_scheduled(), 1);
+}
+
 TEST(CpuExportTest, PastTheMemoryFileBoundExportsAreCopies) {
   auto backend = MakeBackend(/*max_file_blocks=*/1);
   auto first = backend->Allocate(0, 1 << 20);
