@@ -25,6 +25,12 @@ ABSL_FLAG(int32_t, heartbeat_misses, 10,
 ABSL_FLAG(absl::Duration, cluster_op_timeout, absl::Seconds(60),
           "Bound on one cross-daemon operation: multi-controller barriers, prepared shards "
           "waiting for their commit, Gloo operations.");
+ABSL_FLAG(bool, cluster_check_collectives, false,
+          "Check every multi-controller collective before it runs: one small exchange between "
+          "the daemons (about one network round trip) that turns calls issued in a different "
+          "order or with different arguments on different processes into INVALID_ARGUMENT "
+          "instead of a wait until --cluster_op_timeout (as TORCH_DISTRIBUTED_DEBUG=DETAIL "
+          "does). Off: only a set's first call is compared.");
 ABSL_FLAG(std::string, peer_tls_server_name, "",
           "The name checked in other daemons' certificates (default: the host dialled).");
 ABSL_FLAG(std::string, peer_token_file, "",
@@ -43,6 +49,7 @@ DaemonClusterConfig DaemonClusterConfigFromFlags() {
   config.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   config.heartbeat_misses = absl::GetFlag(FLAGS_heartbeat_misses);
   config.op_timeout = absl::GetFlag(FLAGS_cluster_op_timeout);
+  config.check_collectives = absl::GetFlag(FLAGS_cluster_check_collectives);
   config.peer_tls_server_name = absl::GetFlag(FLAGS_peer_tls_server_name);
   config.peer_token_file = absl::GetFlag(FLAGS_peer_token_file);
   return config;

@@ -416,6 +416,8 @@ absl::Status ServiceSet::Impl::CreateClusterEngine() {
   engine.process_of = [cluster](int64_t device) { return cluster->ProcessOf(device); };
   engine.timeout = cluster->config().op_timeout;
   engine.gap_timeout = std::min(cluster->config().op_timeout, absl::Seconds(10));
+  engine.check_calls = cluster->config().check_collectives;
+  engine.store = cluster->coordinator();
   engine.on_failure = [cluster](const CrossProcessTicket& ticket, const absl::Status& status) {
     cluster->coordinator()
         ->ReportContextFailure(ticket.set_key, static_cast<int64_t>(ticket.generation),

@@ -74,6 +74,9 @@ struct ClusterConfig {
   // Bound on one cross-daemon operation: multi-controller barriers, pending
   // tensors waiting for their commit, Gloo operations.
   absl::Duration op_timeout = absl::Seconds(60);
+  // Multi-controller calls are checked alike on every process before they
+  // run (ClusterEngineOptions::check_calls).
+  bool check_collectives = false;
 
   bool enabled() const { return num_processes > 1 || !coordinator.empty(); }
   absl::Duration detection_bound() const { return heartbeat_interval * heartbeat_misses; }

@@ -235,29 +235,57 @@ TEST_P(ClusterCollectivesTest, MultiControllerCallsMeetAndRunOnce) {
   }
   std::vector<double> got = Doubles(responses[0].tensor().id());
   for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(got[i], n_ * (n_ - 1) + n_ * i);
-
-  // Trainers that disagree get INVALID_ARGUMENT naming both processes.
-  std::vector<std::thread> again;
-  for (int p = 0; p < cluster_->size(); ++p) {
-    again.emplace_back([&, p] {
-      pb::AllReduceRequest request;
-      request.set_tensor_id(id);
-      request.set_op(p == 0 ? pb::REDUCE_OP_MAX : pb::REDUCE_OP_SUM);
-      request.set_controller(pb::CONTROLLER_MULTI);
-      statuses[p] = AllReduceOn(cluster_->address(p), request, &responses[p]);
-    });
-  }
-  for (auto& t : again) t.join();
-  for (int p = 0; p < cluster_->size(); ++p) {
-    EXPECT_EQ(statuses[p].error_code(), grpc::StatusCode::INVALID_ARGUMENT) << p;
-    EXPECT_THAT(statuses[p].error_message(), HasSubstr("asked for different collectives"));
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Clusters, ClusterCollectivesTest,
                          ::testing::Values(ClusterLayout{2, 4}, ClusterLayout{4, 2},
                                            ClusterLayout{2, 4, true}),
                          LayoutName);
+
+// With --cluster_check_collectives every multi-controller call is compared
+// before it runs: trainers that disagree get INVALID_ARGUMENT naming both
+// processes at once (without it they wait out --cluster_op_timeout, as
+// NCCL ranks that disagree hang; the engine test covers that).
+class CheckedClusterCollectivesTest : public ClusterCollectivesTest {
+ protected:
+  void SetUp() override {
+    StartCluster(GetParam(), {"--cluster_op_timeout=20s", "--cluster_check_collectives"});
+  }
+};
+
+TEST_P(CheckedClusterCollectivesTest, MultiControllerCallsThatDifferFailAtOnce) {
+  const std::string id = Blocks(1, 5, [](int d, int64_t i) { return 2.0 * d + i; });
+  std::vector<pb::CollectiveResponse> responses(cluster_->size());
+  std::vector<grpc::Status> statuses(cluster_->size());
+  for (int round = 0; round < 2; ++round) {
+    // Round 0 forms the set (its first call is compared at the
+    // coordinator); round 1 is a steady-state call, compared by the check.
+    std::vector<std::thread> trainers;
+    for (int p = 0; p < cluster_->size(); ++p) {
+      trainers.emplace_back([&, p] {
+        pb::AllReduceRequest request;
+        request.set_tensor_id(id);
+        request.set_op(round == 1 && p == 0 ? pb::REDUCE_OP_MAX : pb::REDUCE_OP_SUM);
+        request.set_controller(pb::CONTROLLER_MULTI);
+        statuses[p] = AllReduceOn(cluster_->address(p), request, &responses[p]);
+      });
+    }
+    for (auto& t : trainers) t.join();
+    if (round == 0) {
+      for (int p = 0; p < cluster_->size(); ++p) {
+        ASSERT_TRUE(statuses[p].ok()) << p << ": " << statuses[p].error_message();
+      }
+      ASSERT_TRUE(tensors_[0]->Delete({responses[0].tensor().id()}).ok());
+    }
+  }
+  for (int p = 0; p < cluster_->size(); ++p) {
+    EXPECT_EQ(statuses[p].error_code(), grpc::StatusCode::INVALID_ARGUMENT) << p;
+    EXPECT_THAT(statuses[p].error_message(), HasSubstr("asked for different collectives"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Clusters, CheckedClusterCollectivesTest,
+                         ::testing::Values(ClusterLayout{2, 4}), LayoutName);
 
 }  // namespace
 }  // namespace placement::testing

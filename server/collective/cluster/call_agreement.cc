@@ -38,6 +38,27 @@ std::string Described(const absl::Status& status) {
 
 }  // namespace
 
+absl::Status PartFailedError(int32_t process, const absl::Status& status) {
+  return absl::AbortedError(
+      absl::StrCat("process ", process, " failed its part: ", Described(status)));
+}
+
+std::string EncodeForfeit(int32_t process, const CallWord& word) {
+  std::string out(4, '\0');
+  Put<uint32_t>(out, 0, static_cast<uint32_t>(process));
+  return out + EncodeCallWord(word);
+}
+
+absl::StatusOr<std::pair<int32_t, CallWord>> DecodeForfeit(absl::string_view notice) {
+  if (notice.size() != 4 + kCallWordBytes) {
+    return absl::InternalError(absl::StrCat("a malformed forfeit notice of ", notice.size(),
+                                            " bytes (expected ", 4 + kCallWordBytes, ")"));
+  }
+  absl::StatusOr<CallWord> word = DecodeCallWord(notice.substr(4));
+  if (!word.ok()) return word.status();
+  return std::make_pair(static_cast<int32_t>(Get<uint32_t>(notice, 0)), *std::move(word));
+}
+
 bool IsConsequenceCode(absl::StatusCode code) {
   return code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded ||
          code == absl::StatusCode::kCancelled || code == absl::StatusCode::kAborted;
@@ -95,8 +116,7 @@ absl::Status JudgeRound(const std::vector<int32_t>& processes, size_t self,
   const bool other_cause = blamed.has_value() && !IsConsequenceCode(words[*blamed].status.code());
   if (!mine.ok() && !other_cause) return mine;
   if (blamed.has_value()) {
-    return absl::AbortedError(absl::StrCat("process ", processes[*blamed],
-                                           " failed its part: ", Described(words[*blamed].status)));
+    return PartFailedError(processes[*blamed], words[*blamed].status);
   }
   for (size_t i = 0; i < words.size(); ++i) {
     if (i == self) continue;

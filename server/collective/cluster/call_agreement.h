@@ -11,6 +11,11 @@
 // round). Every process concludes the same way from the same words
 // (JudgeRound).
 //
+// Without the round (ClusterEngineOptions::check_calls off, the default), a
+// part that fails first leaves a forfeit notice -- the same word, with its
+// process -- in the rendezvous store and closes the set's connections; the
+// others' operations fail at once and read the notice to say who failed.
+//
 // Pure functions; thread-compatible.
 #ifndef PLACEMENT_SERVER_COLLECTIVE_CLUSTER_CALL_AGREEMENT_H_
 #define PLACEMENT_SERVER_COLLECTIVE_CLUSTER_CALL_AGREEMENT_H_
@@ -18,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -53,6 +59,15 @@ absl::StatusOr<CallWord> DecodeCallWord(absl::string_view block);
 //   else OK.
 absl::Status JudgeRound(const std::vector<int32_t>& processes, size_t self,
                         const std::vector<CallWord>& words, absl::string_view set);
+
+// The error a process reports when `process`'s part failed with `status`:
+// ABORTED "process P failed its part: CODE: message".
+absl::Status PartFailedError(int32_t process, const absl::Status& status);
+
+// A forfeit notice: `process` failed its part of `word.call` with
+// `word.status`. Decode: INTERNAL for a malformed notice.
+std::string EncodeForfeit(int32_t process, const CallWord& word);
+absl::StatusOr<std::pair<int32_t, CallWord>> DecodeForfeit(absl::string_view notice);
 
 // The codes that report another part's failure rather than a cause.
 bool IsConsequenceCode(absl::StatusCode code);

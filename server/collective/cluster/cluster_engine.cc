@@ -28,6 +28,24 @@ uint32_t ItemTag(uint64_t ticket, uint32_t ordinal) {
 // learn it (a tag from the number would leave them waiting apart).
 constexpr uint32_t kAgreementTag = 0xffffffff;
 
+// The tag base of a call-ordered ticket: its number mixed with its request
+// digest, so processes that asked for different calls as the same number
+// never match each other's operations.
+uint64_t OrderedTagBase(const CrossProcessTicket& t) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : t.digest) h = (h ^ c) * 0x100000001b3ULL;
+  return t.ticket + (h % 0x3fffff);
+}
+
+// Where a call-ordered part that fails first leaves its notice: one key per
+// formation (set, epoch, generation), which forms again after it.
+std::string ForfeitPrefix(const std::string& set_key, uint64_t epoch, uint64_t generation) {
+  return absl::StrCat("forfeit/", set_key, "/e", epoch, "/g", generation, "/");
+}
+std::string ForfeitKey(const CrossProcessTicket& t) {
+  return absl::StrCat(ForfeitPrefix(t.set_key, t.epoch, t.generation), "notice");
+}
+
 std::string TicketName(const CrossProcessTicket& t) {
   return absl::StrCat("set ", t.set_key, ", epoch ", t.epoch, ", generation ", t.generation,
                       ", ticket ", t.ticket);
@@ -121,12 +139,80 @@ absl::Status ClusterEngine::RunOrdered(CollectiveKind kind, absl::Span<const Col
   turn.deadline = absl::Now() + options_.timeout;
   RETURN_IF_ERROR(sequencer->Acquire(ticket.ticket, turn));
   if (mine.ok()) mine = context.Check();
-  RETURN_IF_ERROR(Agree(ticket, mine));
+  if (options_.check_calls) {
+    RETURN_IF_ERROR(Agree(ticket, mine));
+  } else {
+    // The previous call's late failure, or this part's own: nobody runs
+    // the items.
+    const absl::Status late = TakeLate(ticket.set_key);
+    if (!mine.ok() || !late.ok()) {
+      const absl::Status why = mine.ok() ? late : mine;
+      ForfeitOrdered(ticket, why);
+      return why;
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     formations_[ticket.set_key].passed = ticket.ticket;
   }
-  return RunInTurn(kind, items, plans, context);
+  const uint64_t aborts = process_aborts_.load();
+  absl::Status status = RunInTurn(kind, items, plans, context);
+  if (status.ok() || options_.check_calls || process_aborts_.load() != aborts) return status;
+  // Another part gave the call up before its items: that is the cause, and
+  // nobody's call returned, so this failure is not late.
+  std::optional<absl::Status> cause = ForfeitedBy(ticket);
+  if (!cause.has_value()) return status;
+  absl::MutexLock lock(&mu_);
+  formations_[ticket.set_key].passed.reset();
+  return *cause;
+}
+
+absl::Status ClusterEngine::TakeLate(const std::string& set_key) {
+  absl::MutexLock lock(&mu_);
+  absl::Status late = std::move(formations_[set_key].late);
+  formations_[set_key].late = absl::OkStatus();
+  return late;
+}
+
+void ClusterEngine::ForfeitOrdered(const CrossProcessTicket& ticket, const absl::Status& why) {
+  if (ticket.processes.size() < 2) return;
+  if (options_.store != nullptr) {
+    CallWord word;
+    word.call = ticket.ticket;
+    word.digest = ticket.digest;
+    word.status = why;
+    absl::Status posted =
+        options_.store->Set(ForfeitKey(ticket), EncodeForfeit(options_.process_index, word));
+    if (!posted.ok()) {
+      LogWarning("cluster collective (", TicketName(ticket),
+                 "): could not leave the forfeit notice: ", posted.message());
+    }
+  }
+  if (options_.transport != nullptr) {
+    const TransportGroupKey full{ticket.epoch, ticket.set_key, ticket.generation, ticket.processes};
+    if (!options_.transport->Connected(full)) {
+      // Peers may wait in the full set's rendezvous for this process.
+      options_.transport->Connect(full, std::min(options_.gap_timeout, options_.timeout))
+          .IgnoreError();
+    }
+    options_.transport->AbortGeneration(ticket.epoch, ticket.set_key, ticket.generation);
+  }
+  ReportFailure(ticket, absl::Status(why.code(), absl::StrCat("forfeited here: ", why.message())));
+}
+
+std::optional<absl::Status> ClusterEngine::ForfeitedBy(const CrossProcessTicket& ticket) {
+  if (options_.store == nullptr) return std::nullopt;
+  // Left before the forfeiting process closed its connections, so before
+  // this process's operation failed: no wait.
+  absl::StatusOr<std::string> notice =
+      options_.store->Get(ForfeitKey(ticket), absl::ZeroDuration());
+  if (!notice.ok()) return std::nullopt;
+  absl::StatusOr<std::pair<int32_t, CallWord>> decoded = DecodeForfeit(*notice);
+  if (!decoded.ok() || decoded->first == options_.process_index ||
+      decoded->second.call != ticket.ticket) {
+    return std::nullopt;
+  }
+  return PartFailedError(decoded->first, decoded->second.status);
 }
 
 absl::Status ClusterEngine::Agree(const CrossProcessTicket& ticket, const absl::Status& mine) {
@@ -193,7 +279,16 @@ absl::Status ClusterEngine::Settle(const CrossProcessTicket& ticket, const absl:
     if (absl::Status s = (*sequencer)->Acquire(ticket.ticket, turn); !s.ok()) {
       return here.ok() ? s : here;
     }
-    absl::Status agreed = Agree(ticket, here);
+    absl::Status agreed = here;
+    if (options_.check_calls) {
+      agreed = Agree(ticket, here);
+    } else {
+      const absl::Status late = TakeLate(ticket.set_key);
+      if (!here.ok() || !late.ok()) {
+        agreed = here.ok() ? late : here;
+        ForfeitOrdered(ticket, agreed);
+      }
+    }
     (*sequencer)->Finish(ticket.ticket);
     return agreed;
   }
@@ -251,9 +346,10 @@ absl::Status ClusterEngine::RunSpanning(CollectiveKind kind, size_t index, uint3
         ProcessListKey(plan.processes), " but this build has no cross-process transport"));
   }
   const TransportGroupKey key{ticket.epoch, ticket.set_key, ticket.generation, plan.processes};
-  absl::Status status = options_.transport->Run(
-      kind, item, plan, key, ItemTag(ticket.ticket, ordinal), Budget(context),
-      absl::StrCat("item ", index, ", ", TicketName(ticket)));
+  const uint64_t base = ticket.call_ordered ? OrderedTagBase(ticket) : ticket.ticket;
+  absl::Status status =
+      options_.transport->Run(kind, item, plan, key, ItemTag(base, ordinal), Budget(context),
+                              absl::StrCat("item ", index, ", ", TicketName(ticket)));
   // The transport aborted the group; the set needs a new generation.
   if (!status.ok()) ReportFailure(ticket, status);
   return status;
@@ -326,6 +422,15 @@ absl::StatusOr<std::shared_ptr<TicketSequencer>> ClusterEngine::SequencerFor(
       if (options_.transport != nullptr) {
         options_.transport->AbortGeneration(retired.epoch, ticket.set_key, retired.generation);
       }
+      // Every process of the set met again to form the new one, so nobody
+      // still reads the retired formation's forfeit notice: the lowest
+      // process deletes it.
+      if (options_.store != nullptr && !ticket.processes.empty() &&
+          ticket.processes.front() == options_.process_index) {
+        options_.store
+            ->DeletePrefix(ForfeitPrefix(ticket.set_key, retired.epoch, retired.generation))
+            .IgnoreError();
+      }
     }
     return current;
   }
@@ -344,6 +449,7 @@ absl::StatusOr<std::shared_ptr<TicketSequencer>> ClusterEngine::SequencerFor(
 }
 
 void ClusterEngine::AbortProcess(int32_t process, const std::string& why) {
+  process_aborts_.fetch_add(1);
   if (options_.transport != nullptr) options_.transport->AbortProcess(process, why);
 }
 

@@ -28,18 +28,28 @@
 // one (its sequencer closes, its transport groups are aborted), and an
 // epoch change does not (a formation lives until its set re-forms, so an
 // unrelated membership change costs its calls nothing). In its turn such a
-// call first exchanges one small word per process on the set's full group
-// (call_agreement.h: number, request digest, status so far) -- the one
-// round a steady-state call adds to its collective; when every process
-// asked for the same call and none failed, the items run. The turn is kept
-// after Run returns: the caller commits its part and then calls Settle,
-// which passes the turn on. A failure before Run (nothing allocated) is
-// told to the others by Settle in that round, so they skip the items and
-// fail at once, ABORTED naming it. A part that fails after the round (the
-// items, or the caller's commit) is not agreed -- the others' calls may
-// have returned -- and is told in the set's next call's round instead: that
-// call fails everywhere, ABORTED naming it, so every process stays at the
-// same number.
+// call runs its items at once (steady state: nothing but the collective);
+// its tags derive from the call's number and request digest, so processes
+// that asked for different calls never exchange each other's bytes (they
+// wait until `timeout`, as NCCL ranks that disagree do). With check_calls
+// (--cluster_check_collectives), the call first exchanges one small word
+// per process on the set's full group (call_agreement.h: number, request
+// digest, status so far) -- one more round per call -- and calls that
+// differ fail at once, INVALID_ARGUMENT naming both processes. The turn is
+// kept after Run returns: the caller commits its part and then calls
+// Settle, which passes the turn on.
+//
+// A part that fails before its items (nothing allocated; Settle without
+// Run, or Run refusing its items) forfeits the call: it leaves a notice in
+// `store` (its process, the call, the failure) and closes the set's
+// connections of that generation, so the others' items fail at once; they
+// read the notice and fail ABORTED "process P failed its part: ...". (With
+// check_calls the failure is told in the round instead and nobody runs
+// the items.) A part that fails after its items started (the items, or the
+// caller's commit) may have let the others' calls return: it is told in the
+// set's next call, which fails everywhere (forfeited here, ABORTED naming
+// it elsewhere), so every process stays at the same number; the caller
+// then forms the set again.
 //
 // Groups. Each spanning item runs on the transport's group of (epoch, set,
 // generation, subset), where the subset is the sorted distinct processes of
@@ -82,6 +92,7 @@
 #ifndef PLACEMENT_SERVER_COLLECTIVE_CLUSTER_CLUSTER_ENGINE_H_
 #define PLACEMENT_SERVER_COLLECTIVE_CLUSTER_CLUSTER_ENGINE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -101,6 +112,7 @@
 #include "server/collective/cluster/ticket_sequencer.h"
 #include "server/collective/collective_engine.h"
 #include "server/collective/transport/cross_process_transport.h"
+#include "server/collective/transport/rendezvous_store.h"
 
 namespace placement::server {
 
@@ -122,6 +134,14 @@ struct ClusterEngineOptions {
   absl::Duration timeout = absl::Seconds(30);
   // How long a ticket waits for a missing predecessor before skipping it.
   absl::Duration gap_timeout = absl::Seconds(5);
+  // Call-ordered tickets: exchange a word per call before the items
+  // (see above). Off: only the forfeit notices below.
+  bool check_calls = false;
+  // Where a call-ordered part that fails first leaves its forfeit notice for
+  // the others (the coordinator's key-value store). Not owned; outlives the
+  // engine. Null: the others' error is the transport's ("Connection closed
+  // by peer").
+  RendezvousStore* store = nullptr;
   // Called (on the failing call's thread, before its ticket's successors
   // may run) with the call's ticket and status after each failure of a
   // transport group, so the cluster can bump the set's generation. Must not
@@ -194,6 +214,15 @@ class ClusterEngine final : public CollectiveEngine {
                           const CollectiveContext& context);
   // The agreement round of a call-ordered ticket on the set's full group.
   absl::Status Agree(const CrossProcessTicket& ticket, const absl::Status& mine);
+  // Without check_calls: this process gives up call-ordered `ticket` with
+  // `why` in its turn (notice, then the generation's connections closed).
+  void ForfeitOrdered(const CrossProcessTicket& ticket, const absl::Status& why);
+  // The notice another process left for `ticket`, as the error to report;
+  // nullopt when there is none.
+  std::optional<absl::Status> ForfeitedBy(const CrossProcessTicket& ticket);
+  // Takes the failure of the set's previous call that its next call must
+  // tell (OK when none).
+  absl::Status TakeLate(const std::string& set_key);
   // Runs a planned call in its ticket's turn.
   absl::Status RunInTurn(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                          const std::vector<ClusterItemPlan>& plans,
@@ -208,6 +237,9 @@ class ClusterEngine final : public CollectiveEngine {
   absl::Duration Budget(const CollectiveContext& context) const;
 
   const ClusterEngineOptions options_;
+  // AbortProcess calls so far: a call that failed while it grew was ended
+  // by the cluster (a lost process), not by a forfeit.
+  std::atomic<uint64_t> process_aborts_{0};
   absl::Mutex mu_;
   uint64_t min_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // (epoch, set key) -> sequencer.

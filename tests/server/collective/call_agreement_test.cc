@@ -86,5 +86,20 @@ TEST(CallAgreementTest, AFailedPartIsTheCauseEverywhere) {
   EXPECT_EQ(s.message(), "process 0 failed its part: UNAVAILABLE: closed");
 }
 
+TEST(CallAgreementTest, AForfeitNoticeCarriesItsProcessCallAndFailure) {
+  const std::string notice =
+      EncodeForfeit(7, Word(12, "digest", absl::ResourceExhaustedError("device 7: 64 bytes")));
+  absl::StatusOr<std::pair<int32_t, CallWord>> decoded = DecodeForfeit(notice);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->first, 7);
+  EXPECT_EQ(decoded->second.call, 12u);
+  EXPECT_EQ(decoded->second.status, absl::ResourceExhaustedError("device 7: 64 bytes"));
+  EXPECT_EQ(PartFailedError(decoded->first, decoded->second.status).message(),
+            "process 7 failed its part: RESOURCE_EXHAUSTED: device 7: 64 bytes");
+  absl::Status bad = DecodeForfeit(notice.substr(1)).status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("a malformed forfeit notice of 515 bytes"));
+}
+
 }  // namespace
 }  // namespace placement::server

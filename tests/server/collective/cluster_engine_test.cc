@@ -351,8 +351,24 @@ CrossProcessTicket Ordered(uint64_t call, std::string digest,
   return t;
 }
 
-TEST(ClusterEngineTest, CallOrderedTicketsRunAndSettleWithoutACoordinator) {
-  SimulatedCluster c({2});
+// Call-ordered tickets behave alike with and without the per-call check
+// (check_calls), except for calls that differ (below).
+class CallOrderedTest : public ::testing::TestWithParam<bool> {
+ protected:
+  ClusterOptions Options() const {
+    ClusterOptions options;
+    options.check_calls = GetParam();
+    return options;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Check, CallOrderedTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("Checked") : std::string("Unchecked");
+                         });
+
+TEST_P(CallOrderedTest, TicketsRunAndSettleWithoutACoordinator) {
+  SimulatedCluster c(Options());
   for (uint64_t call = 0; call < 3; ++call) {
     Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 32, 0,
                         static_cast<int>(call) + 1);
@@ -369,11 +385,13 @@ TEST(ClusterEngineTest, CallOrderedTicketsRunAndSettleWithoutACoordinator) {
   }
 }
 
-TEST(ClusterEngineTest, CallOrderedMismatchFailsEverywhereWithoutRunningTheItems) {
-  // Process 0 asks for an all-reduce, process 1 for an all-gather as the
-  // same call: neither runs (different Gloo operations would wait for each
-  // other until the timeout); both name the other.
-  SimulatedCluster c({2});
+TEST(ClusterEngineTest, CheckedCallOrderedMismatchFailsEverywhereWithoutRunningTheItems) {
+  // With check_calls: process 0 asks for an all-reduce, process 1 for an
+  // all-gather as the same call: neither runs (different Gloo operations
+  // would wait for each other until the timeout); both name the other.
+  ClusterOptions options;
+  options.check_calls = true;
+  SimulatedCluster c(options);
   Group reduce =
       MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 32, 0, 1);
   Group gather =
@@ -409,8 +427,11 @@ TEST(ClusterEngineTest, CallOrderedMismatchFailsEverywhereWithoutRunningTheItems
   ExpectResult(next);
 }
 
-TEST(ClusterEngineTest, CallOrderedPartThatFailedBeforeRunIsNamedByTheOthers) {
-  SimulatedCluster c({2});
+TEST_P(CallOrderedTest, PartThatFailedBeforeRunIsNamedByTheOthers) {
+  InMemoryRendezvousStore store;
+  ClusterOptions options = Options();
+  options.store = &store;
+  SimulatedCluster c(options);
   Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 32, 0, 1);
   const CrossProcessTicket ticket = Ordered(0, "d");
   const absl::Status no_room = absl::ResourceExhaustedError("device 1: 128 bytes over budget");
@@ -427,13 +448,76 @@ TEST(ClusterEngineTest, CallOrderedPartThatFailedBeforeRunIsNamedByTheOthers) {
   EXPECT_EQ(statuses[0].code(), absl::StatusCode::kAborted) << statuses[0];
   EXPECT_EQ(statuses[0].message(),
             "process 1 failed its part: RESOURCE_EXHAUSTED: device 1: 128 bytes over budget");
+  // The set forms again (a new generation) and runs; the old formation's
+  // forfeit notice is gone from the store.
+  CrossProcessTicket again = Ordered(0, "d");
+  again.generation = 1;
+  auto next = OnProcesses({0, 1}, [&](int p) {
+    CollectiveItem item = ItemFor(g, p);
+    CollectiveContext context;
+    context.ticket = &again;
+    return c.engine(p).Settle(again,
+                              c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
+  });
+  for (const auto& s : next) ASSERT_TRUE(s.ok()) << s;
+  ExpectResult(g);
+  EXPECT_EQ(*store.DeletePrefix("forfeit/"), 0);
 }
 
-TEST(ClusterEngineTest, CallOrderedFailureAfterTheRoundFailsTheNextCallEverywhere) {
+TEST(ClusterEngineTest, UncheckedCallsThatDifferNeverExchangeBytesAndFailTheNextCallEverywhere) {
+  // Without check_calls, an all-reduce (SUM) on process 0 and one (MAX) on
+  // process 1 as the same call: their operations carry different tags, so
+  // neither reads the other's bytes; both wait out the timeout (as NCCL
+  // ranks that disagree hang). The next call then fails on both, so they
+  // stay at the same number, and the set forms again after it.
+  ClusterOptions options;
+  options.timeout = absl::Seconds(1);
+  SimulatedCluster c(options);
+  Group sum =
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 32, 0, 1);
+  Group max =
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kMax, {0, 1}, 32, 0, 2);
+  const CrossProcessTicket t0 = Ordered(0, "sum"), t0_max = Ordered(0, "max");
+  auto first = OnProcesses({0, 1}, [&](int p) {
+    const CrossProcessTicket& ticket = p == 0 ? t0 : t0_max;
+    CollectiveItem item = ItemFor(p == 0 ? sum : max, p);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    return c.engine(p).Settle(ticket,
+                              c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
+  });
+  for (const auto& s : first) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  }
+  const CrossProcessTicket t1 = Ordered(1, "sum");
+  auto second = OnProcesses({0, 1}, [&](int p) {
+    CollectiveItem item = ItemFor(sum, p);
+    CollectiveContext context;
+    context.ticket = &t1;
+    return c.engine(p).Settle(t1, c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
+  });
+  for (const auto& s : second) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("failed after the collective ran"));
+  }
+  CrossProcessTicket formed = Ordered(0, "sum");
+  formed.generation = 1;
+  auto third = OnProcesses({0, 1}, [&](int p) {
+    CollectiveItem item = ItemFor(sum, p);
+    CollectiveContext context;
+    context.ticket = &formed;
+    return c.engine(p).Settle(formed,
+                              c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
+  });
+  for (const auto& s : third) ASSERT_TRUE(s.ok()) << s;
+  ExpectResult(sum);
+}
+
+TEST_P(CallOrderedTest, FailureAfterTheRoundFailsTheNextCallEverywhere) {
   // Process 1's commit of call 0 fails after the collective ran: process 0's
   // call returned. Call 1 then fails on both, naming it, so both stay at the
   // same number (and the set forms again at call 2).
-  SimulatedCluster c({2});
+  SimulatedCluster c(Options());
   Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 16, 0, 4);
   const CrossProcessTicket t0 = Ordered(0, "d"), t1 = Ordered(1, "d");
   std::vector<bool> late(2, false);

@@ -84,6 +84,8 @@ struct ClusterOptions {
   // through (null: the cluster's own InMemoryRendezvousStore).
   std::string transport = "gloo";
   RendezvousStore* store = nullptr;
+  // ClusterEngineOptions::check_calls.
+  bool check_calls = false;
 };
 
 struct Failure {
@@ -125,6 +127,8 @@ class SimulatedCluster {
       };
       o.timeout = options.timeout;
       o.gap_timeout = options.gap_timeout;
+      o.check_calls = options.check_calls;
+      o.store = t.store;
       o.on_failure = [this, p](const CrossProcessTicket& t, const absl::Status& s) {
         absl::MutexLock lock(&mu_);
         failures_.push_back(Failure{p, t.ticket, s.code()});
