@@ -25,10 +25,12 @@
 //            (barrier "mcs/<set>/form": the same request everywhere, the
 //            formation's epoch, generation and a random token from which
 //            every daemon derives the same result ids). In the steady state
-//            the cluster engine checks on the transport, in one small
-//            exchange before any bytes move, that every daemon asked for the
-//            same call and that none failed before it; runs it; each daemon
-//            commits its part (ClusterEngine::Settle passes the turn on). A
+//            the cluster engine runs the collective at once (with
+//            --cluster_check_collectives it first checks, in one small
+//            exchange, that every daemon asked for the same call; without,
+//            a part that failed before it forfeits and the others name it);
+//            each daemon commits its part (ClusterEngine::Settle passes the
+//            turn on). A
 //            peer's read of a result this daemon numbered but has not
 //            committed yet waits for it (AwaitSettled), so once any
 //            participant's call returned the results are readable on every

@@ -13,7 +13,8 @@
 //            same tag;
 //   Exchange a small fixed-size block with every process of a group (an
 //            all-gather of a few hundred bytes): the cluster engine's
-//            agreement rounds of multi-controller calls (the same request,
+//            agreement rounds of multi-controller calls with
+//            --cluster_check_collectives (the same request,
 //            every part's outcome) without a coordinator round trip;
 //   Abort    a group: its connections close, so peers inside an operation
 //            on it fail at once, and its key is refused from then on (its
