@@ -189,18 +189,34 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
   ticket.epoch = static_cast<uint64_t>(taken.epoch);
   ticket.generation = static_cast<uint64_t>(taken.generation);
   ticket.ticket = static_cast<uint64_t>(taken.ticket);
+  // Every participant's part at once: the peers' through asynchronous
+  // Prepare calls, this daemon's on this thread meanwhile.
   std::vector<std::vector<std::unique_ptr<Tensor>>> records(participants.size());
-  absl::Status ran = FanOut(participants, [&](int32_t p) -> absl::Status {
-    const size_t slot =
-        std::find(participants.begin(), participants.end(), p) - participants.begin();
-    absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
-        p == cluster_->process_index()
-            ? Participate(participants, ids, p, request, context, ticket)
-            : peers_->PrepareCollective(p, request, op_key, participants, ids, ticket);
-    if (!part.ok()) return part.status();
-    records[slot] = *std::move(part);
-    return absl::OkStatus();
-  });
+  const int32_t self = cluster_->process_index();
+  auto slot_of = [&](int32_t p) {
+    return static_cast<size_t>(std::find(participants.begin(), participants.end(), p) -
+                               participants.begin());
+  };
+  absl::Status ran = FanOutAsync(
+      participants,
+      [&](int32_t p, PeerTransport::Done done) {
+        const size_t slot = slot_of(p);
+        return peers_->StartPrepareCollective(
+            p, request, op_key, participants, ids, ticket,
+            [&records, slot,
+             done = std::move(done)](absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part) {
+              if (part.ok()) records[slot] = *std::move(part);
+              done(part.status());
+            });
+      },
+      self,
+      [&]() -> absl::Status {
+        absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
+            Participate(participants, ids, self, request, context, ticket);
+        if (!part.ok()) return part.status();
+        records[slot_of(self)] = *std::move(part);
+        return absl::OkStatus();
+      });
   auto fail = [&](absl::Status status) -> absl::Status {
     tensors_->AbortOn(participants, ids);
     // A donated input may be half consumed: it is gone everywhere.
@@ -286,7 +302,9 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& tenant,
     for (int32_t p : cluster_->AlivePeers()) {
       if (!std::binary_search(participants.begin(), participants.end(), p)) others.push_back(p);
     }
-    FanOut(others, [&](int32_t p) { return peers_->Commit(p, records, donated); }).IgnoreError();
+    FanOutAsync(others, [&](int32_t p, PeerTransport::Done done) {
+      return peers_->StartCommit(p, records, donated, std::move(done));
+    }).IgnoreError();
   }
   return committed;
 }

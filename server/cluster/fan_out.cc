@@ -1,9 +1,12 @@
 #include "server/cluster/fan_out.h"
 
+#include <algorithm>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace placement::server {
 namespace {
@@ -32,16 +35,10 @@ bool IsConsequence(const absl::Status& status) {
   }
 }
 
-absl::Status FanOut(const std::vector<int32_t>& processes,
-                    const std::function<absl::Status(int32_t)>& fn) {
-  if (processes.size() == 1) return fn(processes.front());
-  std::vector<absl::Status> results(processes.size());
-  std::vector<std::thread> threads;
-  threads.reserve(processes.size());
-  for (size_t i = 0; i < processes.size(); ++i) {
-    threads.emplace_back([&, i] { results[i] = fn(processes[i]); });
-  }
-  for (std::thread& t : threads) t.join();
+namespace {
+
+// The status that explains a fan-out's results (see FanOut).
+absl::Status Explaining(const std::vector<absl::Status>& results) {
   for (const absl::Status& s : results) {
     if (!s.ok() && !IsConsequence(s)) return s;
   }
@@ -52,6 +49,62 @@ absl::Status FanOut(const std::vector<int32_t>& processes,
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status FanOutAsync(const std::vector<int32_t>& processes, const StartCall& start,
+                         int32_t here, const std::function<absl::Status()>& run_here) {
+  struct Waiting {
+    absl::Mutex mu;
+    size_t pending ABSL_GUARDED_BY(mu) = 0;
+    std::vector<absl::Status> results ABSL_GUARDED_BY(mu);
+  } waiting;
+  {
+    absl::MutexLock lock(&waiting.mu);
+    waiting.results.resize(processes.size());
+    for (int32_t p : processes) waiting.pending += p == here ? 0 : 1;
+  }
+  std::vector<std::unique_ptr<PeerTransport::PendingCall>> calls;
+  calls.reserve(processes.size());
+  for (size_t i = 0; i < processes.size(); ++i) {
+    if (processes[i] == here) continue;
+    calls.push_back(start(processes[i], [&waiting, i](absl::Status status) {
+      absl::MutexLock lock(&waiting.mu);
+      waiting.results[i] = std::move(status);
+      --waiting.pending;
+    }));
+  }
+  absl::Status mine = absl::OkStatus();
+  const bool takes_part = std::find(processes.begin(), processes.end(), here) != processes.end();
+  if (takes_part && run_here) mine = run_here();
+  std::vector<absl::Status> results;
+  {
+    absl::MutexLock lock(&waiting.mu);
+    waiting.mu.Await(absl::Condition(
+        +[](Waiting* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu) { return w->pending == 0; },
+        &waiting));
+    results = std::move(waiting.results);
+  }
+  for (size_t i = 0; i < processes.size(); ++i) {
+    if (processes[i] == here) results[i] = mine;
+  }
+  // Every `done` ran: the calls may go.
+  calls.clear();
+  return Explaining(results);
+}
+
+absl::Status FanOut(const std::vector<int32_t>& processes,
+                    const std::function<absl::Status(int32_t)>& fn) {
+  if (processes.size() == 1) return fn(processes.front());
+  std::vector<absl::Status> results(processes.size());
+  std::vector<std::thread> threads;
+  threads.reserve(processes.size());
+  for (size_t i = 0; i < processes.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = fn(processes[i]); });
+  }
+  for (std::thread& t : threads) t.join();
+  return Explaining(results);
 }
 
 }  // namespace placement::server

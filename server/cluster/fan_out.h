@@ -7,9 +7,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "server/cluster/peer_transport.h"
 
 namespace placement::server {
 
@@ -33,6 +35,18 @@ bool IsUnreachable(const absl::Status& status);
 // first.
 absl::Status FanOut(const std::vector<int32_t>& processes,
                     const std::function<absl::Status(int32_t)>& fn);
+
+// The same without a thread per process: start(p, done) starts an
+// asynchronous call to every process but `here` (PeerTransport's Start*
+// forms) and returns it; meanwhile run_here() (when given, and `here` is
+// one of `processes`) runs on the calling thread as `here`'s part. Returns once every call's `done` ran,
+// then destroys the calls, and picks the error as FanOut does (in the
+// order of `processes`, `here` included).
+using StartCall = std::function<std::unique_ptr<PeerTransport::PendingCall>(
+    int32_t process, PeerTransport::Done done)>;
+absl::Status FanOutAsync(const std::vector<int32_t>& processes, const StartCall& start,
+                         int32_t here = -1,
+                         const std::function<absl::Status()>& run_here = nullptr);
 
 }  // namespace placement::server
 

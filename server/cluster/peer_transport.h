@@ -16,6 +16,7 @@
 #define PLACEMENT_SERVER_CLUSTER_PEER_TRANSPORT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,35 @@ class PeerTransport {
       int32_t process, const CollectiveRequest& request, const std::string& op_key,
       const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
       const CrossProcessTicket& ticket) = 0;
+
+  // Asynchronous forms of the calls a daemon fans out to many peers at
+  // once (FanOutAsync, fan_out.h), so a fan-out holds no thread per peer.
+  // Each starts the call and returns it as a PendingCall, which owns the
+  // call (its context, deadline and loss guard); `done` runs exactly once
+  // with what the blocking form returns, on a transport thread or inline
+  // (before Start* returns, or inside a cancellation), and must only
+  // record and signal. REQUIRES: the PendingCall is destroyed after its
+  // `done` ran, never before.
+  class PendingCall {
+   public:
+    virtual ~PendingCall() = default;
+  };
+  using Done = std::function<void(absl::Status)>;
+  using RecordsDone = std::function<void(absl::StatusOr<std::vector<std::unique_ptr<Tensor>>>)>;
+  virtual std::unique_ptr<PendingCall> StartCommit(int32_t process,
+                                                   const std::vector<const Tensor*>& tensors,
+                                                   const std::vector<std::string>& delete_ids,
+                                                   Done done) = 0;
+  virtual std::unique_ptr<PendingCall> StartAbort(int32_t process,
+                                                  const std::vector<std::string>& ids,
+                                                  Done done) = 0;
+  virtual std::unique_ptr<PendingCall> StartDeleteTensors(int32_t process,
+                                                          const std::vector<std::string>& ids,
+                                                          Done done) = 0;
+  virtual std::unique_ptr<PendingCall> StartPrepareCollective(
+      int32_t process, const CollectiveRequest& request, const std::string& op_key,
+      const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
+      const CrossProcessTicket& ticket, RecordsDone done) = 0;
 
   // Every record `process` holds, as tensor shells (no buffers).
   virtual absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ListTensorRecords(

@@ -1,6 +1,7 @@
 #include "server/peer/peer_client.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "placement/v1/peer_service.grpc.pb.h"
@@ -55,22 +56,96 @@ absl::StatusOr<int64_t> PeerClient::RemoveMesh(int32_t process, const std::strin
   return response.deleted_tensors();
 }
 
+namespace {
+
+// One asynchronous unary PeerService call: its PeerCall (context, deadline,
+// loss guard), request and response live until the caller destroys it,
+// after `then` ran.
+template <typename Request, typename Response>
+class AsyncUnary final : public PeerTransport::PendingCall {
+ public:
+  AsyncUnary(PeerChannels* channels, Cluster* cluster, int32_t process, absl::Duration timeout)
+      : call_(channels, cluster, process, timeout) {}
+
+  Request& request() { return request_; }
+
+  // A PeerService method of the stub's callback interface.
+  using Method = void (placement::v1::PeerService::StubInterface::async_interface::*)(
+      grpc::ClientContext*, const Request*, Response*, std::function<void(grpc::Status)>);
+
+  // Starts the call with `method` and runs then(status, response) when it
+  // ends.
+  static std::unique_ptr<PeerTransport::PendingCall> Start(
+      std::unique_ptr<AsyncUnary> self, Method method,
+      std::function<void(absl::Status, Response&)> then) {
+    AsyncUnary* raw = self.get();
+    (raw->call_.stub()->async()->*method)(raw->call_.context(), &raw->request_, &raw->response_,
+                                          [raw, then = std::move(then)](grpc::Status status) {
+                                            then(raw->call_.Finish(status), raw->response_);
+                                          });
+    return self;
+  }
+
+ private:
+  PeerCall call_;
+  Request request_;
+  Response response_;
+};
+
+// Runs a Start* call and waits for it: the blocking forms.
+absl::Status Await(
+    const std::function<std::unique_ptr<PeerTransport::PendingCall>(PeerTransport::Done)>& start) {
+  absl::Notification ended;
+  absl::Status result;
+  std::unique_ptr<PeerTransport::PendingCall> call = start([&](absl::Status status) {
+    result = std::move(status);
+    ended.Notify();
+  });
+  ended.WaitForNotification();
+  return result;
+}
+
+using Async = pb::PeerService::StubInterface::async_interface;
+
+}  // namespace
+
+std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartCommit(
+    int32_t process, const std::vector<const Tensor*>& tensors,
+    const std::vector<std::string>& delete_ids, Done done) {
+  using Call = AsyncUnary<pb::CommitRequest, pb::CommitResponse>;
+  auto call = std::make_unique<Call>(channels_, cluster_, process, kControlCall);
+  for (const Tensor* t : tensors) RecordToProto(*t, call->request().add_tensors());
+  for (const std::string& id : delete_ids) call->request().add_delete_ids(id);
+  return Call::Start(std::move(call), &Async::Commit,
+                     [done = std::move(done)](absl::Status s, pb::CommitResponse&) { done(s); });
+}
+
+std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartAbort(
+    int32_t process, const std::vector<std::string>& ids, Done done) {
+  using Call = AsyncUnary<pb::AbortRequest, pb::AbortResponse>;
+  auto call = std::make_unique<Call>(channels_, cluster_, process, kControlCall);
+  for (const std::string& id : ids) call->request().add_tensor_ids(id);
+  return Call::Start(std::move(call), &Async::Abort,
+                     [done = std::move(done)](absl::Status s, pb::AbortResponse&) { done(s); });
+}
+
+std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartDeleteTensors(
+    int32_t process, const std::vector<std::string>& ids, Done done) {
+  using Call = AsyncUnary<pb::PeerDeleteTensorsRequest, pb::PeerDeleteTensorsResponse>;
+  auto call = std::make_unique<Call>(channels_, cluster_, process, kControlCall);
+  for (const std::string& id : ids) call->request().add_tensor_ids(id);
+  return Call::Start(
+      std::move(call), &Async::DeleteTensors,
+      [done = std::move(done)](absl::Status s, pb::PeerDeleteTensorsResponse&) { done(s); });
+}
+
 absl::Status PeerClient::Commit(int32_t process, const std::vector<const Tensor*>& tensors,
                                 const std::vector<std::string>& delete_ids) {
-  PeerCall call(channels_, cluster_, process, kControlCall);
-  pb::CommitRequest request;
-  for (const Tensor* t : tensors) RecordToProto(*t, request.add_tensors());
-  for (const std::string& id : delete_ids) request.add_delete_ids(id);
-  pb::CommitResponse response;
-  return call.Finish(call.stub()->Commit(call.context(), request, &response));
+  return Await([&](Done done) { return StartCommit(process, tensors, delete_ids, done); });
 }
 
 absl::Status PeerClient::Abort(int32_t process, const std::vector<std::string>& ids) {
-  PeerCall call(channels_, cluster_, process, kControlCall);
-  pb::AbortRequest request;
-  for (const std::string& id : ids) request.add_tensor_ids(id);
-  pb::AbortResponse response;
-  return call.Finish(call.stub()->Abort(call.context(), request, &response));
+  return Await([&](Done done) { return StartAbort(process, ids, done); });
 }
 
 absl::StatusOr<int64_t> PeerClient::DeleteTensors(int32_t process,
@@ -89,13 +164,18 @@ namespace {
 // Prepare may take (a large reshard streams many boxes).
 absl::Duration PrepareTimeout(const Cluster& cluster) { return cluster.config().op_timeout * 10; }
 
+// The driver's bounds on a Prepare.
+void SetPrepareBounds(const Cluster& cluster, absl::Duration timeout, pb::PrepareRequest* request) {
+  DurationToProto(timeout, request->mutable_pending_lifetime());
+  DurationToProto(timeout, request->mutable_timeout());
+  request->set_driver_process(cluster.process_index());
+}
+
 // Sends `request` (its op set) with the driver's bounds; the answer.
 absl::Status RunPrepare(PeerChannels* channels, Cluster* cluster, int32_t process,
                         pb::PrepareRequest* request, pb::PrepareResponse* response) {
   const absl::Duration timeout = PrepareTimeout(*cluster);
-  DurationToProto(timeout, request->mutable_pending_lifetime());
-  DurationToProto(timeout, request->mutable_timeout());
-  request->set_driver_process(cluster->process_index());
+  SetPrepareBounds(*cluster, timeout, request);
   PeerCall call(channels, cluster, process, timeout);
   return call.Finish(call.stub()->Prepare(call.context(), *request, response));
 }
@@ -147,11 +227,15 @@ absl::Status PeerClient::PrepareDisassemble(int32_t process, const std::string& 
   return RunPrepare(channels_, cluster_, process, &request, &response);
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::PrepareCollective(
+std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartPrepareCollective(
     int32_t process, const CollectiveRequest& collective, const std::string& op_key,
     const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
-    const CrossProcessTicket& ticket) {
-  pb::PrepareRequest request;
+    const CrossProcessTicket& ticket, RecordsDone done) {
+  using Call = AsyncUnary<pb::PrepareRequest, pb::PrepareResponse>;
+  const absl::Duration timeout = PrepareTimeout(*cluster_);
+  auto call = std::make_unique<Call>(channels_, cluster_, process, timeout);
+  pb::PrepareRequest& request = call->request();
+  SetPrepareBounds(*cluster_, timeout, &request);
   pb::CollectiveOp* op = request.mutable_collective();
   CollectiveRequestToProto(collective, op);
   op->set_op_key(op_key);
@@ -162,9 +246,34 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::PrepareCollecti
   t->set_ticket(static_cast<int64_t>(ticket.ticket));
   for (int32_t p : participants) op->add_participants(p);
   for (const std::string& id : result_ids) op->add_result_ids(id);
-  pb::PrepareResponse response;
-  RETURN_IF_ERROR(RunPrepare(channels_, cluster_, process, &request, &response));
-  return Shells(response.results(), cluster_);
+  Cluster* cluster = cluster_;
+  return Call::Start(
+      std::move(call), &Async::Prepare,
+      [cluster, done = std::move(done)](absl::Status s, pb::PrepareResponse& response) {
+        if (!s.ok()) {
+          done(std::move(s));
+        } else {
+          done(Shells(response.results(), cluster));
+        }
+      });
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::PrepareCollective(
+    int32_t process, const CollectiveRequest& collective, const std::string& op_key,
+    const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
+    const CrossProcessTicket& ticket) {
+  absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> records;
+  absl::Status status = Await([&](Done done) {
+    return StartPrepareCollective(
+        process, collective, op_key, participants, result_ids, ticket,
+        [&records, done](absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> got) {
+          absl::Status s = got.status();
+          records = std::move(got);
+          done(std::move(s));
+        });
+  });
+  if (!status.ok()) return status;
+  return records;
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::ListTensorRecords(

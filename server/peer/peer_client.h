@@ -50,6 +50,19 @@ class PeerClient final : public PeerTransport {
       int32_t process, const CollectiveRequest& request, const std::string& op_key,
       const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
       const CrossProcessTicket& ticket) override;
+  std::unique_ptr<PendingCall> StartCommit(int32_t process,
+                                           const std::vector<const Tensor*>& tensors,
+                                           const std::vector<std::string>& delete_ids,
+                                           Done done) override;
+  std::unique_ptr<PendingCall> StartAbort(int32_t process, const std::vector<std::string>& ids,
+                                          Done done) override;
+  std::unique_ptr<PendingCall> StartDeleteTensors(int32_t process,
+                                                  const std::vector<std::string>& ids,
+                                                  Done done) override;
+  std::unique_ptr<PendingCall> StartPrepareCollective(
+      int32_t process, const CollectiveRequest& request, const std::string& op_key,
+      const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
+      const CrossProcessTicket& ticket, RecordsDone done) override;
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ListTensorRecords(int32_t process) override;
   absl::StatusOr<std::unique_ptr<RemoteBoxStream>> OpenBox(int32_t process,
                                                            const std::string& tensor_id,
