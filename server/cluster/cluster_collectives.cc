@@ -14,10 +14,11 @@
 namespace placement::server {
 namespace {
 
-// "coll/0,1,3": the sequence (ticket) key and cluster-engine set of a
-// participant set.
-std::string SetKey(const std::vector<int32_t>& participants) {
-  return absl::StrCat("coll/", absl::StrJoin(participants, ","));
+// "coll/0,1,3/d2": the cluster-engine set of single-controller calls that
+// `driver` drives on a participant set. Each driver numbers its own calls
+// (its transport groups are its own), so no coordinator ticket is needed.
+std::string DriverSetKey(int32_t driver, const std::vector<int32_t>& participants) {
+  return absl::StrCat("coll/", absl::StrJoin(participants, ","), "/d", driver);
 }
 
 // Result ids every participant derives from the start barrier's token.
@@ -174,21 +175,10 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
   const std::string op_key = absl::StrCat("sc/", store_->NewId());
   std::vector<std::string> ids;
   for (size_t i = 0; i < num_results; ++i) ids.push_back(store_->NewId());
-  // The driver takes the set's next ticket for everyone: one coordinator
-  // call instead of every participant meeting.
+  // The driver numbers the call in its own sequence for the set: no
+  // coordinator round trip.
   RETURN_IF_ERROR(cluster_->CheckAlive(participants));
-  BarrierArrival take;
-  take.barrier_id = absl::StrCat(op_key, "/ticket");
-  take.process_index = cluster_->process_index();
-  take.participants = {cluster_->process_index()};
-  take.timeout = cluster_->config().op_timeout;
-  take.sequence_key = SetKey(participants);
-  ASSIGN_OR_RETURN(BarrierResult taken, cluster_->coordinator()->Barrier(take));
-  CrossProcessTicket ticket;
-  ticket.set_key = take.sequence_key;
-  ticket.epoch = static_cast<uint64_t>(taken.epoch);
-  ticket.generation = static_cast<uint64_t>(taken.generation);
-  ticket.ticket = static_cast<uint64_t>(taken.ticket);
+  const CrossProcessTicket ticket = NextDriverTicket(participants);
   // Every participant's part at once: the peers' through asynchronous
   // Prepare calls, this daemon's on this thread meanwhile.
   std::vector<std::vector<std::unique_ptr<Tensor>>> records(participants.size());
@@ -218,6 +208,7 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
         return absl::OkStatus();
       });
   auto fail = [&](absl::Status status) -> absl::Status {
+    DriverTicketFailed(ticket);
     tensors_->AbortOn(participants, ids);
     // A donated input may be half consumed: it is gone everywhere.
     if (!donated.empty()) store_->Delete(donated).IgnoreError();
@@ -233,6 +224,33 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
   absl::Status status = tensors_->CommitEverywhere(std::move(commit), donated, &committed);
   if (!status.ok()) return fail(status);
   return committed;
+}
+
+CrossProcessTicket ClusterCollectives::NextDriverTicket(const std::vector<int32_t>& participants) {
+  CrossProcessTicket ticket;
+  ticket.set_key = DriverSetKey(cluster_->process_index(), participants);
+  const uint64_t epoch = static_cast<uint64_t>(cluster_->epoch());
+  absl::MutexLock lock(&mu_);
+  DriverSequence& sequence = driver_sequences_[ticket.set_key];
+  if (sequence.epoch != epoch) {
+    // A new epoch starts new sequences and transport groups everywhere.
+    sequence.epoch = epoch;
+    sequence.next = 0;
+  }
+  ticket.epoch = sequence.epoch;
+  ticket.generation = sequence.generation;
+  ticket.ticket = sequence.next++;
+  return ticket;
+}
+
+void ClusterCollectives::DriverTicketFailed(const CrossProcessTicket& ticket) {
+  absl::MutexLock lock(&mu_);
+  DriverSequence& sequence = driver_sequences_[ticket.set_key];
+  // The set's groups of that generation may be broken or out of step: the
+  // next call names fresh ones (once, whichever failed call comes first).
+  if (sequence.epoch == ticket.epoch && sequence.generation == ticket.generation) {
+    ++sequence.generation;
+  }
 }
 
 absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& tenant,

@@ -10,11 +10,14 @@
 // cross-process transport, in ticket order.
 //
 // Two ways to ask (Controller):
-//   single   Drive: one call on any daemon; it takes the set's next ticket
-//            from the coordinator, sends the request to every participant
-//            (PeerTransport::PrepareCollective), each runs its part and
-//            holds its results pending, then the driver commits them
-//            everywhere (or aborts them everywhere).
+//   single   Drive: one call on any daemon; it numbers the call in its own
+//            sequence for the set (per driver, epoch and generation: no
+//            coordinator round trip; each driver's calls run on transport
+//            groups of their own), sends the request to every participant
+//            (PeerTransport::StartPrepareCollective, all at once), each runs
+//            its part in that order and holds its results pending, then the
+//            driver commits them everywhere (or aborts them everywhere; a
+//            failed call moves the driver's set to a new generation).
 //   multi    RunMulti: JAX multi-controller -- every participant's trainer
 //            makes the same calls on its own daemon, in the same order (as
 //            NCCL and torch.distributed require). Per (tenant, participant
@@ -136,6 +139,17 @@ class ClusterCollectives final : public DistributedCollectives {
     std::string token ABSL_GUARDED_BY(mu);
     uint64_t next ABSL_GUARDED_BY(mu) = 0;
   };
+  // This driver's single-controller calls on one participant set.
+  struct DriverSequence {
+    uint64_t epoch = 0;
+    uint64_t generation = 0;
+    uint64_t next = 0;
+  };
+  // The next ticket of this driver's sequence for `participants`.
+  CrossProcessTicket NextDriverTicket(const std::vector<int32_t>& participants);
+  // A call with `ticket` failed: the sequence moves to a new generation.
+  void DriverTicketFailed(const CrossProcessTicket& ticket);
+
   // A numbered multi-controller call.
   struct MultiCall {
     CrossProcessTicket ticket;
@@ -170,6 +184,8 @@ class ClusterCollectives final : public DistributedCollectives {
   absl::Mutex mu_;
   // Multi-controller sets by key ("mc/0,1" or "mc/0,1/t<tenant hash>").
   std::map<std::string, std::shared_ptr<MultiSet>> sets_ ABSL_GUARDED_BY(mu_);
+  // This driver's single-controller sequences by set key.
+  std::map<std::string, DriverSequence> driver_sequences_ ABSL_GUARDED_BY(mu_);
   // Result ids of multi-controller calls numbered here and not settled yet.
   absl::flat_hash_set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
   absl::CondVar settled_;
