@@ -1,19 +1,24 @@
 // Cross-process transport conformance: the same cluster scenarios on every
 // registered CrossProcessTransport (TransportRegistry; "gloo" everywhere,
-// others where the build has them), each through the ClusterEngine of 2-4
+// others where the build has them), each through the ClusterEngine of 2-8
 // simulated processes (tests/server/collective/simulated_cluster.h: per
 // process a CpuBackend, a LocalEngine, the transport and a ClusterEngine,
 // over real TCP on loopback): every collective kind and the reduction
-// numerics against float64 / exact integer references, device buffers
-// staged through a backend that is not host-addressable, a process absent
-// from a rendezvous, a peer lost mid-call, an abort (Forfeit) that fails
-// the peers inside the call at once, a rendezvous over a file store, and
-// the transport's own option checks. Calls that must be inside the engine
+// numerics against float64 / exact integer references (also over 5 and 8
+// processes, where a ring transport connects only neighbours), broadcasts
+// from every root, device buffers staged through a backend that is not
+// host-addressable, a process absent from a rendezvous, a peer lost
+// mid-call, an abort (Forfeit, AbortProcess) that fails the peers inside
+// the call at once -- over 8 processes also those that are not the aborted
+// process's neighbours --, a rendezvous over a file store, and the
+// transport's own option checks. Calls that must be inside the engine
 // are detected through the `cancelled` poll, never by sleeping.
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -116,6 +121,49 @@ TEST_P(TransportConformanceTest, EveryKindFourProcesses) {
   // k = 3, 1, 2, 1 interleaved; subset {1, 3}; subset {1, 2, 3} uneven;
   // one rank per process in order.
   RunMatrix(4, {{2, 0, 1, 0, 3, 0, 2}, {3, 1}, {3, 2, 1, 1}, {0, 1, 2, 3}});
+}
+
+// From 4 processes on a ring transport connects each process only to its
+// two neighbours: every kind must still reach every process.
+TEST_P(TransportConformanceTest, EveryKindFiveProcesses) {
+  // One rank each; k = 2, 1, 1, 1, 2 interleaved; subset {1, 3, 4}; a
+  // subset of 4 with process 4 first.
+  RunMatrix(5, {{0, 1, 2, 3, 4}, {4, 0, 2, 1, 3, 0, 4}, {3, 1, 4}, {4, 0, 1, 2}});
+}
+
+TEST_P(TransportConformanceTest, EveryKindEightProcesses) {
+  // One rank each, in and against process order; uneven interleaved;
+  // subset of 5.
+  RunMatrix(8, {{0, 1, 2, 3, 4, 5, 6, 7},
+                {7, 6, 5, 4, 3, 2, 1, 0},
+                {0, 2, 4, 6, 1, 3, 5, 7, 0, 7},
+                {6, 1, 3, 2, 5}});
+}
+
+// A broadcast from each process's rank over 5 and 8 processes (on a ring
+// the bytes pass every process), and one of 3 MiB + 4 bytes that crosses in
+// several chunks.
+TEST_P(TransportConformanceTest, BroadcastFromEveryRoot) {
+  for (int processes : {5, 8}) {
+    SimulatedCluster c(Options(processes));
+    const std::vector<int> all = AllProcesses(c);
+    std::vector<Group> groups;
+    for (int root = 0; root < processes; ++root) {
+      groups.push_back(MakeGroup(c, CollectiveKind::kBroadcast, DType::kI32, ReduceOp::kSum, all,
+                                 1 + 7 * root, root, static_cast<uint32_t>(50 + root)));
+    }
+    // Two ranks on process 2 and the root on process 3: root position 3.
+    groups.push_back(MakeGroup(c, CollectiveKind::kBroadcast, DType::kF32, ReduceOp::kSum,
+                               {2, 0, 2, 1, 3, 4}, (3 << 18) + 1, 4, 77));
+    const CrossProcessTicket ticket = Ticket(c.AllKey(), 0);
+    auto statuses = OnProcesses(all, [&](int p) {
+      CollectiveContext context;
+      context.ticket = &ticket;
+      return c.engine(p).Run(CollectiveKind::kBroadcast, ItemsFor(groups, p), context);
+    });
+    for (int p : all) ASSERT_TRUE(statuses[p].ok()) << "process " << p << ": " << statuses[p];
+    for (const Group& g : groups) ExpectResult(g);
+  }
 }
 
 TEST_P(TransportConformanceTest, HalfFloatsAccumulateInF32AndIntegerMeansInI64) {
@@ -228,14 +276,16 @@ TEST_P(TransportConformanceTest, AbsentProcessTimesOutAndNextGenerationWorks) {
   EXPECT_EQ(c.engine(1).cached_contexts(), 1u);
 }
 
-// All-reduces of `g` on a 3-process set: FirstOnAll connects the set's
-// group (ticket 0 on every process); EnterOnTwo starts ticket 1 on processes
-// 0 and 1 and returns once both are inside the call (each polled
-// `cancelled` once), leaving process 2 out of it; Join waits for them.
-class CallOnTwoOfThree {
+// All-reduces of `g` on the set of every process of `c`: FirstOnAll
+// connects the set's group (ticket 0 on every process); Enter starts ticket
+// 1 on the `entering` processes and returns once each is inside the call
+// (each polled `cancelled` once), leaving the others out of it; Join waits
+// for them and returns their statuses, in the order of `entering`.
+class PartialCall {
  public:
-  CallOnTwoOfThree(SimulatedCluster& c, const Group& g) : c_(c), g_(g) {}
-  ~CallOnTwoOfThree() { Join(); }
+  PartialCall(SimulatedCluster& c, const Group& g, std::vector<int> entering)
+      : c_(c), g_(g), entering_(std::move(entering)), hooks_(entering_.size()) {}
+  ~PartialCall() { Join(); }
 
   absl::Status Run(int p, const CrossProcessTicket& ticket, std::function<bool()> cancelled) {
     CollectiveItem item = ItemFor(g_, p);
@@ -245,31 +295,39 @@ class CallOnTwoOfThree {
     return c_.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
   }
   void FirstOnAll() {
-    for (const auto& s : OnProcesses({0, 1, 2}, [&](int p) { return Run(p, first_, nullptr); })) {
+    for (const auto& s :
+         OnProcesses(AllProcesses(c_), [&](int p) { return Run(p, first_, nullptr); })) {
       ASSERT_TRUE(s.ok()) << s;
     }
   }
-  void EnterOnTwo() {
-    for (int p = 0; p < 2; ++p) {
-      threads_.emplace_back([this, p] { statuses_[p] = Run(p, second_, hooks_[p].Fn()); });
+  void Enter() {
+    for (size_t i = 0; i < entering_.size(); ++i) {
+      threads_.emplace_back([this, i] {
+        statuses_[i] = Run(entering_[i], second_, hooks_[i].Fn());
+        ended_[i] = absl::Now();
+      });
     }
-    for (int p = 0; p < 2; ++p) ASSERT_TRUE(hooks_[p].WaitReached());
+    for (PollHook& hook : hooks_) ASSERT_TRUE(hook.WaitReached());
   }
   const std::vector<absl::Status>& Join() {
     for (auto& t : threads_) t.join();
     threads_.clear();
     return statuses_;
   }
+  // When each entering process's call returned (after Join).
+  const std::vector<absl::Time>& ended() const { return ended_; }
   const CrossProcessTicket& second() const { return second_; }
 
  private:
   SimulatedCluster& c_;
   const Group& g_;
-  const CrossProcessTicket first_ = Ticket("0,1,2", 0);
-  const CrossProcessTicket second_ = Ticket("0,1,2", 1);
-  PollHook hooks_[2];
+  const std::vector<int> entering_;
+  const CrossProcessTicket first_ = Ticket(c_.AllKey(), 0);
+  const CrossProcessTicket second_ = Ticket(c_.AllKey(), 1);
+  std::vector<PollHook> hooks_;
   std::vector<std::thread> threads_;
-  std::vector<absl::Status> statuses_ = std::vector<absl::Status>(2);
+  std::vector<absl::Status> statuses_ = std::vector<absl::Status>(entering_.size());
+  std::vector<absl::Time> ended_ = std::vector<absl::Time>(entering_.size());
 };
 
 TEST_P(TransportConformanceTest, LostPeerMidCallFailsTheOthersWithoutHanging) {
@@ -279,11 +337,11 @@ TEST_P(TransportConformanceTest, LostPeerMidCallFailsTheOthersWithoutHanging) {
   SimulatedCluster c(options);
   Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1, 2, 0},
                       1000, 0, 8);
-  CallOnTwoOfThree call(c, g);
+  PartialCall call(c, g, {0, 1});
   call.FirstOnAll();
   // Processes 0 and 1 start ticket 1; once both are in the call, 2 dies.
   const absl::Time start = absl::Now();
-  call.EnterOnTwo();
+  call.Enter();
   c.Kill(2);
   const std::vector<absl::Status>& statuses = call.Join();
   for (int p = 0; p < 2; ++p) {
@@ -309,10 +367,10 @@ TEST_P(TransportConformanceTest, AbortFailsThePeersInsideTheCallAtOnce) {
   // Connected once, so the abort closes live connections. Processes 0 and
   // 1 enter ticket 1; process 2 cannot run it (its caller failed first) and
   // forfeits.
-  CallOnTwoOfThree call(c, g);
+  PartialCall call(c, g, {0, 1});
   call.FirstOnAll();
   const absl::Time start = absl::Now();
-  call.EnterOnTwo();
+  call.Enter();
   c.engine(2).Forfeit(call.second(), {0, 1, 2},
                       absl::ResourceExhaustedError("no room for the result"));
   const std::vector<absl::Status>& statuses = call.Join();
@@ -340,10 +398,10 @@ TEST_P(TransportConformanceTest, AbortProcessEndsCallsWaitingOnACutOffPeer) {
   SimulatedCluster c(options);
   Group g =
       MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1, 2}, 100, 0, 10);
-  CallOnTwoOfThree call(c, g);
+  PartialCall call(c, g, {0, 1});
   call.FirstOnAll();
   const absl::Time start = absl::Now();
-  call.EnterOnTwo();
+  call.Enter();
   // What the cluster does when its heartbeats declare process 2 lost.
   const std::string why = "process 2 is lost (missed its heartbeats: test; epoch 2)";
   c.engine(0).AbortProcess(2, why);
@@ -369,6 +427,85 @@ TEST_P(TransportConformanceTest, AbortProcessEndsCallsWaitingOnACutOffPeer) {
     ASSERT_TRUE(s.ok()) << s;
   }
   ExpectResult(pair);
+}
+
+// On a ring transport a process is connected only to its two neighbours: an
+// abort must still end the call of a process that is not one of them. Process
+// 0 of 8 forfeits while 1..7 are inside; process 4 is 4 hops from it. Each
+// process whose call fails closes its connections (the transport's abort),
+// so the failure crosses the ring one hop per process: the bound is N / 2
+// hops of a connection reset each, here far below the 60 s timeout.
+TEST_P(TransportConformanceTest, AbortCrossesTheRingToEveryPeer) {
+  const absl::Duration kTimeout = absl::Seconds(60);
+  ClusterOptions options = Options(8);
+  options.timeout = kTimeout;
+  options.gap_timeout = absl::Seconds(10);
+  SimulatedCluster c(options);
+  Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum,
+                      {0, 1, 2, 3, 4, 5, 6, 7}, 100, 0, 12);
+  PartialCall call(c, g, {1, 2, 3, 4, 5, 6, 7});
+  call.FirstOnAll();
+  const absl::Time start = absl::Now();
+  call.Enter();
+  c.engine(0).Forfeit(call.second(), {0, 1, 2, 3, 4, 5, 6, 7},
+                      absl::ResourceExhaustedError("no room for the result"));
+  const std::vector<absl::Status>& statuses = call.Join();
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    EXPECT_EQ(statuses[i].code(), absl::StatusCode::kUnavailable)
+        << "process " << i + 1 << ": " << statuses[i];
+    EXPECT_THAT(std::string(statuses[i].message()), HasSubstr("over processes 0,1,2,3,4,5,6,7"));
+    EXPECT_LT(call.ended()[i] - start, kTimeout / 4) << "process " << i + 1;
+  }
+  std::cout << "last peer ended "
+            << absl::FormatDuration(*std::max_element(call.ended().begin(), call.ended().end()) -
+                                    start)
+            << " after the call began\n";
+  EXPECT_EQ(c.failures().size(), 8u);
+  // The next generation works over the ring.
+  const CrossProcessTicket t2 = Ticket(c.AllKey(), 2, /*generation=*/1);
+  for (const auto& s :
+       OnProcesses(AllProcesses(c), [&](int p) { return call.Run(p, t2, nullptr); })) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  ExpectResult(g);
+}
+
+// Process 0 of 8 is cut off (connected, silent: no connection closes) and
+// only its neighbours, 1 and 7, learn it (AbortProcess): 2..6, which are not
+// its neighbours and are never told, must still end. A call waits on a
+// neighbour, which waits on its other neighbour, and so on; every such chain
+// here ends at process 1 or 7, whose abort closes their connections, and
+// each process whose call fails closes its own in turn. (A chain that ends
+// at a silent process ends only when that process's neighbour is told:
+// the cluster tells every survivor.)
+TEST_P(TransportConformanceTest, AbortProcessOnTheNeighboursEndsTheWholeRing) {
+  const absl::Duration kTimeout = absl::Seconds(60);
+  ClusterOptions options = Options(8);
+  options.timeout = kTimeout;
+  options.gap_timeout = absl::Seconds(10);
+  SimulatedCluster c(options);
+  Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum,
+                      {0, 1, 2, 3, 4, 5, 6, 7}, 100, 0, 13);
+  PartialCall call(c, g, {1, 2, 3, 4, 5, 6, 7});
+  call.FirstOnAll();
+  const absl::Time start = absl::Now();
+  call.Enter();
+  const std::string why = "process 0 is lost (missed its heartbeats: test; epoch 2)";
+  c.engine(1).AbortProcess(0, why);
+  c.engine(7).AbortProcess(0, why);
+  const std::vector<absl::Status>& statuses = call.Join();
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    EXPECT_EQ(statuses[i].code(), absl::StatusCode::kUnavailable)
+        << "process " << i + 1 << ": " << statuses[i];
+    EXPECT_THAT(std::string(statuses[i].message()), HasSubstr("over processes 0,1,2,3,4,5,6,7"));
+    EXPECT_LT(call.ended()[i] - start, kTimeout / 4) << "process " << i + 1;
+  }
+  EXPECT_THAT(std::string(statuses[0].message()), HasSubstr(why));
+  EXPECT_THAT(std::string(statuses[6].message()), HasSubstr(why));
+  std::cout << "last peer ended "
+            << absl::FormatDuration(*std::max_element(call.ended().begin(), call.ended().end()) -
+                                    start)
+            << " after the call began\n";
 }
 
 TEST_P(TransportConformanceTest, RendezvousThroughAFileStore) {
@@ -454,6 +591,34 @@ TEST_P(TransportConformanceTest, ExchangeGivesEveryProcessEveryBlockInSubsetOrde
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(TransportConformanceTest, ExchangeOverFiveAndEightProcesses) {
+  SimulatedCluster c(Options(8));
+  for (const std::vector<int32_t>& subset : std::vector<std::vector<int32_t>>{
+           {0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 2, 3, 4}, {1, 3, 4, 6, 7}}) {
+    const TransportGroupKey key{1, "mc/ring", 0, subset};
+    std::vector<int> processes(subset.begin(), subset.end());
+    for (int round = 0; round < 5; ++round) {
+      std::vector<std::vector<std::string>> got(8);
+      auto statuses = OnProcesses(processes, [&](int p) {
+        absl::StatusOr<std::vector<std::string>> blocks =
+            c.transport(p).Exchange(key, absl::StrCat("p", p, "-r", round, std::string(100, '.')),
+                                    0xfffffffe, absl::Seconds(30), "test");
+        if (!blocks.ok()) return blocks.status();
+        got[p] = *std::move(blocks);
+        return absl::OkStatus();
+      });
+      for (size_t j = 0; j < processes.size(); ++j) {
+        const int p = processes[j];
+        ASSERT_TRUE(statuses[j].ok()) << "process " << p << ": " << statuses[j];
+        ASSERT_EQ(got[p].size(), subset.size());
+        for (size_t i = 0; i < subset.size(); ++i) {
+          EXPECT_EQ(got[p][i], absl::StrCat("p", subset[i], "-r", round, std::string(100, '.')));
+        }
+      }
+    }
+  }
 }
 
 TEST_P(TransportConformanceTest, CreateChecksItsOptions) {

@@ -1,7 +1,6 @@
 #include "server/collective/transport/gloo/gloo_context_cache.h"
 
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/context.h>
 #include <gloo/transport/device.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/collective/cluster/cluster_item.h"
+#include "server/collective/transport/gloo/gloo_ring_context.h"
 #include "server/collective/transport/gloo/gloo_support.h"
 #include "server/logging.h"
 
@@ -67,27 +67,20 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Connect(
   const std::string what =
       absl::StrCat("gloo rendezvous of processes ", ProcessListKey(key.processes), " under ",
                    prefix, " (Gloo rank ", rank, " of ", size, ")");
-  try {
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    // Gloo waits up to 5x the context's timeout for each pair to connect,
-    // and only once the peer published its address (it is live and
-    // connecting then): a fifth of the budget bounds each pair's wait by
-    // `budget`. Operations set their own timeouts.
-    context->setTimeout(GlooMilliseconds(budget / 5));
-    GlooStoreAdapter adapter(store_, budget, absl::Now() + budget);
-    gloo::rendezvous::PrefixStore prefixed(prefix, adapter);
-    std::shared_ptr<gloo::transport::Device> device = device_;
-    context->connectFullMesh(prefixed, device);
-    return std::shared_ptr<gloo::Context>(std::move(context));
-  } catch (const GlooStoreFailure& e) {
-    return absl::Status(e.status.code(), absl::StrCat(what, ": ", e.status.message()));
-  } catch (const std::exception& e) {
-    return GlooErrorStatus(what, e.what());
+  absl::StatusOr<std::shared_ptr<gloo::Context>> context =
+      GlooRingContext::Connect(*store_, prefix, rank, size, device_, budget);
+  if (!context.ok()) {
+    return absl::Status(context.status().code(),
+                        absl::StrCat(what, ": ", context.status().message()));
   }
+  return context;
 }
 
-void GlooContextCache::Ran(const TransportGroupKey& key) {
-  if (key.processes.empty() || key.processes.front() != process_index_) return;
+void GlooContextCache::Ran(const TransportGroupKey& key, int witness) {
+  if (witness < 0 || witness >= static_cast<int>(key.processes.size()) ||
+      key.processes[witness] != process_index_) {
+    return;
+  }
   const std::string prefix = GlooPrefix(key);
   std::shared_ptr<Entry> entry = EntryFor(key, prefix);
   {
@@ -95,7 +88,7 @@ void GlooContextCache::Ran(const TransportGroupKey& key) {
     if (entry->keys_deleted) return;
     entry->keys_deleted = true;
   }
-  // Gloo's PrefixStore names keys "<prefix>/<key>".
+  // GlooRingContext names its keys "<prefix>/ring/<rank>".
   absl::StatusOr<int64_t> deleted = store_->DeletePrefix(absl::StrCat(prefix, "/"));
   if (!deleted.ok()) {
     LogWarning("gloo: could not delete the rendezvous keys of ", prefix, ": ",
@@ -111,8 +104,10 @@ void GlooContextCache::Fail(const TransportGroupKey& key) {
     entry->failed = true;
     dropped = std::move(entry->context);
   }
-  // `dropped` closes its connections here, outside the locks, unless a call
-  // still holds it.
+  // Closed now, outside the locks, even while a call still holds it: a
+  // neighbour whose operation waits on this process fails at once and
+  // closes its own connections in turn (see the header).
+  if (dropped != nullptr) AbortGlooContext(*dropped);
 }
 
 void GlooContextCache::FailGeneration(uint64_t epoch, const std::string& set_key,
@@ -135,7 +130,8 @@ void GlooContextCache::FailGeneration(uint64_t epoch, const std::string& set_key
     entry->failed = true;
     if (entry->context != nullptr) dropped.push_back(std::move(entry->context));
   }
-  // `dropped` closes the connections here, outside the locks.
+  // Closed here, outside the locks (as Fail).
+  for (const std::shared_ptr<gloo::Context>& context : dropped) AbortGlooContext(*context);
 }
 
 void GlooContextCache::FailProcess(int32_t process, const std::string& why) {

@@ -1,9 +1,13 @@
 // GlooContextCache: the connected Gloo contexts of one process of a cluster,
 // one per group (TransportGroupKey: membership epoch, process set, set
-// generation, subset of processes) -- the Gloo transport's groups. A context is created on first
-// use by a rendezvous through the cluster's RendezvousStore under a prefix naming all four
-// ("gloo/e3/s0,1,3/g0/p0,1"); every process of the subset creates it the
-// same way, with its position in the subset as its Gloo rank.
+// generation, subset of processes) -- the Gloo transport's groups. A context
+// is created on first use by a rendezvous through the cluster's
+// RendezvousStore under a prefix naming all four ("gloo/e3/s0,1,3/g0/p0,1");
+// every process of the subset creates it the same way, with its position in
+// the subset as its Gloo rank. Contexts are ring contexts
+// (gloo_ring_context.h): each process connects to its two neighbours in the
+// subset and reads two keys, so a context of N processes costs 2N store
+// reads and N connections (N(N-1)/2 and ~2N^2 reads as a full mesh).
 //
 // A context that failed (a rendezvous that timed out, an operation that
 // timed out or lost a peer) is dropped and its key refused from then on:
@@ -53,25 +57,37 @@ class GlooContextCache {
   GlooContextCache(const GlooContextCache&) = delete;
   GlooContextCache& operator=(const GlooContextCache&) = delete;
 
-  // The context of `key`, connected on first use: the other processes'
+  // The context of `key`, connected on first use: the ring neighbours'
   // addresses are awaited up to `budget`, each pair's connection up to
   // `budget` more.
   // REQUIRES: key.processes holds this process.
   // Errors (the rendezvous then counts as a failure of the key):
-  //   DEADLINE_EXCEEDED from the store when a process of the subset did not
-  //     publish its address within `budget`, or from Gloo's connect;
+  //   DEADLINE_EXCEEDED from the store when a neighbour in the subset did
+  //     not publish its addresses within `budget`, or from Gloo's connect;
   //   UNAVAILABLE when Gloo cannot connect, or when the key failed before
   //     (Fail): the set needs a new generation.
   absl::StatusOr<std::shared_ptr<gloo::Context>> Get(const TransportGroupKey& key,
                                                      absl::Duration budget);
 
-  // Drops the context of `key` and refuses the key from now on.
+  // Drops the context of `key` and refuses the key from now on. Its
+  // connections close at once (AbortGlooContext), even while a call holds
+  // it. On a ring a process's operation waits on a neighbour, which may
+  // wait on its other neighbour, and so on: every process whose wait leads
+  // to this one fails within one connection reset per process in between
+  // (at most N - 2 for N processes; ~50 ms for 7 on loopback), each
+  // failing call closing its own connections through this function. A
+  // chain that leads to a process that is silent without closing anything
+  // ends when that process's neighbour is told (FailProcess, which the
+  // cluster does on every survivor) or at the operation's timeout.
   void Fail(const TransportGroupKey& key);
 
-  // An operation on `key`'s context succeeded here. Every process of the
-  // subset was then past its rendezvous (each took part), so the first
-  // process of the subset deletes the context's keys from the store, once.
-  void Ran(const TransportGroupKey& key);
+  // An operation on `key`'s context succeeded here, and the success of its
+  // Gloo rank `witness` shows that every process of the subset was past its
+  // rendezvous (each took part; WitnessRank in hierarchical_collectives.h):
+  // on that process the context's keys are deleted from the store, once.
+  // On a ring context only some ranks know that: a broadcast's root, for
+  // one, is done once its neighbour has the bytes.
+  void Ran(const TransportGroupKey& key, int witness);
 
   // Fail() for every context of `set_key`'s `generation` in `epoch` that
   // this process holds or tried (every subset): their connections close, so

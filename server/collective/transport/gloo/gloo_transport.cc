@@ -83,7 +83,7 @@ absl::Status GlooTransport::Run(CollectiveKind kind, const CollectiveItem& item,
   if (!status.ok()) {
     contexts_.Fail(key);
   } else {
-    contexts_.Ran(key);
+    contexts_.Ran(key, WitnessRank(kind, plan));
   }
   return status;
 }
@@ -121,7 +121,8 @@ absl::StatusOr<std::vector<std::string>> GlooTransport::Exchange(const Transport
     contexts_.Fail(key);
     return status;
   }
-  contexts_.Ran(key);
+  // Gloo's allgather is a ring: every rank's result holds every block.
+  contexts_.Ran(key, 0);
   std::vector<std::string> blocks;
   blocks.reserve(n);
   for (size_t i = 0; i < n; ++i) blocks.push_back(gathered.substr(i * block.size(), block.size()));

@@ -2,8 +2,9 @@
 // transport over host memory, platform-neutral: rank buffers are used in
 // place on a host-addressable backend and staged through the backend's
 // Read / Write otherwise (a CUDA shard goes through host memory). Each
-// group is a Gloo context connected as a full mesh by a rendezvous through
-// the coordinator's store under "gloo/<group name>" (GlooContextCache);
+// group is a Gloo context that connects each process to its two ring
+// neighbours (gloo_ring_context.h) by a rendezvous through the
+// coordinator's store under "gloo/<group name>" (GlooContextCache);
 // each item runs hierarchically (hierarchical_collectives.h): this
 // process's ranks combined on the host, one Gloo participant per process.
 //
@@ -46,7 +47,8 @@ class GlooTransport final : public CrossProcessTransport {
                    const TransportGroupKey& key, uint32_t tag, absl::Duration budget,
                    absl::string_view what) override;
   // One gloo::allgather (its slots are apart from allgatherv's, allreduce's
-  // and broadcast's, which Run uses).
+  // and broadcast's, which Run uses). A ring: it needs only the
+  // neighbours' pairs.
   absl::StatusOr<std::vector<std::string>> Exchange(const TransportGroupKey& key,
                                                     const std::string& block, uint32_t tag,
                                                     absl::Duration budget,

@@ -2,13 +2,13 @@
 
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
-#include <gloo/broadcast.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "server/collective/cluster/wire_reduction.h"
+#include "server/collective/transport/gloo/gloo_ring_context.h"
 #include "server/collective/transport/gloo/gloo_support.h"
 
 namespace placement::server {
@@ -20,7 +20,10 @@ std::unique_ptr<std::byte[]> Scratch(int64_t bytes) {
   return std::unique_ptr<std::byte[]>(new std::byte[static_cast<size_t>(bytes)]);
 }
 
-// All-reduces `count` elements of `wire` in place over the subset.
+// All-reduces `count` elements of `wire` in place over the subset. RING:
+// Gloo's ring all-reduce sends only to rank - 1 and receives only from
+// rank + 1 (and checks that both pairs exist), so it runs on a ring context
+// (gloo_ring_context.h); its other algorithms need more pairs.
 void GlooAllReduceInPlace(const GlooOperation& op, DType wire, ReduceOp combine, std::byte* data,
                           int64_t count) {
   gloo::AllreduceOptions opts(op.context);
@@ -148,6 +151,8 @@ absl::Status AllGather(const ClusterItemPlan& plan, const GlooOperation& op, Ran
     std::byte* dst = gathered.get() + mine + static_cast<int64_t>(j) * plan.block;
     if (absl::Status s = io.Read(*plan.local[j].send, 0, dst, plan.block); !s.ok()) return s;
   }
+  // Gloo's allgatherv is a ring: it sends only to rank + 1 and receives
+  // only from rank - 1.
   gloo::AllgathervOptions opts(op.context);
   opts.setOutput(reinterpret_cast<uint8_t*>(gathered.get()), counts);
   opts.setTag(op.tag);
@@ -169,12 +174,8 @@ absl::Status Broadcast(const CollectiveItem& item, const ClusterItemPlan& plan,
       if (absl::Status s = io.Read(*r.send, 0, bytes.get(), plan.block); !s.ok()) return s;
     }
   }
-  gloo::BroadcastOptions opts(op.context);
-  opts.setOutput(reinterpret_cast<uint8_t*>(bytes.get()), static_cast<size_t>(plan.block));
-  opts.setRoot(plan.root_position);
-  opts.setTag(op.tag);
-  opts.setTimeout(op.timeout);
-  gloo::broadcast(opts);
+  RingBroadcast(*op.context, plan.root_position, bytes.get(), static_cast<size_t>(plan.block),
+                op.tag, op.timeout);
   const ByteRun run{0, 0, plan.block};
   for (const RankBuffers& r : plan.local) {
     if (absl::Status s = io.Write(bytes.get(), *r.recv, {&run, 1}); !s.ok()) return s;
@@ -199,6 +200,13 @@ absl::Status RunHierarchical(CollectiveKind kind, const CollectiveItem& item,
       return Broadcast(item, plan, op, io);
   }
   return absl::InvalidArgumentError("unknown collective kind");
+}
+
+int WitnessRank(CollectiveKind kind, const ClusterItemPlan& plan) {
+  if (plan.block == 0) return -1;
+  if (kind != CollectiveKind::kBroadcast) return 0;
+  const int size = static_cast<int>(plan.processes.size());
+  return (plan.root_position + size - 1) % size;
 }
 
 }  // namespace placement::server

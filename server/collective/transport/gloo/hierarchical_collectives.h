@@ -17,9 +17,12 @@
 //                   rank copies block `rank`. Gloo 0.5 has no options-style
 //                   reduce-scatter, so every process moves the full n * B:
 //                   twice the traffic of a true reduce-scatter.
-//   Broadcast:      the root rank's process reads the root's send, Gloo
-//                   broadcasts from that process's position, every local
-//                   recv gets the bytes.
+//   Broadcast:      the root rank's process reads the root's send, the
+//                   bytes go around the ring from that process's position
+//                   (RingBroadcast, gloo_ring_context.h), every local recv
+//                   gets them.
+// Every Gloo operation here is a ring one (Gloo's ring all-reduce and
+// allgatherv, RingBroadcast): it touches only the pairs of a ring context.
 // An item with B = 0 moves nothing (every process sees the same B).
 //
 // Thread-compatible: concurrent calls must use different Gloo contexts.
@@ -43,7 +46,8 @@ namespace placement::server {
 
 // Where and how one Gloo operation runs.
 struct GlooOperation {
-  // Connected over plan.processes, with Gloo rank plan.position.
+  // Connected over plan.processes, with Gloo rank plan.position: at least
+  // the ring neighbours (GlooRingContext).
   std::shared_ptr<gloo::Context> context;
   // Must be the same on every process of the subset.
   uint32_t tag = 0;
@@ -59,6 +63,13 @@ struct GlooOperation {
 absl::Status RunHierarchical(CollectiveKind kind, const CollectiveItem& item,
                              const ClusterItemPlan& plan, const GlooOperation& op,
                              RankBufferIo& io);
+
+// The Gloo rank whose success in RunHierarchical(kind, ...) shows that
+// every process of plan.processes was connected and inside the operation:
+// 0 for the reductions and all-gather (every rank's result holds every
+// process's part: any rank would do), root - 1 for a broadcast (the last of
+// the ring), -1 for an item with B = 0 (nothing moves).
+int WitnessRank(CollectiveKind kind, const ClusterItemPlan& plan);
 
 }  // namespace placement::server
 

@@ -1,0 +1,101 @@
+// GlooRingContext: a Gloo context in which each rank is connected only to
+// its ring neighbours, rank - 1 and rank + 1 (mod size) -- the pairs Gloo's
+// ring algorithms use. For size <= 3 those are all the other ranks (a full
+// mesh); from 4 on a rank holds 2 pairs instead of size - 1, and
+// getPair(r) of any other rank is null.
+//
+// Rendezvous: every rank publishes ONE key, "<prefix>/ring/<rank>", whose
+// value lists the address of each of its pairs tagged with the peer rank the
+// pair is for, and reads only its neighbours' keys: 2 store reads per rank
+// (1 for size 2), 2N for the whole context, where Gloo's connectFullMesh
+// reads ~2(N-1) keys per rank (each peer's key waited on and then read,
+// plus every lower rank's hostname) and opens N(N-1)/2 connections.
+//
+// What may run on such a context (the contract the transport keeps,
+// checked against Debian's Gloo, 0.0~git20220518.5b14351): gloo::allreduce
+// with Algorithm::RING, gloo::allgather and gloo::allgatherv send only to
+// rank + 1 and receive only from rank - 1 (or the reverse), and check that
+// those pairs exist; gloo::broadcast is a binomial tree (rank XOR 2^i) and
+// must not run on a ring context of size >= 4 (RingBroadcast below does);
+// BCUBE, halving-doubling, barrier, gather, scatter, alltoall and
+// ContextFactory need pairs a ring context does not have. Code that walks
+// every pair (gloo::Context::closeConnections, the TCP context's
+// signalException behind AbortGlooContext, the destructors) skips null
+// pairs.
+//
+// Requires Gloo. Thread-safety: as gloo::Context (one operation at a time
+// per context; AbortGlooContext from any thread).
+#ifndef PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_GLOO_GLOO_RING_CONTEXT_H_
+#define PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_GLOO_GLOO_RING_CONTEXT_H_
+
+#include <gloo/context.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/collective/transport/rendezvous_store.h"
+
+namespace gloo::transport {
+class Device;
+}  // namespace gloo::transport
+
+namespace placement::server {
+
+class GlooRingContext final : public gloo::Context {
+ public:
+  // The ranks `rank` is connected to in a ring context of `size`, ascending,
+  // without `rank` itself: {rank - 1, rank + 1} mod size. Symmetric: b is a
+  // neighbour of a iff a is a neighbour of b.
+  // REQUIRES: 0 <= rank < size.
+  static std::vector<int> Neighbours(int rank, int size);
+
+  // Rank `rank` of a ring context of `size` over `device`, connected through
+  // `store` under `prefix` (keys "<prefix>/ring/<r>"; deleting
+  // "<prefix>/" removes them). Each neighbour's key is awaited until
+  // `budget` after the call began, each pair's connection up to `budget`
+  // more (Gloo waits 5x the context timeout, which is budget / 5; the
+  // context keeps that timeout for operations that set none).
+  // REQUIRES: 0 <= rank < size; every rank of the context calls Connect
+  // with the same prefix and size.
+  // Errors:
+  //   DEADLINE_EXCEEDED from the store when a neighbour did not publish its
+  //     key within `budget`; the store's other errors as they are;
+  //   UNAVAILABLE when a neighbour's key holds no address for this rank;
+  //   GlooErrorStatus for Gloo's exceptions (DEADLINE_EXCEEDED for a connect
+  //     timeout, UNAVAILABLE otherwise).
+  static absl::StatusOr<std::shared_ptr<gloo::Context>> Connect(
+      RendezvousStore& store, const std::string& prefix, int rank, int size,
+      std::shared_ptr<gloo::transport::Device> device, absl::Duration budget);
+
+  GlooRingContext(int rank, int size) : gloo::Context(rank, size) {}
+
+ private:
+  absl::Status ConnectThrowing(RendezvousStore& store, const std::string& prefix,
+                               std::shared_ptr<gloo::transport::Device> device,
+                               absl::Duration budget);
+};
+
+// Broadcasts `bytes` bytes at `data` from Gloo rank `root` of `context`
+// around the ring: the root sends to rank + 1, every other rank receives
+// from rank - 1 and forwards to rank + 1 unless that is the root, in chunks
+// of at most 1 MiB so that forwarding overlaps receiving: size - 1 hops
+// (Gloo's binomial tree takes log2(size), but needs pairs a ring context of
+// size >= 4 does not have). The last rank, root - 1, returns only after
+// every other rank passed the bytes on or sent them: its success shows that
+// every rank was connected and inside the operation. Uses Gloo's broadcast
+// slots for `tag`. Gloo failures throw, as in Gloo's own collectives
+// (gloo::IoException; a wait longer than `timeout` fails the context).
+// REQUIRES: the pairs to rank - 1 and rank + 1 exist; every rank calls it
+// with the same root, size and tag.
+void RingBroadcast(gloo::Context& context, int root, void* data, size_t bytes, uint32_t tag,
+                   std::chrono::milliseconds timeout);
+
+}  // namespace placement::server
+
+#endif  // PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_GLOO_GLOO_RING_CONTEXT_H_

@@ -1,0 +1,307 @@
+// GlooRingContext with real Gloo over loopback TCP, its ranks threads of
+// this process meeting through an InMemoryRendezvousStore behind a counting
+// wrapper: a context of N connects each rank only to rank - 1 and rank + 1
+// (getPair of any other rank is null) after reading only those two ranks'
+// keys (2N reads in all, each key read twice); the operations the Gloo
+// transport issues (Gloo's ring all-reduce, allgather, allgatherv, and
+// RingBroadcast from every root, one of several chunks) give the computed
+// results on it; closeConnections and AbortGlooContext cope with the
+// missing pairs; an absent neighbour fails the rendezvous with the
+// store's DEADLINE_EXCEEDED naming its key within the budget; and, through
+// the whole transport (SimulatedCluster), the first collective over 8
+// processes reads 16 keys and leaves none behind, broadcast included.
+#include "server/collective/transport/gloo/gloo_ring_context.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/math.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/collective/transport/gloo/gloo_support.h"
+#include "server/collective/transport/rendezvous_store.h"
+#include "tests/server/collective/simulated_cluster.h"
+
+namespace placement::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The store interface over an InMemoryRendezvousStore, counting what
+// passes (a thin wrapper of the interface, not a stand-in for it).
+class CountingStore final : public RendezvousStore {
+ public:
+  absl::Status Set(const std::string& key, const std::string& value) override {
+    sets_.fetch_add(1);
+    return inner_.Set(key, value);
+  }
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override {
+    {
+      absl::MutexLock lock(&mu_);
+      ++gets_[key];
+    }
+    return inner_.Get(key, timeout);
+  }
+  absl::StatusOr<int64_t> DeletePrefix(const std::string& prefix) override {
+    return inner_.DeletePrefix(prefix);
+  }
+
+  int sets() const { return sets_.load(); }
+  // Reads of each key.
+  std::map<std::string, int> gets() const {
+    absl::MutexLock lock(&mu_);
+    return gets_;
+  }
+  int total_gets() const {
+    int n = 0;
+    for (const auto& [key, count] : gets()) n += count;
+    return n;
+  }
+  size_t size() const { return inner_.size(); }
+
+ private:
+  InMemoryRendezvousStore inner_;
+  std::atomic<int> sets_{0};
+  mutable absl::Mutex mu_;
+  std::map<std::string, int> gets_ ABSL_GUARDED_BY(mu_);
+};
+
+std::shared_ptr<gloo::transport::Device> LoopbackDevice() {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  return gloo::transport::tcp::CreateDevice(attr);
+}
+
+// Runs fn(rank) for every rank at once, each on its own thread.
+void OnRanks(int size, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) threads.emplace_back([&, r] { fn(r); });
+  for (auto& t : threads) t.join();
+}
+
+// `size` ring contexts under `prefix`, one device per rank (as one per
+// process); every Connect must succeed.
+std::vector<std::shared_ptr<gloo::Context>> ConnectRing(RendezvousStore& store,
+                                                        const std::string& prefix, int size) {
+  std::vector<std::shared_ptr<gloo::Context>> contexts(size);
+  std::vector<absl::Status> statuses(size);
+  OnRanks(size, [&](int r) {
+    absl::StatusOr<std::shared_ptr<gloo::Context>> context =
+        GlooRingContext::Connect(store, prefix, r, size, LoopbackDevice(), absl::Seconds(20));
+    statuses[r] = context.status();
+    if (context.ok()) contexts[r] = *std::move(context);
+  });
+  for (int r = 0; r < size; ++r)
+    EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+  return contexts;
+}
+
+TEST(GlooRingContextTest, NeighboursAreSymmetricAndEveryoneUpToThree) {
+  EXPECT_THAT(GlooRingContext::Neighbours(0, 1), ::testing::IsEmpty());
+  EXPECT_THAT(GlooRingContext::Neighbours(1, 2), ::testing::ElementsAre(0));
+  EXPECT_THAT(GlooRingContext::Neighbours(0, 3), ::testing::ElementsAre(1, 2));
+  EXPECT_THAT(GlooRingContext::Neighbours(0, 8), ::testing::ElementsAre(1, 7));
+  EXPECT_THAT(GlooRingContext::Neighbours(7, 8), ::testing::ElementsAre(0, 6));
+  EXPECT_THAT(GlooRingContext::Neighbours(4, 8), ::testing::ElementsAre(3, 5));
+  for (int size = 1; size <= 12; ++size) {
+    for (int a = 0; a < size; ++a) {
+      const std::vector<int> of_a = GlooRingContext::Neighbours(a, size);
+      EXPECT_EQ(of_a.size(), static_cast<size_t>(std::min(size - 1, 2))) << a << " of " << size;
+      for (int b : of_a) {
+        EXPECT_THAT(GlooRingContext::Neighbours(b, size), ::testing::Contains(a))
+            << a << " and " << b << " of " << size;
+      }
+    }
+  }
+}
+
+class GlooRingOfN : public ::testing::TestWithParam<int> {};
+
+TEST_P(GlooRingOfN, ConnectsOnlyNeighboursAfterTwoReadsPerRank) {
+  const int n = GetParam();
+  CountingStore store;
+  std::vector<std::shared_ptr<gloo::Context>> contexts = ConnectRing(store, "t", n);
+  // One key per rank, each read by its neighbours (two; one of 2) and
+  // nobody else.
+  EXPECT_EQ(store.sets(), n);
+  EXPECT_EQ(store.total_gets(), n == 2 ? 2 : 2 * n);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(store.gets()[absl::StrCat("t/ring/", r)], n == 2 ? 1 : 2) << r;
+  }
+  for (int r = 0; r < n; ++r) {
+    ASSERT_NE(contexts[r], nullptr);
+    const std::vector<int> neighbours = GlooRingContext::Neighbours(r, n);
+    for (int q = 0; q < n; ++q) {
+      const bool neighbour = std::find(neighbours.begin(), neighbours.end(), q) != neighbours.end();
+      EXPECT_EQ(contexts[r]->getPair(q) != nullptr, neighbour) << "rank " << r << ", pair " << q;
+    }
+  }
+  // The keys live under the prefix (what GlooContextCache::Ran deletes).
+  EXPECT_EQ(*store.DeletePrefix("t/"), n);
+  EXPECT_EQ(store.size(), 0u);
+}
+
+TEST_P(GlooRingOfN, TheTransportsOperationsGiveTheComputedResults) {
+  const int n = GetParam();
+  CountingStore store;
+  std::vector<std::shared_ptr<gloo::Context>> contexts = ConnectRing(store, "ops", n);
+  for (const auto& context : contexts) ASSERT_NE(context, nullptr);
+  const auto timeout = std::chrono::milliseconds(20000);
+
+  // Ring all-reduce (SUM of int32): 1000 * r + i from each rank.
+  constexpr int kCount = 1003;
+  std::vector<std::vector<int32_t>> reduced(n, std::vector<int32_t>(kCount));
+  OnRanks(n, [&](int r) {
+    for (int i = 0; i < kCount; ++i) reduced[r][i] = 1000 * r + i;
+    gloo::AllreduceOptions opts(contexts[r]);
+    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+    opts.setOutput(reduced[r].data(), kCount);
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<int32_t>));
+    opts.setTag(1);
+    opts.setTimeout(timeout);
+    gloo::allreduce(opts);
+  });
+  for (int r = 0; r < n; ++r) {
+    for (int i = 0; i < kCount; ++i) {
+      ASSERT_EQ(reduced[r][i], 1000 * (n * (n - 1) / 2) + n * i) << "rank " << r << " at " << i;
+    }
+  }
+
+  // Allgather (the transport's Exchange): 37 bytes from each rank.
+  constexpr int kBlock = 37;
+  std::vector<std::string> gathered(n, std::string(n * kBlock, '\0'));
+  OnRanks(n, [&](int r) {
+    std::string block(kBlock, static_cast<char>('a' + r));
+    gloo::AllgatherOptions opts(contexts[r]);
+    opts.setInput(block.data(), block.size());
+    opts.setOutput(gathered[r].data(), gathered[r].size());
+    opts.setTag(2);
+    opts.setTimeout(timeout);
+    gloo::allgather(opts);
+  });
+  for (int r = 0; r < n; ++r) {
+    for (int q = 0; q < n; ++q) {
+      EXPECT_EQ(gathered[r].substr(q * kBlock, kBlock), std::string(kBlock, 'a' + q)) << r;
+    }
+  }
+
+  // Allgatherv (the transport's all-gather), primed in place: rank q
+  // contributes q + 1 bytes of value q.
+  std::vector<size_t> counts(n);
+  std::iota(counts.begin(), counts.end(), size_t{1});
+  const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+  std::vector<std::vector<uint8_t>> gatheredv(n, std::vector<uint8_t>(total, 0xAB));
+  OnRanks(n, [&](int r) {
+    const size_t offset = static_cast<size_t>(r) * (r + 1) / 2;
+    std::fill_n(gatheredv[r].begin() + offset, counts[r], static_cast<uint8_t>(r));
+    gloo::AllgathervOptions opts(contexts[r]);
+    opts.setOutput(gatheredv[r].data(), counts);
+    opts.setTag(3);
+    opts.setTimeout(timeout);
+    gloo::allgatherv(opts);
+  });
+  std::vector<uint8_t> want;
+  for (int q = 0; q < n; ++q) want.insert(want.end(), counts[q], static_cast<uint8_t>(q));
+  for (int r = 0; r < n; ++r) EXPECT_EQ(gatheredv[r], want) << "rank " << r;
+
+  // RingBroadcast from every root: 13 bytes, and 3 MiB + 5 (4 chunks).
+  for (size_t bytes : {size_t{13}, (size_t{3} << 20) + 5}) {
+    for (int root = 0; root < n; ++root) {
+      std::vector<std::vector<uint8_t>> data(n, std::vector<uint8_t>(bytes, 0));
+      for (size_t i = 0; i < bytes; ++i) data[root][i] = static_cast<uint8_t>(i * 7 + root);
+      OnRanks(n,
+              [&](int r) { RingBroadcast(*contexts[r], root, data[r].data(), bytes, 4, timeout); });
+      for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(data[r], data[root]) << "rank " << r << ", root " << root << ", " << bytes;
+      }
+    }
+  }
+
+  // Walking every pair copes with the missing ones.
+  AbortGlooContext(*contexts[0]);
+  for (const auto& context : contexts) context->closeConnections();
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, GlooRingOfN, ::testing::Values(2, 3, 4, 5, 8));
+
+TEST(GlooRingContextTest, AnAbsentNeighbourFailsTheRendezvousWithinTheBudget) {
+  // Ranks 0..3 of 5 come; 4 never does. Its neighbours 0 and 3 wait for its
+  // key until the budget ends, then fail naming it.
+  const absl::Duration kBudget = absl::Milliseconds(800);
+  CountingStore store;
+  std::vector<absl::Status> statuses(4);
+  const absl::Time start = absl::Now();
+  OnRanks(4, [&](int r) {
+    statuses[r] =
+        GlooRingContext::Connect(store, "absent", r, 5, LoopbackDevice(), kBudget).status();
+  });
+  EXPECT_LT(absl::Now() - start, 3 * kBudget);
+  for (int r : {0, 3}) {
+    EXPECT_EQ(statuses[r].code(), absl::StatusCode::kDeadlineExceeded) << statuses[r];
+    EXPECT_THAT(std::string(statuses[r].message()), HasSubstr("absent/ring/4"));
+  }
+  // Nobody read anything but its neighbours' keys.
+  for (const auto& [key, count] : store.gets()) EXPECT_LE(count, 2) << key;
+}
+
+TEST(GlooRingContextTest, AKeyWithoutThisRanksAddressIsUnavailable) {
+  CountingStore store;
+  ASSERT_TRUE(store.Set("bad/ring/1", "not an address list").ok());
+  absl::StatusOr<std::shared_ptr<gloo::Context>> context =
+      GlooRingContext::Connect(store, "bad", 0, 2, LoopbackDevice(), absl::Seconds(5));
+  EXPECT_EQ(context.status().code(), absl::StatusCode::kUnavailable) << context.status();
+  EXPECT_THAT(std::string(context.status().message()), HasSubstr("no address for rank 0"));
+}
+
+// Through the whole Gloo transport: the first collective over 8 processes
+// forms ring contexts with 2 reads per process, and whoever's success shows
+// that all took part deletes the keys -- for a broadcast the last process
+// of the ring, not the first.
+TEST(GlooRingContextTest, TheTransportsFirstCollectiveReadsTwoKeysPerProcess) {
+  CountingStore store;
+  testing::ClusterOptions options;
+  options.processes = 8;
+  options.store = &store;
+  testing::SimulatedCluster c(options);
+  const std::vector<int> all = testing::AllProcesses(c);
+  uint64_t ticket = 0;
+  for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast}) {
+    testing::Group g = testing::MakeGroup(c, kind, DType::kF32, ReduceOp::kSum, all, 1024,
+                                          /*root=*/3, 21);
+    // An epoch of its own per kind: each call forms a new context.
+    const CrossProcessTicket t = testing::Ticket(c.AllKey(), 0, 0, /*epoch=*/++ticket);
+    const int gets_before = store.total_gets();
+    const int sets_before = store.sets();
+    auto statuses = testing::OnProcesses(all, [&](int p) {
+      CollectiveItem item = testing::ItemFor(g, p);
+      CollectiveContext context;
+      context.ticket = &t;
+      return c.engine(p).Run(kind, {&item, 1}, context);
+    });
+    for (int p : all) ASSERT_TRUE(statuses[p].ok()) << "process " << p << ": " << statuses[p];
+    testing::ExpectResult(g);
+    EXPECT_EQ(store.sets() - sets_before, 8) << CollectiveKindName(kind);
+    EXPECT_EQ(store.total_gets() - gets_before, 16) << CollectiveKindName(kind);
+    EXPECT_EQ(store.size(), 0u) << CollectiveKindName(kind);
+  }
+}
+
+}  // namespace
+}  // namespace placement::server
