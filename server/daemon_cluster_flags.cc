@@ -25,12 +25,13 @@ ABSL_FLAG(int32_t, heartbeat_misses, 10,
 ABSL_FLAG(absl::Duration, cluster_op_timeout, absl::Seconds(60),
           "Bound on one cross-daemon operation: multi-controller barriers, prepared shards "
           "waiting for their commit, Gloo operations.");
-ABSL_FLAG(bool, cluster_check_collectives, false,
+ABSL_FLAG(bool, cluster_check_collectives, true,
           "Check every multi-controller collective before it runs: one small exchange between "
           "the daemons (about one network round trip) that turns calls issued in a different "
-          "order or with different arguments on different processes into INVALID_ARGUMENT "
-          "instead of a wait until --cluster_op_timeout (as TORCH_DISTRIBUTED_DEBUG=DETAIL "
-          "does). Off: only a set's first call is compared.");
+          "order or with different arguments into INVALID_ARGUMENT and keeps every daemon at the "
+          "same call when a part fails. false: the collective alone (faster for small calls); "
+          "safe only while every call's groups span all of its daemons (e.g. an all-reduce over "
+          "every mesh axis), and calls that differ wait out --cluster_op_timeout, as NCCL does");
 ABSL_FLAG(std::string, peer_tls_server_name, "",
           "The name checked in other daemons' certificates (default: the host dialled).");
 ABSL_FLAG(std::string, peer_token_file, "",

@@ -76,7 +76,7 @@ struct ClusterConfig {
   absl::Duration op_timeout = absl::Seconds(60);
   // Multi-controller calls are checked alike on every process before they
   // run (ClusterEngineOptions::check_calls).
-  bool check_collectives = false;
+  bool check_collectives = true;
 
   bool enabled() const { return num_processes > 1 || !coordinator.empty(); }
   absl::Duration detection_bound() const { return heartbeat_interval * heartbeat_misses; }

@@ -183,30 +183,47 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
   // Prepare calls, this daemon's on this thread meanwhile.
   std::vector<std::vector<std::unique_ptr<Tensor>>> records(participants.size());
   const int32_t self = cluster_->process_index();
+  absl::Status ran;
   auto slot_of = [&](int32_t p) {
     return static_cast<size_t>(std::find(participants.begin(), participants.end(), p) -
                                participants.begin());
   };
-  absl::Status ran = FanOutAsync(
-      participants,
-      [&](int32_t p, PeerTransport::Done done) {
-        const size_t slot = slot_of(p);
-        return peers_->StartPrepareCollective(
-            p, request, op_key, participants, ids, ticket,
-            [&records, slot,
-             done = std::move(done)](absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part) {
-              if (part.ok()) records[slot] = *std::move(part);
-              done(part.status());
-            });
-      },
-      self,
-      [&]() -> absl::Status {
-        absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
-            Participate(participants, ids, self, request, context, ticket);
-        if (!part.ok()) return part.status();
-        records[slot_of(self)] = *std::move(part);
-        return absl::OkStatus();
-      });
+  // Up to kThreadedFanOut peers, a thread each with blocking calls: on
+  // gRPC 1.51 a callback-API completion costs ~1 ms more per call on a
+  // 2-core VM (docs/benchmarks.md); beyond, asynchronous calls, so a
+  // driver of many daemons holds no thread per peer.
+  constexpr size_t kThreadedFanOut = 8;
+  if (participants.size() <= kThreadedFanOut) {
+    ran = FanOut(participants, [&](int32_t p) -> absl::Status {
+      absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
+          p == self ? Participate(participants, ids, p, request, context, ticket)
+                    : peers_->PrepareCollective(p, request, op_key, participants, ids, ticket);
+      if (!part.ok()) return part.status();
+      records[slot_of(p)] = *std::move(part);
+      return absl::OkStatus();
+    });
+  } else {
+    ran = FanOutAsync(
+        participants,
+        [&](int32_t p, PeerTransport::Done done) {
+          const size_t slot = slot_of(p);
+          return peers_->StartPrepareCollective(
+              p, request, op_key, participants, ids, ticket,
+              [&records, slot,
+               done = std::move(done)](absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part) {
+                if (part.ok()) records[slot] = *std::move(part);
+                done(part.status());
+              });
+        },
+        self,
+        [&]() -> absl::Status {
+          absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
+              Participate(participants, ids, self, request, context, ticket);
+          if (!part.ok()) return part.status();
+          records[slot_of(self)] = *std::move(part);
+          return absl::OkStatus();
+        });
+  }
   auto fail = [&](absl::Status status) -> absl::Status {
     DriverTicketFailed(ticket);
     tensors_->AbortOn(participants, ids);
@@ -229,10 +246,12 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
 CrossProcessTicket ClusterCollectives::NextDriverTicket(const std::vector<int32_t>& participants) {
   CrossProcessTicket ticket;
   ticket.set_key = DriverSetKey(cluster_->process_index(), participants);
-  const uint64_t epoch = static_cast<uint64_t>(cluster_->epoch());
   absl::MutexLock lock(&mu_);
+  // Read under the lock and never backwards: two calls that saw different
+  // epochs must not both restart the numbering.
+  const uint64_t epoch = static_cast<uint64_t>(cluster_->epoch());
   DriverSequence& sequence = driver_sequences_[ticket.set_key];
-  if (sequence.epoch != epoch) {
+  if (epoch > sequence.epoch) {
     // A new epoch starts new sequences and transport groups everywhere.
     sequence.epoch = epoch;
     sequence.next = 0;

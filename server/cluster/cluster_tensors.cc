@@ -47,9 +47,7 @@ void ClusterTensors::Attach() {
 void ClusterTensors::OnCommit(const Tensor& tensor) {
   const std::vector<int32_t> peers = cluster_->AlivePeers();
   if (peers.empty()) return;
-  absl::Status status = FanOutAsync(peers, [&](int32_t p, PeerTransport::Done done) {
-    return peers_->StartCommit(p, {&tensor}, {}, std::move(done));
-  });
+  absl::Status status = FanOut(peers, [&](int32_t p) { return peers_->Commit(p, {&tensor}, {}); });
   if (!status.ok()) {
     // The peer that missed it is failing; it resyncs when it joins again.
     LogWarning("cluster: tensor ", tensor.id,
@@ -60,9 +58,8 @@ void ClusterTensors::OnCommit(const Tensor& tensor) {
 void ClusterTensors::OnDelete(const std::vector<std::string>& ids) {
   const std::vector<int32_t> peers = cluster_->AlivePeers();
   if (peers.empty() || ids.empty()) return;
-  absl::Status status = FanOutAsync(peers, [&](int32_t p, PeerTransport::Done done) {
-    return peers_->StartDeleteTensors(p, ids, std::move(done));
-  });
+  absl::Status status =
+      FanOut(peers, [&](int32_t p) { return peers_->DeleteTensors(p, ids).status(); });
   if (!status.ok()) {
     LogWarning("cluster: a delete did not reach every daemon: ", status.message());
   }
@@ -151,9 +148,8 @@ absl::Status ClusterTensors::CommitEverywhere(std::vector<std::unique_ptr<Tensor
   std::vector<const Tensor*> records;
   for (const auto& t : tensors) records.push_back(t.get());
   const std::vector<int32_t> peers = cluster_->AlivePeers();
-  absl::Status remote = FanOutAsync(peers, [&](int32_t p, PeerTransport::Done done) {
-    return peers_->StartCommit(p, records, delete_ids, std::move(done));
-  });
+  absl::Status remote =
+      FanOut(peers, [&](int32_t p) { return peers_->Commit(p, records, delete_ids); });
   std::vector<std::string> ids;
   for (const auto& t : tensors) ids.push_back(t->id);
   absl::Status here = CommitHere(std::move(tensors), delete_ids);
@@ -177,9 +173,7 @@ void ClusterTensors::AbortOn(const std::vector<int32_t>& processes,
       others.push_back(p);
     }
   }
-  FanOutAsync(others, [&](int32_t p, PeerTransport::Done done) {
-    return peers_->StartAbort(p, ids, std::move(done));
-  }).IgnoreError();
+  FanOut(others, [&](int32_t p) { return peers_->Abort(p, ids); }).IgnoreError();
 }
 
 absl::Status ClusterTensors::SyncFrom(int32_t process) {

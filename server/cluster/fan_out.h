@@ -42,6 +42,10 @@ absl::Status FanOut(const std::vector<int32_t>& processes,
 // one of `processes`) runs on the calling thread as `here`'s part. Returns once every call's `done` ran,
 // then destroys the calls, and picks the error as FanOut does (in the
 // order of `processes`, `here` included).
+// REQUIRES: not called on a gRPC callback thread (a handler's or a
+// reactor's): the calls complete on gRPC's threads, which a blocked caller
+// could starve. The daemon calls it from its dispatch pool (collectives
+// that span daemons never run inline).
 using StartCall = std::function<std::unique_ptr<PeerTransport::PendingCall>(
     int32_t process, PeerTransport::Done done)>;
 absl::Status FanOutAsync(const std::vector<int32_t>& processes, const StartCall& start,

@@ -1,7 +1,6 @@
 #include "server/peer/peer_client.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "placement/v1/peer_service.grpc.pb.h"
@@ -64,10 +63,9 @@ namespace {
 template <typename Request, typename Response>
 class AsyncUnary final : public PeerTransport::PendingCall {
  public:
-  AsyncUnary(PeerChannels* channels, Cluster* cluster, int32_t process, absl::Duration timeout)
-      : call_(channels, cluster, process, timeout) {}
-
-  Request& request() { return request_; }
+  AsyncUnary(PeerChannels* channels, Cluster* cluster, int32_t process, absl::Duration timeout,
+             Request request)
+      : call_(channels, cluster, process, timeout), request_(std::move(request)) {}
 
   // A PeerService method of the stub's callback interface.
   using Method = void (placement::v1::PeerService::StubInterface::async_interface::*)(
@@ -92,20 +90,22 @@ class AsyncUnary final : public PeerTransport::PendingCall {
   Response response_;
 };
 
-// Runs a Start* call and waits for it: the blocking forms.
-absl::Status Await(
-    const std::function<std::unique_ptr<PeerTransport::PendingCall>(PeerTransport::Done)>& start) {
-  absl::Notification ended;
-  absl::Status result;
-  std::unique_ptr<PeerTransport::PendingCall> call = start([&](absl::Status status) {
-    result = std::move(status);
-    ended.Notify();
-  });
-  ended.WaitForNotification();
-  return result;
+using Async = pb::PeerService::StubInterface::async_interface;
+
+pb::CommitRequest CommitRequestOf(const std::vector<const Tensor*>& tensors,
+                                  const std::vector<std::string>& delete_ids) {
+  pb::CommitRequest request;
+  for (const Tensor* t : tensors) RecordToProto(*t, request.add_tensors());
+  for (const std::string& id : delete_ids) request.add_delete_ids(id);
+  return request;
 }
 
-using Async = pb::PeerService::StubInterface::async_interface;
+template <typename Request>
+Request WithTensorIds(const std::vector<std::string>& ids) {
+  Request request;
+  for (const std::string& id : ids) request.add_tensor_ids(id);
+  return request;
+}
 
 }  // namespace
 
@@ -113,48 +113,54 @@ std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartCommit(
     int32_t process, const std::vector<const Tensor*>& tensors,
     const std::vector<std::string>& delete_ids, Done done) {
   using Call = AsyncUnary<pb::CommitRequest, pb::CommitResponse>;
-  auto call = std::make_unique<Call>(channels_, cluster_, process, kControlCall);
-  for (const Tensor* t : tensors) RecordToProto(*t, call->request().add_tensors());
-  for (const std::string& id : delete_ids) call->request().add_delete_ids(id);
-  return Call::Start(std::move(call), &Async::Commit,
+  return Call::Start(std::make_unique<Call>(channels_, cluster_, process, kControlCall,
+                                            CommitRequestOf(tensors, delete_ids)),
+                     &Async::Commit,
                      [done = std::move(done)](absl::Status s, pb::CommitResponse&) { done(s); });
 }
 
 std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartAbort(
     int32_t process, const std::vector<std::string>& ids, Done done) {
   using Call = AsyncUnary<pb::AbortRequest, pb::AbortResponse>;
-  auto call = std::make_unique<Call>(channels_, cluster_, process, kControlCall);
-  for (const std::string& id : ids) call->request().add_tensor_ids(id);
-  return Call::Start(std::move(call), &Async::Abort,
+  return Call::Start(std::make_unique<Call>(channels_, cluster_, process, kControlCall,
+                                            WithTensorIds<pb::AbortRequest>(ids)),
+                     &Async::Abort,
                      [done = std::move(done)](absl::Status s, pb::AbortResponse&) { done(s); });
 }
 
 std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartDeleteTensors(
     int32_t process, const std::vector<std::string>& ids, Done done) {
   using Call = AsyncUnary<pb::PeerDeleteTensorsRequest, pb::PeerDeleteTensorsResponse>;
-  auto call = std::make_unique<Call>(channels_, cluster_, process, kControlCall);
-  for (const std::string& id : ids) call->request().add_tensor_ids(id);
   return Call::Start(
-      std::move(call), &Async::DeleteTensors,
+      std::make_unique<Call>(channels_, cluster_, process, kControlCall,
+                             WithTensorIds<pb::PeerDeleteTensorsRequest>(ids)),
+      &Async::DeleteTensors,
       [done = std::move(done)](absl::Status s, pb::PeerDeleteTensorsResponse&) { done(s); });
 }
 
+// The blocking forms use the synchronous stub: a callback-API completion
+// costs more per call on gRPC 1.51 (docs/benchmarks.md).
 absl::Status PeerClient::Commit(int32_t process, const std::vector<const Tensor*>& tensors,
                                 const std::vector<std::string>& delete_ids) {
-  return Await([&](Done done) { return StartCommit(process, tensors, delete_ids, done); });
+  PeerCall call(channels_, cluster_, process, kControlCall);
+  pb::CommitResponse response;
+  return call.Finish(
+      call.stub()->Commit(call.context(), CommitRequestOf(tensors, delete_ids), &response));
 }
 
 absl::Status PeerClient::Abort(int32_t process, const std::vector<std::string>& ids) {
-  return Await([&](Done done) { return StartAbort(process, ids, done); });
+  PeerCall call(channels_, cluster_, process, kControlCall);
+  pb::AbortResponse response;
+  return call.Finish(
+      call.stub()->Abort(call.context(), WithTensorIds<pb::AbortRequest>(ids), &response));
 }
 
 absl::StatusOr<int64_t> PeerClient::DeleteTensors(int32_t process,
                                                   const std::vector<std::string>& ids) {
   PeerCall call(channels_, cluster_, process, kControlCall);
-  pb::PeerDeleteTensorsRequest request;
-  for (const std::string& id : ids) request.add_tensor_ids(id);
   pb::PeerDeleteTensorsResponse response;
-  RETURN_IF_ERROR(call.Finish(call.stub()->DeleteTensors(call.context(), request, &response)));
+  RETURN_IF_ERROR(call.Finish(call.stub()->DeleteTensors(
+      call.context(), WithTensorIds<pb::PeerDeleteTensorsRequest>(ids), &response)));
   return response.freed_bytes();
 }
 
@@ -227,15 +233,17 @@ absl::Status PeerClient::PrepareDisassemble(int32_t process, const std::string& 
   return RunPrepare(channels_, cluster_, process, &request, &response);
 }
 
-std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartPrepareCollective(
-    int32_t process, const CollectiveRequest& collective, const std::string& op_key,
-    const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
-    const CrossProcessTicket& ticket, RecordsDone done) {
-  using Call = AsyncUnary<pb::PrepareRequest, pb::PrepareResponse>;
-  const absl::Duration timeout = PrepareTimeout(*cluster_);
-  auto call = std::make_unique<Call>(channels_, cluster_, process, timeout);
-  pb::PrepareRequest& request = call->request();
-  SetPrepareBounds(*cluster_, timeout, &request);
+namespace {
+
+// A Prepare of `process`'s part of a collective, with the driver's bounds.
+pb::PrepareRequest CollectivePrepareOf(const Cluster& cluster, absl::Duration timeout,
+                                       const CollectiveRequest& collective,
+                                       const std::string& op_key,
+                                       const std::vector<int32_t>& participants,
+                                       const std::vector<std::string>& result_ids,
+                                       const CrossProcessTicket& ticket) {
+  pb::PrepareRequest request;
+  SetPrepareBounds(cluster, timeout, &request);
   pb::CollectiveOp* op = request.mutable_collective();
   CollectiveRequestToProto(collective, op);
   op->set_op_key(op_key);
@@ -246,9 +254,23 @@ std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartPrepareCollective(
   t->set_ticket(static_cast<int64_t>(ticket.ticket));
   for (int32_t p : participants) op->add_participants(p);
   for (const std::string& id : result_ids) op->add_result_ids(id);
+  return request;
+}
+
+}  // namespace
+
+std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartPrepareCollective(
+    int32_t process, const CollectiveRequest& collective, const std::string& op_key,
+    const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
+    const CrossProcessTicket& ticket, RecordsDone done) {
+  using Call = AsyncUnary<pb::PrepareRequest, pb::PrepareResponse>;
+  const absl::Duration timeout = PrepareTimeout(*cluster_);
   Cluster* cluster = cluster_;
   return Call::Start(
-      std::move(call), &Async::Prepare,
+      std::make_unique<Call>(channels_, cluster_, process, timeout,
+                             CollectivePrepareOf(*cluster_, timeout, collective, op_key,
+                                                 participants, result_ids, ticket)),
+      &Async::Prepare,
       [cluster, done = std::move(done)](absl::Status s, pb::PrepareResponse& response) {
         if (!s.ok()) {
           done(std::move(s));
@@ -262,18 +284,13 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::PrepareCollecti
     int32_t process, const CollectiveRequest& collective, const std::string& op_key,
     const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
     const CrossProcessTicket& ticket) {
-  absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> records;
-  absl::Status status = Await([&](Done done) {
-    return StartPrepareCollective(
-        process, collective, op_key, participants, result_ids, ticket,
-        [&records, done](absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> got) {
-          absl::Status s = got.status();
-          records = std::move(got);
-          done(std::move(s));
-        });
-  });
-  if (!status.ok()) return status;
-  return records;
+  const absl::Duration timeout = PrepareTimeout(*cluster_);
+  pb::PrepareRequest request =
+      CollectivePrepareOf(*cluster_, timeout, collective, op_key, participants, result_ids, ticket);
+  PeerCall call(channels_, cluster_, process, timeout);
+  pb::PrepareResponse response;
+  RETURN_IF_ERROR(call.Finish(call.stub()->Prepare(call.context(), request, &response)));
+  return Shells(response.results(), cluster_);
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::ListTensorRecords(

@@ -287,5 +287,46 @@ TEST_P(CheckedClusterCollectivesTest, MultiControllerCallsThatDifferFailAtOnce) 
 INSTANTIATE_TEST_SUITE_P(Clusters, CheckedClusterCollectivesTest,
                          ::testing::Values(ClusterLayout{2, 4}), LayoutName);
 
+// With --cluster_check_collectives=false the steady state runs the
+// collective alone: calls still meet, run once and agree with the
+// reference, call after call.
+class UncheckedClusterCollectivesTest : public ClusterCollectivesTest {
+ protected:
+  void SetUp() override {
+    StartCluster(GetParam(), {"--cluster_op_timeout=20s", "--cluster_check_collectives=false"});
+  }
+};
+
+TEST_P(UncheckedClusterCollectivesTest, MultiControllerCallsRunCallAfterCall) {
+  const std::string id = Blocks(1, 5, [](int d, int64_t i) { return 2.0 * d + i; });
+  for (int round = 0; round < 5; ++round) {
+    std::vector<pb::CollectiveResponse> responses(cluster_->size());
+    std::vector<grpc::Status> statuses(cluster_->size());
+    std::vector<std::thread> trainers;
+    for (int p = 0; p < cluster_->size(); ++p) {
+      trainers.emplace_back([&, p] {
+        pb::AllReduceRequest request;
+        request.set_tensor_id(id);
+        request.set_op(round % 2 == 0 ? pb::REDUCE_OP_SUM : pb::REDUCE_OP_MAX);
+        request.set_controller(pb::CONTROLLER_MULTI);
+        statuses[p] = AllReduceOn(cluster_->address(p), request, &responses[p]);
+      });
+    }
+    for (auto& t : trainers) t.join();
+    for (int p = 0; p < cluster_->size(); ++p) {
+      ASSERT_TRUE(statuses[p].ok()) << round << " " << p << ": " << statuses[p].error_message();
+      EXPECT_EQ(responses[p].tensor().id(), responses[0].tensor().id());
+    }
+    std::vector<double> got = Doubles(responses[0].tensor().id());
+    for (int64_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(got[i], round % 2 == 0 ? n_ * (n_ - 1) + n_ * i : 2.0 * (n_ - 1) + i);
+    }
+    ASSERT_TRUE(tensors_[0]->Delete({responses[0].tensor().id()}).ok());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Clusters, UncheckedClusterCollectivesTest,
+                         ::testing::Values(ClusterLayout{2, 4}, ClusterLayout{4, 2}), LayoutName);
+
 }  // namespace
 }  // namespace placement::testing

@@ -155,16 +155,53 @@ absl::Status ClusterEngine::RunOrdered(CollectiveKind kind, absl::Span<const Col
     absl::MutexLock lock(&mu_);
     formations_[ticket.set_key].passed = ticket.ticket;
   }
-  const uint64_t aborts = process_aborts_.load();
+  const uint64_t aborts = AbortsOf(ticket.processes);
   absl::Status status = RunInTurn(kind, items, plans, context);
-  if (status.ok() || options_.check_calls || process_aborts_.load() != aborts) return status;
-  // Another part gave the call up before its items: that is the cause, and
-  // nobody's call returned, so this failure is not late.
-  std::optional<absl::Status> cause = ForfeitedBy(ticket);
-  if (!cause.has_value()) return status;
+  if (status.ok() || options_.check_calls || AbortsOf(ticket.processes) != aborts) return status;
+  // Another part gave the call up (before its items, or its own items
+  // failed just before): that is the cause, and its next call fails too,
+  // so this failure is not late. Such a part leaves its notice as its
+  // connections close; a short wait covers the gap.
+  std::optional<absl::Status> cause =
+      ForfeitedBy(ticket, std::min(options_.timeout, absl::Seconds(2)));
+  if (!cause.has_value()) {
+    // This part's own failure in its items: the others' next call fails
+    // (Settle marks this one late); tell them now, before they look.
+    CrossProcessTicket next = ticket;
+    ++next.ticket;
+    PostNotice(next, absl::Status(status.code(),
+                                  absl::StrCat("its part of call ", ticket.ticket, " of set ",
+                                               ticket.set_key,
+                                               " failed in the collective: ", status.message())));
+    return status;
+  }
   absl::MutexLock lock(&mu_);
   formations_[ticket.set_key].passed.reset();
   return *cause;
+}
+
+uint64_t ClusterEngine::AbortsOf(const std::vector<int32_t>& processes) {
+  absl::MutexLock lock(&aborts_mu_);
+  uint64_t n = 0;
+  for (int32_t p : processes) {
+    auto it = aborts_.find(p);
+    if (it != aborts_.end()) n += it->second;
+  }
+  return n;
+}
+
+void ClusterEngine::PostNotice(const CrossProcessTicket& ticket, const absl::Status& why) {
+  if (options_.store == nullptr || ticket.processes.size() < 2) return;
+  CallWord word;
+  word.call = ticket.ticket;
+  word.digest = ticket.digest;
+  word.status = why;
+  absl::Status posted =
+      options_.store->Set(ForfeitKey(ticket), EncodeForfeit(options_.process_index, word));
+  if (!posted.ok()) {
+    LogWarning("cluster collective (", TicketName(ticket),
+               "): could not leave the forfeit notice: ", posted.message());
+  }
 }
 
 absl::Status ClusterEngine::TakeLate(const std::string& set_key) {
@@ -176,18 +213,7 @@ absl::Status ClusterEngine::TakeLate(const std::string& set_key) {
 
 void ClusterEngine::ForfeitOrdered(const CrossProcessTicket& ticket, const absl::Status& why) {
   if (ticket.processes.size() < 2) return;
-  if (options_.store != nullptr) {
-    CallWord word;
-    word.call = ticket.ticket;
-    word.digest = ticket.digest;
-    word.status = why;
-    absl::Status posted =
-        options_.store->Set(ForfeitKey(ticket), EncodeForfeit(options_.process_index, word));
-    if (!posted.ok()) {
-      LogWarning("cluster collective (", TicketName(ticket),
-                 "): could not leave the forfeit notice: ", posted.message());
-    }
-  }
+  PostNotice(ticket, why);
   if (options_.transport != nullptr) {
     const TransportGroupKey full{ticket.epoch, ticket.set_key, ticket.generation, ticket.processes};
     if (!options_.transport->Connected(full)) {
@@ -200,12 +226,10 @@ void ClusterEngine::ForfeitOrdered(const CrossProcessTicket& ticket, const absl:
   ReportFailure(ticket, absl::Status(why.code(), absl::StrCat("forfeited here: ", why.message())));
 }
 
-std::optional<absl::Status> ClusterEngine::ForfeitedBy(const CrossProcessTicket& ticket) {
+std::optional<absl::Status> ClusterEngine::ForfeitedBy(const CrossProcessTicket& ticket,
+                                                       absl::Duration wait) {
   if (options_.store == nullptr) return std::nullopt;
-  // Left before the forfeiting process closed its connections, so before
-  // this process's operation failed: no wait.
-  absl::StatusOr<std::string> notice =
-      options_.store->Get(ForfeitKey(ticket), absl::ZeroDuration());
+  absl::StatusOr<std::string> notice = options_.store->Get(ForfeitKey(ticket), wait);
   if (!notice.ok()) return std::nullopt;
   absl::StatusOr<std::pair<int32_t, CallWord>> decoded = DecodeForfeit(*notice);
   if (!decoded.ok() || decoded->first == options_.process_index ||
@@ -449,7 +473,10 @@ absl::StatusOr<std::shared_ptr<TicketSequencer>> ClusterEngine::SequencerFor(
 }
 
 void ClusterEngine::AbortProcess(int32_t process, const std::string& why) {
-  process_aborts_.fetch_add(1);
+  {
+    absl::MutexLock lock(&aborts_mu_);
+    ++aborts_[process];
+  }
   if (options_.transport != nullptr) options_.transport->AbortProcess(process, why);
 }
 

@@ -135,8 +135,9 @@ struct ClusterEngineOptions {
   // How long a ticket waits for a missing predecessor before skipping it.
   absl::Duration gap_timeout = absl::Seconds(5);
   // Call-ordered tickets: exchange a word per call before the items
-  // (see above). Off: only the forfeit notices below.
-  bool check_calls = false;
+  // (see above). Off: only the forfeit notices below -- correct only while
+  // every call's groups span all of its set's processes.
+  bool check_calls = true;
   // Where a call-ordered part that fails first leaves its forfeit notice for
   // the others (the coordinator's key-value store). Not owned; outlives the
   // engine. Null: the others' error is the transport's ("Connection closed
@@ -217,9 +218,11 @@ class ClusterEngine final : public CollectiveEngine {
   // Without check_calls: this process gives up call-ordered `ticket` with
   // `why` in its turn (notice, then the generation's connections closed).
   void ForfeitOrdered(const CrossProcessTicket& ticket, const absl::Status& why);
-  // The notice another process left for `ticket`, as the error to report;
-  // nullopt when there is none.
-  std::optional<absl::Status> ForfeitedBy(const CrossProcessTicket& ticket);
+  // The notice another process left for `ticket`, as the error to report,
+  // waiting up to `wait` for one; nullopt when there is none.
+  std::optional<absl::Status> ForfeitedBy(const CrossProcessTicket& ticket, absl::Duration wait);
+  // Leaves this process's notice that its part of `ticket` fails with `why`.
+  void PostNotice(const CrossProcessTicket& ticket, const absl::Status& why);
   // Takes the failure of the set's previous call that its next call must
   // tell (OK when none).
   absl::Status TakeLate(const std::string& set_key);
@@ -237,9 +240,12 @@ class ClusterEngine final : public CollectiveEngine {
   absl::Duration Budget(const CollectiveContext& context) const;
 
   const ClusterEngineOptions options_;
-  // AbortProcess calls so far: a call that failed while it grew was ended
-  // by the cluster (a lost process), not by a forfeit.
-  std::atomic<uint64_t> process_aborts_{0};
+  // AbortProcess calls so far, per process: a call that failed while one of
+  // its set's processes was aborted was ended by the cluster (a lost
+  // process), not by a forfeit.
+  uint64_t AbortsOf(const std::vector<int32_t>& processes);
+  absl::Mutex aborts_mu_;
+  std::map<int32_t, uint64_t> aborts_ ABSL_GUARDED_BY(aborts_mu_);
   absl::Mutex mu_;
   uint64_t min_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // (epoch, set key) -> sequencer.
