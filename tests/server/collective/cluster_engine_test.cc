@@ -351,6 +351,19 @@ CrossProcessTicket Ordered(uint64_t call, std::string digest,
   return t;
 }
 
+// Runs the all-reduce of `g` as call-ordered `ticket` on processes 0 and 1
+// and settles it; each process's outcome.
+std::vector<absl::Status> AllReduceAndSettle(SimulatedCluster& c, const Group& g,
+                                             const CrossProcessTicket& ticket) {
+  return OnProcesses({0, 1}, [&](int p) {
+    CollectiveItem item = ItemFor(g, p);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    return c.engine(p).Settle(ticket,
+                              c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
+  });
+}
+
 // Call-ordered tickets behave alike with and without the per-call check
 // (check_calls), except for calls that differ (below).
 class CallOrderedTest : public ::testing::TestWithParam<bool> {
@@ -417,12 +430,7 @@ TEST(ClusterEngineTest, CheckedCallOrderedMismatchFailsEverywhereWithoutRunningT
   Group next =
       MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kMax, {0, 1}, 8, 0, 3);
   const CrossProcessTicket t2 = Ordered(1, "max");
-  auto again = OnProcesses({0, 1}, [&](int p) {
-    CollectiveItem item = ItemFor(next, p);
-    CollectiveContext context;
-    context.ticket = &t2;
-    return c.engine(p).Settle(t2, c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
-  });
+  auto again = AllReduceAndSettle(c, next, t2);
   for (const auto& s : again) ASSERT_TRUE(s.ok()) << s;
   ExpectResult(next);
 }
@@ -452,13 +460,7 @@ TEST_P(CallOrderedTest, PartThatFailedBeforeRunIsNamedByTheOthers) {
   // forfeit notice is gone from the store.
   CrossProcessTicket again = Ordered(0, "d");
   again.generation = 1;
-  auto next = OnProcesses({0, 1}, [&](int p) {
-    CollectiveItem item = ItemFor(g, p);
-    CollectiveContext context;
-    context.ticket = &again;
-    return c.engine(p).Settle(again,
-                              c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
-  });
+  auto next = AllReduceAndSettle(c, g, again);
   for (const auto& s : next) ASSERT_TRUE(s.ok()) << s;
   ExpectResult(g);
   EXPECT_EQ(*store.DeletePrefix("forfeit/"), 0);
@@ -486,29 +488,20 @@ TEST(ClusterEngineTest, UncheckedCallsThatDifferNeverExchangeBytesAndFailTheNext
     return c.engine(p).Settle(ticket,
                               c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
   });
+  // Each fails: by its own timeout, or by the connection the other closed
+  // when its timeout came first.
   for (const auto& s : first) {
-    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_TRUE(absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s)) << s;
   }
   const CrossProcessTicket t1 = Ordered(1, "sum");
-  auto second = OnProcesses({0, 1}, [&](int p) {
-    CollectiveItem item = ItemFor(sum, p);
-    CollectiveContext context;
-    context.ticket = &t1;
-    return c.engine(p).Settle(t1, c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
-  });
-  for (const auto& s : second) {
-    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-    EXPECT_THAT(std::string(s.message()), HasSubstr("failed after the collective ran"));
+  auto second = AllReduceAndSettle(c, sum, t1);
+  for (size_t p = 0; p < second.size(); ++p) {
+    EXPECT_EQ(second[p].code(), first[p].code()) << second[p];
+    EXPECT_THAT(std::string(second[p].message()), HasSubstr("failed after the collective ran"));
   }
   CrossProcessTicket formed = Ordered(0, "sum");
   formed.generation = 1;
-  auto third = OnProcesses({0, 1}, [&](int p) {
-    CollectiveItem item = ItemFor(sum, p);
-    CollectiveContext context;
-    context.ticket = &formed;
-    return c.engine(p).Settle(formed,
-                              c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
-  });
+  auto third = AllReduceAndSettle(c, sum, formed);
   for (const auto& s : third) ASSERT_TRUE(s.ok()) << s;
   ExpectResult(sum);
 }
@@ -536,12 +529,7 @@ TEST_P(CallOrderedTest, FailureAfterTheRoundFailsTheNextCallEverywhere) {
   EXPECT_EQ(first[1].code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(late[0]);
   EXPECT_TRUE(late[1]);
-  auto second = OnProcesses({0, 1}, [&](int p) {
-    CollectiveItem item = ItemFor(g, p);
-    CollectiveContext context;
-    context.ticket = &t1;
-    return c.engine(p).Settle(t1, c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
-  });
+  auto second = AllReduceAndSettle(c, g, t1);
   EXPECT_EQ(second[0].code(), absl::StatusCode::kAborted) << second[0];
   EXPECT_THAT(std::string(second[0].message()),
               HasSubstr("process 1 failed its part: FAILED_PRECONDITION: its part of call 0 of set "
