@@ -40,6 +40,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -67,6 +68,9 @@ ABSL_FLAG(int64_t, chunk_bytes, 1 << 20, "Chunk size of the bare byte streams.")
 ABSL_FLAG(std::string, sections, "allreduce,commit,place", "Which benchmarks to run.");
 ABSL_FLAG(bool, quick, false, "Smoke test: small sizes, one rep, few iterations.");
 ABSL_FLAG(std::string, placementd, "", "placementd binary (default: next to this one).");
+ABSL_FLAG(std::vector<std::string>, daemon_flags, {},
+          "More flags for every daemon, comma-separated "
+          "(--daemon_flags=--cluster_check_collectives=false).");
 
 namespace placement::bench {
 namespace {
@@ -112,6 +116,8 @@ int Run(int argc, char** argv) {
   options.device_memory =
       std::max<int64_t>(3 * max_block, 2 * s.place_bytes / s.devices_per_process) + (64 << 20);
   options.extra_flags = {"--cluster_op_timeout=2m"};
+  for (const std::string& flag : absl::GetFlag(FLAGS_daemon_flags))
+    options.extra_flags.push_back(flag);
   auto daemons = ClusterDaemons::Start(options);
   if (!daemons.ok()) {
     std::fprintf(stderr, "cluster: %s\n", daemons.status().ToString().c_str());
