@@ -45,6 +45,26 @@ class ClusterCollectivesTest : public ::testing::TestWithParam<ClusterLayout>,
   }
   void TearDown() override { ExpectMemoryAtBaseline(); }
 
+  // Every process's trainer calls a multi-controller all-reduce of `id`
+  // with op_of(p) on its own daemon, all at once.
+  void MultiAllReduce(const std::string& id, const std::function<pb::ReduceOp(int)>& op_of,
+                      std::vector<grpc::Status>& statuses,
+                      std::vector<pb::CollectiveResponse>& responses) {
+    statuses.assign(cluster_->size(), grpc::Status());
+    responses.assign(cluster_->size(), pb::CollectiveResponse());
+    std::vector<std::thread> trainers;
+    for (int p = 0; p < cluster_->size(); ++p) {
+      trainers.emplace_back([&, p] {
+        pb::AllReduceRequest request;
+        request.set_tensor_id(id);
+        request.set_op(op_of(p));
+        request.set_controller(pb::CONTROLLER_MULTI);
+        statuses[p] = AllReduceOn(cluster_->address(p), request, &responses[p]);
+      });
+    }
+    for (auto& t : trainers) t.join();
+  }
+
   // A [n_ * rows, cols] f64 tensor sharded on rows over "flat": device d's
   // block is rows [d*rows, (d+1)*rows); value(d, i) for element i of the
   // block.
@@ -260,17 +280,9 @@ TEST_P(CheckedClusterCollectivesTest, MultiControllerCallsThatDifferFailAtOnce) 
   for (int round = 0; round < 2; ++round) {
     // Round 0 forms the set (its first call is compared at the
     // coordinator); round 1 is a steady-state call, compared by the check.
-    std::vector<std::thread> trainers;
-    for (int p = 0; p < cluster_->size(); ++p) {
-      trainers.emplace_back([&, p] {
-        pb::AllReduceRequest request;
-        request.set_tensor_id(id);
-        request.set_op(round == 1 && p == 0 ? pb::REDUCE_OP_MAX : pb::REDUCE_OP_SUM);
-        request.set_controller(pb::CONTROLLER_MULTI);
-        statuses[p] = AllReduceOn(cluster_->address(p), request, &responses[p]);
-      });
-    }
-    for (auto& t : trainers) t.join();
+    MultiAllReduce(
+        id, [round](int p) { return round == 1 && p == 0 ? pb::REDUCE_OP_MAX : pb::REDUCE_OP_SUM; },
+        statuses, responses);
     if (round == 0) {
       for (int p = 0; p < cluster_->size(); ++p) {
         ASSERT_TRUE(statuses[p].ok()) << p << ": " << statuses[p].error_message();
@@ -300,19 +312,11 @@ class UncheckedClusterCollectivesTest : public ClusterCollectivesTest {
 TEST_P(UncheckedClusterCollectivesTest, MultiControllerCallsRunCallAfterCall) {
   const std::string id = Blocks(1, 5, [](int d, int64_t i) { return 2.0 * d + i; });
   for (int round = 0; round < 5; ++round) {
-    std::vector<pb::CollectiveResponse> responses(cluster_->size());
-    std::vector<grpc::Status> statuses(cluster_->size());
-    std::vector<std::thread> trainers;
-    for (int p = 0; p < cluster_->size(); ++p) {
-      trainers.emplace_back([&, p] {
-        pb::AllReduceRequest request;
-        request.set_tensor_id(id);
-        request.set_op(round % 2 == 0 ? pb::REDUCE_OP_SUM : pb::REDUCE_OP_MAX);
-        request.set_controller(pb::CONTROLLER_MULTI);
-        statuses[p] = AllReduceOn(cluster_->address(p), request, &responses[p]);
-      });
-    }
-    for (auto& t : trainers) t.join();
+    std::vector<pb::CollectiveResponse> responses;
+    std::vector<grpc::Status> statuses;
+    MultiAllReduce(
+        id, [round](int) { return round % 2 == 0 ? pb::REDUCE_OP_SUM : pb::REDUCE_OP_MAX; },
+        statuses, responses);
     for (int p = 0; p < cluster_->size(); ++p) {
       ASSERT_TRUE(statuses[p].ok()) << round << " " << p << ": " << statuses[p].error_message();
       EXPECT_EQ(responses[p].tensor().id(), responses[0].tensor().id());
