@@ -188,12 +188,9 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
     return static_cast<size_t>(std::find(participants.begin(), participants.end(), p) -
                                participants.begin());
   };
-  // Up to kThreadedFanOut peers, a thread each with blocking calls: on
-  // gRPC 1.51 a callback-API completion costs ~1 ms more per call on a
-  // 2-core VM (docs/benchmarks.md); beyond, asynchronous calls, so a
-  // driver of many daemons holds no thread per peer.
-  constexpr size_t kThreadedFanOut = 8;
-  if (participants.size() <= kThreadedFanOut) {
+  // A thread per peer for small sets, asynchronous calls beyond
+  // (kMaxThreadedFanOut): a driver of many daemons holds no thread per peer.
+  if (participants.size() <= kMaxThreadedFanOut) {
     ran = FanOut(participants, [&](int32_t p) -> absl::Status {
       absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
           p == self ? Participate(participants, ids, p, request, context, ticket)
@@ -339,9 +336,13 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& tenant,
     for (int32_t p : cluster_->AlivePeers()) {
       if (!std::binary_search(participants.begin(), participants.end(), p)) others.push_back(p);
     }
-    FanOutAsync(others, [&](int32_t p, PeerTransport::Done done) {
-      return peers_->StartCommit(p, records, donated, std::move(done));
-    }).IgnoreError();
+    if (others.size() <= kMaxThreadedFanOut) {
+      FanOut(others, [&](int32_t p) { return peers_->Commit(p, records, donated); }).IgnoreError();
+    } else {
+      FanOutAsync(others, [&](int32_t p, PeerTransport::Done done) {
+        return peers_->StartCommit(p, records, donated, std::move(done));
+      }).IgnoreError();
+    }
   }
   return committed;
 }

@@ -5,6 +5,7 @@
 #ifndef PLACEMENT_SERVER_CLUSTER_FAN_OUT_H_
 #define PLACEMENT_SERVER_CLUSTER_FAN_OUT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -39,13 +40,14 @@ absl::Status FanOut(const std::vector<int32_t>& processes,
 // The same without a thread per process: start(p, done) starts an
 // asynchronous call to every process but `here` (PeerTransport's Start*
 // forms) and returns it; meanwhile run_here() (when given, and `here` is
-// one of `processes`) runs on the calling thread as `here`'s part. Returns once every call's `done` ran,
-// then destroys the calls, and picks the error as FanOut does (in the
-// order of `processes`, `here` included).
-// REQUIRES: not called on a gRPC callback thread (a handler's or a
-// reactor's): the calls complete on gRPC's threads, which a blocked caller
-// could starve. The daemon calls it from its dispatch pool (collectives
-// that span daemons never run inline).
+// one of `processes`) runs on the calling thread as `here`'s part. Returns once every call's `done`
+// ran, then destroys the calls, and picks the error as FanOut does (in the order of `processes`,
+// `here` included). REQUIRES: not called on a gRPC callback thread (a handler's or a reactor's):
+// the calls complete on gRPC's threads, which a blocked caller could starve. The daemon calls it
+// from its dispatch pool (collectives that span daemons never run inline). Up to this many
+// processes a fan-out is cheaper with a thread each and blocking calls: on gRPC 1.51 a callback-API
+// completion costs ~1 ms more per call on the 2-core VM (docs/benchmarks.md). Beyond, FanOutAsync.
+inline constexpr size_t kMaxThreadedFanOut = 8;
 using StartCall = std::function<std::unique_ptr<PeerTransport::PendingCall>(
     int32_t process, PeerTransport::Done done)>;
 absl::Status FanOutAsync(const std::vector<int32_t>& processes, const StartCall& start,

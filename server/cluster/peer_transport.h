@@ -88,7 +88,8 @@ class PeerTransport {
       const CrossProcessTicket& ticket) = 0;
 
   // Asynchronous forms of the calls a daemon fans out to many peers at
-  // once (FanOutAsync, fan_out.h), so a fan-out holds no thread per peer.
+  // once (FanOutAsync, fan_out.h) -- a collective's Prepare and its commit
+  // to the daemons without shards -- so a fan-out holds no thread per peer.
   // Each starts the call and returns it as a PendingCall, which owns the
   // call (its context, deadline and loss guard); `done` runs exactly once
   // with what the blocking form returns, on a transport thread or inline
@@ -105,12 +106,6 @@ class PeerTransport {
                                                    const std::vector<const Tensor*>& tensors,
                                                    const std::vector<std::string>& delete_ids,
                                                    Done done) = 0;
-  virtual std::unique_ptr<PendingCall> StartAbort(int32_t process,
-                                                  const std::vector<std::string>& ids,
-                                                  Done done) = 0;
-  virtual std::unique_ptr<PendingCall> StartDeleteTensors(int32_t process,
-                                                          const std::vector<std::string>& ids,
-                                                          Done done) = 0;
   virtual std::unique_ptr<PendingCall> StartPrepareCollective(
       int32_t process, const CollectiveRequest& request, const std::string& op_key,
       const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,

@@ -119,25 +119,6 @@ std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartCommit(
                      [done = std::move(done)](absl::Status s, pb::CommitResponse&) { done(s); });
 }
 
-std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartAbort(
-    int32_t process, const std::vector<std::string>& ids, Done done) {
-  using Call = AsyncUnary<pb::AbortRequest, pb::AbortResponse>;
-  return Call::Start(std::make_unique<Call>(channels_, cluster_, process, kControlCall,
-                                            WithTensorIds<pb::AbortRequest>(ids)),
-                     &Async::Abort,
-                     [done = std::move(done)](absl::Status s, pb::AbortResponse&) { done(s); });
-}
-
-std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartDeleteTensors(
-    int32_t process, const std::vector<std::string>& ids, Done done) {
-  using Call = AsyncUnary<pb::PeerDeleteTensorsRequest, pb::PeerDeleteTensorsResponse>;
-  return Call::Start(
-      std::make_unique<Call>(channels_, cluster_, process, kControlCall,
-                             WithTensorIds<pb::PeerDeleteTensorsRequest>(ids)),
-      &Async::DeleteTensors,
-      [done = std::move(done)](absl::Status s, pb::PeerDeleteTensorsResponse&) { done(s); });
-}
-
 // The blocking forms use the synchronous stub: a callback-API completion
 // costs more per call on gRPC 1.51 (docs/benchmarks.md).
 absl::Status PeerClient::Commit(int32_t process, const std::vector<const Tensor*>& tensors,

@@ -54,11 +54,6 @@ class PeerClient final : public PeerTransport {
                                            const std::vector<const Tensor*>& tensors,
                                            const std::vector<std::string>& delete_ids,
                                            Done done) override;
-  std::unique_ptr<PendingCall> StartAbort(int32_t process, const std::vector<std::string>& ids,
-                                          Done done) override;
-  std::unique_ptr<PendingCall> StartDeleteTensors(int32_t process,
-                                                  const std::vector<std::string>& ids,
-                                                  Done done) override;
   std::unique_ptr<PendingCall> StartPrepareCollective(
       int32_t process, const CollectiveRequest& request, const std::string& op_key,
       const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,

@@ -214,16 +214,7 @@ absl::Status ClusterEngine::TakeLate(const std::string& set_key) {
 void ClusterEngine::ForfeitOrdered(const CrossProcessTicket& ticket, const absl::Status& why) {
   if (ticket.processes.size() < 2) return;
   PostNotice(ticket, why);
-  if (options_.transport != nullptr) {
-    const TransportGroupKey full{ticket.epoch, ticket.set_key, ticket.generation, ticket.processes};
-    if (!options_.transport->Connected(full)) {
-      // Peers may wait in the full set's rendezvous for this process.
-      options_.transport->Connect(full, std::min(options_.gap_timeout, options_.timeout))
-          .IgnoreError();
-    }
-    options_.transport->AbortGeneration(ticket.epoch, ticket.set_key, ticket.generation);
-  }
-  ReportFailure(ticket, absl::Status(why.code(), absl::StrCat("forfeited here: ", why.message())));
+  CloseForfeited(ticket, ticket.processes, why);
 }
 
 std::optional<absl::Status> ClusterEngine::ForfeitedBy(const CrossProcessTicket& ticket,
@@ -388,6 +379,13 @@ void ClusterEngine::Forfeit(const CrossProcessTicket& ticket,
   turn.deadline = absl::Now() + options_.gap_timeout;
   // Refused when the ticket ran (or was refused) here: nothing to undo.
   if (!(*sequencer)->Acquire(ticket.ticket, turn).ok()) return;
+  CloseForfeited(ticket, participants, why);
+  (*sequencer)->Finish(ticket.ticket);
+}
+
+void ClusterEngine::CloseForfeited(const CrossProcessTicket& ticket,
+                                   const std::vector<int32_t>& participants,
+                                   const absl::Status& why) {
   if (options_.transport != nullptr) {
     const TransportGroupKey full{ticket.epoch, ticket.set_key, ticket.generation, participants};
     if (!options_.transport->Connected(full)) {
@@ -398,7 +396,6 @@ void ClusterEngine::Forfeit(const CrossProcessTicket& ticket,
     options_.transport->AbortGeneration(ticket.epoch, ticket.set_key, ticket.generation);
   }
   ReportFailure(ticket, absl::Status(why.code(), absl::StrCat("forfeited here: ", why.message())));
-  (*sequencer)->Finish(ticket.ticket);
 }
 
 void ClusterEngine::ReportFailure(const CrossProcessTicket& ticket, const absl::Status& status) {

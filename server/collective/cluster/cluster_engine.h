@@ -221,6 +221,10 @@ class ClusterEngine final : public CollectiveEngine {
   // The notice another process left for `ticket`, as the error to report,
   // waiting up to `wait` for one; nullopt when there is none.
   std::optional<absl::Status> ForfeitedBy(const CrossProcessTicket& ticket, absl::Duration wait);
+  // Closes the connections of `ticket`'s generation (the full set's
+  // context connected first if it was not) and reports the forfeit.
+  void CloseForfeited(const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
+                      const absl::Status& why);
   // Leaves this process's notice that its part of `ticket` fails with `why`.
   void PostNotice(const CrossProcessTicket& ticket, const absl::Status& why);
   // Takes the failure of the set's previous call that its next call must
