@@ -5,6 +5,11 @@
 // the stream ended; the iterator never holds views of more batches than it
 // staged; and exports and device memory return to baseline after every
 // ending (the end of data, the iterator destroyed mid-stream).
+//
+// With PLACEMENT_TEST_BACKEND=cuda (scripts/gpu_check.sh) the shards are
+// device memory: every shard carries a CUDA IPC handle and no host bytes
+// (this binary does not link CUDA; view_gpu_test opens such handles), and a
+// batch's bytes are checked by downloading its tensor while the batch holds it.
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -14,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "placement/client/meshes.h"
 #include "placement/client/prefetch.h"
+#include "placement/client/tensors.h"
 #include "placement/client/views.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/device_memory.h"
@@ -85,20 +91,40 @@ class PrefetchViewTest : public ::testing::Test {
     return true;
   }
 
-  // The batch's views hold batch k's bytes (assembled from their shards).
-  static void ExpectViews(const DeviceBatch& batch, int k) {
+  // True on a CUDA daemon: views carry IPC handles, not host bytes.
+  static bool DeviceViews() { return testing::TestBackend() == "cuda"; }
+
+  // The batch's views hold batch k's bytes (assembled from their shards); on
+  // a CUDA daemon, every shard is an IPC handle and the tensor downloads as
+  // batch k.
+  void ExpectViews(const DeviceBatch& batch, int k) {
     ASSERT_EQ(batch.views.size(), batch.tensors.size());
     for (size_t i = 0; i < batch.tensors.size(); ++i) {
       ASSERT_NE(batch.views[i], nullptr);
       EXPECT_EQ(batch.views[i]->tensor().id, batch.tensors[i].tensor.id);
+      if (!DeviceViews()) continue;
+      for (const TensorView::Shard& shard : batch.views[i]->shards()) {
+        EXPECT_FALSE(shard.cuda_ipc_handle.empty()) << "shard " << shard.index;
+        EXPECT_TRUE(shard.bytes.empty()) << "shard " << shard.index;
+      }
     }
     const std::vector<float> images = Images(k);
     std::vector<float> got_images(images.size());
-    ASSERT_TRUE(batch.views[0]->CopyTo(std::as_writable_bytes(std::span(got_images))).ok());
-    EXPECT_EQ(got_images, images) << "batch " << k;
     const std::vector<int32_t> labels = Labels(k);
     std::vector<int32_t> got_labels(labels.size());
-    ASSERT_TRUE(batch.views[1]->CopyTo(std::as_writable_bytes(std::span(got_labels))).ok());
+    if (DeviceViews()) {
+      TensorClient tensors(*client_);
+      auto read = tensors.Download(batch.tensors[0].tensor.id, AsWritableBytes(got_images));
+      ASSERT_TRUE(read.ok()) << read.status();
+      read = tensors.Download(batch.tensors[1].tensor.id, AsWritableBytes(got_labels));
+      ASSERT_TRUE(read.ok()) << read.status();
+    } else {
+      auto copied = batch.views[0]->CopyTo(std::as_writable_bytes(std::span(got_images)));
+      ASSERT_TRUE(copied.ok()) << copied;
+      copied = batch.views[1]->CopyTo(std::as_writable_bytes(std::span(got_labels)));
+      ASSERT_TRUE(copied.ok()) << copied;
+    }
+    EXPECT_EQ(got_images, images) << "batch " << k;
     EXPECT_EQ(got_labels, labels) << "batch " << k;
   }
 
@@ -124,20 +150,26 @@ TEST_F(PrefetchViewTest, EveryBatchComesWithViewsOfItsBytesOnOneDevice) {
     ExpectViews(**batch, k);
     // One device: the image shard is the whole array, mapped in place.
     ASSERT_EQ((*batch)->views[0]->shards().size(), 1u);
-    const auto bytes = (*batch)->views[0]->bytes(0);
-    ASSERT_EQ(bytes.size(), kRows * kRowFloats * sizeof(float));
     EXPECT_FALSE((*batch)->views[0]->shards()[0].copied);
+    if (!DeviceViews()) {
+      ASSERT_EQ((*batch)->views[0]->bytes(0).size(), kRows * kRowFloats * sizeof(float));
+    }
     if (k == 0) kept = (*batch)->views[0];
   }
   ASSERT_TRUE((*it)->stats().daemon.has_value());
   EXPECT_EQ((*it)->stats().daemon->batches_staged, 12);
   // Batch 0 was released eleven batches ago and the stream has ended: its
-  // view still reads batch 0's bytes.
+  // view still reads batch 0's bytes (on a CUDA daemon, its export is open).
+  EXPECT_EQ(OpenExports(), 1);
+  if (DeviceViews()) {
+    EXPECT_FALSE(kept->shards()[0].cuda_ipc_handle.empty());
+    kept.reset();
+    return;
+  }
   const std::vector<float> images = Images(0);
   std::vector<float> got(images.size());
   std::memcpy(got.data(), kept->bytes(0).data(), kept->bytes(0).size());
   EXPECT_EQ(got, images);
-  EXPECT_EQ(OpenExports(), 1);
   kept.reset();
 }
 
