@@ -19,7 +19,7 @@
 #      tests on --backend=cuda daemons,
 #   5. the GPU benchmark rows, each against its baseline in the same run
 #      (upload/download and region H2D/D2H against pinned cudaMemcpy, the
-#      CUDA IPC view against a device-to-device cudaMemcpy,
+#      CUDA IPC view in parts against the reader's own device-to-device copy,
 #      prefetch at compute = transfer and 2x, the NCCL collective part),
 #   and writes the record docs/gpu-runs/YYYY-MM-DD-<short sha>.txt (into $OUT
 #   when set, so a device call brings it back): `commit: <sha>`, the device
@@ -206,7 +206,7 @@ run() {
   }
   bench "upload/download and regions vs pinned cudaMemcpy" "$bin/tensor_transfer_bench" \
     --backend=cuda --devices=1 --size_mib=256 --reps=3 --reshard_replicated=false
-  bench "CUDA IPC view (export + open + device read) vs device-to-device cudaMemcpy" \
+  bench "CUDA IPC view (export + open + device read) vs the reader's own device-to-device copy" \
     "$bin/view_gpu_test" --gtest_filter='*ImportsItsOwnMemory*'
   bench "prefetch at compute = transfer and 2x" "$bin/prefetch_bench" --backend=cuda \
     --devices=1 --step_factors=1,2 --rounds=3 --steps=40
