@@ -78,6 +78,9 @@ absl::Status FanOutAsync(const std::vector<int32_t>& processes, const StartCall&
   absl::Status mine = absl::OkStatus();
   const bool takes_part = std::find(processes.begin(), processes.end(), here) != processes.end();
   if (takes_part && run_here) mine = run_here();
+  // A transport that completes calls on the waiting thread runs their
+  // `done` here; one with threads of its own ran or runs them there.
+  for (const auto& call : calls) call->Wait();
   std::vector<absl::Status> results;
   {
     absl::MutexLock lock(&waiting.mu);
@@ -92,6 +95,17 @@ absl::Status FanOutAsync(const std::vector<int32_t>& processes, const StartCall&
   // Every `done` ran: the calls may go.
   calls.clear();
   return Explaining(results);
+}
+
+absl::Status FanOutPeers(const std::vector<int32_t>& processes,
+                         const std::function<absl::Status(int32_t)>& call, const StartCall& start,
+                         int32_t here, const std::function<absl::Status()>& run_here,
+                         size_t max_threaded) {
+  if (processes.size() > max_threaded) return FanOutAsync(processes, start, here, run_here);
+  return FanOut(processes, [&](int32_t p) {
+    if (p != here) return call(p);
+    return run_here ? run_here() : absl::OkStatus();
+  });
 }
 
 absl::Status FanOut(const std::vector<int32_t>& processes,

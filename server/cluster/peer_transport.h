@@ -88,24 +88,54 @@ class PeerTransport {
       const CrossProcessTicket& ticket) = 0;
 
   // Asynchronous forms of the calls a daemon fans out to many peers at
-  // once (FanOutAsync, fan_out.h) -- a collective's Prepare and its commit
-  // to the daemons without shards -- so a fan-out holds no thread per peer.
-  // Each starts the call and returns it as a PendingCall, which owns the
-  // call (its context, deadline and loss guard); `done` runs exactly once
-  // with what the blocking form returns, on a transport thread or inline
-  // (before Start* returns, or inside a cancellation), and must only
-  // record and signal. REQUIRES: the PendingCall is destroyed after its
-  // `done` ran, never before.
+  // once (FanOutCall / FanOutAsync, fan_out.h) -- record commits, aborts
+  // and deletes, mesh installs and removals, the Prepare of a Place,
+  // Assemble, Disassemble or collective, and the devices' accounting -- so
+  // a fan-out holds no thread per peer. Each starts the call and returns it
+  // as a PendingCall, which owns the call (its context, deadline and loss
+  // guard); `done` runs exactly once with what the blocking form returns
+  // (a status only, where the fan-outs need no more), and must only record
+  // and signal. It runs on a transport thread, inline (before Start*
+  // returns), or inside PendingCall::Wait on the waiting thread.
+  // REQUIRES: the PendingCall is waited for (Wait) before it is destroyed.
   class PendingCall {
    public:
     virtual ~PendingCall() = default;
+    // Returns once `done` ran, or (for a transport that completes calls
+    // on threads of its own) at once; the waiter then waits for `done`
+    // itself. PeerClient completes each call on its own completion queue
+    // here, on the waiting thread, so a waiter needs no transport thread
+    // and may be a gRPC callback thread.
+    virtual void Wait() {}
   };
   using Done = std::function<void(absl::Status)>;
   using RecordsDone = std::function<void(absl::StatusOr<std::vector<std::unique_ptr<Tensor>>>)>;
+  using DevicesDone = std::function<void(absl::StatusOr<std::vector<DeviceState>>)>;
+  virtual std::unique_ptr<PendingCall> StartGetLocalDevices(int32_t process, absl::Duration timeout,
+                                                            DevicesDone done) = 0;
+  virtual std::unique_ptr<PendingCall> StartInstallMesh(int32_t process, const RegisteredMesh& mesh,
+                                                        Done done) = 0;
+  virtual std::unique_ptr<PendingCall> StartRemoveMesh(int32_t process, const std::string& mesh_id,
+                                                       bool force, Done done) = 0;
   virtual std::unique_ptr<PendingCall> StartCommit(int32_t process,
                                                    const std::vector<const Tensor*>& tensors,
                                                    const std::vector<std::string>& delete_ids,
                                                    Done done) = 0;
+  virtual std::unique_ptr<PendingCall> StartAbort(int32_t process,
+                                                  const std::vector<std::string>& ids,
+                                                  Done done) = 0;
+  virtual std::unique_ptr<PendingCall> StartDeleteTensors(int32_t process,
+                                                          const std::vector<std::string>& ids,
+                                                          Done done) = 0;
+  virtual std::unique_ptr<PendingCall> StartPreparePlace(int32_t process,
+                                                         const std::string& source_id,
+                                                         const Tensor& result, Done done) = 0;
+  virtual std::unique_ptr<PendingCall> StartPrepareAssemble(
+      int32_t process, const std::vector<std::string>& piece_ids, const Tensor& result, bool donate,
+      Done done) = 0;
+  virtual std::unique_ptr<PendingCall> StartPrepareDisassemble(
+      int32_t process, const std::string& source_id, const std::vector<std::string>& result_ids,
+      bool donate, Done done) = 0;
   virtual std::unique_ptr<PendingCall> StartPrepareCollective(
       int32_t process, const CollectiveRequest& request, const std::string& op_key,
       const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,

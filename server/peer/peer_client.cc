@@ -1,5 +1,10 @@
 #include "server/peer/peer_client.h"
 
+#include <functional>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
@@ -9,6 +14,7 @@
 #include "server/peer/cluster_proto.h"
 #include "server/peer/peer_call.h"
 #include "server/peer/peer_streams.h"
+#include "server/peer/peer_unary_call.h"
 #include "server/peer/tensor_record_proto.h"
 
 namespace placement::server {
@@ -19,14 +25,31 @@ namespace {
 
 constexpr absl::Duration kControlCall = absl::Seconds(30);
 
-}  // namespace
+using Stub = pb::PeerService::Stub;
+using PendingCall = PeerTransport::PendingCall;
 
-absl::StatusOr<std::vector<DeviceState>> PeerClient::GetLocalDevices(int32_t process,
-                                                                     absl::Duration timeout) {
-  PeerCall call(channels_, cluster_, process, timeout);
-  pb::GetLocalDevicesRequest request;
-  pb::GetLocalDevicesResponse response;
-  RETURN_IF_ERROR(call.Finish(call.stub()->GetLocalDevices(call.context(), request, &response)));
+// The blocking form of a Start* form: starts it with a `done` that keeps
+// the result, and waits.
+template <typename Result>
+Result Await(
+    const std::function<std::unique_ptr<PendingCall>(std::function<void(Result)>)>& start) {
+  std::optional<Result> out;
+  start([&out](Result result) { out = std::move(result); })->Wait();
+  return *std::move(out);
+}
+
+// Starts `method` with `request`, for a caller that needs only its status.
+template <typename Request, typename Response>
+std::unique_ptr<PendingCall> StartForStatus(PeerChannels* channels, Cluster* cluster,
+                                            int32_t process, absl::Duration timeout,
+                                            PeerMethod<Request, Response> method,
+                                            std::type_identity_t<Request> request,
+                                            PeerTransport::Done done) {
+  return StartPeerCall(channels, cluster, process, timeout, method, std::move(request),
+                       [done = std::move(done)](absl::Status s, Response&) { done(std::move(s)); });
+}
+
+std::vector<DeviceState> DevicesOf(const pb::GetLocalDevicesResponse& response) {
   std::vector<DeviceState> out;
   for (const pb::Device& d : response.devices()) {
     out.push_back(DeviceState{DescriptionFromProto(d), d.memory_in_use_bytes(),
@@ -35,62 +58,19 @@ absl::StatusOr<std::vector<DeviceState>> PeerClient::GetLocalDevices(int32_t pro
   return out;
 }
 
-absl::Status PeerClient::InstallMesh(int32_t process, const RegisteredMesh& mesh) {
-  PeerCall call(channels_, cluster_, process, kControlCall);
+pb::InstallMeshRequest InstallMeshRequestOf(const RegisteredMesh& mesh) {
   pb::InstallMeshRequest request;
   MeshToProto(mesh, 0, request.mutable_mesh()->mutable_mesh());
   request.mutable_mesh()->set_tenant(mesh.tenant);
-  pb::InstallMeshResponse response;
-  return call.Finish(call.stub()->InstallMesh(call.context(), request, &response));
+  return request;
 }
 
-absl::StatusOr<int64_t> PeerClient::RemoveMesh(int32_t process, const std::string& mesh_id,
-                                               bool force) {
-  PeerCall call(channels_, cluster_, process, kControlCall);
+pb::RemoveMeshRequest RemoveMeshRequestOf(const std::string& mesh_id, bool force) {
   pb::RemoveMeshRequest request;
   request.set_mesh_id(mesh_id);
   request.set_force(force);
-  pb::RemoveMeshResponse response;
-  RETURN_IF_ERROR(call.Finish(call.stub()->RemoveMesh(call.context(), request, &response)));
-  return response.deleted_tensors();
+  return request;
 }
-
-namespace {
-
-// One asynchronous unary PeerService call: its PeerCall (context, deadline,
-// loss guard), request and response live until the caller destroys it,
-// after `then` ran.
-template <typename Request, typename Response>
-class AsyncUnary final : public PeerTransport::PendingCall {
- public:
-  AsyncUnary(PeerChannels* channels, Cluster* cluster, int32_t process, absl::Duration timeout,
-             Request request)
-      : call_(channels, cluster, process, timeout), request_(std::move(request)) {}
-
-  // A PeerService method of the stub's callback interface.
-  using Method = void (placement::v1::PeerService::StubInterface::async_interface::*)(
-      grpc::ClientContext*, const Request*, Response*, std::function<void(grpc::Status)>);
-
-  // Starts the call with `method` and runs then(status, response) when it
-  // ends.
-  static std::unique_ptr<PeerTransport::PendingCall> Start(
-      std::unique_ptr<AsyncUnary> self, Method method,
-      std::function<void(absl::Status, Response&)> then) {
-    AsyncUnary* raw = self.get();
-    (raw->call_.stub()->async()->*method)(raw->call_.context(), &raw->request_, &raw->response_,
-                                          [raw, then = std::move(then)](grpc::Status status) {
-                                            then(raw->call_.Finish(status), raw->response_);
-                                          });
-    return self;
-  }
-
- private:
-  PeerCall call_;
-  Request request_;
-  Response response_;
-};
-
-using Async = pb::PeerService::StubInterface::async_interface;
 
 pb::CommitRequest CommitRequestOf(const std::vector<const Tensor*>& tensors,
                                   const std::vector<std::string>& delete_ids) {
@@ -109,62 +89,120 @@ Request WithTensorIds(const std::vector<std::string>& ids) {
 
 }  // namespace
 
-std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartCommit(
-    int32_t process, const std::vector<const Tensor*>& tensors,
-    const std::vector<std::string>& delete_ids, Done done) {
-  using Call = AsyncUnary<pb::CommitRequest, pb::CommitResponse>;
-  return Call::Start(std::make_unique<Call>(channels_, cluster_, process, kControlCall,
-                                            CommitRequestOf(tensors, delete_ids)),
-                     &Async::Commit,
-                     [done = std::move(done)](absl::Status s, pb::CommitResponse&) { done(s); });
+// Every blocking form is its Start* form waited for, or the same call
+// (PeerUnaryCall) where it returns more than the Start* form's `done` gets.
+
+std::unique_ptr<PendingCall> PeerClient::StartGetLocalDevices(int32_t process,
+                                                              absl::Duration timeout,
+                                                              DevicesDone done) {
+  return StartPeerCall(channels_, cluster_, process, timeout, &Stub::PrepareAsyncGetLocalDevices,
+                       pb::GetLocalDevicesRequest(),
+                       [done = std::move(done)](absl::Status s, pb::GetLocalDevicesResponse& r) {
+                         if (!s.ok()) {
+                           done(std::move(s));
+                         } else {
+                           done(DevicesOf(r));
+                         }
+                       });
 }
 
-// The blocking forms use the synchronous stub: a callback-API completion
-// costs more per call on gRPC 1.51 (docs/benchmarks.md).
+absl::StatusOr<std::vector<DeviceState>> PeerClient::GetLocalDevices(int32_t process,
+                                                                     absl::Duration timeout) {
+  return Await<absl::StatusOr<std::vector<DeviceState>>>(
+      [&](DevicesDone done) { return StartGetLocalDevices(process, timeout, std::move(done)); });
+}
+
+std::unique_ptr<PendingCall> PeerClient::StartInstallMesh(int32_t process,
+                                                          const RegisteredMesh& mesh, Done done) {
+  return StartForStatus(channels_, cluster_, process, kControlCall, &Stub::PrepareAsyncInstallMesh,
+                        InstallMeshRequestOf(mesh), std::move(done));
+}
+
+absl::Status PeerClient::InstallMesh(int32_t process, const RegisteredMesh& mesh) {
+  return Await<absl::Status>(
+      [&](Done done) { return StartInstallMesh(process, mesh, std::move(done)); });
+}
+
+std::unique_ptr<PendingCall> PeerClient::StartRemoveMesh(int32_t process,
+                                                         const std::string& mesh_id, bool force,
+                                                         Done done) {
+  return StartForStatus(channels_, cluster_, process, kControlCall, &Stub::PrepareAsyncRemoveMesh,
+                        RemoveMeshRequestOf(mesh_id, force), std::move(done));
+}
+
+absl::StatusOr<int64_t> PeerClient::RemoveMesh(int32_t process, const std::string& mesh_id,
+                                               bool force) {
+  ASSIGN_OR_RETURN(pb::RemoveMeshResponse response,
+                   CallPeer(channels_, cluster_, process, kControlCall,
+                            &Stub::PrepareAsyncRemoveMesh, RemoveMeshRequestOf(mesh_id, force)));
+  return response.deleted_tensors();
+}
+
+std::unique_ptr<PendingCall> PeerClient::StartCommit(int32_t process,
+                                                     const std::vector<const Tensor*>& tensors,
+                                                     const std::vector<std::string>& delete_ids,
+                                                     Done done) {
+  return StartForStatus(channels_, cluster_, process, kControlCall, &Stub::PrepareAsyncCommit,
+                        CommitRequestOf(tensors, delete_ids), std::move(done));
+}
+
 absl::Status PeerClient::Commit(int32_t process, const std::vector<const Tensor*>& tensors,
                                 const std::vector<std::string>& delete_ids) {
-  PeerCall call(channels_, cluster_, process, kControlCall);
-  pb::CommitResponse response;
-  return call.Finish(
-      call.stub()->Commit(call.context(), CommitRequestOf(tensors, delete_ids), &response));
+  return Await<absl::Status>(
+      [&](Done done) { return StartCommit(process, tensors, delete_ids, std::move(done)); });
+}
+
+std::unique_ptr<PendingCall> PeerClient::StartAbort(int32_t process,
+                                                    const std::vector<std::string>& ids,
+                                                    Done done) {
+  return StartForStatus(channels_, cluster_, process, kControlCall, &Stub::PrepareAsyncAbort,
+                        WithTensorIds<pb::AbortRequest>(ids), std::move(done));
 }
 
 absl::Status PeerClient::Abort(int32_t process, const std::vector<std::string>& ids) {
-  PeerCall call(channels_, cluster_, process, kControlCall);
-  pb::AbortResponse response;
-  return call.Finish(
-      call.stub()->Abort(call.context(), WithTensorIds<pb::AbortRequest>(ids), &response));
+  return Await<absl::Status>([&](Done done) { return StartAbort(process, ids, std::move(done)); });
+}
+
+std::unique_ptr<PendingCall> PeerClient::StartDeleteTensors(int32_t process,
+                                                            const std::vector<std::string>& ids,
+                                                            Done done) {
+  return StartForStatus(channels_, cluster_, process, kControlCall,
+                        &Stub::PrepareAsyncDeleteTensors,
+                        WithTensorIds<pb::PeerDeleteTensorsRequest>(ids), std::move(done));
 }
 
 absl::StatusOr<int64_t> PeerClient::DeleteTensors(int32_t process,
                                                   const std::vector<std::string>& ids) {
-  PeerCall call(channels_, cluster_, process, kControlCall);
-  pb::PeerDeleteTensorsResponse response;
-  RETURN_IF_ERROR(call.Finish(call.stub()->DeleteTensors(
-      call.context(), WithTensorIds<pb::PeerDeleteTensorsRequest>(ids), &response)));
+  ASSIGN_OR_RETURN(
+      pb::PeerDeleteTensorsResponse response,
+      CallPeer(channels_, cluster_, process, kControlCall, &Stub::PrepareAsyncDeleteTensors,
+               WithTensorIds<pb::PeerDeleteTensorsRequest>(ids)));
   return response.freed_bytes();
 }
 
 namespace {
 
-// How long a prepared result may wait for its commit, and how long one
-// Prepare may take (a large reshard streams many boxes).
-absl::Duration PrepareTimeout(const Cluster& cluster) { return cluster.config().op_timeout * 10; }
-
-// The driver's bounds on a Prepare.
-void SetPrepareBounds(const Cluster& cluster, absl::Duration timeout, pb::PrepareRequest* request) {
-  DurationToProto(timeout, request->mutable_pending_lifetime());
-  DurationToProto(timeout, request->mutable_timeout());
-  request->set_driver_process(cluster.process_index());
+// Starts a Prepare of `request` (its op set) with the driver's bounds: how
+// long a prepared result may wait for its commit, and how long the Prepare
+// may take (a large reshard streams many boxes).
+std::unique_ptr<PendingCall> StartPrepare(
+    PeerChannels* channels, Cluster* cluster, int32_t process, pb::PrepareRequest request,
+    std::function<void(absl::Status, pb::PrepareResponse&)> then) {
+  const absl::Duration timeout = cluster->config().op_timeout * 10;
+  DurationToProto(timeout, request.mutable_pending_lifetime());
+  DurationToProto(timeout, request.mutable_timeout());
+  request.set_driver_process(cluster->process_index());
+  return StartPeerCall(channels, cluster, process, timeout, &Stub::PrepareAsyncPrepare,
+                       std::move(request), std::move(then));
 }
 
-// Sends `request` (its op set) with the driver's bounds; the answer.
-absl::Status RunPrepare(PeerChannels* channels, Cluster* cluster, int32_t process,
-                        pb::PrepareRequest* request, pb::PrepareResponse* response) {
-  const absl::Duration timeout = PrepareTimeout(*cluster);
-  SetPrepareBounds(*cluster, timeout, request);
-  PeerCall call(channels, cluster, process, timeout);
-  return call.Finish(call.stub()->Prepare(call.context(), *request, response));
+// StartPrepare for a caller that needs only its status.
+std::unique_ptr<PendingCall> StartPrepareForStatus(PeerChannels* channels, Cluster* cluster,
+                                                   int32_t process, pb::PrepareRequest request,
+                                                   PeerTransport::Done done) {
+  return StartPrepare(
+      channels, cluster, process, std::move(request),
+      [done = std::move(done)](absl::Status s, pb::PrepareResponse&) { done(std::move(s)); });
 }
 
 // The results' records of a Prepare, as shells.
@@ -180,51 +218,42 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> Shells(
   return out;
 }
 
-}  // namespace
+pb::SourceHandling SourceOf(bool donate) {
+  return donate ? pb::SOURCE_HANDLING_DONATE : pb::SOURCE_HANDLING_KEEP;
+}
 
-absl::Status PeerClient::PreparePlace(int32_t process, const std::string& source_id,
-                                      const Tensor& result) {
+pb::PrepareRequest PlaceRequestOf(const std::string& source_id, const Tensor& result) {
   pb::PrepareRequest request;
   request.mutable_place()->set_source_id(source_id);
   RecordToProto(result, request.mutable_place()->mutable_result());
-  pb::PrepareResponse response;
-  return RunPrepare(channels_, cluster_, process, &request, &response);
+  return request;
 }
 
-absl::Status PeerClient::PrepareAssemble(int32_t process, const std::vector<std::string>& piece_ids,
-                                         const Tensor& result, bool donate) {
+pb::PrepareRequest AssembleRequestOf(const std::vector<std::string>& piece_ids,
+                                     const Tensor& result, bool donate) {
   pb::PrepareRequest request;
   for (const std::string& id : piece_ids) request.mutable_assemble()->add_piece_ids(id);
   RecordToProto(result, request.mutable_assemble()->mutable_result());
-  request.mutable_assemble()->set_source(donate ? pb::SOURCE_HANDLING_DONATE
-                                                : pb::SOURCE_HANDLING_KEEP);
-  pb::PrepareResponse response;
-  return RunPrepare(channels_, cluster_, process, &request, &response);
+  request.mutable_assemble()->set_source(SourceOf(donate));
+  return request;
 }
 
-absl::Status PeerClient::PrepareDisassemble(int32_t process, const std::string& source_id,
-                                            const std::vector<std::string>& result_ids,
-                                            bool donate) {
+pb::PrepareRequest DisassembleRequestOf(const std::string& source_id,
+                                        const std::vector<std::string>& result_ids, bool donate) {
   pb::PrepareRequest request;
   request.mutable_disassemble()->set_source_id(source_id);
   for (const std::string& id : result_ids) request.mutable_disassemble()->add_result_ids(id);
-  request.mutable_disassemble()->set_source(donate ? pb::SOURCE_HANDLING_DONATE
-                                                   : pb::SOURCE_HANDLING_KEEP);
-  pb::PrepareResponse response;
-  return RunPrepare(channels_, cluster_, process, &request, &response);
+  request.mutable_disassemble()->set_source(SourceOf(donate));
+  return request;
 }
 
-namespace {
-
-// A Prepare of `process`'s part of a collective, with the driver's bounds.
-pb::PrepareRequest CollectivePrepareOf(const Cluster& cluster, absl::Duration timeout,
-                                       const CollectiveRequest& collective,
+// A Prepare of `process`'s part of a collective (bounds set on sending).
+pb::PrepareRequest CollectivePrepareOf(const CollectiveRequest& collective,
                                        const std::string& op_key,
                                        const std::vector<int32_t>& participants,
                                        const std::vector<std::string>& result_ids,
                                        const CrossProcessTicket& ticket) {
   pb::PrepareRequest request;
-  SetPrepareBounds(cluster, timeout, &request);
   pb::CollectiveOp* op = request.mutable_collective();
   CollectiveRequestToProto(collective, op);
   op->set_op_key(op_key);
@@ -240,18 +269,57 @@ pb::PrepareRequest CollectivePrepareOf(const Cluster& cluster, absl::Duration ti
 
 }  // namespace
 
-std::unique_ptr<PeerTransport::PendingCall> PeerClient::StartPrepareCollective(
+std::unique_ptr<PendingCall> PeerClient::StartPreparePlace(int32_t process,
+                                                           const std::string& source_id,
+                                                           const Tensor& result, Done done) {
+  return StartPrepareForStatus(channels_, cluster_, process, PlaceRequestOf(source_id, result),
+                               std::move(done));
+}
+
+absl::Status PeerClient::PreparePlace(int32_t process, const std::string& source_id,
+                                      const Tensor& result) {
+  return Await<absl::Status>(
+      [&](Done done) { return StartPreparePlace(process, source_id, result, std::move(done)); });
+}
+
+std::unique_ptr<PendingCall> PeerClient::StartPrepareAssemble(
+    int32_t process, const std::vector<std::string>& piece_ids, const Tensor& result, bool donate,
+    Done done) {
+  return StartPrepareForStatus(channels_, cluster_, process,
+                               AssembleRequestOf(piece_ids, result, donate), std::move(done));
+}
+
+absl::Status PeerClient::PrepareAssemble(int32_t process, const std::vector<std::string>& piece_ids,
+                                         const Tensor& result, bool donate) {
+  return Await<absl::Status>([&](Done done) {
+    return StartPrepareAssemble(process, piece_ids, result, donate, std::move(done));
+  });
+}
+
+std::unique_ptr<PendingCall> PeerClient::StartPrepareDisassemble(
+    int32_t process, const std::string& source_id, const std::vector<std::string>& result_ids,
+    bool donate, Done done) {
+  return StartPrepareForStatus(channels_, cluster_, process,
+                               DisassembleRequestOf(source_id, result_ids, donate),
+                               std::move(done));
+}
+
+absl::Status PeerClient::PrepareDisassemble(int32_t process, const std::string& source_id,
+                                            const std::vector<std::string>& result_ids,
+                                            bool donate) {
+  return Await<absl::Status>([&](Done done) {
+    return StartPrepareDisassemble(process, source_id, result_ids, donate, std::move(done));
+  });
+}
+
+std::unique_ptr<PendingCall> PeerClient::StartPrepareCollective(
     int32_t process, const CollectiveRequest& collective, const std::string& op_key,
     const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
     const CrossProcessTicket& ticket, RecordsDone done) {
-  using Call = AsyncUnary<pb::PrepareRequest, pb::PrepareResponse>;
-  const absl::Duration timeout = PrepareTimeout(*cluster_);
   Cluster* cluster = cluster_;
-  return Call::Start(
-      std::make_unique<Call>(channels_, cluster_, process, timeout,
-                             CollectivePrepareOf(*cluster_, timeout, collective, op_key,
-                                                 participants, result_ids, ticket)),
-      &Async::Prepare,
+  return StartPrepare(
+      channels_, cluster_, process,
+      CollectivePrepareOf(collective, op_key, participants, result_ids, ticket),
       [cluster, done = std::move(done)](absl::Status s, pb::PrepareResponse& response) {
         if (!s.ok()) {
           done(std::move(s));
@@ -265,13 +333,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::PrepareCollecti
     int32_t process, const CollectiveRequest& collective, const std::string& op_key,
     const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
     const CrossProcessTicket& ticket) {
-  const absl::Duration timeout = PrepareTimeout(*cluster_);
-  pb::PrepareRequest request =
-      CollectivePrepareOf(*cluster_, timeout, collective, op_key, participants, result_ids, ticket);
-  PeerCall call(channels_, cluster_, process, timeout);
-  pb::PrepareResponse response;
-  RETURN_IF_ERROR(call.Finish(call.stub()->Prepare(call.context(), request, &response)));
-  return Shells(response.results(), cluster_);
+  return Await<absl::StatusOr<std::vector<std::unique_ptr<Tensor>>>>([&](RecordsDone done) {
+    return StartPrepareCollective(process, collective, op_key, participants, result_ids, ticket,
+                                  std::move(done));
+  });
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::ListTensorRecords(
@@ -279,12 +344,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::ListTensorRecor
   std::vector<std::unique_ptr<Tensor>> out;
   std::string token;
   do {
-    PeerCall call(channels_, cluster_, process, kControlCall);
     pb::ListTensorRecordsRequest request;
     request.set_page_token(token);
-    pb::ListTensorRecordsResponse response;
-    RETURN_IF_ERROR(
-        call.Finish(call.stub()->ListTensorRecords(call.context(), request, &response)));
+    ASSIGN_OR_RETURN(pb::ListTensorRecordsResponse response,
+                     CallPeer(channels_, cluster_, process, kControlCall,
+                              &Stub::PrepareAsyncListTensorRecords, std::move(request)));
     ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Tensor>> page,
                      Shells(response.tensors(), cluster_));
     for (auto& shell : page) out.push_back(std::move(shell));

@@ -50,10 +50,34 @@ class PeerClient final : public PeerTransport {
       int32_t process, const CollectiveRequest& request, const std::string& op_key,
       const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
       const CrossProcessTicket& ticket) override;
+  // The asynchronous forms complete on the waiting thread, in
+  // PendingCall::Wait (peer_unary_call.h); the blocking forms are the same
+  // calls, waited for at once.
+  std::unique_ptr<PendingCall> StartGetLocalDevices(int32_t process, absl::Duration timeout,
+                                                    DevicesDone done) override;
+  std::unique_ptr<PendingCall> StartInstallMesh(int32_t process, const RegisteredMesh& mesh,
+                                                Done done) override;
+  std::unique_ptr<PendingCall> StartRemoveMesh(int32_t process, const std::string& mesh_id,
+                                               bool force, Done done) override;
   std::unique_ptr<PendingCall> StartCommit(int32_t process,
                                            const std::vector<const Tensor*>& tensors,
                                            const std::vector<std::string>& delete_ids,
                                            Done done) override;
+  std::unique_ptr<PendingCall> StartAbort(int32_t process, const std::vector<std::string>& ids,
+                                          Done done) override;
+  std::unique_ptr<PendingCall> StartDeleteTensors(int32_t process,
+                                                  const std::vector<std::string>& ids,
+                                                  Done done) override;
+  std::unique_ptr<PendingCall> StartPreparePlace(int32_t process, const std::string& source_id,
+                                                 const Tensor& result, Done done) override;
+  std::unique_ptr<PendingCall> StartPrepareAssemble(int32_t process,
+                                                    const std::vector<std::string>& piece_ids,
+                                                    const Tensor& result, bool donate,
+                                                    Done done) override;
+  std::unique_ptr<PendingCall> StartPrepareDisassemble(int32_t process,
+                                                       const std::string& source_id,
+                                                       const std::vector<std::string>& result_ids,
+                                                       bool donate, Done done) override;
   std::unique_ptr<PendingCall> StartPrepareCollective(
       int32_t process, const CollectiveRequest& request, const std::string& op_key,
       const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,

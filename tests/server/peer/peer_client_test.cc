@@ -2,7 +2,9 @@
 // assembles them (peer_test_node.h), each a real PeerService on 127.0.0.1
 // port 0: another daemon's devices, installing and removing meshes, tensor
 // records committed, listed, aborted and deleted, shards written to another
-// daemon and read back as boxes, and a daemon that is gone.
+// daemon and read back as boxes, and a daemon that is gone; and every
+// asynchronous form fanned out to several daemons at once (FanOutAsync, as
+// FanOutCall runs it beyond kMaxThreadedFanOut).
 #include "server/peer/peer_client.h"
 
 #include <cstring>
@@ -12,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/cluster/fan_out.h"
 #include "tests/server/peer/peer_test_node.h"
 
 namespace placement::server {
@@ -140,6 +143,111 @@ TEST(PeerClientTest, ADaemonThatIsGoneIsUnavailableNamingIt) {
               ::testing::AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded))
       << devices.status();
   EXPECT_THAT(std::string(devices.status().message()), HasSubstr("process 1"));
+}
+
+// The asynchronous forms, as the fan-outs past kMaxThreadedFanOut run them:
+// every call started, then each waited for on this thread.
+class PeerClientAsyncTest : public ::testing::Test {
+ protected:
+  void SetUp() override { nodes_ = StartNodes(3); }
+
+  // Fans `start` out from node 0 to nodes 1 and 2 with no thread per node.
+  absl::Status ToOthers(const StartCall& start) { return FanOutAsync({1, 2}, start); }
+  PeerClient& client() { return *nodes_[0]->client; }
+
+  std::vector<std::unique_ptr<testing::PeerTestNode>> nodes_;
+};
+
+TEST_F(PeerClientAsyncTest, MeshesInstalledAndRemovedOnEveryOtherDaemon) {
+  RegisteredMesh mesh{"row", std::move(Mesh::Create({{"x", 2}}, {0, 1})).value(), "team"};
+  ASSERT_TRUE(ToOthers([&](int32_t p, PeerTransport::Done done) {
+                return client().StartInstallMesh(p, mesh, std::move(done));
+              }).ok());
+  for (int n : {1, 2}) {
+    auto there = nodes_[n]->services->mesh_authority()->ListMeshes();
+    ASSERT_EQ(there.size(), 1u) << "node " << n;
+    EXPECT_EQ(there[0].id, "row");
+  }
+  ASSERT_TRUE(ToOthers([&](int32_t p, PeerTransport::Done done) {
+                return client().StartRemoveMesh(p, "row", /*force=*/false, std::move(done));
+              }).ok());
+  for (int n : {1, 2}) EXPECT_TRUE(nodes_[n]->services->mesh_authority()->ListMeshes().empty());
+}
+
+TEST_F(PeerClientAsyncTest, RecordsCommittedAbortedAndDeletedOnEveryOtherDaemon) {
+  std::unique_ptr<Tensor> record = Record("t-fanned", /*device=*/0, {8}, /*process=*/0);
+  auto holds = [&](int n) {
+    auto listed = nodes_[0]->client->ListTensorRecords(n);
+    EXPECT_TRUE(listed.ok()) << listed.status();
+    for (const auto& shell : *listed) {
+      if (shell->id == "t-fanned") return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(ToOthers([&](int32_t p, PeerTransport::Done done) {
+                return client().StartCommit(p, {record.get()}, {}, std::move(done));
+              }).ok());
+  EXPECT_TRUE(holds(1));
+  EXPECT_TRUE(holds(2));
+  EXPECT_TRUE(ToOthers([&](int32_t p, PeerTransport::Done done) {
+                return client().StartAbort(p, {"t-fanned", "t-nothing"}, std::move(done));
+              }).ok());
+  ASSERT_TRUE(ToOthers([&](int32_t p, PeerTransport::Done done) {
+                return client().StartDeleteTensors(p, {"t-fanned"}, std::move(done));
+              }).ok());
+  EXPECT_FALSE(holds(1));
+  EXPECT_FALSE(holds(2));
+}
+
+TEST_F(PeerClientAsyncTest, EveryOtherDaemonsDevices) {
+  std::vector<std::vector<DeviceState>> got(3);
+  ASSERT_TRUE(
+      ToOthers([&](int32_t p, PeerTransport::Done done) {
+        return client().StartGetLocalDevices(
+            p, absl::Seconds(5),
+            [&got, p, done = std::move(done)](absl::StatusOr<std::vector<DeviceState>> devices) {
+              if (devices.ok()) got[p] = *std::move(devices);
+              done(devices.status());
+            });
+      }).ok());
+  for (int p : {1, 2}) {
+    ASSERT_EQ(got[p].size(), static_cast<size_t>(kNodeDevices)) << "process " << p;
+    EXPECT_EQ(got[p][0].description.process_index, p);
+  }
+}
+
+TEST_F(PeerClientAsyncTest, PreparesReachEveryOtherDaemonAndKeepTheirErrors) {
+  // No daemon holds the sources: each answers NOT_FOUND from its own
+  // Prepare of the op (a Place, an Assemble, a Disassemble).
+  std::unique_ptr<Tensor> result = Record("t-result", /*device=*/0, {8}, /*process=*/0);
+  const absl::Status place = ToOthers([&](int32_t p, PeerTransport::Done done) {
+    return client().StartPreparePlace(p, "t-absent", *result, std::move(done));
+  });
+  EXPECT_EQ(place.code(), absl::StatusCode::kNotFound) << place;
+  EXPECT_THAT(std::string(place.message()), HasSubstr("t-absent"));
+  const absl::Status assemble = ToOthers([&](int32_t p, PeerTransport::Done done) {
+    return client().StartPrepareAssemble(p, {"t-absent"}, *result, /*donate=*/false,
+                                         std::move(done));
+  });
+  EXPECT_EQ(assemble.code(), absl::StatusCode::kNotFound) << assemble;
+  const absl::Status disassemble = ToOthers([&](int32_t p, PeerTransport::Done done) {
+    return client().StartPrepareDisassemble(p, "t-absent", {"t-piece"}, /*donate=*/true,
+                                            std::move(done));
+  });
+  EXPECT_EQ(disassemble.code(), absl::StatusCode::kNotFound) << disassemble;
+}
+
+TEST_F(PeerClientAsyncTest, ADaemonThatIsGoneIsNamedAmongTheOthers) {
+  nodes_[2]->Stop();
+  std::unique_ptr<Tensor> record = Record("t-half", /*device=*/0, {8}, /*process=*/0);
+  const absl::Status s = ToOthers([&](int32_t p, PeerTransport::Done done) {
+    return client().StartCommit(p, {record.get()}, {}, std::move(done));
+  });
+  EXPECT_THAT(s.code(),
+              ::testing::AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded))
+      << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("process 2"));
+  EXPECT_TRUE(IsUnreachable(s));
 }
 
 }  // namespace
