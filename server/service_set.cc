@@ -376,12 +376,26 @@ void ServiceSet::Impl::ShowClusterDevices(const ClusterView& view) {
   inventory->SetClusterDevices(view.AllDevices(), [peers, cluster] {
     const std::vector<int32_t> alive = cluster->AlivePeers();
     std::vector<std::vector<DeviceState>> per(alive.size());
-    FanOut(alive, [&](int32_t p) {
+    // A daemon that does not answer shows no devices this time.
+    auto keep = [&](int32_t p, absl::StatusOr<std::vector<DeviceState>> states) {
       const size_t i = std::find(alive.begin(), alive.end(), p) - alive.begin();
-      absl::StatusOr<std::vector<DeviceState>> states = peers->GetLocalDevices(p, absl::Seconds(2));
       if (states.ok()) per[i] = *std::move(states);
-      return absl::OkStatus();
-    }).IgnoreError();
+    };
+    constexpr absl::Duration kTimeout = absl::Seconds(2);
+    FanOutPeers(
+        alive,
+        [&](int32_t p) {
+          keep(p, peers->GetLocalDevices(p, kTimeout));
+          return absl::OkStatus();
+        },
+        [&](int32_t p, PeerTransport::Done done) {
+          return peers->StartGetLocalDevices(p, kTimeout,
+                                             [&keep, p, done = std::move(done)](auto states) {
+                                               keep(p, std::move(states));
+                                               done(absl::OkStatus());
+                                             });
+        })
+        .IgnoreError();
     std::vector<DeviceState> out;
     for (auto& v : per) out.insert(out.end(), v.begin(), v.end());
     return out;

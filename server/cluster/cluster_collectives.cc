@@ -336,13 +336,9 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& tenant,
     for (int32_t p : cluster_->AlivePeers()) {
       if (!std::binary_search(participants.begin(), participants.end(), p)) others.push_back(p);
     }
-    if (others.size() <= kMaxThreadedFanOut) {
-      FanOut(others, [&](int32_t p) { return peers_->Commit(p, records, donated); }).IgnoreError();
-    } else {
-      FanOutAsync(others, [&](int32_t p, PeerTransport::Done done) {
-        return peers_->StartCommit(p, records, donated, std::move(done));
-      }).IgnoreError();
-    }
+    FanOutCall(peers_, others, &PeerTransport::Commit, &PeerTransport::StartCommit, records,
+               donated)
+        .IgnoreError();
   }
   return committed;
 }

@@ -279,9 +279,9 @@ class BarrierCommit final : public ProcessLocalCommit {
           others.push_back(p);
         }
       }
-      FanOut(others, [&](int32_t p) {
-        return peers_->Commit(p, {record.get()}, {});
-      }).IgnoreError();
+      FanOutCall(peers_, others, &PeerTransport::Commit, &PeerTransport::StartCommit,
+                 {record.get()}, {})
+          .IgnoreError();
     }
     return installed;
   }

@@ -43,12 +43,12 @@ std::vector<int32_t> ClusterOps::ProcessesOf(const NamedSharding& sharding) cons
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterOps::RunTwoPhase(
-    const std::vector<int32_t>& processes, const std::function<absl::Status(int32_t)>& prepare,
+    const std::vector<int32_t>& processes, const std::function<absl::Status()>& prepare,
     std::vector<std::unique_ptr<Tensor>> records, const std::vector<std::string>& delete_ids) {
   RETURN_IF_ERROR(cluster_->CheckAlive(processes));
   std::vector<std::string> ids;
   for (const auto& r : records) ids.push_back(r->id);
-  absl::Status prepared = FanOut(processes, prepare);
+  absl::Status prepared = prepare();
   if (!prepared.ok()) {
     tensors_->AbortOn(processes, ids);
     return prepared;
@@ -82,13 +82,14 @@ absl::StatusOr<std::shared_ptr<const Tensor>> ClusterOps::Place(const Tensor& so
   record->session_id = source.session_id;
   const std::string source_id = source.id;
   const Tensor& result = *record;
-  auto prepare = [&](int32_t p) -> absl::Status {
-    if (p == cluster_->process_index()) {
-      return PreparePlace(source_id, result, p, absl::ZeroDuration());
-    }
-    return peers_->PreparePlace(p, source_id, result);
-  };
   const std::vector<int32_t> processes = ProcessesOf(target.sharding);
+  const int32_t self = cluster_->process_index();
+  auto prepare = [&] {
+    return FanOutCall(
+        peers_, processes,
+        {self, [&] { return PreparePlace(source_id, result, self, absl::ZeroDuration()); }},
+        &PeerTransport::PreparePlace, &PeerTransport::StartPreparePlace, source_id, result);
+  };
   std::vector<std::unique_ptr<Tensor>> records;
   records.push_back(std::move(record));
   ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const Tensor>> out,
@@ -122,13 +123,14 @@ absl::StatusOr<std::shared_ptr<const Tensor>> ClusterOps::Assemble(
   first.reset();
   const bool donate = source == SourceHandling::kDonate;
   const Tensor& result = *record;
-  auto prepare = [&](int32_t p) -> absl::Status {
-    if (p == cluster_->process_index()) {
-      return PrepareAssemble(ids, result, source, p, absl::ZeroDuration());
-    }
-    return peers_->PrepareAssemble(p, ids, result, donate);
-  };
   const std::vector<int32_t> processes = ProcessesOf(target.sharding);
+  const int32_t self = cluster_->process_index();
+  auto prepare = [&] {
+    return FanOutCall(
+        peers_, processes,
+        {self, [&] { return PrepareAssemble(ids, result, source, self, absl::ZeroDuration()); }},
+        &PeerTransport::PrepareAssemble, &PeerTransport::StartPrepareAssemble, ids, result, donate);
+  };
   std::vector<std::unique_ptr<Tensor>> records;
   records.push_back(std::move(record));
   ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const Tensor>> out,
@@ -171,11 +173,14 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterOps::Disassemb
   const std::vector<int32_t> processes = ProcessesOf(tensor->sharding);
   tensor.reset();
   const bool donate = source == SourceHandling::kDonate;
-  auto prepare = [&](int32_t p) -> absl::Status {
-    if (p == cluster_->process_index()) {
-      return PrepareDisassemble(id, result_ids, source, p, absl::ZeroDuration());
-    }
-    return peers_->PrepareDisassemble(p, id, result_ids, donate);
+  const int32_t self = cluster_->process_index();
+  auto prepare = [&] {
+    return FanOutCall(
+        peers_, processes,
+        {self,
+         [&] { return PrepareDisassemble(id, result_ids, source, self, absl::ZeroDuration()); }},
+        &PeerTransport::PrepareDisassemble, &PeerTransport::StartPrepareDisassemble, id, result_ids,
+        donate);
   };
   return RunTwoPhase(processes, prepare, std::move(records),
                      donate ? std::vector<std::string>{id} : std::vector<std::string>{});

@@ -69,11 +69,12 @@ class ClusterOps final : public DistributedOps {
                                   int32_t driver, absl::Duration lifetime);
 
  private:
-  // Runs `prepare(p)` on every process of `processes` (this daemon's part
-  // through `prepare_here`), then commits `records` everywhere (deleting
-  // `delete_ids`), or aborts `ids` on failure.
+  // Runs `prepare` (the Prepare fanned out to every process of
+  // `processes`, this daemon's part included) once every process is alive,
+  // then commits `records` everywhere (deleting `delete_ids`), or aborts
+  // them on `processes` on failure.
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> RunTwoPhase(
-      const std::vector<int32_t>& processes, const std::function<absl::Status(int32_t)>& prepare,
+      const std::vector<int32_t>& processes, const std::function<absl::Status()>& prepare,
       std::vector<std::unique_ptr<Tensor>> records, const std::vector<std::string>& delete_ids);
   // The daemons holding shards of a tensor laid out as `sharding`.
   std::vector<int32_t> ProcessesOf(const NamedSharding& sharding) const;

@@ -47,7 +47,8 @@ void ClusterTensors::Attach() {
 void ClusterTensors::OnCommit(const Tensor& tensor) {
   const std::vector<int32_t> peers = cluster_->AlivePeers();
   if (peers.empty()) return;
-  absl::Status status = FanOut(peers, [&](int32_t p) { return peers_->Commit(p, {&tensor}, {}); });
+  absl::Status status =
+      FanOutCall(peers_, peers, &PeerTransport::Commit, &PeerTransport::StartCommit, {&tensor}, {});
   if (!status.ok()) {
     // The peer that missed it is failing; it resyncs when it joins again.
     LogWarning("cluster: tensor ", tensor.id,
@@ -58,8 +59,8 @@ void ClusterTensors::OnCommit(const Tensor& tensor) {
 void ClusterTensors::OnDelete(const std::vector<std::string>& ids) {
   const std::vector<int32_t> peers = cluster_->AlivePeers();
   if (peers.empty() || ids.empty()) return;
-  absl::Status status =
-      FanOut(peers, [&](int32_t p) { return peers_->DeleteTensors(p, ids).status(); });
+  absl::Status status = FanOutCall(peers_, peers, &PeerTransport::DeleteTensors,
+                                   &PeerTransport::StartDeleteTensors, ids);
   if (!status.ok()) {
     LogWarning("cluster: a delete did not reach every daemon: ", status.message());
   }
@@ -148,8 +149,8 @@ absl::Status ClusterTensors::CommitEverywhere(std::vector<std::unique_ptr<Tensor
   std::vector<const Tensor*> records;
   for (const auto& t : tensors) records.push_back(t.get());
   const std::vector<int32_t> peers = cluster_->AlivePeers();
-  absl::Status remote =
-      FanOut(peers, [&](int32_t p) { return peers_->Commit(p, records, delete_ids); });
+  absl::Status remote = FanOutCall(peers_, peers, &PeerTransport::Commit,
+                                   &PeerTransport::StartCommit, records, delete_ids);
   std::vector<std::string> ids;
   for (const auto& t : tensors) ids.push_back(t->id);
   absl::Status here = CommitHere(std::move(tensors), delete_ids);
@@ -173,7 +174,7 @@ void ClusterTensors::AbortOn(const std::vector<int32_t>& processes,
       others.push_back(p);
     }
   }
-  FanOut(others, [&](int32_t p) { return peers_->Abort(p, ids); }).IgnoreError();
+  FanOutCall(peers_, others, &PeerTransport::Abort, &PeerTransport::StartAbort, ids).IgnoreError();
 }
 
 absl::Status ClusterTensors::SyncFrom(int32_t process) {
