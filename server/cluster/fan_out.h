@@ -55,9 +55,12 @@ absl::Status FanOutAsync(const std::vector<int32_t>& processes, const StartCall&
                          int32_t here = -1,
                          const std::function<absl::Status()>& run_here = nullptr);
 
-// Up to this many processes a fan-out is cheaper with a thread each and
-// blocking calls: on gRPC 1.51 a callback-API completion cost ~1 ms more per
-// call on the 2-core VM (docs/benchmarks.md). Beyond, FanOutAsync.
+// Up to this many processes a fan-out runs a thread each with blocking
+// calls; beyond, FanOutAsync. Chosen when the asynchronous form was on gRPC
+// 1.51's callback API, whose completion cost ~1 ms more per call on the
+// 2-core VM (docs/benchmarks.md). PeerClient's completion-queue form is
+// cheaper than threads even for two peers in one process (~0.5-0.6 ms
+// against ~1.2-1.4 ms a round), not yet measured between daemons.
 inline constexpr size_t kMaxThreadedFanOut = 8;
 
 // One fan-out of a peer call given both its forms: up to `max_threaded`
