@@ -204,7 +204,8 @@ class ClusterEngine final : public CollectiveEngine {
 
   // The cluster lost `process`: every transport group holding it is
   // aborted, so a call in flight with it ends at once, UNAVAILABLE with
-  // `why`, instead of at its operation timeout.
+  // `why`, instead of at its operation timeout -- also a call whose group
+  // is still in its rendezvous, waiting for the lost process to publish.
   void AbortProcess(int32_t process, const std::string& why);
 
   // Connected transport groups held (tests, metrics).
