@@ -10,6 +10,7 @@
 #include "server/collective/cluster/wire_reduction.h"
 #include "server/collective/transport/gloo/gloo_ring_context.h"
 #include "server/collective/transport/gloo/gloo_support.h"
+#include "server/collective/transport/gloo/recursive_doubling.h"
 
 namespace placement::server {
 namespace {
@@ -20,12 +21,19 @@ std::unique_ptr<std::byte[]> Scratch(int64_t bytes) {
   return std::unique_ptr<std::byte[]>(new std::byte[static_cast<size_t>(bytes)]);
 }
 
-// All-reduces `count` elements of `wire` in place over the subset. RING:
-// Gloo's ring all-reduce sends only to rank - 1 and receives only from
-// rank + 1 (and checks that both pairs exist), so it runs on a ring context
-// (gloo_ring_context.h); its other algorithms need more pairs.
+// All-reduces `count` elements of `wire` in place over the subset: up to
+// kRecursiveDoublingMaxBytes by recursive doubling (log2 n exchanges),
+// beyond it with Gloo's ring all-reduce, which sends only to rank - 1 and
+// receives only from rank + 1 (and checks that both pairs exist). Both run
+// on a GlooRingContext; Gloo's other algorithms need more pairs.
 void GlooAllReduceInPlace(const GlooOperation& op, DType wire, ReduceOp combine, std::byte* data,
                           int64_t count) {
+  const size_t element = static_cast<size_t>(DTypeSize(wire));
+  if (static_cast<size_t>(count) * element <= kRecursiveDoublingMaxBytes) {
+    RecursiveDoublingAllReduce(*op.context, data, static_cast<size_t>(count), element,
+                               GlooPairwiseReduce(wire, combine), op.tag, op.timeout);
+    return;
+  }
   gloo::AllreduceOptions opts(op.context);
   opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
   WithGlooElementType(wire, [&](auto proto) {

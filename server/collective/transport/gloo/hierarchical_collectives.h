@@ -21,8 +21,10 @@
 //                   bytes go around the ring from that process's position
 //                   (RingBroadcast, gloo_ring_context.h), every local recv
 //                   gets them.
-// Every Gloo operation here is a ring one (Gloo's ring all-reduce and
-// allgatherv, RingBroadcast): it touches only the pairs of a ring context.
+// Every Gloo operation here touches only the pairs of a GlooRingContext:
+// Gloo's ring all-reduce and allgatherv, RingBroadcast, and recursive
+// doubling for all-reduces of up to kRecursiveDoublingMaxBytes
+// (recursive_doubling.h).
 // An item with B = 0 moves nothing (every process sees the same B).
 //
 // Thread-compatible: concurrent calls must use different Gloo contexts.
