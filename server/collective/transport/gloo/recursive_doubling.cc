@@ -89,38 +89,51 @@ void RecursiveDoublingAllReduce(gloo::Context& context, void* data, size_t count
 
 void RecursiveDoublingAllGather(gloo::Context& context, const void* block, size_t block_bytes,
                                 void* out, uint32_t tag, std::chrono::milliseconds timeout) {
+  char* const own = static_cast<char*>(out) + static_cast<size_t>(context.rank) * block_bytes;
+  if (own != block) std::memmove(own, block, block_bytes);
+  RecursiveDoublingAllGatherV(context, out,
+                              std::vector<size_t>(static_cast<size_t>(context.size), block_bytes),
+                              tag, timeout);
+}
+
+void RecursiveDoublingAllGatherV(gloo::Context& context, void* out,
+                                 const std::vector<size_t>& bytes_per_rank, uint32_t tag,
+                                 std::chrono::milliseconds timeout) {
   const int size = context.size;
   const int rank = context.rank;
-  char* const gathered = static_cast<char*>(out);
-  const size_t total = static_cast<size_t>(size) * block_bytes;
-  char* const own = gathered + static_cast<size_t>(rank) * block_bytes;
-  if (own != block) std::memmove(own, block, block_bytes);
-  if (size == 1 || block_bytes == 0) return;
+  std::vector<size_t> offset(static_cast<size_t>(size) + 1, 0);
+  for (int r = 0; r < size; ++r) offset[r + 1] = offset[r] + bytes_per_rank[r];
+  const size_t total = offset[size];
+  if (size == 1 || total == 0) return;
   const int core = CoreSize(size);
   const uint64_t slot = gloo::Slot::build(gloo::kAllgatherSlotPrefix, tag);
-  Buffer buffer = context.createUnboundBuffer(gathered, total);
+  Buffer buffer = context.createUnboundBuffer(out, total);
+  // The bytes of ranks [first, end), when there are any; both sides of a
+  // pair skip the same empty runs.
+  const auto run = [&](int first, int end, auto&& fn) {
+    if (first < end && offset[end] > offset[first]) fn(offset[first], offset[end] - offset[first]);
+  };
   if (rank >= core) {  // an extra: hand its block over, receive them all
-    buffer->send(rank - core, slot, static_cast<size_t>(rank) * block_bytes, block_bytes);
-    WaitSend(buffer, timeout);
+    run(rank, rank + 1, [&](size_t at, size_t n) {
+      buffer->send(rank - core, slot, at, n);
+      WaitSend(buffer, timeout);
+    });
     buffer->recv(rank - core, slot, 0, total);
     WaitRecv(buffer, timeout);
     return;
   }
   const bool has_extra = rank + core < size;
   if (has_extra) {
-    buffer->recv(rank + core, slot, static_cast<size_t>(rank + core) * block_bytes, block_bytes);
-    WaitRecv(buffer, timeout);
+    run(rank + core, rank + core + 1, [&](size_t at, size_t n) {
+      buffer->recv(rank + core, slot, at, n);
+      WaitRecv(buffer, timeout);
+    });
   }
-  // The blocks of core ranks [base, base + m) and of their extras, as at
-  // most two runs of the gathered layout.
+  // The blocks of core ranks [base, base + m) and of their extras: at most
+  // two runs of the gathered layout.
   const auto runs = [&](int base, int m, auto&& fn) {
-    fn(static_cast<size_t>(base) * block_bytes, static_cast<size_t>(m) * block_bytes);
-    const int first_extra = base + core;
-    const int end_extra = std::min(base + m + core, size);
-    if (first_extra < end_extra) {
-      fn(static_cast<size_t>(first_extra) * block_bytes,
-         static_cast<size_t>(end_extra - first_extra) * block_bytes);
-    }
+    run(base, base + m, fn);
+    run(base + core, std::min(base + m + core, size), fn);
   };
   for (int m = 1; m < core; m *= 2) {
     const int partner = rank ^ m;
@@ -128,15 +141,35 @@ void RecursiveDoublingAllGather(gloo::Context& context, const void* block, size_
     const int their_base = partner & ~(m - 1);
     // A pair matches one slot's sends and receives in posting order, and
     // both sides post their runs in the same order.
-    runs(their_base, m, [&](size_t at, size_t n) { buffer->recv(partner, slot, at, n); });
-    runs(mine_base, m, [&](size_t at, size_t n) { buffer->send(partner, slot, at, n); });
-    runs(their_base, m, [&](size_t, size_t) { WaitRecv(buffer, timeout); });
-    runs(mine_base, m, [&](size_t, size_t) { WaitSend(buffer, timeout); });
+    int receives = 0;
+    int sends = 0;
+    runs(their_base, m, [&](size_t at, size_t n) {
+      buffer->recv(partner, slot, at, n);
+      ++receives;
+    });
+    runs(mine_base, m, [&](size_t at, size_t n) {
+      buffer->send(partner, slot, at, n);
+      ++sends;
+    });
+    for (int i = 0; i < receives; ++i) WaitRecv(buffer, timeout);
+    for (int i = 0; i < sends; ++i) WaitSend(buffer, timeout);
   }
   if (has_extra) {
     buffer->send(rank + core, slot, 0, total);
     WaitSend(buffer, timeout);
   }
+}
+
+void RecursiveDoublingBroadcast(gloo::Context& context, int root, void* data, size_t bytes,
+                                uint32_t tag, std::chrono::milliseconds timeout) {
+  if (context.rank != root) std::memset(data, 0, bytes);
+  const PairwiseReduce bitwise_or = [](void* out, const void* a, const void* b, size_t n) {
+    auto* o = static_cast<unsigned char*>(out);
+    const auto* x = static_cast<const unsigned char*>(a);
+    const auto* y = static_cast<const unsigned char*>(b);
+    for (size_t i = 0; i < n; ++i) o[i] = static_cast<unsigned char>(x[i] | y[i]);
+  };
+  RecursiveDoublingAllReduce(context, data, bytes, 1, bitwise_or, tag, timeout);
 }
 
 }  // namespace placement::server

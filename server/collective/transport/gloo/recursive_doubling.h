@@ -37,10 +37,11 @@ class Context;
 namespace placement::server {
 
 // Up to this many bytes per rank, the Gloo transport all-reduces and
-// exchanges by recursive doubling, beyond it on the ring (which moves
+// broadcasts by recursive doubling, beyond it on the ring (which moves
 // 2 (size - 1) / size of the bytes per rank where recursive doubling moves
-// log2(P) times them). Measured in docs/benchmarks.md ("Recursive
-// doubling").
+// log2(P) times them); all-gathers and the call check always gather by
+// recursive doubling (the same bytes as the ring, fewer steps). Measured in
+// docs/cluster.md ("Recursive doubling").
 inline constexpr size_t kRecursiveDoublingMaxBytes = size_t{256} << 10;
 
 // The ranks `rank` exchanges with in a recursive-doubling operation over
@@ -65,6 +66,24 @@ void RecursiveDoublingAllReduce(gloo::Context& context, void* data, size_t count
 // place. REQUIRES: as RecursiveDoublingAllReduce, with the same block size.
 void RecursiveDoublingAllGather(gloo::Context& context, const void* block, size_t block_bytes,
                                 void* out, uint32_t tag, std::chrono::milliseconds timeout);
+
+// The same with blocks of different sizes (Gloo's allgatherv): rank r's
+// bytes_per_rank[r] lie at the sum of the sizes before it, and this rank's
+// block is in place in `out` already. Every rank receives the others'
+// bytes once, as on the ring, in log2(P) + 2 exchanges instead of size - 1.
+// REQUIRES: every rank passes the same sizes and tag.
+void RecursiveDoublingAllGatherV(gloo::Context& context, void* out,
+                                 const std::vector<size_t>& bytes_per_rank, uint32_t tag,
+                                 std::chrono::milliseconds timeout);
+
+// Broadcasts `bytes` at `data` from rank `root`: a recursive-doubling
+// bitwise OR of the root's bytes with everyone else's zeros (exact for any
+// bytes; every rank's success shows that all took part, rank 0's
+// included). Moves log2(P) times the bytes per rank, so it is for small
+// payloads; RingBroadcast (gloo_ring_context.h) for large ones.
+// REQUIRES: every rank calls it with the same root, size and tag.
+void RecursiveDoublingBroadcast(gloo::Context& context, int root, void* data, size_t bytes,
+                                uint32_t tag, std::chrono::milliseconds timeout);
 
 }  // namespace placement::server
 

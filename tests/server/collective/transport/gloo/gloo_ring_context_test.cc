@@ -296,6 +296,32 @@ TEST_P(GlooRingOfN, TheTransportsOperationsGiveTheComputedResults) {
     }
   }
 
+  // Recursive-doubling all-gather of blocks of different sizes, an empty
+  // one included, primed in place: rank q gives (q * 5) % 7 bytes of
+  // value q + 1.
+  std::vector<size_t> sizes(n);
+  for (int q = 0; q < n; ++q) sizes[q] = static_cast<size_t>((q * 5) % 7);
+  std::vector<size_t> starts(n + 1, 0);
+  for (int q = 0; q < n; ++q) starts[q + 1] = starts[q] + sizes[q];
+  std::vector<std::vector<uint8_t>> gathered_rd(n, std::vector<uint8_t>(starts[n], 0xEE));
+  OnRanks(n, [&](int r) {
+    std::fill_n(gathered_rd[r].begin() + starts[r], sizes[r], static_cast<uint8_t>(r + 1));
+    RecursiveDoublingAllGatherV(*contexts[r], gathered_rd[r].data(), sizes, 7, timeout);
+  });
+  std::vector<uint8_t> want_rd;
+  for (int q = 0; q < n; ++q) want_rd.insert(want_rd.end(), sizes[q], static_cast<uint8_t>(q + 1));
+  for (int r = 0; r < n; ++r) EXPECT_EQ(gathered_rd[r], want_rd) << "rank " << r;
+
+  // Recursive-doubling broadcast from every root: every byte value, exact.
+  for (int root = 0; root < n; ++root) {
+    std::vector<std::vector<uint8_t>> data(n, std::vector<uint8_t>(515, 0x5A));
+    for (size_t i = 0; i < 515; ++i) data[root][i] = static_cast<uint8_t>(i + root);
+    OnRanks(n, [&](int r) {
+      RecursiveDoublingBroadcast(*contexts[r], root, data[r].data(), 515, 8, timeout);
+    });
+    for (int r = 0; r < n; ++r) ASSERT_EQ(data[r], data[root]) << "rank " << r << ", root " << root;
+  }
+
   // Walking every pair copes with the missing ones.
   AbortGlooContext(*contexts[0]);
   for (const auto& context : contexts) context->closeConnections();
@@ -333,9 +359,10 @@ TEST(GlooRingContextTest, AKeyWithoutThisRanksAddressIsUnavailable) {
 }
 
 // Through the whole Gloo transport: the first collective over 8 processes
-// forms contexts with one read per neighbour (4 each), and whoever's success shows
-// that all took part deletes the keys -- for a broadcast the last process
-// of the ring, not the first.
+// forms contexts with one read per neighbour (4 each), and whoever's
+// success shows that all took part deletes the keys -- for a broadcast
+// around the ring (over 256 KiB) the last process of the ring, not the
+// first.
 TEST(GlooRingContextTest, TheTransportsFirstCollectiveReadsItsNeighboursKeys) {
   CountingStore store;
   testing::ClusterOptions options;
@@ -344,9 +371,13 @@ TEST(GlooRingContextTest, TheTransportsFirstCollectiveReadsItsNeighboursKeys) {
   testing::SimulatedCluster c(options);
   const std::vector<int> all = testing::AllProcesses(c);
   uint64_t ticket = 0;
-  for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast}) {
-    testing::Group g = testing::MakeGroup(c, kind, DType::kF32, ReduceOp::kSum, all, 1024,
-                                          /*root=*/3, 21);
+  const std::pair<CollectiveKind, int64_t> calls[] = {{CollectiveKind::kAllReduce, 1024},
+                                                      {CollectiveKind::kBroadcast, 1024},
+                                                      {CollectiveKind::kBroadcast, 70000},
+                                                      {CollectiveKind::kAllGather, 1024}};
+  for (const auto& [kind, count] : calls) {
+    testing::Group g =
+        testing::MakeGroup(c, kind, DType::kF32, ReduceOp::kSum, all, count, /*root=*/3, 21);
     // An epoch of its own per kind: each call forms a new context.
     const CrossProcessTicket t = testing::Ticket(c.AllKey(), 0, 0, /*epoch=*/++ticket);
     const int gets_before = store.total_gets();
