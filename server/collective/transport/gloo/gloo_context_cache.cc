@@ -179,7 +179,7 @@ void GlooContextCache::FailProcess(int32_t process, const std::string& why) {
   }
 }
 
-std::string GlooContextCache::AbortReason(const TransportGroupKey& key) {
+std::string GlooContextCache::AbortReason(const TransportGroupKey& key, absl::Duration wait) {
   std::shared_ptr<Entry> entry;
   {
     absl::MutexLock lock(&mu_);
@@ -189,8 +189,12 @@ std::string GlooContextCache::AbortReason(const TransportGroupKey& key) {
     if (it == by_prefix->second.end()) return "";
     entry = it->second;
   }
-  absl::MutexLock lock(&entry->mu);
-  return entry->abort_reason;
+  const auto said = [](Entry* e)
+                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu) { return !e->abort_reason.empty(); };
+  entry->mu.LockWhenWithTimeout(absl::Condition(+said, entry.get()), wait);
+  std::string reason = entry->abort_reason;
+  entry->mu.Unlock();
+  return reason;
 }
 
 bool GlooContextCache::Connected(const TransportGroupKey& key) const {

@@ -108,7 +108,10 @@ class GlooContextCache {
   void FailProcess(int32_t process, const std::string& why);
 
   // Why the context of `key` was aborted by FailProcess; empty otherwise.
-  std::string AbortReason(const TransportGroupKey& key);
+  // With `wait`, waits up to that long for FailProcess to say: a call that
+  // failed because a peer closed its connections (the peer aborted on a
+  // loss it learnt first) learns the loss itself moments later.
+  std::string AbortReason(const TransportGroupKey& key, absl::Duration wait = absl::ZeroDuration());
 
   // Whether the context of `key` is connected here.
   bool Connected(const TransportGroupKey& key) const;
