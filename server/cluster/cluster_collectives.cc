@@ -73,6 +73,28 @@ std::string CallToken(const std::string& token, uint64_t n) {
   return absl::StrFormat("%016x%016x", Fnv1a(what, kSeedA), Fnv1a(what, kSeedB));
 }
 
+// Whether some process of `participants` (ascending) shares no spanning
+// group with some other: a group reaches several processes but not all of
+// them, or no group reaches more than one. Such a call's forfeit could not
+// reach every participant through its groups (CrossProcessTicket::
+// partial_groups).
+bool PartialGroups(const std::vector<std::vector<int64_t>>& groups,
+                   const std::vector<int32_t>& participants, const Cluster& cluster) {
+  if (participants.size() < 2) return false;
+  bool spans = false;
+  for (const std::vector<int64_t>& group : groups) {
+    std::vector<int32_t> processes;
+    processes.reserve(group.size());
+    for (int64_t device : group) processes.push_back(cluster.ProcessOf(device));
+    std::sort(processes.begin(), processes.end());
+    processes.erase(std::unique(processes.begin(), processes.end()), processes.end());
+    if (processes.size() < 2) continue;
+    if (processes != participants) return true;
+    spans = true;
+  }
+  return !spans;
+}
+
 using Results = std::vector<std::shared_ptr<const Tensor>>;
 
 }  // namespace
@@ -354,6 +376,11 @@ absl::StatusOr<ClusterCollectives::MultiCall> ClusterCollectives::Number(
     set = slot;
   }
   const std::string encoded = request.Encode();
+  // From the request and the inputs' records, the same on every
+  // participant. A request that cannot be planned fails in every part
+  // before its items: the round says so.
+  absl::StatusOr<std::vector<std::vector<int64_t>>> groups = core_->DeviceGroups(request);
+  const bool partial = !groups.ok() || PartialGroups(*groups, participants, *cluster_);
   absl::MutexLock lock(&set->mu);
   if (!set->formed || set->stale) RETURN_IF_ERROR(Form(*set, set_key, encoded));
   MultiCall call;
@@ -364,6 +391,7 @@ absl::StatusOr<ClusterCollectives::MultiCall> ClusterCollectives::Number(
   call.ticket.call_ordered = true;
   call.ticket.digest = RequestDigest(encoded);
   call.ticket.processes = participants;
+  call.ticket.partial_groups = partial;
   call.result_ids =
       IdsFromToken(CallToken(set->token, call.ticket.ticket), request.tensor_ids.size());
   return call;

@@ -371,6 +371,47 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore
   return Run(request, context, nullptr);
 }
 
+absl::StatusOr<std::vector<std::vector<int64_t>>> CollectiveServiceCore::DeviceGroups(
+    const CollectiveRequest& request) const {
+  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const Tensor>> inputs,
+                   store_->GetMany(request.tensor_ids));
+  std::vector<std::vector<int64_t>> groups;
+  for (const std::shared_ptr<const Tensor>& input : inputs) {
+    const TensorLayout layout = LayoutOf(*input);
+    absl::StatusOr<CollectivePlan> plan;
+    switch (request.kind) {
+      case CollectiveRequestKind::kAllReduce:
+      case CollectiveRequestKind::kAllReduceBatch:
+        plan = PlanAllReduce(layout, request.axes);
+        break;
+      case CollectiveRequestKind::kAllGather:
+        plan = PlanAllGather(layout, request.axes, request.dim);
+        break;
+      case CollectiveRequestKind::kReduceScatter:
+        plan = PlanReduceScatter(layout, request.axes, request.dim);
+        break;
+      case CollectiveRequestKind::kBroadcast: {
+        const int64_t root = input->sharding.mesh().PositionOf(request.root_device_id);
+        if (root < 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("broadcast: root device ", request.root_device_id,
+                           " is not in the tensor's mesh ", input->sharding.mesh().DebugString()));
+        }
+        plan = PlanBroadcast(layout, request.axes, root);
+        break;
+      }
+    }
+    if (!plan.ok()) return plan.status();
+    const std::vector<int64_t>& devices = input->sharding.mesh().device_ids();
+    for (const std::vector<int64_t>& positions : plan->groups) {
+      std::vector<int64_t>& group = groups.emplace_back();
+      group.reserve(positions.size());
+      for (int64_t position : positions) group.push_back(devices[position]);
+    }
+  }
+  return groups;
+}
+
 absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore::Run(
     const CollectiveRequest& request, const CollectiveContext& context,
     const CollectiveCommit* commit) const {

@@ -119,6 +119,14 @@ class CollectiveServiceCore {
       const CollectiveRequest& request, const CollectiveContext& context,
       const CollectiveCommit* commit) const;
 
+  // The groups `request` runs over, across every daemon: per item, the
+  // global device id of each rank in rank order (every input's groups, for
+  // a batch). Planned from the inputs' records alone, so every daemon
+  // holding them gets the same groups. Run's planning errors (unknown ids,
+  // the sharding's form, a root outside the mesh); nothing is allocated.
+  absl::StatusOr<std::vector<std::vector<int64_t>>> DeviceGroups(
+      const CollectiveRequest& request) const;
+
   absl::StatusOr<std::shared_ptr<const Tensor>> AllGather(const CollectiveTarget& target,
                                                           int64_t dim,
                                                           const CollectiveContext& context) const;

@@ -4,7 +4,9 @@
 // set's Gloo connections, so the peers already inside the operation fail
 // too (ClusterEngine::Forfeit). The caller learns the cause, device memory
 // goes back to baseline everywhere, and the next collective of the set runs
-// on a fresh generation. Real daemons on loopback, real Gloo.
+// on a fresh generation -- also without --cluster_check_collectives for a
+// call whose groups leave a daemon apart. Real daemons on loopback, real
+// Gloo.
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -148,6 +150,112 @@ TEST_F(ClusterForfeitTest, MultiControllerTrainersLearnWhichProcessFailed) {
   for (int p = 0; p < 3; ++p) EXPECT_LT(took[p], kBound) << "process " << p;
   EXPECT_TRUE(MemoryReturns(*client_, {}, with_inputs));
   ExpectSumWorks(small.id, 4);
+}
+
+// --cluster_check_collectives=false, and calls whose groups leave a daemon
+// apart: on mesh {x: 2, y: 3} over devices 0..5 (daemon p holds 2p, 2p+1),
+// an all-reduce over "y" runs in groups {0,1,2} (daemons 0, 1) and {3,4,5}
+// (daemons 1, 2), so daemons 0 and 2 share none. Daemon 2's devices hold 6
+// MiB: it holds a 4 MiB input shard but not a result beside it. Run alone,
+// its forfeit would never reach daemon 0, whose call would succeed while
+// the others fail; such a call is checked all the same, so every trainer
+// fails it and the set's next calls run everywhere.
+class UncheckedPartialGroupsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterOptions options;
+    options.num_processes = 3;
+    options.devices_per_process = 2;
+    options.device_memory = int64_t{64} << 20;
+    options.extra_flags = {"--cluster_op_timeout=30s", "--backend=cpu",
+                           "--cluster_check_collectives=false"};
+    options.per_process = {{}, {}, {absl::StrCat("--cpu_device_memory=", int64_t{6} << 20)}};
+    auto cluster = ClusterProcesses::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    auto c = cluster_->Connect(0);
+    ASSERT_TRUE(c.ok());
+    client_ = *std::move(c);
+    client::MeshClient meshes(*client_);
+    ASSERT_TRUE(
+        meshes.Create({{"x", 2}, {"y", 3}}, {.mesh_id = "xy", .device_ids = {0, 1, 2, 3, 4, 5}})
+            .ok());
+  }
+
+  // A [3, columns] f32 tensor whose row j is j + 1, rows sharded over "y"
+  // (replicated over "x").
+  client::TensorInfo Upload(int64_t columns) {
+    client::TensorClient tensors(*client_);
+    std::vector<float> values(3 * columns);
+    for (int64_t i = 0; i < 3 * columns; ++i) values[i] = static_cast<float>(i / columns + 1);
+    auto info =
+        tensors.Upload(HostArray::Of(values, {3, columns}), Placement::Sharded("xy", {{"y"}}));
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? *info : client::TensorInfo();
+  }
+
+  // Every daemon's trainer asks for a multi-controller all-reduce of `id`
+  // over "y" at once.
+  std::vector<grpc::Status> MultiSum(const std::string& id,
+                                     std::vector<pb::CollectiveResponse>& responses) {
+    std::vector<grpc::Status> statuses(3);
+    responses.assign(3, pb::CollectiveResponse());
+    std::vector<std::thread> trainers;
+    for (int p = 0; p < 3; ++p) {
+      trainers.emplace_back([&, p] {
+        pb::AllReduceRequest request;
+        request.set_tensor_id(id);
+        request.add_axes("y");
+        request.set_controller(pb::CONTROLLER_MULTI);
+        statuses[p] = AllReduceOn(cluster_->address(p), request, &responses[p], absl::Seconds(100));
+      });
+    }
+    for (auto& t : trainers) t.join();
+    return statuses;
+  }
+
+  // A multi-controller sum of `id` that must succeed everywhere: one row of
+  // 1 + 2 + 3.
+  void ExpectMultiSumWorks(const std::string& id, int64_t columns) {
+    std::vector<pb::CollectiveResponse> responses;
+    std::vector<grpc::Status> statuses = MultiSum(id, responses);
+    for (int p = 0; p < 3; ++p) {
+      ASSERT_TRUE(statuses[p].ok()) << "process " << p << ": " << statuses[p].error_message();
+      EXPECT_EQ(responses[p].tensor().id(), responses[0].tensor().id());
+    }
+    client::TensorClient tensors(*client_);
+    std::vector<float> got(columns);
+    ASSERT_TRUE(tensors.Download(responses[0].tensor().id(), client::AsWritableBytes(got)).ok());
+    EXPECT_EQ(got.front(), 6.f);
+    EXPECT_EQ(got.back(), 6.f);
+    ASSERT_TRUE(tensors.Delete({responses[0].tensor().id()}).ok());
+  }
+
+  std::unique_ptr<ClusterProcesses> cluster_;
+  std::unique_ptr<client::Client> client_;
+};
+
+TEST_F(UncheckedPartialGroupsTest, APartThatFailsFirstFailsTheCallOnEveryDaemon) {
+  client::TensorInfo big = Upload(kColumns);
+  client::TensorInfo small = Upload(4);
+  ExpectMultiSumWorks(small.id, 4);  // the set formed; a steady-state call next
+  const std::vector<int64_t> with_inputs = MemoryOf(*client_);
+
+  std::vector<pb::CollectiveResponse> responses;
+  std::vector<grpc::Status> statuses = MultiSum(big.id, responses);
+  EXPECT_EQ(statuses[2].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << statuses[2].error_message();
+  for (int p : {0, 1}) {
+    EXPECT_EQ(statuses[p].error_code(), grpc::StatusCode::ABORTED)
+        << "process " << p << ": " << statuses[p].error_message();
+    EXPECT_THAT(statuses[p].error_message(), HasSubstr("process 2 failed its part"));
+    EXPECT_THAT(statuses[p].error_message(), HasSubstr("RESOURCE_EXHAUSTED"));
+  }
+  EXPECT_TRUE(MemoryReturns(*client_, {}, with_inputs));
+  // Every daemon failed that call: they form the set again together, and
+  // call after call runs everywhere.
+  ExpectMultiSumWorks(small.id, 4);
+  ExpectMultiSumWorks(small.id, 4);
 }
 
 }  // namespace

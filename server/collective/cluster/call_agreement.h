@@ -11,10 +11,12 @@
 // round). Every process concludes the same way from the same words
 // (JudgeRound).
 //
-// Without the round (ClusterEngineOptions::check_calls off, the default), a
-// part that fails first leaves a forfeit notice -- the same word, with its
-// process -- in the rendezvous store and closes the set's connections; the
-// others' operations fail at once and read the notice to say who failed.
+// Without the round (ClusterEngineOptions::check_calls off, for a call whose
+// every spanning group holds the whole set -- see
+// CrossProcessTicket::partial_groups), a part that fails first leaves a
+// forfeit notice -- the same word, with its process -- in the rendezvous
+// store and closes the set's connections; the others' operations fail at
+// once and read the notice to say who failed.
 //
 // Pure functions; thread-compatible.
 #ifndef PLACEMENT_SERVER_COLLECTIVE_CLUSTER_CALL_AGREEMENT_H_

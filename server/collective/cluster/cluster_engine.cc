@@ -139,7 +139,7 @@ absl::Status ClusterEngine::RunOrdered(CollectiveKind kind, absl::Span<const Col
   turn.deadline = absl::Now() + options_.timeout;
   RETURN_IF_ERROR(sequencer->Acquire(ticket.ticket, turn));
   if (mine.ok()) mine = context.Check();
-  if (options_.check_calls) {
+  if (Checked(ticket)) {
     RETURN_IF_ERROR(Agree(ticket, mine));
   } else {
     // The previous call's late failure, or this part's own: nobody runs
@@ -157,7 +157,7 @@ absl::Status ClusterEngine::RunOrdered(CollectiveKind kind, absl::Span<const Col
   }
   const uint64_t aborts = AbortsOf(ticket.processes);
   absl::Status status = RunInTurn(kind, items, plans, context);
-  if (status.ok() || options_.check_calls || AbortsOf(ticket.processes) != aborts) return status;
+  if (status.ok() || Checked(ticket) || AbortsOf(ticket.processes) != aborts) return status;
   // Another part gave the call up (before its items, or its own items
   // failed just before): that is the cause, and its next call fails too,
   // so this failure is not late. Such a part leaves its notice as its
@@ -295,7 +295,7 @@ absl::Status ClusterEngine::Settle(const CrossProcessTicket& ticket, const absl:
       return here.ok() ? s : here;
     }
     absl::Status agreed = here;
-    if (options_.check_calls) {
+    if (Checked(ticket)) {
       agreed = Agree(ticket, here);
     } else {
       const absl::Status late = TakeLate(ticket.set_key);

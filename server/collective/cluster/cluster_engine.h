@@ -31,25 +31,31 @@
 // call runs its items at once (steady state: nothing but the collective);
 // its tags derive from the call's number and request digest, so processes
 // that asked for different calls never exchange each other's bytes (they
-// wait until `timeout`, as NCCL ranks that disagree do). With check_calls
-// (--cluster_check_collectives), the call first exchanges one small word
-// per process on the set's full group (call_agreement.h: number, request
-// digest, status so far) -- one more round per call -- and calls that
-// differ fail at once, INVALID_ARGUMENT naming both processes. The turn is
-// kept after Run returns: the caller commits its part and then calls
-// Settle, which passes the turn on.
+// wait until `timeout`, as NCCL ranks that disagree do). A checked call
+// first exchanges one small word per process on the set's full group
+// (call_agreement.h: number, request digest, status so far) -- one more
+// round per call -- and calls that differ fail at once, INVALID_ARGUMENT
+// naming both processes. A call is checked with check_calls
+// (--cluster_check_collectives), and also without it when its ticket says
+// partial_groups (some process of the set shares no spanning group with
+// some other; the caller derives that from the request, alike everywhere).
+// The turn is kept after Run returns: the caller commits its part and then
+// calls Settle, which passes the turn on.
 //
-// A part that fails before its items (nothing allocated; Settle without
-// Run, or Run refusing its items) forfeits the call: it leaves a notice in
-// `store` (its process, the call, the failure) and closes the set's
-// connections of that generation, so the others' items fail at once; they
-// read the notice and fail ABORTED "process P failed its part: ...". (With
-// check_calls the failure is told in the round instead and nobody runs
-// the items.) A part that fails after its items started (the items, or the
-// caller's commit) may have let the others' calls return: it is told in the
-// set's next call, which fails everywhere (forfeited here, ABORTED naming
-// it elsewhere), so every process stays at the same number; the caller
-// then forms the set again.
+// An unchecked call's part that fails before its items (nothing
+// allocated; Settle without Run, or Run refusing its items) forfeits the
+// call: it leaves a notice in `store` (its process, the call, the failure)
+// and closes the set's connections of that generation, so the others' items
+// fail at once; they read the notice and fail ABORTED "process P failed its
+// part: ...". That reaches every process only because every spanning group
+// of an unchecked call holds the whole set: each other process has an item
+// with the failing one, which cannot complete. (A checked call tells the
+// failure in the round instead and nobody runs the items -- hence
+// partial_groups.) A part that fails after its items started (the items, or
+// the caller's commit) may have let the others' calls return: it is told in
+// the set's next call, which fails everywhere (forfeited here, ABORTED
+// naming it elsewhere), so every process stays at the same number; the
+// caller then forms the set again.
 //
 // Groups. Each spanning item runs on the transport's group of (epoch, set,
 // generation, subset), where the subset is the sorted distinct processes of
@@ -135,8 +141,10 @@ struct ClusterEngineOptions {
   // How long a ticket waits for a missing predecessor before skipping it.
   absl::Duration gap_timeout = absl::Seconds(5);
   // Call-ordered tickets: exchange a word per call before the items
-  // (see above). Off: only the forfeit notices below -- correct only while
-  // every call's groups span all of its set's processes.
+  // (see above). Off: a call runs alone and a part that fails first leaves
+  // the forfeit notice below -- except a call whose ticket says
+  // partial_groups, which is checked all the same (its groups could not
+  // carry the forfeit to every process of the set).
   bool check_calls = true;
   // Where a call-ordered part that fails first leaves its forfeit notice for
   // the others (the coordinator's key-value store). Not owned; outlives the
@@ -196,7 +204,8 @@ class ClusterEngine final : public CollectiveEngine {
 
   // The cluster lost `process`: every transport group holding it is
   // aborted, so a call in flight with it ends at once, UNAVAILABLE with
-  // `why`, instead of at its operation timeout.
+  // `why`, instead of at its operation timeout -- also a call whose group
+  // is still in its rendezvous, waiting for the lost process to publish.
   void AbortProcess(int32_t process, const std::string& why);
 
   // Connected transport groups held (tests, metrics).
@@ -213,9 +222,14 @@ class ClusterEngine final : public CollectiveEngine {
   // Run for a call-ordered ticket.
   absl::Status RunOrdered(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                           const CollectiveContext& context);
+  // Whether call-ordered `ticket` has its agreement round: check_calls, or
+  // a call whose groups leave some pair of the set's processes apart.
+  bool Checked(const CrossProcessTicket& ticket) const {
+    return options_.check_calls || ticket.partial_groups;
+  }
   // The agreement round of a call-ordered ticket on the set's full group.
   absl::Status Agree(const CrossProcessTicket& ticket, const absl::Status& mine);
-  // Without check_calls: this process gives up call-ordered `ticket` with
+  // An unchecked call: this process gives up call-ordered `ticket` with
   // `why` in its turn (notice, then the generation's connections closed).
   void ForfeitOrdered(const CrossProcessTicket& ticket, const absl::Status& why);
   // The notice another process left for `ticket`, as the error to report,

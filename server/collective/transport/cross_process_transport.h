@@ -24,7 +24,8 @@
 //            operation in flight on one ends at once with the cluster's
 //            words, instead of waiting out its timeout for a peer that is
 //            cut off (a partition sends no FIN, so nothing else would end
-//            it before the operation's budget).
+//            it before the operation's budget); so does a group still in
+//            its rendezvous, waiting for the lost process's entry.
 //
 // A group is named by (membership epoch, process set, set generation,
 // subset) -- TransportGroupKey. Transports register by name
@@ -134,7 +135,9 @@ class CrossProcessTransport {
   // Aborts every group, of any epoch, whose subset holds `process`; an
   // operation in flight on one fails UNAVAILABLE with `why` (the cluster's
   // words: "process 2 is lost (missed its heartbeats ...)"). A group still
-  // in its rendezvous is left to its budget.
+  // in its rendezvous fails too, UNAVAILABLE with `why`, once its wait on
+  // the store next looks (AbortableRendezvousStore) rather than at its
+  // budget: the lost process may never publish.
   virtual void AbortProcess(int32_t process, const std::string& why) = 0;
   // Whether the group of `key` is connected here.
   virtual bool Connected(const TransportGroupKey& key) const = 0;

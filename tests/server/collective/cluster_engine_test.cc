@@ -506,6 +506,59 @@ TEST(ClusterEngineTest, UncheckedCallsThatDifferNeverExchangeBytesAndFailTheNext
   ExpectResult(sum);
 }
 
+TEST(ClusterEngineTest, UncheckedCallWhoseGroupsLeaveAProcessApartIsCheckedAllTheSame) {
+  // Set 0,1,2 without check_calls. Each call has one item over processes 0
+  // and 1 and one on process 2 alone: process 2 shares no group with the
+  // others (partial_groups, as ClusterCollectives derives it from the
+  // request). Process 0 fails call 0 before its items. Run alone, the call
+  // would end on process 2 (its item never meets process 0) while 0 and 1
+  // fail it, and the set would stand at different numbers; checked, every
+  // process fails it naming process 0, and the next formation's calls run
+  // in step.
+  InMemoryRendezvousStore store;
+  ClusterOptions options;
+  options.processes = 3;
+  options.store = &store;
+  SimulatedCluster c(options);
+  std::vector<Group> groups;
+  groups.push_back(
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 32, 0, 1));
+  groups.push_back(
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {2, 2}, 32, 0, 2));
+  auto call = [](uint64_t number, uint64_t generation) {
+    CrossProcessTicket t = Ordered(number, "d", {0, 1, 2});
+    t.set_key = "mc/0,1,2";
+    t.generation = generation;
+    t.partial_groups = true;
+    return t;
+  };
+  auto run = [&](const CrossProcessTicket& ticket, int failing, const absl::Status& why) {
+    return OnProcesses({0, 1, 2}, [&](int p) {
+      if (p == failing) return c.engine(p).Settle(ticket, why);  // never reached Run
+      std::vector<CollectiveItem> items = ItemsFor(groups, p);
+      CollectiveContext context;
+      context.ticket = &ticket;
+      return c.engine(p).Settle(ticket,
+                                c.engine(p).Run(CollectiveKind::kAllReduce, items, context));
+    });
+  };
+  const absl::Status no_room = absl::ResourceExhaustedError("device 0: 128 bytes over budget");
+  auto first = run(call(0, 0), 0, no_room);
+  EXPECT_EQ(first[0], no_room);
+  for (int p : {1, 2}) {
+    EXPECT_EQ(first[p].code(), absl::StatusCode::kAborted) << first[p];
+    EXPECT_EQ(first[p].message(),
+              "process 0 failed its part: RESOURCE_EXHAUSTED: device 0: 128 bytes over budget");
+  }
+  // Every process failed call 0, so every one forms the set again: the new
+  // formation's calls run on all three and match the reference.
+  for (uint64_t number = 0; number < 2; ++number) {
+    auto next = run(call(number, 1), -1, absl::OkStatus());
+    for (const auto& s : next) ASSERT_TRUE(s.ok()) << s;
+    for (const Group& g : groups) ExpectResult(g);
+  }
+}
+
 TEST_P(CallOrderedTest, FailureAfterTheRoundFailsTheNextCallEverywhere) {
   // Process 1's commit of call 0 fails after the collective ran: process 0's
   // call returned. Call 1 then fails on both, naming it, so both stay at the

@@ -259,6 +259,50 @@ TEST_F(CollectiveCoreTest, BroadcastFromRoot) {
   EXPECT_THAT(std::string(outside.status().message()), HasSubstr("not in the tensor's mesh"));
 }
 
+// The groups a request runs over, as global device ids in rank order (what
+// a cluster compares with a call's participants), with Run's planning
+// errors; nothing is allocated.
+TEST_F(CollectiveCoreTest, DeviceGroupsNameEveryGroupsDevicesInRankOrder) {
+  const Mesh reversed = *Mesh::Create({{"data", 2}, {"model", 4}}, {7, 6, 5, 4, 3, 2, 1, 0});
+  auto partial =
+      Make(DType::kF32, {4}, reversed, {}, {"data", "model"}, [](int64_t, int64_t) { return 1.0; });
+  CollectiveRequest request;
+  request.tensor_ids = {partial->id};
+  request.axes = {"data"};
+  const int64_t before = InUse();
+  auto over_data = core_->DeviceGroups(request);
+  ASSERT_TRUE(over_data.ok()) << over_data.status();
+  EXPECT_EQ(*over_data, (std::vector<std::vector<int64_t>>{{7, 3}, {6, 2}, {5, 1}, {4, 0}}));
+  request.kind = CollectiveRequestKind::kBroadcast;
+  request.axes = {"model"};
+  request.root_device_id = 1;
+  auto over_model = core_->DeviceGroups(request);
+  ASSERT_TRUE(over_model.ok()) << over_model.status();
+  EXPECT_EQ(*over_model, (std::vector<std::vector<int64_t>>{{7, 6, 5, 4}, {3, 2, 1, 0}}));
+  // A batch: every input's groups, in request order.
+  request.kind = CollectiveRequestKind::kAllReduceBatch;
+  request.tensor_ids = {partial->id, partial->id};
+  request.axes = {"data", "model"};
+  auto batch = core_->DeviceGroups(request);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(*batch, (std::vector<std::vector<int64_t>>{{7, 6, 5, 4, 3, 2, 1, 0},
+                                                       {7, 6, 5, 4, 3, 2, 1, 0}}));
+  EXPECT_EQ(InUse(), before);
+
+  request.kind = CollectiveRequestKind::kReduceScatter;
+  request.tensor_ids = {"t-nope"};
+  EXPECT_EQ(core_->DeviceGroups(request).status().code(), absl::StatusCode::kNotFound);
+  request.kind = CollectiveRequestKind::kAllGather;
+  request.tensor_ids = {partial->id};
+  EXPECT_EQ(core_->DeviceGroups(request).status().code(),
+            absl::StatusCode::kFailedPrecondition);  // nothing sharded to gather
+  request.kind = CollectiveRequestKind::kBroadcast;
+  request.root_device_id = 9;
+  auto outside = core_->DeviceGroups(request);
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(outside.status().message()), HasSubstr("not in the tensor's mesh"));
+}
+
 // Deleting the input while the collective runs: the id goes at once, the
 // collective completes from the buffers it holds, memory is freed after.
 TEST_F(CollectiveCoreTest, InputDeletedMidCollectiveCompletes) {

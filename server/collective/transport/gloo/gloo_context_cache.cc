@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/collective/cluster/cluster_item.h"
+#include "server/collective/transport/abortable_rendezvous_store.h"
 #include "server/collective/transport/gloo/gloo_ring_context.h"
 #include "server/collective/transport/gloo/gloo_support.h"
 #include "server/logging.h"
@@ -50,9 +51,21 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Get(const Trans
         absl::StrCat("gloo context ", prefix, " failed earlier; the set needs a new generation"));
   }
   if (entry->context != nullptr) return entry->context;
-  absl::StatusOr<std::shared_ptr<gloo::Context>> context = Connect(key, prefix, budget);
+  absl::StatusOr<std::shared_ptr<gloo::Context>> context =
+      Connect(key, prefix, budget, entry->rendezvous);
+  // FailProcess aborts a rendezvous in progress (also one that connected
+  // just before this line: dropped here); once it is over, FailProcess
+  // waits for this lock and fails the key as a connected one.
+  const absl::Status aborted = entry->rendezvous.End();
+  if (context.ok() && !aborted.ok()) {
+    AbortGlooContext(**context);
+    context = absl::UnavailableError(absl::StrCat("gloo context ", prefix, " over processes ",
+                                                  ProcessListKey(key.processes),
+                                                  " was aborted: ", aborted.message()));
+  }
   if (!context.ok()) {
     entry->failed = true;
+    if (!aborted.ok()) entry->abort_reason = std::string(aborted.message());
     return context.status();
   }
   entry->context = *context;
@@ -60,15 +73,18 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Get(const Trans
 }
 
 absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Connect(
-    const TransportGroupKey& key, const std::string& prefix, absl::Duration budget) {
+    const TransportGroupKey& key, const std::string& prefix, absl::Duration budget,
+    const RendezvousAbort& abort) {
   const auto mine = std::lower_bound(key.processes.begin(), key.processes.end(), process_index_);
   const int rank = static_cast<int>(mine - key.processes.begin());
   const int size = static_cast<int>(key.processes.size());
   const std::string what =
       absl::StrCat("gloo rendezvous of processes ", ProcessListKey(key.processes), " under ",
                    prefix, " (Gloo rank ", rank, " of ", size, ")");
+  // Through a store that FailProcess can cut short.
+  AbortableRendezvousStore store(store_, &abort);
   absl::StatusOr<std::shared_ptr<gloo::Context>> context =
-      GlooRingContext::Connect(*store_, prefix, rank, size, device_, budget);
+      GlooRingContext::Connect(store, prefix, rank, size, device_, budget);
   if (!context.ok()) {
     return absl::Status(context.status().code(),
                         absl::StrCat(what, ": ", context.status().message()));
@@ -148,8 +164,13 @@ void GlooContextCache::FailProcess(int32_t process, const std::string& why) {
   }
   for (const std::shared_ptr<Entry>& entry : matching) {
     std::shared_ptr<gloo::Context> context;
-    // A key that is connecting holds its lock for its rendezvous.
-    if (!entry->mu.TryLock()) continue;
+    // A key that is connecting holds its lock for its rendezvous: its waits
+    // on the store end with `why`, and Get fails the key. One whose
+    // rendezvous is over is released at once.
+    if (!entry->mu.TryLock()) {
+      if (entry->rendezvous.Abort(absl::UnavailableError(why))) continue;
+      entry->mu.Lock();
+    }
     entry->failed = true;
     if (entry->abort_reason.empty()) entry->abort_reason = why;
     context = std::move(entry->context);
@@ -158,7 +179,7 @@ void GlooContextCache::FailProcess(int32_t process, const std::string& why) {
   }
 }
 
-std::string GlooContextCache::AbortReason(const TransportGroupKey& key) {
+std::string GlooContextCache::AbortReason(const TransportGroupKey& key, absl::Duration wait) {
   std::shared_ptr<Entry> entry;
   {
     absl::MutexLock lock(&mu_);
@@ -168,8 +189,12 @@ std::string GlooContextCache::AbortReason(const TransportGroupKey& key) {
     if (it == by_prefix->second.end()) return "";
     entry = it->second;
   }
-  absl::MutexLock lock(&entry->mu);
-  return entry->abort_reason;
+  const auto said = [](Entry* e)
+                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu) { return !e->abort_reason.empty(); };
+  entry->mu.LockWhenWithTimeout(absl::Condition(+said, entry.get()), wait);
+  std::string reason = entry->abort_reason;
+  entry->mu.Unlock();
+  return reason;
 }
 
 bool GlooContextCache::Connected(const TransportGroupKey& key) const {

@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/collective/transport/abortable_rendezvous_store.h"
 #include "server/collective/transport/cross_process_transport.h"
 
 namespace gloo {
@@ -64,8 +65,9 @@ class GlooContextCache {
   // Errors (the rendezvous then counts as a failure of the key):
   //   DEADLINE_EXCEEDED from the store when a neighbour in the subset did
   //     not publish its addresses within `budget`, or from Gloo's connect;
-  //   UNAVAILABLE when Gloo cannot connect, or when the key failed before
-  //     (Fail): the set needs a new generation.
+  //   UNAVAILABLE when Gloo cannot connect, when FailProcess aborted the
+  //     rendezvous (its words), or when the key failed before (Fail): the
+  //     set needs a new generation.
   absl::StatusOr<std::shared_ptr<gloo::Context>> Get(const TransportGroupKey& key,
                                                      absl::Duration budget);
 
@@ -96,12 +98,20 @@ class GlooContextCache {
 
   // Fail() for every context, of any epoch, whose subset holds `process`,
   // and an operation in flight on one ends at once (AbortGlooContext); its
-  // caller reads `why` from AbortReason. A context that is still
-  // connecting is left to its rendezvous budget.
+  // caller reads `why` from AbortReason. A context that is still connecting
+  // is aborted too: its rendezvous's waits on the store end within
+  // AbortableRendezvousStore::kPoll, and Get fails UNAVAILABLE -- "gloo
+  // rendezvous of processes 0,1,2 under ... (Gloo rank 0 of 3): <why>" --
+  // instead of waiting out its budget for a process that will never
+  // publish. (A pair whose peer published and then went silent still waits
+  // in Gloo's connect, up to the budget: Gloo cannot interrupt it.)
   void FailProcess(int32_t process, const std::string& why);
 
   // Why the context of `key` was aborted by FailProcess; empty otherwise.
-  std::string AbortReason(const TransportGroupKey& key);
+  // With `wait`, waits up to that long for FailProcess to say: a call that
+  // failed because a peer closed its connections (the peer aborted on a
+  // loss it learnt first) learns the loss itself moments later.
+  std::string AbortReason(const TransportGroupKey& key, absl::Duration wait = absl::ZeroDuration());
 
   // Whether the context of `key` is connected here.
   bool Connected(const TransportGroupKey& key) const;
@@ -122,12 +132,16 @@ class GlooContextCache {
     bool failed ABSL_GUARDED_BY(mu) = false;
     bool keys_deleted ABSL_GUARDED_BY(mu) = false;
     std::string abort_reason ABSL_GUARDED_BY(mu);
+    // Aborted by FailProcess while the key connects (mu is held then).
+    RendezvousAbort rendezvous;
   };
 
   std::shared_ptr<Entry> EntryFor(const TransportGroupKey& key, const std::string& prefix);
+  // The rendezvous of `key`, its store waits ended early by `abort`.
   absl::StatusOr<std::shared_ptr<gloo::Context>> Connect(const TransportGroupKey& key,
                                                          const std::string& prefix,
-                                                         absl::Duration budget);
+                                                         absl::Duration budget,
+                                                         const RendezvousAbort& abort);
 
   RendezvousStore* const store_;
   const std::shared_ptr<gloo::transport::Device> device_;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/collective/transport/gloo/gloo_support.h"
+#include "server/collective/transport/gloo/recursive_doubling.h"
 
 namespace placement::server {
 namespace {
@@ -54,7 +55,9 @@ absl::StatusOr<std::vector<char>> AddressFor(const std::string& value, int32_t p
 }  // namespace
 
 std::vector<int> GlooRingContext::Neighbours(int rank, int size) {
-  std::vector<int> neighbours = {(rank + size - 1) % size, (rank + 1) % size};
+  std::vector<int> neighbours = RecursiveDoublingPartners(rank, size);
+  neighbours.push_back((rank + size - 1) % size);
+  neighbours.push_back((rank + 1) % size);
   std::sort(neighbours.begin(), neighbours.end());
   neighbours.erase(std::unique(neighbours.begin(), neighbours.end()), neighbours.end());
   neighbours.erase(std::remove(neighbours.begin(), neighbours.end(), rank), neighbours.end());
@@ -73,7 +76,7 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooRingContext::Connect(
     return std::shared_ptr<gloo::Context>(std::move(context));
   } catch (const std::exception& e) {
     // A partly connected context is gone here: its pairs closed.
-    return GlooErrorStatus(absl::StrCat("connecting Gloo rank ", rank, " to its ring neighbours"),
+    return GlooErrorStatus(absl::StrCat("connecting Gloo rank ", rank, " to its neighbours"),
                            e.what());
   }
 }

@@ -1,27 +1,32 @@
 // GlooRingContext: a Gloo context in which each rank is connected only to
-// its ring neighbours, rank - 1 and rank + 1 (mod size) -- the pairs Gloo's
-// ring algorithms use. For size <= 3 those are all the other ranks (a full
-// mesh); from 4 on a rank holds 2 pairs instead of size - 1, and
-// getPair(r) of any other rank is null.
+// the ranks the transport's algorithms exchange with -- its ring neighbours,
+// rank - 1 and rank + 1 (mod size), for Gloo's ring algorithms and
+// RingBroadcast, and its recursive-doubling partners (recursive_doubling.h:
+// rank XOR 2^i below the largest power of two P <= size, and rank +- P) for
+// the small-payload all-reduce and all-gather. A rank holds at most
+// log2(size) + 3 pairs instead of size - 1 (at most 9 of 127 at 128; all
+// the others up to size 4), and getPair(r) of any other rank is null.
 //
 // Rendezvous: every rank publishes ONE key, "<prefix>/ring/<rank>", whose
 // value lists the address of each of its pairs tagged with the peer rank the
-// pair is for, and reads only its neighbours' keys: 2 store reads per rank
-// (1 for size 2), 2N for the whole context, where Gloo's connectFullMesh
-// reads ~2(N-1) keys per rank (each peer's key waited on and then read,
-// plus every lower rank's hostname) and opens N(N-1)/2 connections.
+// pair is for, and reads only its neighbours' keys: Neighbours(r).size()
+// store reads per rank, O(N log N) for the whole context, where Gloo's
+// connectFullMesh reads ~2(N-1) keys per rank (each peer's key waited on
+// and then read, plus every lower rank's hostname) and opens N(N-1)/2
+// connections.
 //
 // What may run on such a context (the contract the transport keeps,
 // checked against Debian's Gloo, 0.0~git20220518.5b14351): gloo::allreduce
 // with Algorithm::RING, gloo::allgather and gloo::allgatherv send only to
 // rank + 1 and receive only from rank - 1 (or the reverse), and check that
-// those pairs exist; gloo::broadcast is a binomial tree (rank XOR 2^i) and
-// must not run on a ring context of size >= 4 (RingBroadcast below does);
-// BCUBE, halving-doubling, barrier, gather, scatter, alltoall and
-// ContextFactory need pairs a ring context does not have. Code that walks
-// every pair (gloo::Context::closeConnections, the TCP context's
-// signalException behind AbortGlooContext, the destructors) skips null
-// pairs.
+// those pairs exist; RecursiveDoublingAllReduce / AllGather use only the
+// recursive-doubling pairs; gloo::broadcast is a binomial tree rooted at
+// any rank (rank XOR 2^i relative to the root) and must not run here
+// (RingBroadcast below does); BCUBE, halving-doubling, barrier, gather,
+// scatter, alltoall and ContextFactory need pairs this context may not
+// have. Code that walks every pair (gloo::Context::closeConnections, the
+// TCP context's signalException behind AbortGlooContext, the destructors)
+// skips null pairs.
 //
 // Requires Gloo. Thread-safety: as gloo::Context (one operation at a time
 // per context; AbortGlooContext from any thread).
@@ -49,9 +54,10 @@ namespace placement::server {
 
 class GlooRingContext final : public gloo::Context {
  public:
-  // The ranks `rank` is connected to in a ring context of `size`, ascending,
-  // without `rank` itself: {rank - 1, rank + 1} mod size. Symmetric: b is a
-  // neighbour of a iff a is a neighbour of b.
+  // The ranks `rank` is connected to in a context of `size`, ascending,
+  // without `rank` itself: {rank - 1, rank + 1} mod size and
+  // RecursiveDoublingPartners(rank, size). Symmetric: b is a neighbour of a
+  // iff a is a neighbour of b.
   // REQUIRES: 0 <= rank < size.
   static std::vector<int> Neighbours(int rank, int size);
 

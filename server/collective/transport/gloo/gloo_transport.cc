@@ -1,6 +1,5 @@
 #include "server/collective/transport/gloo/gloo_transport.h"
 
-#include <gloo/allgather.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <exception>
@@ -10,6 +9,7 @@
 #include "server/collective/cluster/rank_buffer_io.h"
 #include "server/collective/transport/gloo/gloo_support.h"
 #include "server/collective/transport/gloo/hierarchical_collectives.h"
+#include "server/collective/transport/gloo/recursive_doubling.h"
 #include "server/collective/transport/transport_registry.h"
 
 namespace placement::server {
@@ -59,6 +59,13 @@ absl::Status GlooTransport::Connect(const TransportGroupKey& key, absl::Duration
   return contexts_.Get(key, budget).status();
 }
 
+// How long a call that failed on a closed connection waits to hear of a
+// lost process (GlooContextCache::AbortReason) before it reports Gloo's
+// words: survivors learn of a loss on their own heartbeats, within one
+// interval of each other, so this names the loss when they learn it close
+// together (and costs a failed call at most this much).
+constexpr absl::Duration kLossGrace = absl::Milliseconds(200);
+
 absl::Status GlooTransport::Run(CollectiveKind kind, const CollectiveItem& item,
                                 const ClusterItemPlan& plan, const TransportGroupKey& key,
                                 uint32_t tag, absl::Duration budget, absl::string_view what) {
@@ -73,8 +80,10 @@ absl::Status GlooTransport::Run(CollectiveKind kind, const CollectiveItem& item,
     const std::string call = absl::StrCat("gloo ", CollectiveKindName(kind), " over processes ",
                                           ProcessListKey(plan.processes), " (", what, ")");
     // Aborted because the cluster lost a process: say that, not Gloo's
-    // words for the abort.
-    const std::string reason = contexts_.AbortReason(key);
+    // words for the abort. A peer that learnt the loss first closed its
+    // connections; this process learns it moments later.
+    const std::string reason =
+        contexts_.AbortReason(key, IsGlooTimeout(e.what()) ? absl::ZeroDuration() : kLossGrace);
     status = reason.empty() ? GlooErrorStatus(call, e.what())
                             : absl::UnavailableError(absl::StrCat(call, ": ", reason));
   }
@@ -104,12 +113,8 @@ absl::StatusOr<std::vector<std::string>> GlooTransport::Exchange(const Transport
   std::string gathered(block.size() * n, '\0');
   absl::Status status;
   try {
-    gloo::AllgatherOptions opts(*context);
-    opts.setInput(const_cast<char*>(block.data()), block.size());
-    opts.setOutput(gathered.data(), gathered.size());
-    opts.setTag(tag);
-    opts.setTimeout(GlooMilliseconds(budget));
-    gloo::allgather(opts);
+    RecursiveDoublingAllGather(**context, block.data(), block.size(), gathered.data(), tag,
+                               GlooMilliseconds(budget));
   } catch (const std::exception& e) {
     const std::string call = absl::StrCat("gloo exchange over processes ",
                                           ProcessListKey(key.processes), " (", what, ")");
@@ -121,7 +126,7 @@ absl::StatusOr<std::vector<std::string>> GlooTransport::Exchange(const Transport
     contexts_.Fail(key);
     return status;
   }
-  // Gloo's allgather is a ring: every rank's result holds every block.
+  // Every rank's result holds every block.
   contexts_.Ran(key, 0);
   std::vector<std::string> blocks;
   blocks.reserve(n);

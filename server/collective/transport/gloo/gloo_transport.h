@@ -46,9 +46,9 @@ class GlooTransport final : public CrossProcessTransport {
   absl::Status Run(CollectiveKind kind, const CollectiveItem& item, const ClusterItemPlan& plan,
                    const TransportGroupKey& key, uint32_t tag, absl::Duration budget,
                    absl::string_view what) override;
-  // One gloo::allgather (its slots are apart from allgatherv's, allreduce's
-  // and broadcast's, which Run uses). A ring: it needs only the
-  // neighbours' pairs.
+  // One RecursiveDoublingAllGather (log2 n exchanges; Gloo's all-gather
+  // slots, apart from the allgatherv, all-reduce and broadcast slots Run
+  // uses) on the group's GlooRingContext.
   absl::StatusOr<std::vector<std::string>> Exchange(const TransportGroupKey& key,
                                                     const std::string& block, uint32_t tag,
                                                     absl::Duration budget,

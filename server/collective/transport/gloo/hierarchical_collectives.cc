@@ -10,9 +10,26 @@
 #include "server/collective/cluster/wire_reduction.h"
 #include "server/collective/transport/gloo/gloo_ring_context.h"
 #include "server/collective/transport/gloo/gloo_support.h"
+#include "server/collective/transport/gloo/recursive_doubling.h"
 
 namespace placement::server {
 namespace {
+
+// Whether an all-gather of these per-process byte counts runs by recursive
+// doubling: it moves the ring's bytes in fewer steps, except that the
+// ranks beyond the largest power of two receive everything once more at
+// the end, which only small blocks afford. The same on every process.
+bool GatherByRecursiveDoubling(const std::vector<size_t>& counts) {
+  const size_t size = counts.size();
+  if ((size & (size - 1)) == 0) return true;
+  return *std::max_element(counts.begin(), counts.end()) <= kRecursiveDoublingMaxBytes;
+}
+
+// Whether a broadcast runs by recursive doubling (small blocks) rather
+// than around the ring. The same on every process.
+bool BroadcastByRecursiveDoubling(const ClusterItemPlan& plan) {
+  return static_cast<size_t>(plan.block) <= kRecursiveDoublingMaxBytes;
+}
 
 // Host scratch without zero-filling (every byte is written before it is
 // read).
@@ -20,12 +37,19 @@ std::unique_ptr<std::byte[]> Scratch(int64_t bytes) {
   return std::unique_ptr<std::byte[]>(new std::byte[static_cast<size_t>(bytes)]);
 }
 
-// All-reduces `count` elements of `wire` in place over the subset. RING:
-// Gloo's ring all-reduce sends only to rank - 1 and receives only from
-// rank + 1 (and checks that both pairs exist), so it runs on a ring context
-// (gloo_ring_context.h); its other algorithms need more pairs.
+// All-reduces `count` elements of `wire` in place over the subset: up to
+// kRecursiveDoublingMaxBytes by recursive doubling (log2 n exchanges),
+// beyond it with Gloo's ring all-reduce, which sends only to rank - 1 and
+// receives only from rank + 1 (and checks that both pairs exist). Both run
+// on a GlooRingContext; Gloo's other algorithms need more pairs.
 void GlooAllReduceInPlace(const GlooOperation& op, DType wire, ReduceOp combine, std::byte* data,
                           int64_t count) {
+  const size_t element = static_cast<size_t>(DTypeSize(wire));
+  if (static_cast<size_t>(count) * element <= kRecursiveDoublingMaxBytes) {
+    RecursiveDoublingAllReduce(*op.context, data, static_cast<size_t>(count), element,
+                               GlooPairwiseReduce(wire, combine), op.tag, op.timeout);
+    return;
+  }
   gloo::AllreduceOptions opts(op.context);
   opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
   WithGlooElementType(wire, [&](auto proto) {
@@ -151,13 +175,17 @@ absl::Status AllGather(const ClusterItemPlan& plan, const GlooOperation& op, Ran
     std::byte* dst = gathered.get() + mine + static_cast<int64_t>(j) * plan.block;
     if (absl::Status s = io.Read(*plan.local[j].send, 0, dst, plan.block); !s.ok()) return s;
   }
-  // Gloo's allgatherv is a ring: it sends only to rank + 1 and receives
-  // only from rank - 1.
-  gloo::AllgathervOptions opts(op.context);
-  opts.setOutput(reinterpret_cast<uint8_t*>(gathered.get()), counts);
-  opts.setTag(op.tag);
-  opts.setTimeout(op.timeout);
-  gloo::allgatherv(opts);
+  if (GatherByRecursiveDoubling(counts)) {
+    RecursiveDoublingAllGatherV(*op.context, gathered.get(), counts, op.tag, op.timeout);
+  } else {
+    // Gloo's allgatherv is a ring: it sends only to rank + 1 and receives
+    // only from rank - 1.
+    gloo::AllgathervOptions opts(op.context);
+    opts.setOutput(reinterpret_cast<uint8_t*>(gathered.get()), counts);
+    opts.setTag(op.tag);
+    opts.setTimeout(op.timeout);
+    gloo::allgatherv(opts);
+  }
   const std::vector<ByteRun> runs = GatheredToRankOrder(plan);
   for (const RankBuffers& r : plan.local) {
     if (absl::Status s = io.Write(gathered.get(), *r.recv, runs); !s.ok()) return s;
@@ -174,8 +202,13 @@ absl::Status Broadcast(const CollectiveItem& item, const ClusterItemPlan& plan,
       if (absl::Status s = io.Read(*r.send, 0, bytes.get(), plan.block); !s.ok()) return s;
     }
   }
-  RingBroadcast(*op.context, plan.root_position, bytes.get(), static_cast<size_t>(plan.block),
-                op.tag, op.timeout);
+  if (BroadcastByRecursiveDoubling(plan)) {
+    RecursiveDoublingBroadcast(*op.context, plan.root_position, bytes.get(),
+                               static_cast<size_t>(plan.block), op.tag, op.timeout);
+  } else {
+    RingBroadcast(*op.context, plan.root_position, bytes.get(), static_cast<size_t>(plan.block),
+                  op.tag, op.timeout);
+  }
   const ByteRun run{0, 0, plan.block};
   for (const RankBuffers& r : plan.local) {
     if (absl::Status s = io.Write(bytes.get(), *r.recv, {&run, 1}); !s.ok()) return s;
@@ -204,7 +237,7 @@ absl::Status RunHierarchical(CollectiveKind kind, const CollectiveItem& item,
 
 int WitnessRank(CollectiveKind kind, const ClusterItemPlan& plan) {
   if (plan.block == 0) return -1;
-  if (kind != CollectiveKind::kBroadcast) return 0;
+  if (kind != CollectiveKind::kBroadcast || BroadcastByRecursiveDoubling(plan)) return 0;
   const int size = static_cast<int>(plan.processes.size());
   return (plan.root_position + size - 1) % size;
 }

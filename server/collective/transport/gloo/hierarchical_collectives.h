@@ -19,10 +19,14 @@
 //                   twice the traffic of a true reduce-scatter.
 //   Broadcast:      the root rank's process reads the root's send, the
 //                   bytes go around the ring from that process's position
-//                   (RingBroadcast, gloo_ring_context.h), every local recv
-//                   gets them.
-// Every Gloo operation here is a ring one (Gloo's ring all-reduce and
-// allgatherv, RingBroadcast): it touches only the pairs of a ring context.
+//                   (RingBroadcast, gloo_ring_context.h) -- up to
+//                   kRecursiveDoublingMaxBytes by recursive doubling
+//                   instead -- and every local recv gets them.
+// Every Gloo operation here touches only the pairs of a GlooRingContext:
+// Gloo's ring all-reduce and allgatherv, RingBroadcast, and recursive
+// doubling (recursive_doubling.h) for all-reduces and broadcasts of up to
+// kRecursiveDoublingMaxBytes and for all-gathers (over a power-of-two
+// number of processes, or of blocks up to that size).
 // An item with B = 0 moves nothing (every process sees the same B).
 //
 // Thread-compatible: concurrent calls must use different Gloo contexts.
@@ -66,9 +70,10 @@ absl::Status RunHierarchical(CollectiveKind kind, const CollectiveItem& item,
 
 // The Gloo rank whose success in RunHierarchical(kind, ...) shows that
 // every process of plan.processes was connected and inside the operation:
-// 0 for the reductions and all-gather (every rank's result holds every
-// process's part: any rank would do), root - 1 for a broadcast (the last of
-// the ring), -1 for an item with B = 0 (nothing moves).
+// 0 for the reductions, the all-gather and a recursive-doubling broadcast
+// (every rank's result holds every process's part: any rank would do),
+// root - 1 for a ring broadcast (the last of the ring), -1 for an item with
+// B = 0 (nothing moves).
 int WitnessRank(CollectiveKind kind, const ClusterItemPlan& plan);
 
 }  // namespace placement::server

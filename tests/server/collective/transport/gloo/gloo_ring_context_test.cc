@@ -1,15 +1,17 @@
 // GlooRingContext with real Gloo over loopback TCP, its ranks threads of
 // this process meeting through an InMemoryRendezvousStore behind a counting
-// wrapper: a context of N connects each rank only to rank - 1 and rank + 1
-// (getPair of any other rank is null) after reading only those two ranks'
-// keys (2N reads in all, each key read twice); the operations the Gloo
-// transport issues (Gloo's ring all-reduce, allgather, allgatherv, and
-// RingBroadcast from every root, one of several chunks) give the computed
-// results on it; closeConnections and AbortGlooContext cope with the
-// missing pairs; an absent neighbour fails the rendezvous with the
-// store's DEADLINE_EXCEEDED naming its key within the budget; and, through
-// the whole transport (SimulatedCluster), the first collective over 8
-// processes reads 16 keys and leaves none behind, broadcast included.
+// wrapper: a context of N connects each rank only to its neighbours --
+// rank - 1, rank + 1 and its recursive-doubling partners (getPair of any
+// other rank is null) -- after reading only those ranks' keys, once each;
+// the operations the Gloo transport issues (Gloo's ring all-reduce,
+// allgather, allgatherv, RingBroadcast from every root, one of several
+// chunks, and recursive-doubling all-reduce and all-gather, bit-identical
+// on every rank) give the computed results on it; closeConnections and
+// AbortGlooContext cope with the missing pairs; an absent neighbour fails
+// the rendezvous with the store's DEADLINE_EXCEEDED naming its key within
+// the budget; and, through the whole transport (SimulatedCluster), the
+// first collective over 8 processes reads each process's neighbours' keys
+// and leaves none behind, broadcast included.
 #include "server/collective/transport/gloo/gloo_ring_context.h"
 
 #include <gloo/allgather.h>
@@ -20,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -35,6 +38,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/collective/transport/gloo/gloo_support.h"
+#include "server/collective/transport/gloo/recursive_doubling.h"
 #include "server/collective/transport/rendezvous_store.h"
 #include "tests/server/collective/simulated_cluster.h"
 
@@ -112,38 +116,55 @@ std::vector<std::shared_ptr<gloo::Context>> ConnectRing(RendezvousStore& store,
   return contexts;
 }
 
-TEST(GlooRingContextTest, NeighboursAreSymmetricAndEveryoneUpToThree) {
+TEST(GlooRingContextTest, NeighboursAreTheRingAndTheRecursiveDoublingPartners) {
   EXPECT_THAT(GlooRingContext::Neighbours(0, 1), ::testing::IsEmpty());
   EXPECT_THAT(GlooRingContext::Neighbours(1, 2), ::testing::ElementsAre(0));
   EXPECT_THAT(GlooRingContext::Neighbours(0, 3), ::testing::ElementsAre(1, 2));
-  EXPECT_THAT(GlooRingContext::Neighbours(0, 8), ::testing::ElementsAre(1, 7));
-  EXPECT_THAT(GlooRingContext::Neighbours(7, 8), ::testing::ElementsAre(0, 6));
-  EXPECT_THAT(GlooRingContext::Neighbours(4, 8), ::testing::ElementsAre(3, 5));
-  for (int size = 1; size <= 12; ++size) {
+  // 8: rank XOR 1, 2, 4 and the ring.
+  EXPECT_THAT(GlooRingContext::Neighbours(0, 8), ::testing::ElementsAre(1, 2, 4, 7));
+  EXPECT_THAT(GlooRingContext::Neighbours(7, 8), ::testing::ElementsAre(0, 3, 5, 6));
+  EXPECT_THAT(GlooRingContext::Neighbours(4, 8), ::testing::ElementsAre(0, 3, 5, 6));
+  // 6: core 0..3, extras 4 and 5 paired with 0 and 1.
+  EXPECT_THAT(RecursiveDoublingPartners(1, 6), ::testing::ElementsAre(0, 3, 5));
+  EXPECT_THAT(RecursiveDoublingPartners(5, 6), ::testing::ElementsAre(1));
+  EXPECT_THAT(GlooRingContext::Neighbours(5, 6), ::testing::ElementsAre(0, 1, 4));
+  for (int size = 1; size <= 40; ++size) {
     for (int a = 0; a < size; ++a) {
       const std::vector<int> of_a = GlooRingContext::Neighbours(a, size);
-      EXPECT_EQ(of_a.size(), static_cast<size_t>(std::min(size - 1, 2))) << a << " of " << size;
+      for (int b : RecursiveDoublingPartners(a, size)) {
+        EXPECT_THAT(of_a, ::testing::Contains(b)) << a << " of " << size;
+        EXPECT_THAT(RecursiveDoublingPartners(b, size), ::testing::Contains(a))
+            << a << " and " << b << " of " << size;
+      }
       for (int b : of_a) {
         EXPECT_THAT(GlooRingContext::Neighbours(b, size), ::testing::Contains(a))
             << a << " and " << b << " of " << size;
       }
+      int log2 = 0;
+      while ((2 << log2) <= size) ++log2;
+      EXPECT_LE(of_a.size(), static_cast<size_t>(std::min(size - 1, log2 + 3)))
+          << a << " of " << size;
     }
   }
+  EXPECT_LE(GlooRingContext::Neighbours(5, 128).size(), 9u);
 }
 
 class GlooRingOfN : public ::testing::TestWithParam<int> {};
 
-TEST_P(GlooRingOfN, ConnectsOnlyNeighboursAfterTwoReadsPerRank) {
+TEST_P(GlooRingOfN, ConnectsOnlyNeighboursAfterOneReadOfEach) {
   const int n = GetParam();
   CountingStore store;
   std::vector<std::shared_ptr<gloo::Context>> contexts = ConnectRing(store, "t", n);
-  // One key per rank, each read by its neighbours (two; one of 2) and
-  // nobody else.
+  // One key per rank, read once by each of its neighbours and by nobody
+  // else.
   EXPECT_EQ(store.sets(), n);
-  EXPECT_EQ(store.total_gets(), n == 2 ? 2 : 2 * n);
+  int reads = 0;
   for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(store.gets()[absl::StrCat("t/ring/", r)], n == 2 ? 1 : 2) << r;
+    const size_t neighbours = GlooRingContext::Neighbours(r, n).size();
+    EXPECT_EQ(store.gets()[absl::StrCat("t/ring/", r)], static_cast<int>(neighbours)) << r;
+    reads += static_cast<int>(neighbours);
   }
+  EXPECT_EQ(store.total_gets(), reads);
   for (int r = 0; r < n; ++r) {
     ASSERT_NE(contexts[r], nullptr);
     const std::vector<int> neighbours = GlooRingContext::Neighbours(r, n);
@@ -234,12 +255,79 @@ TEST_P(GlooRingOfN, TheTransportsOperationsGiveTheComputedResults) {
     }
   }
 
+  // Recursive-doubling all-reduce of floats: the same bits on every rank
+  // (each exchange adds the lower rank's partial first), the sum of the
+  // contributions up to rounding.
+  constexpr int kFloats = 777;
+  std::vector<std::vector<float>> floats(n, std::vector<float>(kFloats));
+  OnRanks(n, [&](int r) {
+    for (int i = 0; i < kFloats; ++i) floats[r][i] = 0.1f * static_cast<float>(r + 1) + 1e-3f * i;
+    RecursiveDoublingAllReduce(*contexts[r], floats[r].data(), kFloats, sizeof(float),
+                               GlooPairwiseReduce(DType::kF32, ReduceOp::kSum), 5, timeout);
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(std::memcmp(floats[r].data(), floats[0].data(), kFloats * sizeof(float)), 0)
+        << "rank " << r;
+  }
+  for (int i = 0; i < kFloats; ++i) {
+    const double want = 0.1 * n * (n + 1) / 2 + 1e-3 * i * n;
+    ASSERT_NEAR(floats[0][i], want, 1e-4 * want) << "at " << i;
+  }
+  // Recursive-doubling all-gather (the transport's Exchange), twice on the
+  // same tag: 41 bytes from each rank, one block inside the output.
+  for (int round = 0; round < 2; ++round) {
+    constexpr size_t kWord = 41;
+    std::vector<std::string> words(n, std::string(n * kWord, '\0'));
+    OnRanks(n, [&](int r) {
+      const std::string block(kWord, static_cast<char>('A' + r + round));
+      if (r % 2 == 0) {
+        RecursiveDoublingAllGather(*contexts[r], block.data(), kWord, words[r].data(), 6, timeout);
+      } else {
+        words[r].replace(r * kWord, kWord, block);
+        RecursiveDoublingAllGather(*contexts[r], words[r].data() + r * kWord, kWord,
+                                   words[r].data(), 6, timeout);
+      }
+    });
+    for (int r = 0; r < n; ++r) {
+      for (int q = 0; q < n; ++q) {
+        ASSERT_EQ(words[r].substr(q * kWord, kWord), std::string(kWord, 'A' + q + round))
+            << "rank " << r << ", block " << q;
+      }
+    }
+  }
+
+  // Recursive-doubling all-gather of blocks of different sizes, an empty
+  // one included, primed in place: rank q gives (q * 5) % 7 bytes of
+  // value q + 1.
+  std::vector<size_t> sizes(n);
+  for (int q = 0; q < n; ++q) sizes[q] = static_cast<size_t>((q * 5) % 7);
+  std::vector<size_t> starts(n + 1, 0);
+  for (int q = 0; q < n; ++q) starts[q + 1] = starts[q] + sizes[q];
+  std::vector<std::vector<uint8_t>> gathered_rd(n, std::vector<uint8_t>(starts[n], 0xEE));
+  OnRanks(n, [&](int r) {
+    std::fill_n(gathered_rd[r].begin() + starts[r], sizes[r], static_cast<uint8_t>(r + 1));
+    RecursiveDoublingAllGatherV(*contexts[r], gathered_rd[r].data(), sizes, 7, timeout);
+  });
+  std::vector<uint8_t> want_rd;
+  for (int q = 0; q < n; ++q) want_rd.insert(want_rd.end(), sizes[q], static_cast<uint8_t>(q + 1));
+  for (int r = 0; r < n; ++r) EXPECT_EQ(gathered_rd[r], want_rd) << "rank " << r;
+
+  // Recursive-doubling broadcast from every root: every byte value, exact.
+  for (int root = 0; root < n; ++root) {
+    std::vector<std::vector<uint8_t>> data(n, std::vector<uint8_t>(515, 0x5A));
+    for (size_t i = 0; i < 515; ++i) data[root][i] = static_cast<uint8_t>(i + root);
+    OnRanks(n, [&](int r) {
+      RecursiveDoublingBroadcast(*contexts[r], root, data[r].data(), 515, 8, timeout);
+    });
+    for (int r = 0; r < n; ++r) ASSERT_EQ(data[r], data[root]) << "rank " << r << ", root " << root;
+  }
+
   // Walking every pair copes with the missing ones.
   AbortGlooContext(*contexts[0]);
   for (const auto& context : contexts) context->closeConnections();
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, GlooRingOfN, ::testing::Values(2, 3, 4, 5, 8));
+INSTANTIATE_TEST_SUITE_P(Sizes, GlooRingOfN, ::testing::Values(2, 3, 4, 5, 6, 7, 8, 11));
 
 TEST(GlooRingContextTest, AnAbsentNeighbourFailsTheRendezvousWithinTheBudget) {
   // Ranks 0..3 of 5 come; 4 never does. Its neighbours 0 and 3 wait for its
@@ -258,7 +346,7 @@ TEST(GlooRingContextTest, AnAbsentNeighbourFailsTheRendezvousWithinTheBudget) {
     EXPECT_THAT(std::string(statuses[r].message()), HasSubstr("absent/ring/4"));
   }
   // Nobody read anything but its neighbours' keys.
-  for (const auto& [key, count] : store.gets()) EXPECT_LE(count, 2) << key;
+  for (const auto& [key, count] : store.gets()) EXPECT_LE(count, 4) << key;
 }
 
 TEST(GlooRingContextTest, AKeyWithoutThisRanksAddressIsUnavailable) {
@@ -271,10 +359,11 @@ TEST(GlooRingContextTest, AKeyWithoutThisRanksAddressIsUnavailable) {
 }
 
 // Through the whole Gloo transport: the first collective over 8 processes
-// forms ring contexts with 2 reads per process, and whoever's success shows
-// that all took part deletes the keys -- for a broadcast the last process
-// of the ring, not the first.
-TEST(GlooRingContextTest, TheTransportsFirstCollectiveReadsTwoKeysPerProcess) {
+// forms contexts with one read per neighbour (4 each), and whoever's
+// success shows that all took part deletes the keys -- for a broadcast
+// around the ring (over 256 KiB) the last process of the ring, not the
+// first.
+TEST(GlooRingContextTest, TheTransportsFirstCollectiveReadsItsNeighboursKeys) {
   CountingStore store;
   testing::ClusterOptions options;
   options.processes = 8;
@@ -282,9 +371,13 @@ TEST(GlooRingContextTest, TheTransportsFirstCollectiveReadsTwoKeysPerProcess) {
   testing::SimulatedCluster c(options);
   const std::vector<int> all = testing::AllProcesses(c);
   uint64_t ticket = 0;
-  for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast}) {
-    testing::Group g = testing::MakeGroup(c, kind, DType::kF32, ReduceOp::kSum, all, 1024,
-                                          /*root=*/3, 21);
+  const std::pair<CollectiveKind, int64_t> calls[] = {{CollectiveKind::kAllReduce, 1024},
+                                                      {CollectiveKind::kBroadcast, 1024},
+                                                      {CollectiveKind::kBroadcast, 70000},
+                                                      {CollectiveKind::kAllGather, 1024}};
+  for (const auto& [kind, count] : calls) {
+    testing::Group g =
+        testing::MakeGroup(c, kind, DType::kF32, ReduceOp::kSum, all, count, /*root=*/3, 21);
     // An epoch of its own per kind: each call forms a new context.
     const CrossProcessTicket t = testing::Ticket(c.AllKey(), 0, 0, /*epoch=*/++ticket);
     const int gets_before = store.total_gets();
@@ -298,7 +391,7 @@ TEST(GlooRingContextTest, TheTransportsFirstCollectiveReadsTwoKeysPerProcess) {
     for (int p : all) ASSERT_TRUE(statuses[p].ok()) << "process " << p << ": " << statuses[p];
     testing::ExpectResult(g);
     EXPECT_EQ(store.sets() - sets_before, 8) << CollectiveKindName(kind);
-    EXPECT_EQ(store.total_gets() - gets_before, 16) << CollectiveKindName(kind);
+    EXPECT_EQ(store.total_gets() - gets_before, 32) << CollectiveKindName(kind);
     EXPECT_EQ(store.size(), 0u) << CollectiveKindName(kind);
   }
 }
