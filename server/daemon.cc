@@ -15,6 +15,7 @@
 #include "server/auth/served_tls_files.h"
 #include "server/cluster/cluster.h"
 #include "server/cluster/coordinator.h"
+#include "server/cluster/fan_out.h"
 #include "server/collective/transport/cross_process_transport.h"
 #include "server/daemon_identity.h"
 #include "server/daemon_metrics.h"
@@ -256,6 +257,7 @@ absl::Status CreateCluster(DaemonState* state) {
   cluster_config.heartbeat_misses = config.cluster.heartbeat_misses;
   cluster_config.op_timeout = config.cluster.op_timeout;
   cluster_config.check_collectives = config.cluster.check_collectives;
+  SetMaxThreadedFanOut(static_cast<size_t>(config.cluster.max_threaded_fan_out));
   state->peer_channels = std::make_unique<PeerChannels>(
       PeerSecurity{state->transport, config.cluster.peer_tls_server_name, std::move(token)});
   PeerChannels* channels = state->peer_channels.get();

@@ -29,9 +29,14 @@ ABSL_FLAG(bool, cluster_check_collectives, true,
           "Check every multi-controller collective before it runs: one small exchange between "
           "the daemons (about one network round trip) that turns calls issued in a different "
           "order or with different arguments into INVALID_ARGUMENT and keeps every daemon at the "
-          "same call when a part fails. false: the collective alone (faster for small calls); "
-          "safe only while every call's groups span all of its daemons (e.g. an all-reduce over "
-          "every mesh axis), and calls that differ wait out --cluster_op_timeout, as NCCL does");
+          "same call when a part fails. false: a call whose groups each span all of its daemons "
+          "(e.g. an all-reduce over every mesh axis) runs alone (faster for small calls), calls "
+          "whose groups leave a daemon out are checked all the same, and calls that differ wait "
+          "out --cluster_op_timeout, as NCCL does");
+ABSL_FLAG(int32_t, cluster_max_threaded_fan_out, 8,
+          "Calls to up to this many other daemons at once (record commits, Prepares, mesh "
+          "installs, ...) run a thread each with blocking calls; to more, asynchronous calls "
+          "waited for on one thread. 0: always asynchronous.");
 ABSL_FLAG(std::string, peer_tls_server_name, "",
           "The name checked in other daemons' certificates (default: the host dialled).");
 ABSL_FLAG(std::string, peer_token_file, "",
@@ -51,6 +56,7 @@ DaemonClusterConfig DaemonClusterConfigFromFlags() {
   config.heartbeat_misses = absl::GetFlag(FLAGS_heartbeat_misses);
   config.op_timeout = absl::GetFlag(FLAGS_cluster_op_timeout);
   config.check_collectives = absl::GetFlag(FLAGS_cluster_check_collectives);
+  config.max_threaded_fan_out = absl::GetFlag(FLAGS_cluster_max_threaded_fan_out);
   config.peer_tls_server_name = absl::GetFlag(FLAGS_peer_tls_server_name);
   config.peer_token_file = absl::GetFlag(FLAGS_peer_token_file);
   return config;

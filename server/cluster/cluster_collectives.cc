@@ -211,8 +211,8 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
                                participants.begin());
   };
   // A thread per peer for small sets, asynchronous calls beyond
-  // (kMaxThreadedFanOut): a driver of many daemons holds no thread per peer.
-  if (participants.size() <= kMaxThreadedFanOut) {
+  // (MaxThreadedFanOut): a driver of many daemons holds no thread per peer.
+  if (participants.size() <= MaxThreadedFanOut()) {
     ran = FanOut(participants, [&](int32_t p) -> absl::Status {
       absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
           p == self ? Participate(participants, ids, p, request, context, ticket)

@@ -32,8 +32,8 @@
 //            --cluster_check_collectives it first checks, in one small
 //            exchange, that every daemon asked for the same call; without,
 //            a part that failed before it forfeits and the others name it
-//            -- except for a call whose groups leave some pair of
-//            participants apart, which is checked all the same: Number
+//            -- except for a call with a spanning group that leaves a
+//            participant out, which is checked all the same: Number
 //            marks it from the request's plan, CrossProcessTicket::
 //            partial_groups);
 //            each daemon commits its part (ClusterEngine::Settle passes the
@@ -165,9 +165,10 @@ class ClusterCollectives final : public DistributedCollectives {
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> RunMulti(
       const std::string& tenant, const std::vector<int32_t>& participants,
       const CollectiveRequest& request, const CollectiveContext& context);
-  // The call's ticket says partial_groups when the request's groups
-  // (CollectiveServiceCore::DeviceGroups) leave some pair of participants
-  // apart, or when it cannot be planned.
+  // The call's ticket says partial_groups when one of the request's groups
+  // that spans daemons (CollectiveServiceCore::DeviceGroups) does not hold
+  // every participant, when none spans daemons, or when it cannot be
+  // planned.
   absl::StatusOr<MultiCall> Number(const std::string& set_key,
                                    const std::vector<int32_t>& participants,
                                    const CollectiveRequest& request);

@@ -1,6 +1,7 @@
 #include "server/cluster/fan_out.h"
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 #include <utility>
 
@@ -95,6 +96,15 @@ absl::Status FanOutAsync(const std::vector<int32_t>& processes, const StartCall&
   // Every `done` ran: the calls may go.
   calls.clear();
   return Explaining(results);
+}
+
+namespace {
+std::atomic<size_t> max_threaded_fan_out{kMaxThreadedFanOut};
+}  // namespace
+
+size_t MaxThreadedFanOut() { return max_threaded_fan_out.load(std::memory_order_relaxed); }
+void SetMaxThreadedFanOut(size_t max_threaded) {
+  max_threaded_fan_out.store(max_threaded, std::memory_order_relaxed);
 }
 
 absl::Status FanOutPeers(const std::vector<int32_t>& processes,

@@ -63,6 +63,12 @@ absl::Status FanOutAsync(const std::vector<int32_t>& processes, const StartCall&
 // against ~1.2-1.4 ms a round), not yet measured between daemons.
 inline constexpr size_t kMaxThreadedFanOut = 8;
 
+// This process's threshold: kMaxThreadedFanOut unless a daemon set another
+// (--cluster_max_threaded_fan_out; 0 makes every fan-out asynchronous, as
+// the tests that cover that path in real daemons do). Thread-safe.
+size_t MaxThreadedFanOut();
+void SetMaxThreadedFanOut(size_t max_threaded);
+
 // One fan-out of a peer call given both its forms: up to `max_threaded`
 // processes FanOut with the blocking `call`, beyond FanOutAsync with
 // `start`. `here`'s part (when `here` is one of `processes`) is run_here()
@@ -71,7 +77,7 @@ inline constexpr size_t kMaxThreadedFanOut = 8;
 absl::Status FanOutPeers(const std::vector<int32_t>& processes,
                          const std::function<absl::Status(int32_t)>& call, const StartCall& start,
                          int32_t here = -1, const std::function<absl::Status()>& run_here = nullptr,
-                         size_t max_threaded = kMaxThreadedFanOut);
+                         size_t max_threaded = MaxThreadedFanOut());
 
 // The Start* form of a PeerTransport call whose blocking form takes
 // `Args` (spelled out of deduction: the blocking form names them).

@@ -96,12 +96,16 @@ struct ClusterLayout {
   int processes = 2;
   int devices = 4;
   bool namespaces = false;
+  // Every fan-out to other daemons asynchronous
+  // (--cluster_max_threaded_fan_out=0), as beyond 8 daemons.
+  bool asynchronous_fan_out = false;
 };
 
-// "2x4", "2x4_netns": parameterized test names.
+// "2x4", "2x4_netns", "4x2_async": parameterized test names.
 inline std::string LayoutName(const ::testing::TestParamInfo<ClusterLayout>& info) {
   return absl::StrCat(info.param.processes, "x", info.param.devices,
-                      info.param.namespaces ? "_netns" : "");
+                      info.param.namespaces ? "_netns" : "",
+                      info.param.asynchronous_fan_out ? "_async" : "");
 }
 
 // A started cluster with a client and a TensorClient per daemon and, when
@@ -118,6 +122,9 @@ class ClusterFixture {
     options.devices_per_process = layout.devices;
     options.namespaces = layout.namespaces;
     options.extra_flags = std::move(extra_flags);
+    if (layout.asynchronous_fan_out) {
+      options.extra_flags.push_back("--cluster_max_threaded_fan_out=0");
+    }
     auto cluster = ClusterProcesses::Start(options);
     if (!cluster.ok() && layout.namespaces && !NetworkNamespaces::Usable().ok()) {
       GTEST_SKIP() << "network namespaces cannot be made on this machine ("

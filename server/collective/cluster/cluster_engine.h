@@ -223,7 +223,8 @@ class ClusterEngine final : public CollectiveEngine {
   absl::Status RunOrdered(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                           const CollectiveContext& context);
   // Whether call-ordered `ticket` has its agreement round: check_calls, or
-  // a call whose groups leave some pair of the set's processes apart.
+  // a call with a spanning group that leaves one of the set's processes out
+  // (or with none).
   bool Checked(const CrossProcessTicket& ticket) const {
     return options_.check_calls || ticket.partial_groups;
   }
