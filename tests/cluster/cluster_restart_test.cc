@@ -222,6 +222,18 @@ TEST_P(ClusterRestartTest, CollectivesWorkAgainWithoutRestartingTheSurvivors) {
   absl::Time in_flight_ended;
   std::string big;
   if (GetParam().mid_collective) {
+    // The driver's Gloo group over "flat" connected first, by a small call:
+    // the kill below lands in the collective's transfer, not in Gloo's
+    // connect (which no abort interrupts; docs/cluster.md).
+    {
+      std::vector<double> one(n_, 1.0);
+      auto small =
+          Tensors(last).Upload(HostArray::Of(one, {n_, 1}), Placement::Sharded("flat", {{"data"}}));
+      ASSERT_TRUE(small.ok()) << small.status();
+      auto sum = Collectives(last).AllReduce(small->id, ReduceOp::kSum);
+      ASSERT_TRUE(sum.ok()) << sum.status();
+      ASSERT_TRUE(Tensors(last).Delete({sum->id, small->id}).ok());
+    }
     // Long enough on two cores that the kill lands inside: 16 MiB a device.
     const int64_t cols = int64_t{2} << 20;
     std::vector<double> values(n_ * cols, 0.5);
