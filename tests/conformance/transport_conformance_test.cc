@@ -108,6 +108,23 @@ class TransportConformanceTest : public ::testing::TestWithParam<std::string> {
   }
 };
 
+// An all-reduce over processes 0 and 1 alone (ticket 0 of set "0,1") runs
+// on both and gives the computed result.
+void ExpectPairOfZeroAndOneRuns(SimulatedCluster& c, uint32_t seed) {
+  Group pair =
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 100, 0, seed);
+  const CrossProcessTicket t = Ticket("0,1", 0);
+  for (const auto& s : OnProcesses({0, 1}, [&](int p) {
+         CollectiveItem item = ItemFor(pair, p);
+         CollectiveContext context;
+         context.ticket = &t;
+         return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+       })) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  ExpectResult(pair);
+}
+
 TEST_P(TransportConformanceTest, EveryKindTwoProcesses) {
   // 3 + 1 interleaved, 1 + 1 with process 1 first, 2 + 3 contiguous.
   RunMatrix(2, {{0, 1, 0, 0}, {1, 0}, {0, 0, 1, 1, 1}});
@@ -416,18 +433,7 @@ TEST_P(TransportConformanceTest, AbortProcessEndsCallsWaitingOnACutOffPeer) {
   }
   EXPECT_LT(absl::Now() - start, kTimeout / 4);
   // A group without the lost process is untouched: 0 and 1 go on.
-  Group pair =
-      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 100, 0, 11);
-  const CrossProcessTicket t2 = Ticket("0,1", 0);
-  for (const auto& s : OnProcesses({0, 1}, [&](int p) {
-         CollectiveItem item = ItemFor(pair, p);
-         CollectiveContext context;
-         context.ticket = &t2;
-         return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
-       })) {
-    ASSERT_TRUE(s.ok()) << s;
-  }
-  ExpectResult(pair);
+  ExpectPairOfZeroAndOneRuns(c, /*seed=*/11);
 }
 
 // A group still in its rendezvous: processes 0 and 1 connect a group that
@@ -473,18 +479,7 @@ TEST_P(TransportConformanceTest, AbortProcessEndsARendezvousWaitingForALostProce
   }
   EXPECT_EQ(c.failures().size(), 2u);
   // A group without the lost process is untouched: 0 and 1 go on.
-  Group pair =
-      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 100, 0, 15);
-  const CrossProcessTicket t2 = Ticket("0,1", 0);
-  for (const auto& s : OnProcesses({0, 1}, [&](int p) {
-         CollectiveItem item = ItemFor(pair, p);
-         CollectiveContext context;
-         context.ticket = &t2;
-         return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
-       })) {
-    ASSERT_TRUE(s.ok()) << s;
-  }
-  ExpectResult(pair);
+  ExpectPairOfZeroAndOneRuns(c, /*seed=*/15);
 }
 
 // On a ring transport a process is connected only to its two neighbours: an
