@@ -378,9 +378,13 @@ absl::StatusOr<ClusterCollectives::MultiCall> ClusterCollectives::Number(
   const std::string encoded = request.Encode();
   // From the request and the inputs' records, the same on every
   // participant. A request that cannot be planned fails in every part
-  // before its items: the round says so.
-  absl::StatusOr<std::vector<std::vector<int64_t>>> groups = core_->DeviceGroups(request);
-  const bool partial = !groups.ok() || PartialGroups(*groups, participants, *cluster_);
+  // before its items: the round says so. Checked calls (the default) have
+  // the round anyway and skip the planning.
+  bool partial = false;
+  if (!cluster_->config().check_collectives) {
+    absl::StatusOr<std::vector<std::vector<int64_t>>> groups = core_->DeviceGroups(request);
+    partial = !groups.ok() || PartialGroups(*groups, participants, *cluster_);
+  }
   absl::MutexLock lock(&set->mu);
   if (!set->formed || set->stale) RETURN_IF_ERROR(Form(*set, set_key, encoded));
   MultiCall call;

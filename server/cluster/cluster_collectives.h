@@ -165,10 +165,10 @@ class ClusterCollectives final : public DistributedCollectives {
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> RunMulti(
       const std::string& tenant, const std::vector<int32_t>& participants,
       const CollectiveRequest& request, const CollectiveContext& context);
-  // The call's ticket says partial_groups when one of the request's groups
-  // that spans daemons (CollectiveServiceCore::DeviceGroups) does not hold
-  // every participant, when none spans daemons, or when it cannot be
-  // planned.
+  // Without --cluster_check_collectives (where it matters), the call's
+  // ticket says partial_groups when one of the request's groups that spans
+  // daemons (CollectiveServiceCore::DeviceGroups) does not hold every
+  // participant, when none spans daemons, or when it cannot be planned.
   absl::StatusOr<MultiCall> Number(const std::string& set_key,
                                    const std::vector<int32_t>& participants,
                                    const CollectiveRequest& request);

@@ -119,10 +119,10 @@ struct CrossProcessTicket {
   // processes (ascending), among which the engine agrees.
   std::string digest;
   std::vector<int32_t> processes;
-  // call_ordered: some process of `processes` shares no spanning group of
-  // the call with some other -- a group leaves a process of the set out, or
-  // no group spans processes at all. Derived from the request alone
-  // (ClusterCollectives::Number), so every process sets it alike. The engine
+  // call_ordered: a group of the call that spans processes leaves one of
+  // `processes` out, or no group spans processes at all. Derived from the
+  // request alone (ClusterCollectives::Number, which sets it only when calls
+  // are unchecked), so every process sets it alike. The engine
   // then runs the call's agreement round even without check_calls: a part
   // that fails first could not reach every process through the call's own
   // groups (ClusterEngineOptions::check_calls).

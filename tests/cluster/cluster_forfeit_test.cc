@@ -35,23 +35,38 @@ constexpr int64_t kColumns = int64_t{1} << 20;  // f32: 4 MiB per row
 constexpr char kOpTimeout[] = "--cluster_op_timeout=120s";
 constexpr absl::Duration kBound = absl::Seconds(20);
 
-class ClusterForfeitTest : public ::testing::Test {
+// Three daemons of two CPU devices (64 MiB each) but daemon `small`, whose
+// devices hold 6 MiB, and a client of daemon 0. The CPU platform: the
+// budgets are sized in its bytes (a CUDA block is 2 MiB); the forfeit
+// itself is the platform's transport's.
+class ThreeDaemonsOneSmall : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void StartCluster(int small, std::vector<std::string> flags) {
     ClusterOptions options;
     options.num_processes = 3;
     options.devices_per_process = 2;
     options.device_memory = int64_t{64} << 20;
-    // The CPU platform: the budgets below are sized in its bytes (a CUDA
-    // block is 2 MiB); the forfeit itself is the platform's transport's.
-    options.extra_flags = {kOpTimeout, "--backend=cpu"};
-    options.per_process = {{}, {absl::StrCat("--cpu_device_memory=", int64_t{6} << 20)}, {}};
+    options.extra_flags = std::move(flags);
+    options.extra_flags.push_back("--backend=cpu");
+    options.per_process.resize(3);
+    options.per_process[small] = {absl::StrCat("--cpu_device_memory=", int64_t{6} << 20)};
     auto cluster = ClusterProcesses::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
     auto c = cluster_->Connect(0);
     ASSERT_TRUE(c.ok());
     client_ = *std::move(c);
+  }
+
+  std::unique_ptr<ClusterProcesses> cluster_;
+  std::unique_ptr<client::Client> client_;
+};
+
+class ClusterForfeitTest : public ThreeDaemonsOneSmall {
+ protected:
+  void SetUp() override {
+    StartCluster(/*small=*/1, {kOpTimeout});
+    if (HasFatalFailure()) return;
     client::MeshClient meshes(*client_);
     ASSERT_TRUE(meshes.Create({{"data", 6}}, {.mesh_id = "flat"}).ok());
   }
@@ -91,9 +106,6 @@ class ClusterForfeitTest : public ::testing::Test {
     EXPECT_EQ(sum.status().code(), absl::StatusCode::kResourceExhausted) << sum.status();
     EXPECT_LT(took, kBound) << sum.status();
   }
-
-  std::unique_ptr<ClusterProcesses> cluster_;
-  std::unique_ptr<client::Client> client_;
 };
 
 TEST_F(ClusterForfeitTest, SingleControllerFailsEverywhereAtOnceThenRecovers) {
@@ -160,22 +172,11 @@ TEST_F(ClusterForfeitTest, MultiControllerTrainersLearnWhichProcessFailed) {
 // its forfeit would never reach daemon 0, whose call would succeed while
 // the others fail; such a call is checked all the same, so every trainer
 // fails it and the set's next calls run everywhere.
-class UncheckedPartialGroupsTest : public ::testing::Test {
+class UncheckedPartialGroupsTest : public ThreeDaemonsOneSmall {
  protected:
   void SetUp() override {
-    ClusterOptions options;
-    options.num_processes = 3;
-    options.devices_per_process = 2;
-    options.device_memory = int64_t{64} << 20;
-    options.extra_flags = {"--cluster_op_timeout=30s", "--backend=cpu",
-                           "--cluster_check_collectives=false"};
-    options.per_process = {{}, {}, {absl::StrCat("--cpu_device_memory=", int64_t{6} << 20)}};
-    auto cluster = ClusterProcesses::Start(options);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = *std::move(cluster);
-    auto c = cluster_->Connect(0);
-    ASSERT_TRUE(c.ok());
-    client_ = *std::move(c);
+    StartCluster(/*small=*/2, {"--cluster_op_timeout=30s", "--cluster_check_collectives=false"});
+    if (HasFatalFailure()) return;
     client::MeshClient meshes(*client_);
     ASSERT_TRUE(
         meshes.Create({{"x", 2}, {"y", 3}}, {.mesh_id = "xy", .device_ids = {0, 1, 2, 3, 4, 5}})
@@ -230,9 +231,6 @@ class UncheckedPartialGroupsTest : public ::testing::Test {
     EXPECT_EQ(got.back(), 6.f);
     ASSERT_TRUE(tensors.Delete({responses[0].tensor().id()}).ok());
   }
-
-  std::unique_ptr<ClusterProcesses> cluster_;
-  std::unique_ptr<client::Client> client_;
 };
 
 TEST_F(UncheckedPartialGroupsTest, APartThatFailsFirstFailsTheCallOnEveryDaemon) {

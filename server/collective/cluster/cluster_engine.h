@@ -37,8 +37,9 @@
 // round per call -- and calls that differ fail at once, INVALID_ARGUMENT
 // naming both processes. A call is checked with check_calls
 // (--cluster_check_collectives), and also without it when its ticket says
-// partial_groups (some process of the set shares no spanning group with
-// some other; the caller derives that from the request, alike everywhere).
+// partial_groups (a spanning group of the call leaves a process of the set
+// out, or none spans processes; the caller derives that from the request,
+// alike everywhere).
 // The turn is kept after Run returns: the caller commits its part and then
 // calls Settle, which passes the turn on.
 //

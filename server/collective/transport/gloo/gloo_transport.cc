@@ -66,6 +66,17 @@ absl::Status GlooTransport::Connect(const TransportGroupKey& key, absl::Duration
 // together (and costs a failed call at most this much).
 constexpr absl::Duration kLossGrace = absl::Milliseconds(200);
 
+absl::Status GlooTransport::FailureOf(const TransportGroupKey& key, const std::string& call,
+                                      const std::string& gloo_error) {
+  // Aborted because the cluster lost a process: say that, not Gloo's words
+  // for the abort. A peer that learnt the loss first closed its
+  // connections; this process learns it moments later.
+  const std::string reason =
+      contexts_.AbortReason(key, IsGlooTimeout(gloo_error) ? absl::ZeroDuration() : kLossGrace);
+  return reason.empty() ? GlooErrorStatus(call, gloo_error)
+                        : absl::UnavailableError(absl::StrCat(call, ": ", reason));
+}
+
 absl::Status GlooTransport::Run(CollectiveKind kind, const CollectiveItem& item,
                                 const ClusterItemPlan& plan, const TransportGroupKey& key,
                                 uint32_t tag, absl::Duration budget, absl::string_view what) {
@@ -77,15 +88,10 @@ absl::Status GlooTransport::Run(CollectiveKind kind, const CollectiveItem& item,
   try {
     status = RunHierarchical(kind, item, plan, op, io);
   } catch (const std::exception& e) {
-    const std::string call = absl::StrCat("gloo ", CollectiveKindName(kind), " over processes ",
-                                          ProcessListKey(plan.processes), " (", what, ")");
-    // Aborted because the cluster lost a process: say that, not Gloo's
-    // words for the abort. A peer that learnt the loss first closed its
-    // connections; this process learns it moments later.
-    const std::string reason =
-        contexts_.AbortReason(key, IsGlooTimeout(e.what()) ? absl::ZeroDuration() : kLossGrace);
-    status = reason.empty() ? GlooErrorStatus(call, e.what())
-                            : absl::UnavailableError(absl::StrCat(call, ": ", reason));
+    status = FailureOf(key,
+                       absl::StrCat("gloo ", CollectiveKindName(kind), " over processes ",
+                                    ProcessListKey(plan.processes), " (", what, ")"),
+                       e.what());
   }
   // Whatever failed, this process is now out of step with its peers on
   // this context.
@@ -116,11 +122,10 @@ absl::StatusOr<std::vector<std::string>> GlooTransport::Exchange(const Transport
     RecursiveDoublingAllGather(**context, block.data(), block.size(), gathered.data(), tag,
                                GlooMilliseconds(budget));
   } catch (const std::exception& e) {
-    const std::string call = absl::StrCat("gloo exchange over processes ",
-                                          ProcessListKey(key.processes), " (", what, ")");
-    const std::string reason = contexts_.AbortReason(key);
-    status = reason.empty() ? GlooErrorStatus(call, e.what())
-                            : absl::UnavailableError(absl::StrCat(call, ": ", reason));
+    status = FailureOf(key,
+                       absl::StrCat("gloo exchange over processes ", ProcessListKey(key.processes),
+                                    " (", what, ")"),
+                       e.what());
   }
   if (!status.ok()) {
     contexts_.Fail(key);

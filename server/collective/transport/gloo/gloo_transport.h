@@ -68,6 +68,13 @@ class GlooTransport final : public CrossProcessTransport {
   GlooTransport(const CrossProcessTransportOptions& options, std::string address,
                 std::shared_ptr<gloo::transport::Device> device);
 
+  // The status of `call` on `key`'s context, which failed with Gloo's
+  // `gloo_error`: the cluster's reason when it aborted the context for a
+  // lost process (waiting up to kLossGrace for one after a closed
+  // connection), else Gloo's words (GlooErrorStatus).
+  absl::Status FailureOf(const TransportGroupKey& key, const std::string& call,
+                         const std::string& gloo_error);
+
   DeviceBackend* const backend_;
   const std::string address_;
   GlooContextCache contexts_;
