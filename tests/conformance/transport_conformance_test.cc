@@ -207,19 +207,22 @@ TEST_P(TransportConformanceTest, FormedGroupsLeaveNoRendezvousKeys) {
   for (int p : {0, 1}) EXPECT_EQ(c.engine(p).cached_contexts(), 0u) << "process " << p;
 }
 
-TEST_P(TransportConformanceTest, ExchangeGivesEveryProcessEveryBlockInSubsetOrder) {
-  // The multi-controller agreement's words: 3 processes, a subset of 2, and
-  // many rounds on one group with one tag (each round follows the last).
-  SimulatedCluster c(Options(3));
-  for (const std::vector<int32_t>& subset : std::vector<std::vector<int32_t>>{{0, 1, 2}, {0, 2}}) {
-    const TransportGroupKey key{1, "mc/x", 0, subset};
+// `rounds` exchanges on each subset's group of set `set` (one tag, each
+// round after the last): every process of the subset gets every block, in
+// subset order.
+void ExpectExchangeRounds(SimulatedCluster& c, const std::vector<std::vector<int32_t>>& subsets,
+                          const std::string& set, int rounds, size_t padding, uint32_t tag) {
+  for (const std::vector<int32_t>& subset : subsets) {
+    const TransportGroupKey key{1, set, 0, subset};
     std::vector<int> processes(subset.begin(), subset.end());
-    for (int round = 0; round < 20; ++round) {
-      std::vector<std::vector<std::string>> got(3);
+    const auto word = [&](int p, int round) {
+      return absl::StrCat("p", p, "-r", round, std::string(padding, '.'));
+    };
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<std::vector<std::string>> got(c.size());
       auto statuses = OnProcesses(processes, [&](int p) {
         absl::StatusOr<std::vector<std::string>> blocks =
-            c.transport(p).Exchange(key, absl::StrCat("p", p, "-r", round, std::string(500, '.')),
-                                    0xffffffff, absl::Seconds(30), "test");
+            c.transport(p).Exchange(key, word(p, round), tag, absl::Seconds(30), "test");
         if (!blocks.ok()) return blocks.status();
         got[p] = *std::move(blocks);
         return absl::OkStatus();
@@ -228,12 +231,17 @@ TEST_P(TransportConformanceTest, ExchangeGivesEveryProcessEveryBlockInSubsetOrde
         const int p = processes[j];
         ASSERT_TRUE(statuses[j].ok()) << "process " << p << ": " << statuses[j];
         ASSERT_EQ(got[p].size(), subset.size());
-        for (size_t i = 0; i < subset.size(); ++i) {
-          EXPECT_EQ(got[p][i], absl::StrCat("p", subset[i], "-r", round, std::string(500, '.')));
-        }
+        for (size_t i = 0; i < subset.size(); ++i) EXPECT_EQ(got[p][i], word(subset[i], round));
       }
     }
   }
+}
+
+TEST_P(TransportConformanceTest, ExchangeGivesEveryProcessEveryBlockInSubsetOrder) {
+  // The multi-controller agreement's words: 3 processes, a subset of 2, and
+  // many rounds on one group with one tag (each round follows the last).
+  SimulatedCluster c(Options(3));
+  ExpectExchangeRounds(c, {{0, 1, 2}, {0, 2}}, "mc/x", /*rounds=*/20, /*padding=*/500, 0xffffffff);
   const TransportGroupKey one{1, "mc/y", 0, {0, 1}};
   EXPECT_EQ(c.transport(0).Exchange(one, "", 1, absl::Seconds(1), "empty").status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -246,30 +254,8 @@ TEST_P(TransportConformanceTest, ExchangeGivesEveryProcessEveryBlockInSubsetOrde
 
 TEST_P(TransportConformanceTest, ExchangeOverFiveAndEightProcesses) {
   SimulatedCluster c(Options(8));
-  for (const std::vector<int32_t>& subset : std::vector<std::vector<int32_t>>{
-           {0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 2, 3, 4}, {1, 3, 4, 6, 7}}) {
-    const TransportGroupKey key{1, "mc/ring", 0, subset};
-    std::vector<int> processes(subset.begin(), subset.end());
-    for (int round = 0; round < 5; ++round) {
-      std::vector<std::vector<std::string>> got(8);
-      auto statuses = OnProcesses(processes, [&](int p) {
-        absl::StatusOr<std::vector<std::string>> blocks =
-            c.transport(p).Exchange(key, absl::StrCat("p", p, "-r", round, std::string(100, '.')),
-                                    0xfffffffe, absl::Seconds(30), "test");
-        if (!blocks.ok()) return blocks.status();
-        got[p] = *std::move(blocks);
-        return absl::OkStatus();
-      });
-      for (size_t j = 0; j < processes.size(); ++j) {
-        const int p = processes[j];
-        ASSERT_TRUE(statuses[j].ok()) << "process " << p << ": " << statuses[j];
-        ASSERT_EQ(got[p].size(), subset.size());
-        for (size_t i = 0; i < subset.size(); ++i) {
-          EXPECT_EQ(got[p][i], absl::StrCat("p", subset[i], "-r", round, std::string(100, '.')));
-        }
-      }
-    }
-  }
+  ExpectExchangeRounds(c, {{0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 2, 3, 4}, {1, 3, 4, 6, 7}}, "mc/ring",
+                       /*rounds=*/5, /*padding=*/100, 0xfffffffe);
 }
 
 TEST_P(TransportConformanceTest, CreateChecksItsOptions) {
