@@ -82,8 +82,9 @@ absl::Status Cluster::CheckAlive(absl::Span<const int32_t> processes) const {
   if (!enabled()) return absl::OkStatus();
   std::shared_ptr<const ClusterView> v = view();
   if (v->state == ClusterState::kFailed) {
-    return absl::UnavailableError(absl::StrCat("the cluster's coordinator at ", config_.coordinator,
-                                               " is unreachable; cross-daemon operations fail "
+    return absl::UnavailableError(absl::StrCat("process 0, the cluster's coordinator at ",
+                                               config_.coordinator,
+                                               ", is unreachable; cross-daemon operations fail "
                                                "until it is back"));
   }
   for (int32_t p : processes) {

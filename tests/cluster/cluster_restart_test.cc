@@ -260,6 +260,11 @@ TEST_P(ClusterRestartTest, CollectivesWorkAgainWithoutRestartingTheSurvivors) {
       EXPECT_EQ(in_flight.code(), absl::StatusCode::kUnavailable) << in_flight;
       EXPECT_THAT(std::string(in_flight.message()), HasSubstr("process 0")) << in_flight;
       EXPECT_LT(in_flight_ended - killed, absl::Seconds(15)) << in_flight;
+      if (HasFailure()) {
+        for (int p = 1; p < cluster_->size(); ++p) {
+          ADD_FAILURE() << "daemon " << p << "'s log:\n" << cluster_->daemon(p).Stderr();
+        }
+      }
     }
   }
   const absl::Time restarted = absl::Now();

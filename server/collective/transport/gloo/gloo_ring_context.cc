@@ -89,8 +89,11 @@ absl::Status GlooRingContext::ConnectThrowing(RendezvousStore& store, const std:
   // the peer published its key (it is live and connecting then): a fifth of
   // the budget bounds each pair's wait by `budget`.
   setTimeout(GlooMilliseconds(budget / 5));
-  std::shared_ptr<gloo::transport::Context> transport = device->createContext(rank, size);
-  transport->setTimeout(getTimeout());
+  // The device's context (its pairs connect within this timeout), made
+  // abortable (abortable_transport_context.h).
+  std::shared_ptr<gloo::transport::Context> own = device->createContext(rank, size);
+  own->setTimeout(getTimeout());
+  auto transport = std::make_shared<AbortableTransportContext>(std::move(own));
   const std::vector<int> neighbours = Neighbours(rank, size);
   // Every pair listens from its creation, so a neighbour may connect to it
   // as soon as it is published.
@@ -121,8 +124,15 @@ absl::Status GlooRingContext::ConnectThrowing(RendezvousStore& store, const std:
     transport->getPair(neighbours[i])->connect(addresses[i]);
   }
   device_ = std::move(device);
+  abortable_ = transport;
   transportContext_ = std::move(transport);
   return absl::OkStatus();
+}
+
+bool GlooRingContext::Abort(const std::string& why) {
+  if (abortable_ == nullptr) return false;
+  abortable_->Abort(why);
+  return true;
 }
 
 void RingBroadcast(gloo::Context& context, int root, void* data, size_t bytes, uint32_t tag,

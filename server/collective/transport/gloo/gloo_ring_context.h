@@ -44,6 +44,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/collective/transport/gloo/abortable_transport_context.h"
 #include "server/collective/transport/rendezvous_store.h"
 
 namespace gloo::transport {
@@ -81,7 +82,17 @@ class GlooRingContext final : public gloo::Context {
 
   GlooRingContext(int rank, int size) : gloo::Context(rank, size) {}
 
+  // AbortableTransportContext::Abort: every pair closes and every operation
+  // in flight ends, throwing gloo::IoException (`why`), the transfers Gloo
+  // leaves waiting included; returns true. False (nothing done) before
+  // Connect succeeded.
+  bool Abort(const std::string& why);
+
  private:
+  // The transport context (also held by gloo::Context); null before
+  // Connect succeeded.
+  std::shared_ptr<AbortableTransportContext> abortable_;
+
   absl::Status ConnectThrowing(RendezvousStore& store, const std::string& prefix,
                                std::shared_ptr<gloo::transport::Device> device,
                                absl::Duration budget);

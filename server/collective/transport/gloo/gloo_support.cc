@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/collective/kernels/reduce_kernels.h"
+#include "server/collective/transport/gloo/gloo_ring_context.h"
 
 namespace placement::server {
 
@@ -103,7 +104,14 @@ bool IsGlooTimeout(absl::string_view what) {
 }
 
 void AbortGlooContext(gloo::Context& context) {
-  // Gloo has no public abort. An application-side timeout is its one way
+  // The transport's contexts: every wait ends, the ones Gloo leaves
+  // waiting on a transfer cut off midway included.
+  if (auto* ring = dynamic_cast<GlooRingContext*>(&context);
+      ring != nullptr &&
+      ring->Abort("the Gloo context was aborted: a member was lost or an operation on it failed")) {
+    return;
+  }
+  // Any other: Gloo has no public abort. An application-side timeout is its one way
   // to fail every pair of a context: the TCP transport then signals every
   // pending operation on them and closes them. A buffer that waits 1 ms
   // for a receive nobody posted is such a timeout (it posts nothing, so

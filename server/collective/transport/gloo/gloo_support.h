@@ -29,8 +29,12 @@
 namespace placement::server {
 
 // Fails every pair of `context` at once: an operation of any thread
-// inside it throws Gloo's IoException ("Application timeout caused pair
-// closure"), and the pairs close (their peers see the connection reset).
+// inside it throws Gloo's IoException, and the pairs close (their peers see
+// the connection reset). A GlooRingContext over TCP (every context the
+// transport makes) also ends the transfers Gloo itself leaves waiting
+// (abortable_transport_context.h); any other context is failed through Gloo's
+// application timeout ("Application timeout caused pair closure"), which
+// does not reach those.
 void AbortGlooContext(gloo::Context& context);
 
 // A RendezvousStore failure carried through Gloo's store interface, so the

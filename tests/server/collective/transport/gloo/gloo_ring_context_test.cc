@@ -19,6 +19,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
 
 #include <atomic>
 #include <cstdint>
@@ -34,6 +35,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -356,6 +358,76 @@ TEST(GlooRingContextTest, AKeyWithoutThisRanksAddressIsUnavailable) {
       GlooRingContext::Connect(store, "bad", 0, 2, LoopbackDevice(), absl::Seconds(5));
   EXPECT_EQ(context.status().code(), absl::StatusCode::kUnavailable) << context.status();
   EXPECT_THAT(std::string(context.status().message()), HasSubstr("no address for rank 0"));
+}
+
+// Gloo's TCP pair signals a failed connection to the transfers waiting for
+// their peer, but not to the send whose bytes it is writing nor to the
+// receive whose bytes it is reading (Debian's Gloo, Pair::signalException):
+// those waited until their timeout even after AbortGlooContext. The ring
+// context's buffers are abortable: the abort ends both.
+TEST(GlooRingContextTest, AnAbortEndsTransfersCutOffWhileTheirBytesMove) {
+  CountingStore store;
+  std::vector<std::shared_ptr<gloo::Context>> contexts = ConnectRing(store, "cut", 2);
+  ASSERT_NE(contexts[0], nullptr);
+  ASSERT_NE(contexts[1], nullptr);
+  // Large enough that loopback needs tens of milliseconds for it.
+  const size_t kBytes = size_t{256} << 20;
+  const std::chrono::milliseconds kTimeout(60000);
+  std::vector<char> out(kBytes, 1);
+  std::vector<char> in(kBytes, 0);
+  absl::Notification posted;
+  bool sent = false;
+  absl::Time sender_ended;
+  std::thread sender([&] {
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer =
+        contexts[0]->createUnboundBuffer(out.data(), kBytes);
+    try {
+      buffer->send(1, /*slot=*/1);
+      posted.Notify();
+      sent = buffer->waitSend(kTimeout);
+    } catch (const std::exception&) {
+      // The receiver's failure or the abort.
+    }
+    if (!posted.HasBeenNotified()) posted.Notify();
+    sender_ended = absl::Now();
+  });
+  posted.WaitForNotification();
+  // The receiver asks for the bytes (the sender starts writing them), then
+  // is aborted as they arrive: its connection closes under the sender's
+  // write.
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer =
+      contexts[1]->createUnboundBuffer(in.data(), kBytes);
+  buffer->recv(0, /*slot=*/1);
+  bool received = false;
+  std::string receiver_error;
+  absl::Time receiver_ended;
+  std::thread receiver([&] {
+    try {
+      received = buffer->waitRecv(kTimeout);
+    } catch (const std::exception& e) {
+      receiver_error = e.what();
+    }
+    receiver_ended = absl::Now();
+  });
+  absl::SleepFor(absl::Milliseconds(2));
+  const absl::Time receiver_aborted = absl::Now();
+  AbortGlooContext(*contexts[1]);
+  receiver.join();
+  // The sender's own abort comes later (as a lost process's neighbours
+  // hear of the loss from the cluster, after the connection failed).
+  absl::SleepFor(absl::Milliseconds(300));
+  const absl::Time sender_aborted = absl::Now();
+  AbortGlooContext(*contexts[0]);
+  sender.join();
+  // Ended by the failure or by the abort, not by the 60 s timeout.
+  EXPECT_LT(receiver_ended - receiver_aborted, absl::Seconds(20)) << receiver_error;
+  EXPECT_LT(sender_ended - sender_aborted, absl::Seconds(20));
+  if (received) {
+    GTEST_LOG_(INFO) << "the bytes arrived before the abort";
+  } else {
+    EXPECT_THAT(receiver_error, HasSubstr("aborted"));
+  }
+  if (sent) GTEST_LOG_(INFO) << "the send completed before the receiver failed";
 }
 
 // Through the whole Gloo transport: the first collective over 8 processes
