@@ -222,9 +222,10 @@ TEST_P(ClusterRestartTest, CollectivesWorkAgainWithoutRestartingTheSurvivors) {
   absl::Time in_flight_ended;
   std::string big;
   if (GetParam().mid_collective) {
-    // The driver's Gloo group over "flat" connected first, by a small call:
-    // the kill below lands in the collective's transfer, not in Gloo's
-    // connect (which no abort interrupts; docs/cluster.md).
+    // The driver's Gloo group over "flat" connected first, by a small call,
+    // so that the kill below lands in the collective's transfer (the case
+    // this test is for; a kill during the connect is
+    // gloo_ring_context_test's).
     {
       std::vector<double> one(n_, 1.0);
       auto small =

@@ -9,16 +9,33 @@
 namespace placement::server {
 
 bool RendezvousAbort::Abort(absl::Status why) {
-  absl::MutexLock lock(&mu_);
-  if (ended_) return false;
-  if (why_.ok()) why_ = std::move(why);
+  std::function<void(const absl::Status&)> hook;
+  absl::Status said;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ended_) return false;
+    if (why_.ok()) why_ = std::move(why);
+    hook = std::move(hook_);
+    hook_ = nullptr;
+    said = why_;
+  }
+  // Outside the lock: the hook closes connections, and End may wait.
+  if (hook) hook(said);
   return true;
 }
 
 absl::Status RendezvousAbort::End() {
   absl::MutexLock lock(&mu_);
   ended_ = true;
+  hook_ = nullptr;
   return why_;
+}
+
+bool RendezvousAbort::OnAbort(std::function<void(const absl::Status&)> hook) {
+  absl::MutexLock lock(&mu_);
+  if (ended_ || !why_.ok()) return false;
+  hook_ = std::move(hook);
+  return true;
 }
 
 absl::Status RendezvousAbort::status() const {

@@ -16,6 +16,7 @@
 #define PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_ABORTABLE_RENDEZVOUS_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -42,10 +43,19 @@ class RendezvousAbort {
   // OK until aborted, then the abort's status.
   absl::Status status() const;
 
+  // For the part of a rendezvous that waits outside the store (Gloo's
+  // connect): `hook` runs once, on the aborting thread, when Abort comes
+  // before End (it may run after End returned, while the abort races it;
+  // End's status then says so). Returns false and keeps nothing when the
+  // rendezvous was already aborted or ended. A second hook replaces the
+  // first.
+  bool OnAbort(std::function<void(const absl::Status&)> hook);
+
  private:
   mutable absl::Mutex mu_;
   absl::Status why_ ABSL_GUARDED_BY(mu_);
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void(const absl::Status&)> hook_ ABSL_GUARDED_BY(mu_);
 };
 
 class AbortableRendezvousStore final : public RendezvousStore {

@@ -74,7 +74,7 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Get(const Trans
 
 absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Connect(
     const TransportGroupKey& key, const std::string& prefix, absl::Duration budget,
-    const RendezvousAbort& abort) {
+    RendezvousAbort& abort) {
   const auto mine = std::lower_bound(key.processes.begin(), key.processes.end(), process_index_);
   const int rank = static_cast<int>(mine - key.processes.begin());
   const int size = static_cast<int>(key.processes.size());
@@ -84,7 +84,7 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Connect(
   // Through a store that FailProcess can cut short.
   AbortableRendezvousStore store(store_, &abort);
   absl::StatusOr<std::shared_ptr<gloo::Context>> context =
-      GlooRingContext::Connect(store, prefix, rank, size, device_, budget);
+      GlooRingContext::Connect(store, prefix, rank, size, device_, budget, &abort);
   if (!context.ok()) {
     return absl::Status(context.status().code(),
                         absl::StrCat(what, ": ", context.status().message()));

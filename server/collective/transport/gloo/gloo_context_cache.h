@@ -100,11 +100,11 @@ class GlooContextCache {
   // and an operation in flight on one ends at once (AbortGlooContext); its
   // caller reads `why` from AbortReason. A context that is still connecting
   // is aborted too: its rendezvous's waits on the store end within
-  // AbortableRendezvousStore::kPoll, and Get fails UNAVAILABLE -- "gloo
+  // AbortableRendezvousStore::kPoll, its Gloo connects at once (the pairs
+  // close: RendezvousAbort::OnAbort), and Get fails UNAVAILABLE -- "gloo
   // rendezvous of processes 0,1,2 under ... (Gloo rank 0 of 3): <why>" --
   // instead of waiting out its budget for a process that will never
-  // publish. (A pair whose peer published and then went silent still waits
-  // in Gloo's connect, up to the budget: Gloo cannot interrupt it.)
+  // publish, or that published and then died or went silent.
   void FailProcess(int32_t process, const std::string& why);
 
   // Why the context of `key` was aborted by FailProcess; empty otherwise.
@@ -141,7 +141,7 @@ class GlooContextCache {
   absl::StatusOr<std::shared_ptr<gloo::Context>> Connect(const TransportGroupKey& key,
                                                          const std::string& prefix,
                                                          absl::Duration budget,
-                                                         const RendezvousAbort& abort);
+                                                         RendezvousAbort& abort);
 
   RendezvousStore* const store_;
   const std::shared_ptr<gloo::transport::Device> device_;

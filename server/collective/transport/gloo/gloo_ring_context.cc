@@ -66,24 +66,30 @@ std::vector<int> GlooRingContext::Neighbours(int rank, int size) {
 
 absl::StatusOr<std::shared_ptr<gloo::Context>> GlooRingContext::Connect(
     RendezvousStore& store, const std::string& prefix, int rank, int size,
-    std::shared_ptr<gloo::transport::Device> device, absl::Duration budget) {
+    std::shared_ptr<gloo::transport::Device> device, absl::Duration budget,
+    RendezvousAbort* abort) {
+  const auto aborted = [&](absl::Status s) {
+    if (abort != nullptr && !abort->status().ok()) return abort->status();
+    return s;
+  };
   try {
     auto context = std::make_shared<GlooRingContext>(rank, size);
-    if (absl::Status s = context->ConnectThrowing(store, prefix, std::move(device), budget);
+    if (absl::Status s = context->ConnectThrowing(store, prefix, std::move(device), budget, abort);
         !s.ok()) {
-      return s;
+      return aborted(std::move(s));
     }
     return std::shared_ptr<gloo::Context>(std::move(context));
   } catch (const std::exception& e) {
-    // A partly connected context is gone here: its pairs closed.
-    return GlooErrorStatus(absl::StrCat("connecting Gloo rank ", rank, " to its neighbours"),
-                           e.what());
+    // A partly connected context is gone here: its pairs closed. An abort
+    // says why in its own words (Gloo's are those of the closed pair).
+    return aborted(GlooErrorStatus(
+        absl::StrCat("connecting Gloo rank ", rank, " to its neighbours"), e.what()));
   }
 }
 
 absl::Status GlooRingContext::ConnectThrowing(RendezvousStore& store, const std::string& prefix,
                                               std::shared_ptr<gloo::transport::Device> device,
-                                              absl::Duration budget) {
+                                              absl::Duration budget, RendezvousAbort* abort) {
   const absl::Time deadline = absl::Now() + budget;
   // Gloo waits up to 5x the pair's timeout for a connection, and only once
   // the peer published its key (it is live and connecting then): a fifth of
@@ -100,6 +106,15 @@ absl::Status GlooRingContext::ConnectThrowing(RendezvousStore& store, const std:
   std::string mine;
   for (int peer : neighbours) {
     AppendAddress(mine, peer, transport->createPair(peer)->address().bytes());
+  }
+  // From here an abort closes the pairs: a connect waiting on one (for a
+  // neighbour that published and then died or went silent) throws. Not
+  // before: the abort walks the pairs, which must all exist by then.
+  if (abort != nullptr && !abort->OnAbort([transport](const absl::Status& why) {
+        transport->Abort(std::string(why.message()));
+      })) {
+    return abort->status().ok() ? absl::FailedPreconditionError("the rendezvous is over")
+                                : abort->status();
   }
   if (absl::Status s = store.Set(RingKey(prefix, rank), mine); !s.ok()) return s;
   std::vector<std::vector<char>> addresses;

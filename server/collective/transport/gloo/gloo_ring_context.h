@@ -44,6 +44,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/collective/transport/abortable_rendezvous_store.h"
 #include "server/collective/transport/gloo/abortable_transport_context.h"
 #include "server/collective/transport/rendezvous_store.h"
 
@@ -75,10 +76,14 @@ class GlooRingContext final : public gloo::Context {
   //     key within `budget`; the store's other errors as they are;
   //   UNAVAILABLE when a neighbour's key holds no address for this rank;
   //   GlooErrorStatus for Gloo's exceptions (DEADLINE_EXCEEDED for a connect
-  //     timeout, UNAVAILABLE otherwise).
+  //     timeout, UNAVAILABLE otherwise);
+  //   `abort`'s status once it was aborted: its Abort also ends Gloo's
+  //     connect to the neighbours (which the store cannot interrupt), closing
+  //     the pairs (OnAbort).
   static absl::StatusOr<std::shared_ptr<gloo::Context>> Connect(
       RendezvousStore& store, const std::string& prefix, int rank, int size,
-      std::shared_ptr<gloo::transport::Device> device, absl::Duration budget);
+      std::shared_ptr<gloo::transport::Device> device, absl::Duration budget,
+      RendezvousAbort* abort = nullptr);
 
   GlooRingContext(int rank, int size) : gloo::Context(rank, size) {}
 
@@ -95,7 +100,7 @@ class GlooRingContext final : public gloo::Context {
 
   absl::Status ConnectThrowing(RendezvousStore& store, const std::string& prefix,
                                std::shared_ptr<gloo::transport::Device> device,
-                               absl::Duration budget);
+                               absl::Duration budget, RendezvousAbort* abort);
 };
 
 // Broadcasts `bytes` bytes at `data` from Gloo rank `root` of `context`

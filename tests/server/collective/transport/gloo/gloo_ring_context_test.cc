@@ -39,6 +39,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/collective/transport/abortable_rendezvous_store.h"
 #include "server/collective/transport/gloo/gloo_support.h"
 #include "server/collective/transport/gloo/recursive_doubling.h"
 #include "server/collective/transport/rendezvous_store.h"
@@ -88,11 +89,35 @@ class CountingStore final : public RendezvousStore {
   std::map<std::string, int> gets_ ABSL_GUARDED_BY(mu_);
 };
 
-std::shared_ptr<gloo::transport::Device> LoopbackDevice() {
+std::shared_ptr<gloo::transport::Device> DeviceOn(const std::string& address) {
   gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
+  attr.hostname = address;
   return gloo::transport::tcp::CreateDevice(attr);
 }
+
+std::shared_ptr<gloo::transport::Device> LoopbackDevice() { return DeviceOn("127.0.0.1"); }
+
+// A store whose Gets wait until Release (or their timeout), for a rank that
+// publishes its key and then goes silent.
+class SilentAfterPublishingStore final : public RendezvousStore {
+ public:
+  explicit SilentAfterPublishingStore(RendezvousStore* inner) : inner_(inner) {}
+  absl::Status Set(const std::string& key, const std::string& value) override {
+    return inner_->Set(key, value);
+  }
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override {
+    released_.WaitForNotificationWithTimeout(timeout);
+    return absl::DeadlineExceededError(absl::StrCat("silent: ", key));
+  }
+  absl::StatusOr<int64_t> DeletePrefix(const std::string& prefix) override {
+    return inner_->DeletePrefix(prefix);
+  }
+  void Release() { released_.Notify(); }
+
+ private:
+  RendezvousStore* const inner_;
+  absl::Notification released_;
+};
 
 // Runs fn(rank) for every rank at once, each on its own thread.
 void OnRanks(int size, const std::function<void(int)>& fn) {
@@ -428,6 +453,58 @@ TEST(GlooRingContextTest, AnAbortEndsTransfersCutOffWhileTheirBytesMove) {
     EXPECT_THAT(receiver_error, HasSubstr("aborted"));
   }
   if (sent) GTEST_LOG_(INFO) << "the send completed before the receiver failed";
+}
+
+// A neighbour that published its key and then went silent: the ranks that
+// read it wait in Gloo's connect for a connection that never comes (they
+// are the listening side: 127.0.0.1 is below its 127.0.0.2). Aborting
+// their rendezvous ends that wait at once, in the abort's words, instead
+// of after the pair's timeout.
+TEST(GlooRingContextTest, AnAbortEndsAConnectWaitingOnANeighbourThatWentSilent) {
+  CountingStore store;
+  SilentAfterPublishingStore silent(&store);
+  const absl::Duration kBudget = absl::Seconds(60);
+  absl::Status silent_status;
+  std::thread rank2([&] {
+    silent_status =
+        GlooRingContext::Connect(silent, "quiet", 2, 3, DeviceOn("127.0.0.2"), kBudget).status();
+  });
+  std::vector<RendezvousAbort> aborts(2);
+  std::vector<absl::Status> statuses(2);
+  std::vector<absl::Time> ended(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      statuses[r] =
+          GlooRingContext::Connect(store, "quiet", r, 3, LoopbackDevice(), kBudget, &aborts[r])
+              .status();
+      ended[r] = absl::Now();
+    });
+  }
+  // Every rank published; 0 and 1 read all three keys and are connecting.
+  const absl::Time limit = absl::Now() + absl::Seconds(20);
+  while (store.size() < 3 && absl::Now() < limit) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(store.size(), 3u);
+  while (store.gets().size() < 3 && absl::Now() < limit) absl::SleepFor(absl::Milliseconds(5));
+  absl::SleepFor(absl::Milliseconds(300));
+  const absl::Time aborted = absl::Now();
+  const absl::Status why = absl::UnavailableError("process 2 (127.0.0.2:7000) is lost (epoch 3)");
+  for (RendezvousAbort& abort : aborts) abort.Abort(why);
+  for (auto& t : ranks) t.join();
+  silent.Release();
+  rank2.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(statuses[r], why) << "rank " << r;
+    // Not the pair's connect timeout (a fifth of the budget, 12 s).
+    EXPECT_LT(ended[r] - aborted, absl::Seconds(6)) << "rank " << r;
+  }
+  EXPECT_FALSE(silent_status.ok());
+  // A rendezvous already aborted does not start connecting.
+  RendezvousAbort late;
+  late.Abort(why);
+  EXPECT_EQ(
+      GlooRingContext::Connect(store, "late", 0, 2, LoopbackDevice(), kBudget, &late).status(),
+      why);
 }
 
 // Through the whole Gloo transport: the first collective over 8 processes
