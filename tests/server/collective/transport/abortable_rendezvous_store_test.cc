@@ -1,6 +1,8 @@
 #include "server/collective/transport/abortable_rendezvous_store.h"
 
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
@@ -76,6 +78,30 @@ TEST(AbortableRendezvousStoreTest, AnAbortAfterTheEndChangesNothing) {
   RendezvousAbort first;
   ASSERT_TRUE(first.Abort(absl::UnavailableError("process 1 is lost (epoch 2)")));
   EXPECT_EQ(first.End().code(), absl::StatusCode::kUnavailable);
+}
+
+// The hook for waits outside the store (Gloo's connect) runs once, with the
+// first abort's status, only while the rendezvous is neither aborted nor
+// over.
+TEST(AbortableRendezvousStoreTest, TheAbortHookRunsOnceWhileTheRendezvousIsOpen) {
+  const absl::Status lost = absl::UnavailableError("process 2 is lost (epoch 3)");
+  RendezvousAbort abort;
+  std::vector<std::string> heard;
+  ASSERT_TRUE(abort.OnAbort([&](const absl::Status& why) { heard.emplace_back(why.message()); }));
+  EXPECT_TRUE(abort.Abort(lost));
+  EXPECT_TRUE(abort.Abort(absl::UnavailableError("another")));
+  EXPECT_THAT(heard, ::testing::ElementsAre(std::string(lost.message())));
+  // Aborted already: nothing is kept (the caller fails at once).
+  EXPECT_FALSE(abort.OnAbort([&](const absl::Status&) { heard.emplace_back("late"); }));
+  EXPECT_EQ(heard.size(), 1u);
+
+  // Over: the hook is dropped and a later abort does not run it.
+  RendezvousAbort ended;
+  ASSERT_TRUE(ended.OnAbort([&](const absl::Status&) { heard.emplace_back("after the end"); }));
+  EXPECT_TRUE(ended.End().ok());
+  EXPECT_FALSE(ended.Abort(lost));
+  EXPECT_FALSE(ended.OnAbort([&](const absl::Status&) { heard.emplace_back("after the end"); }));
+  EXPECT_EQ(heard.size(), 1u);
 }
 
 }  // namespace
