@@ -107,6 +107,15 @@ int Run(const std::string& transport) {
   std::vector<absl::Duration> collective, raw_collective, echo_1k;
   v1::EchoMessage kib;
   kib.set_payload(std::string(1024, 'x'));
+  // Deletes the results a timed loop made, 256 per call.
+  auto DeleteMade = [&](std::vector<std::string>& made) {
+    for (size_t i = 0; i < made.size(); i += 256) {
+      std::vector<std::string> some(made.begin() + i,
+                                    made.begin() + std::min(made.size(), i + 256));
+      if (!tensors.Delete(some).ok()) ++errors;
+    }
+    made.clear();
+  };
   for (int round = 0; round < 4; ++round) {
     std::vector<std::string> made;
     made.reserve(iterations / 4 + warmup / 4);
@@ -118,13 +127,7 @@ int Run(const std::string& transport) {
         ++errors;
       }
     });
-    // Untimed: the results go.
-    for (size_t i = 0; i < made.size(); i += 256) {
-      std::vector<std::string> some(made.begin() + i,
-                                    made.begin() + std::min(made.size(), i + 256));
-      if (!tensors.Delete(some).ok()) ++errors;
-    }
-    made.clear();
+    DeleteMade(made);  // untimed
     auto raw = Time(warmup / 4, iterations / 4, [&] {
       grpc::ClientContext context;
       ::placement::v1::AllReduceRequest request;
@@ -136,12 +139,7 @@ int Run(const std::string& transport) {
         ++errors;
       }
     });
-    for (size_t i = 0; i < made.size(); i += 256) {
-      std::vector<std::string> some(made.begin() + i,
-                                    made.begin() + std::min(made.size(), i + 256));
-      if (!tensors.Delete(some).ok()) ++errors;
-    }
-    made.clear();
+    DeleteMade(made);
     auto b = Time(warmup / 4, iterations / 4, [&] {
       grpc::ClientContext context;
       v1::EchoMessage response;
