@@ -454,14 +454,17 @@ absl::Status ServiceSet::Impl::CreateClusterEngine() {
     // Calls in flight with a lost process end now, in the cluster's words;
     // a daemon cut off from the cluster ends all of its own.
     for (int32_t lost : event.lost) {
-      made_engine->AbortProcess(lost, std::string(ProcessGoneError(*event.after, lost).message()));
+      made_engine->AbortProcess(lost, static_cast<uint64_t>(event.before->epoch),
+                                std::string(ProcessGoneError(*event.after, lost).message()));
     }
     if (event.self_lost || event.coordinator_lost) {
       const std::string why = event.self_lost
                                   ? "this daemon was dropped from the cluster (missed heartbeats)"
                                   : "this daemon lost the cluster's coordinator";
       for (int32_t p = 0; p < cluster->num_processes(); ++p) {
-        if (p != cluster->process_index()) made_engine->AbortProcess(p, why);
+        if (p != cluster->process_index()) {
+          made_engine->AbortProcess(p, static_cast<uint64_t>(event.before->epoch), why);
+        }
       }
     }
     made_engine->DropEpochsBefore(static_cast<uint64_t>(event.after->epoch));

@@ -228,8 +228,8 @@ TEST_P(TransportFailureTest, AbortProcessEndsCallsWaitingOnACutOffPeer) {
   call.Enter();
   // What the cluster does when its heartbeats declare process 2 lost.
   const std::string why = "process 2 is lost (missed its heartbeats: test; epoch 2)";
-  c.engine(0).AbortProcess(2, why);
-  c.engine(1).AbortProcess(2, why);
+  c.engine(0).AbortProcess(2, /*epoch=*/0, why);
+  c.engine(1).AbortProcess(2, /*epoch=*/0, why);
   const std::vector<absl::Status>& statuses = call.Join();
   for (int p = 0; p < 2; ++p) {
     EXPECT_EQ(statuses[p].code(), absl::StatusCode::kUnavailable) << statuses[p];
@@ -271,8 +271,8 @@ TEST_P(TransportFailureTest, AbortProcessEndsARendezvousWaitingForALostProcess) 
   while (store.size() < 2 && absl::Now() < limit) absl::SleepFor(absl::Milliseconds(5));
   ASSERT_GE(store.size(), 2u);
   const std::string why = "process 2 (127.0.0.1:4000) is lost (epoch 4)";
-  c.engine(0).AbortProcess(2, why);
-  c.engine(1).AbortProcess(2, why);
+  c.engine(0).AbortProcess(2, /*epoch=*/0, why);
+  c.engine(1).AbortProcess(2, /*epoch=*/0, why);
   for (auto& t : callers) t.join();
   for (int p = 0; p < 2; ++p) {
     EXPECT_EQ(statuses[p].code(), absl::StatusCode::kUnavailable) << statuses[p];
@@ -283,6 +283,49 @@ TEST_P(TransportFailureTest, AbortProcessEndsARendezvousWaitingForALostProcess) 
   EXPECT_EQ(c.failures().size(), 2u);
   // A group without the lost process is untouched: 0 and 1 go on.
   ExpectPairOfZeroAndOneRuns(c, /*seed=*/15);
+}
+
+// A call that reaches its group only after this daemon heard of the loss
+// (it started before): no rendezvous is left to abort, and the lost process
+// would never join a new one. The engine refuses a group of the loss's epoch
+// or an older one that holds the process, at once and in the cluster's
+// words; a group without it, and one of a later epoch, are not touched.
+TEST_P(TransportFailureTest, ACallAfterTheLossIsRefusedAtOnce) {
+  SimulatedCluster c(AbortOptions(3));
+  const std::string why = "process 2 (127.0.0.1:4000) is lost (missed its heartbeats; epoch 4)";
+  for (int p = 0; p < 2; ++p) c.engine(p).AbortProcess(2, /*epoch=*/4, why);
+  Group g =
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1, 2}, 100, 0, 16);
+  const CrossProcessTicket ticket = Ticket("0,1,2", 0, /*generation=*/0, /*epoch=*/3);
+  const absl::Time start = absl::Now();
+  std::vector<absl::Status> statuses = OnProcesses({0, 1}, [&](int p) {
+    CollectiveItem item = ItemFor(g, p);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+  });
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(statuses[p].code(), absl::StatusCode::kUnavailable) << statuses[p];
+    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr("processes 0,1,2"));
+    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr(why));
+    EXPECT_EQ(c.engine(p).cached_contexts(), 0u);
+  }
+  // Refused, not timed out: no rendezvous was waited for.
+  EXPECT_LT(absl::Now() - start, kAbortTimeout / 4);
+  ExpectPairOfZeroAndOneRuns(c, /*seed=*/17);
+  // Process 2 back in a later epoch: its groups of that epoch run.
+  Group later =
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1, 2}, 100, 0, 18);
+  const CrossProcessTicket after = Ticket("0,1,2", 0, /*generation=*/0, /*epoch=*/5);
+  for (const auto& st : OnProcesses({0, 1, 2}, [&](int p) {
+         CollectiveItem item = ItemFor(later, p);
+         CollectiveContext context;
+         context.ticket = &after;
+         return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+       })) {
+    ASSERT_TRUE(st.ok()) << st;
+  }
+  ExpectResult(later);
 }
 
 // On a ring transport a process is connected only to its two neighbours: an
@@ -332,7 +375,7 @@ TEST_P(TransportFailureTest, AbortProcessOnTheNeighboursEndsTheWholeRing) {
   const absl::Time start = absl::Now();
   call.Enter();
   const std::string why = "process 0 is lost (missed its heartbeats: test; epoch 2)";
-  for (int told : {1, 2, 4, 7}) c.engine(told).AbortProcess(0, why);
+  for (int told : {1, 2, 4, 7}) c.engine(told).AbortProcess(0, /*epoch=*/0, why);
   const std::vector<absl::Status>& statuses = call.Join();
   for (size_t i = 0; i < statuses.size(); ++i) {
     EXPECT_EQ(statuses[i].code(), absl::StatusCode::kUnavailable)

@@ -180,6 +180,19 @@ absl::Status ClusterEngine::RunOrdered(CollectiveKind kind, absl::Span<const Col
   return *cause;
 }
 
+absl::Status ClusterEngine::RefuseLost(const TransportGroupKey& key, absl::string_view what) {
+  absl::MutexLock lock(&aborts_mu_);
+  for (int32_t p : key.processes) {
+    auto it = lost_.find(p);
+    if (it != lost_.end() && it->second.epoch >= key.epoch) {
+      return absl::UnavailableError(absl::StrCat("the group over processes ",
+                                                 ProcessListKey(key.processes), " (", what,
+                                                 "): ", it->second.why));
+    }
+  }
+  return absl::OkStatus();
+}
+
 uint64_t ClusterEngine::AbortsOf(const std::vector<int32_t>& processes) {
   absl::MutexLock lock(&aborts_mu_);
   uint64_t n = 0;
@@ -262,9 +275,14 @@ absl::Status ClusterEngine::Agree(const CrossProcessTicket& ticket, const absl::
   }
   const absl::Status& said = word.status;
   const TransportGroupKey key{ticket.epoch, ticket.set_key, ticket.generation, ticket.processes};
-  absl::StatusOr<std::vector<std::string>> blocks = options_.transport->Exchange(
-      key, EncodeCallWord(word), kAgreementTag, options_.timeout,
-      absl::StrCat("agreement before the items, ", TicketName(ticket)));
+  const std::string what = absl::StrCat("agreement before the items, ", TicketName(ticket));
+  absl::StatusOr<std::vector<std::string>> blocks;
+  if (absl::Status refused = RefuseLost(key, what); !refused.ok()) {
+    blocks = refused;
+  } else {
+    blocks = options_.transport->Exchange(key, EncodeCallWord(word), kAgreementTag,
+                                          options_.timeout, what);
+  }
   if (!blocks.ok()) {
     ReportFailure(ticket, blocks.status());
     return said.ok() ? blocks.status() : said;
@@ -362,9 +380,12 @@ absl::Status ClusterEngine::RunSpanning(CollectiveKind kind, size_t index, uint3
   }
   const TransportGroupKey key{ticket.epoch, ticket.set_key, ticket.generation, plan.processes};
   const uint64_t base = ticket.call_ordered ? OrderedTagBase(ticket) : ticket.ticket;
-  absl::Status status =
-      options_.transport->Run(kind, item, plan, key, ItemTag(base, ordinal), Budget(context),
-                              absl::StrCat("item ", index, ", ", TicketName(ticket)));
+  const std::string what = absl::StrCat("item ", index, ", ", TicketName(ticket));
+  absl::Status status = RefuseLost(key, what);
+  if (status.ok()) {
+    status = options_.transport->Run(kind, item, plan, key, ItemTag(base, ordinal), Budget(context),
+                                     what);
+  }
   // The transport aborted the group; the set needs a new generation.
   if (!status.ok()) ReportFailure(ticket, status);
   return status;
@@ -388,8 +409,9 @@ void ClusterEngine::CloseForfeited(const CrossProcessTicket& ticket,
                                    const absl::Status& why) {
   if (options_.transport != nullptr) {
     const TransportGroupKey full{ticket.epoch, ticket.set_key, ticket.generation, participants};
-    if (!options_.transport->Connected(full)) {
-      // Peers may wait in the full set's rendezvous for this process.
+    if (!options_.transport->Connected(full) && RefuseLost(full, "forfeit").ok()) {
+      // Peers may wait in the full set's rendezvous for this process (not
+      // for a group with a lost member: their calls are refused).
       options_.transport->Connect(full, std::min(options_.gap_timeout, options_.timeout))
           .IgnoreError();
     }
@@ -469,10 +491,12 @@ absl::StatusOr<std::shared_ptr<TicketSequencer>> ClusterEngine::SequencerFor(
   return sequencer;
 }
 
-void ClusterEngine::AbortProcess(int32_t process, const std::string& why) {
+void ClusterEngine::AbortProcess(int32_t process, uint64_t epoch, const std::string& why) {
   {
     absl::MutexLock lock(&aborts_mu_);
     ++aborts_[process];
+    Loss& loss = lost_[process];
+    if (loss.why.empty() || epoch >= loss.epoch) loss = Loss{epoch, why};
   }
   if (options_.transport != nullptr) options_.transport->AbortProcess(process, why);
 }

@@ -203,11 +203,18 @@ class ClusterEngine final : public CollectiveEngine {
   // the transport's groups of epochs from the oldest kept formation on.
   void DropEpochsBefore(uint64_t epoch);
 
-  // The cluster lost `process`: every transport group holding it is
-  // aborted, so a call in flight with it ends at once, UNAVAILABLE with
-  // `why`, instead of at its operation timeout -- also a call whose group
-  // is still in its rendezvous, waiting for the lost process to publish.
-  void AbortProcess(int32_t process, const std::string& why);
+  // The cluster lost `process`, a member of membership epoch `epoch` (the
+  // view before the loss): every transport group holding it is aborted, so
+  // a call in flight with it ends at once, UNAVAILABLE with `why`, instead
+  // of at its operation timeout -- also a call whose group is still in its
+  // rendezvous, waiting for the lost process to publish. A call that
+  // reaches a group of that epoch or an older one holding the process
+  // later (it started before this daemon heard of the loss) is refused at
+  // once with `why` instead of waiting in a rendezvous the lost process
+  // never joins: the process comes back, if ever, in a later epoch. (Not
+  // the view after the loss: one still forming after a coordinator restart
+  // lists members that have not joined yet as not alive.)
+  void AbortProcess(int32_t process, uint64_t epoch, const std::string& why);
 
   // Connected transport groups held (tests, metrics).
   size_t cached_contexts() const {
@@ -264,8 +271,18 @@ class ClusterEngine final : public CollectiveEngine {
   // its set's processes was aborted was ended by the cluster (a lost
   // process), not by a forfeit.
   uint64_t AbortsOf(const std::vector<int32_t>& processes);
+  // UNAVAILABLE with the loss's words when a process of `key`'s subset was
+  // lost in `key`'s epoch or a later one (AbortProcess); OK otherwise.
+  // `what` names the call's step.
+  absl::Status RefuseLost(const TransportGroupKey& key, absl::string_view what);
   absl::Mutex aborts_mu_;
   std::map<int32_t, uint64_t> aborts_ ABSL_GUARDED_BY(aborts_mu_);
+  // Per lost process: the latest epoch it was lost in, and the words.
+  struct Loss {
+    uint64_t epoch = 0;
+    std::string why;
+  };
+  std::map<int32_t, Loss> lost_ ABSL_GUARDED_BY(aborts_mu_);
   absl::Mutex mu_;
   uint64_t min_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // (epoch, set key) -> sequencer.
