@@ -39,6 +39,19 @@ void ExpectPairOfZeroAndOneRuns(SimulatedCluster& c, uint32_t seed) {
   ExpectResult(pair);
 }
 
+// Processes 0 and 1 both ended UNAVAILABLE in the cluster's words for the
+// loss of process 2 (`why`), naming the group's processes 0,1,2, and hold no
+// group.
+void ExpectEndedByTheLoss(SimulatedCluster& c, const std::vector<absl::Status>& statuses,
+                          const std::string& why) {
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(statuses[p].code(), absl::StatusCode::kUnavailable) << statuses[p];
+    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr("processes 0,1,2"));
+    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr(why));
+    EXPECT_EQ(c.engine(p).cached_contexts(), 0u);
+  }
+}
+
 // Long enough that only an abort ends a call well before it.
 constexpr absl::Duration kAbortTimeout = absl::Seconds(60);
 
@@ -231,12 +244,7 @@ TEST_P(TransportFailureTest, AbortProcessEndsCallsWaitingOnACutOffPeer) {
   c.engine(0).AbortProcess(2, /*epoch=*/0, why);
   c.engine(1).AbortProcess(2, /*epoch=*/0, why);
   const std::vector<absl::Status>& statuses = call.Join();
-  for (int p = 0; p < 2; ++p) {
-    EXPECT_EQ(statuses[p].code(), absl::StatusCode::kUnavailable) << statuses[p];
-    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr("over processes 0,1,2"));
-    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr(why));
-    EXPECT_EQ(c.engine(p).cached_contexts(), 0u);
-  }
+  ExpectEndedByTheLoss(c, statuses, why);
   EXPECT_LT(absl::Now() - start, kAbortTimeout / 4);
   // A group without the lost process is untouched: 0 and 1 go on.
   ExpectPairOfZeroAndOneRuns(c, /*seed=*/11);
@@ -274,12 +282,7 @@ TEST_P(TransportFailureTest, AbortProcessEndsARendezvousWaitingForALostProcess) 
   c.engine(0).AbortProcess(2, /*epoch=*/0, why);
   c.engine(1).AbortProcess(2, /*epoch=*/0, why);
   for (auto& t : callers) t.join();
-  for (int p = 0; p < 2; ++p) {
-    EXPECT_EQ(statuses[p].code(), absl::StatusCode::kUnavailable) << statuses[p];
-    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr("processes 0,1,2"));
-    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr(why));
-    EXPECT_EQ(c.engine(p).cached_contexts(), 0u);
-  }
+  ExpectEndedByTheLoss(c, statuses, why);
   EXPECT_EQ(c.failures().size(), 2u);
   // A group without the lost process is untouched: 0 and 1 go on.
   ExpectPairOfZeroAndOneRuns(c, /*seed=*/15);
@@ -304,12 +307,7 @@ TEST_P(TransportFailureTest, ACallAfterTheLossIsRefusedAtOnce) {
     context.ticket = &ticket;
     return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
   });
-  for (int p = 0; p < 2; ++p) {
-    EXPECT_EQ(statuses[p].code(), absl::StatusCode::kUnavailable) << statuses[p];
-    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr("processes 0,1,2"));
-    EXPECT_THAT(std::string(statuses[p].message()), HasSubstr(why));
-    EXPECT_EQ(c.engine(p).cached_contexts(), 0u);
-  }
+  ExpectEndedByTheLoss(c, statuses, why);
   // Refused, not timed out: no rendezvous was waited for.
   EXPECT_LT(absl::Now() - start, kAbortTimeout / 4);
   ExpectPairOfZeroAndOneRuns(c, /*seed=*/17);
