@@ -22,21 +22,27 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using testing::PollHook;
 
-// An all-reduce over processes 0 and 1 alone (ticket 0 of set "0,1") runs
-// on both and gives the computed result.
-void ExpectPairOfZeroAndOneRuns(SimulatedCluster& c, uint32_t seed) {
-  Group pair =
-      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 100, 0, seed);
-  const CrossProcessTicket t = Ticket("0,1", 0);
-  for (const auto& s : OnProcesses({0, 1}, [&](int p) {
-         CollectiveItem item = ItemFor(pair, p);
+// An all-reduce over `processes` with `ticket` runs on each of them and
+// gives the computed result.
+void ExpectAllReduceRuns(SimulatedCluster& c, const std::vector<int>& processes,
+                         const CrossProcessTicket& ticket, uint32_t seed) {
+  Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, processes, 100, 0,
+                      seed);
+  for (const auto& s : OnProcesses(processes, [&](int p) {
+         CollectiveItem item = ItemFor(g, p);
          CollectiveContext context;
-         context.ticket = &t;
+         context.ticket = &ticket;
          return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
        })) {
     ASSERT_TRUE(s.ok()) << s;
   }
-  ExpectResult(pair);
+  ExpectResult(g);
+}
+
+// An all-reduce over processes 0 and 1 alone (ticket 0 of set "0,1") runs
+// on both and gives the computed result.
+void ExpectPairOfZeroAndOneRuns(SimulatedCluster& c, uint32_t seed) {
+  ExpectAllReduceRuns(c, {0, 1}, Ticket("0,1", 0), seed);
 }
 
 // Processes 0 and 1 both ended UNAVAILABLE in the cluster's words for the
@@ -312,18 +318,8 @@ TEST_P(TransportFailureTest, ACallAfterTheLossIsRefusedAtOnce) {
   EXPECT_LT(absl::Now() - start, kAbortTimeout / 4);
   ExpectPairOfZeroAndOneRuns(c, /*seed=*/17);
   // Process 2 back in a later epoch: its groups of that epoch run.
-  Group later =
-      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1, 2}, 100, 0, 18);
-  const CrossProcessTicket after = Ticket("0,1,2", 0, /*generation=*/0, /*epoch=*/5);
-  for (const auto& st : OnProcesses({0, 1, 2}, [&](int p) {
-         CollectiveItem item = ItemFor(later, p);
-         CollectiveContext context;
-         context.ticket = &after;
-         return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
-       })) {
-    ASSERT_TRUE(st.ok()) << st;
-  }
-  ExpectResult(later);
+  ExpectAllReduceRuns(c, {0, 1, 2}, Ticket("0,1,2", 0, /*generation=*/0, /*epoch=*/5),
+                      /*seed=*/18);
 }
 
 // On a ring transport a process is connected only to its two neighbours: an
