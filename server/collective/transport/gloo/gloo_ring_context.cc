@@ -150,6 +150,10 @@ bool GlooRingContext::Abort(const std::string& why) {
   return true;
 }
 
+// RingBroadcast's acknowledgement from the last rank to the root: a slot
+// prefix outside Gloo's own (gloo/types.h, 0x01-0x08).
+constexpr uint8_t kRingBroadcastAckSlotPrefix = 0x40;
+
 void RingBroadcast(gloo::Context& context, int root, void* data, size_t bytes, uint32_t tag,
                    std::chrono::milliseconds timeout) {
   const int size = context.size;
@@ -183,6 +187,24 @@ void RingBroadcast(gloo::Context& context, int root, void* data, size_t bytes, u
   }
   if (context.rank == root || forwards) {
     for (size_t c = 0; c < chunks; ++c) buffer->waitSend(timeout);
+  }
+  // The root's sends end once rank + 1 has the bytes, not the ranks after
+  // it: the last rank, root - 1 (its ring neighbour), tells the root it
+  // has every byte, and the root returns only then -- a root that succeeds
+  // has delivered to every rank, and one whose delivery broke downstream
+  // fails (the failing rank's connections close) rather than returning
+  // before it. One byte on a slot of its own, one hop.
+  const uint64_t ack_slot = gloo::Slot::build(kRingBroadcastAckSlotPrefix, tag);
+  char ack = 0;
+  if (!forwards) {
+    ack = 1;
+    std::unique_ptr<gloo::transport::UnboundBuffer> told = context.createUnboundBuffer(&ack, 1);
+    told->send(root, ack_slot);
+    told->waitSend(timeout);
+  } else if (context.rank == root) {
+    std::unique_ptr<gloo::transport::UnboundBuffer> heard = context.createUnboundBuffer(&ack, 1);
+    heard->recv(left, ack_slot);
+    heard->waitRecv(timeout);
   }
 }
 

@@ -110,9 +110,11 @@ class GlooRingContext final : public gloo::Context {
 // (Gloo's binomial tree takes log2(size), but needs pairs a ring context of
 // size >= 4 does not have). The last rank, root - 1, returns only after
 // every other rank passed the bytes on or sent them: its success shows that
-// every rank was connected and inside the operation. Uses Gloo's broadcast
-// slots for `tag`. Gloo failures throw, as in Gloo's own collectives
-// (gloo::IoException; a wait longer than `timeout` fails the context).
+// every rank was connected and inside the operation. It then tells the root
+// (one byte, one hop), and the root returns only after that: the root's
+// success, too, shows that every rank has the bytes. Uses Gloo's broadcast
+// slots for `tag`, and a slot of its own with `tag` for the acknowledgement. Gloo failures throw,
+// as in Gloo's own collectives (gloo::IoException; a wait longer than `timeout` fails the context).
 // REQUIRES: the pairs to rank - 1 and rank + 1 exist; every rank calls it
 // with the same root, size and tag.
 void RingBroadcast(gloo::Context& context, int root, void* data, size_t bytes, uint32_t tag,

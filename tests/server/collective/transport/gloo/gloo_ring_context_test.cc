@@ -21,6 +21,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -505,6 +506,39 @@ TEST(GlooRingContextTest, AnAbortEndsAConnectWaitingOnANeighbourThatWentSilent) 
   EXPECT_EQ(
       GlooRingContext::Connect(store, "late", 0, 2, LoopbackDevice(), kBudget, &late).status(),
       why);
+}
+
+// A ring broadcast of one chunk whose last rank is gone: rank 1 receives the
+// root's bytes (the root's send completes) and then cannot forward them.
+// The root must fail too, not return as if it had delivered: it waits for
+// the last rank's acknowledgement, whose connection is closed.
+TEST(GlooRingContextTest, ARingBroadcastRootFailsWhenTheLastRankIsGone) {
+  CountingStore store;
+  std::vector<std::shared_ptr<gloo::Context>> contexts = ConnectRing(store, "ack", 3);
+  for (const auto& context : contexts) ASSERT_NE(context, nullptr);
+  // Rank 2 fails before the broadcast (its connections close).
+  AbortGlooContext(*contexts[2]);
+  const size_t kBytes = size_t{512} << 10;  // one chunk
+  const std::chrono::milliseconds kTimeout(20000);
+  std::vector<std::vector<char>> data(2, std::vector<char>(kBytes, 0));
+  std::fill(data[0].begin(), data[0].end(), 7);
+  std::vector<std::string> errors(2);
+  std::vector<absl::Time> ended(2);
+  const absl::Time start = absl::Now();
+  OnRanks(2, [&](int r) {
+    try {
+      RingBroadcast(*contexts[r], /*root=*/0, data[r].data(), kBytes, /*tag=*/9, kTimeout);
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+    // As the transport does with a context whose operation failed.
+    if (!errors[r].empty()) AbortGlooContext(*contexts[r]);
+    ended[r] = absl::Now();
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(errors[r].empty()) << "rank " << r << " returned as if the broadcast worked";
+    EXPECT_LT(ended[r] - start, absl::Seconds(10)) << "rank " << r << ": " << errors[r];
+  }
 }
 
 // Through the whole Gloo transport: the first collective over 8 processes
