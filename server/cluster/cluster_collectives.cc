@@ -73,11 +73,10 @@ std::string CallToken(const std::string& token, uint64_t n) {
   return absl::StrFormat("%016x%016x", Fnv1a(what, kSeedA), Fnv1a(what, kSeedB));
 }
 
-// Whether some process of `participants` (ascending) shares no spanning
-// group with some other: a group reaches several processes but not all of
-// them, or no group reaches more than one. Such a call's forfeit could not
-// reach every participant through its groups (CrossProcessTicket::
-// partial_groups).
+// Whether a spanning group of the call is not exactly `participants`
+// (ascending) -- it reaches several processes but not all of them -- or no
+// group spans at all. Such a call's forfeit might not reach every
+// participant through its groups (CrossProcessTicket::partial_groups).
 bool PartialGroups(const std::vector<std::vector<int64_t>>& groups,
                    const std::vector<int32_t>& participants, const Cluster& cluster) {
   if (participants.size() < 2) return false;
@@ -205,44 +204,39 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
   // Prepare calls, this daemon's on this thread meanwhile.
   std::vector<std::vector<std::unique_ptr<Tensor>>> records(participants.size());
   const int32_t self = cluster_->process_index();
-  absl::Status ran;
   auto slot_of = [&](int32_t p) {
     return static_cast<size_t>(std::find(participants.begin(), participants.end(), p) -
                                participants.begin());
   };
   // A thread per peer for small sets, asynchronous calls beyond
-  // (MaxThreadedFanOut): a driver of many daemons holds no thread per peer.
-  if (participants.size() <= MaxThreadedFanOut()) {
-    ran = FanOut(participants, [&](int32_t p) -> absl::Status {
-      absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
-          p == self ? Participate(participants, ids, p, request, context, ticket)
-                    : peers_->PrepareCollective(p, request, op_key, participants, ids, ticket);
-      if (!part.ok()) return part.status();
-      records[slot_of(p)] = *std::move(part);
-      return absl::OkStatus();
-    });
-  } else {
-    ran = FanOutAsync(
-        participants,
-        [&](int32_t p, PeerTransport::Done done) {
-          const size_t slot = slot_of(p);
-          return peers_->StartPrepareCollective(
-              p, request, op_key, participants, ids, ticket,
-              [&records, slot,
-               done = std::move(done)](absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part) {
-                if (part.ok()) records[slot] = *std::move(part);
-                done(part.status());
-              });
-        },
-        self,
-        [&]() -> absl::Status {
-          absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
-              Participate(participants, ids, self, request, context, ticket);
-          if (!part.ok()) return part.status();
-          records[slot_of(self)] = *std::move(part);
-          return absl::OkStatus();
-        });
-  }
+  // (FanOutPeers): a driver of many daemons holds no thread per peer.
+  const absl::Status ran = FanOutPeers(
+      participants,
+      [&](int32_t p) -> absl::Status {
+        absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
+            peers_->PrepareCollective(p, request, op_key, participants, ids, ticket);
+        if (!part.ok()) return part.status();
+        records[slot_of(p)] = *std::move(part);
+        return absl::OkStatus();
+      },
+      [&](int32_t p, PeerTransport::Done done) {
+        const size_t slot = slot_of(p);
+        return peers_->StartPrepareCollective(
+            p, request, op_key, participants, ids, ticket,
+            [&records, slot,
+             done = std::move(done)](absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part) {
+              if (part.ok()) records[slot] = *std::move(part);
+              done(part.status());
+            });
+      },
+      self,
+      [&]() -> absl::Status {
+        absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
+            Participate(participants, ids, self, request, context, ticket);
+        if (!part.ok()) return part.status();
+        records[slot_of(self)] = *std::move(part);
+        return absl::OkStatus();
+      });
   auto fail = [&](absl::Status status) -> absl::Status {
     DriverTicketFailed(ticket);
     tensors_->AbortOn(participants, ids);

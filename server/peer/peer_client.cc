@@ -247,7 +247,8 @@ pb::PrepareRequest DisassembleRequestOf(const std::string& source_id,
   return request;
 }
 
-// A Prepare of `process`'s part of a collective (bounds set on sending).
+// The Prepare of a participant's part of a collective (bounds set on
+// sending).
 pb::PrepareRequest CollectivePrepareOf(const CollectiveRequest& collective,
                                        const std::string& op_key,
                                        const std::vector<int32_t>& participants,

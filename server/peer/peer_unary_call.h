@@ -5,9 +5,9 @@
 // thread and runs `then` there. No gRPC thread runs `then`, so a waiter
 // may be one of gRPC's callback threads (a handler): with the callback API
 // a handler that waits could starve the very threads that complete its
-// calls (gRPC 1.51 runs callbacks on two threads on a 2-core host). The
-// blocking forms are Start then Wait (Call), so both forms of every peer
-// call run the same code.
+// calls (gRPC 1.51 runs callbacks on two threads on a 2-core host). Every
+// blocking form of a peer call is its Start form then Wait (PeerClient's
+// Await, or Call here), so both forms run the same code.
 //
 // One call per object; Wait from one thread.
 #ifndef PLACEMENT_SERVER_PEER_PEER_UNARY_CALL_H_

@@ -6,8 +6,6 @@
 #ifndef PLACEMENT_TESTS_CONFORMANCE_TRANSPORT_CONFORMANCE_H_
 #define PLACEMENT_TESTS_CONFORMANCE_TRANSPORT_CONFORMANCE_H_
 
-#include <signal.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,14 +17,6 @@
 #include "tests/server/collective/simulated_cluster.h"
 
 namespace placement::server::conformance {
-
-// As placementd's main does: a "process" whose peer closed its connections
-// mid-call must see the write fail (EPIPE), not be killed by SIGPIPE --
-// these processes share one test binary.
-inline const bool kSigpipeIgnored = [] {
-  signal(SIGPIPE, SIG_IGN);
-  return true;
-}();
 
 using testing::AllProcesses;
 using testing::ClusterOptions;

@@ -172,12 +172,7 @@ TEST_P(TransportConformanceTest, RendezvousThroughAFileStore) {
     Group g =
         MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1, 1}, 2, 0, 6);
     const CrossProcessTicket ticket = Ticket("0,1", 0);
-    auto statuses = OnProcesses({0, 1}, [&](int p) {
-      CollectiveItem item = ItemFor(g, p);
-      CollectiveContext context;
-      context.ticket = &ticket;
-      return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
-    });
+    auto statuses = RunGroup(c, g, {0, 1}, ticket);
     for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
     ExpectResult(g);
   }
@@ -194,12 +189,7 @@ TEST_P(TransportConformanceTest, FormedGroupsLeaveNoRendezvousKeys) {
   Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 4, 0, 9);
   for (uint64_t epoch = 1; epoch <= 200; ++epoch) {
     const CrossProcessTicket ticket = Ticket("0,1", 0, 0, epoch);
-    auto statuses = OnProcesses({0, 1}, [&](int p) {
-      CollectiveItem item = ItemFor(g, p);
-      CollectiveContext context;
-      context.ticket = &ticket;
-      return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
-    });
+    auto statuses = RunGroup(c, g, {0, 1}, ticket);
     for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << "epoch " << epoch << ": " << s;
     for (int p : {0, 1}) c.engine(p).DropEpochsBefore(epoch + 1);
   }

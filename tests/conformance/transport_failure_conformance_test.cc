@@ -28,14 +28,7 @@ void ExpectAllReduceRuns(SimulatedCluster& c, const std::vector<int>& processes,
                          const CrossProcessTicket& ticket, uint32_t seed) {
   Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, processes, 100, 0,
                       seed);
-  for (const auto& s : OnProcesses(processes, [&](int p) {
-         CollectiveItem item = ItemFor(g, p);
-         CollectiveContext context;
-         context.ticket = &ticket;
-         return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
-       })) {
-    ASSERT_TRUE(s.ok()) << s;
-  }
+  for (const auto& s : RunGroup(c, g, processes, ticket)) ASSERT_TRUE(s.ok()) << s;
   ExpectResult(g);
 }
 
@@ -307,12 +300,7 @@ TEST_P(TransportFailureTest, ACallAfterTheLossIsRefusedAtOnce) {
       MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1, 2}, 100, 0, 16);
   const CrossProcessTicket ticket = Ticket("0,1,2", 0, /*generation=*/0, /*epoch=*/3);
   const absl::Time start = absl::Now();
-  std::vector<absl::Status> statuses = OnProcesses({0, 1}, [&](int p) {
-    CollectiveItem item = ItemFor(g, p);
-    CollectiveContext context;
-    context.ticket = &ticket;
-    return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
-  });
+  std::vector<absl::Status> statuses = RunGroup(c, g, {0, 1}, ticket);
   ExpectEndedByTheLoss(c, statuses, why);
   // Refused, not timed out: no rendezvous was waited for.
   EXPECT_LT(absl::Now() - start, kAbortTimeout / 4);

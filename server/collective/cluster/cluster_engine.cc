@@ -496,7 +496,7 @@ void ClusterEngine::AbortProcess(int32_t process, uint64_t epoch, const std::str
     absl::MutexLock lock(&aborts_mu_);
     ++aborts_[process];
     Loss& loss = lost_[process];
-    if (loss.why.empty() || epoch >= loss.epoch) loss = Loss{epoch, why};
+    if (epoch >= loss.epoch) loss = Loss{epoch, why};
   }
   if (options_.transport != nullptr) options_.transport->AbortProcess(process, why);
 }

@@ -16,6 +16,9 @@
 //                            node, or several nodes over a shared filesystem.
 //                            Each key is a file written atomically (temp file +
 //                            rename); readers poll with a bounded backoff.
+//   AbortableRendezvousStore a wrapper over any of these for one rendezvous
+//                            that another thread can end early
+//                            (abortable_rendezvous_store.h).
 //
 // Thread-safe.
 #ifndef PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_RENDEZVOUS_STORE_H_

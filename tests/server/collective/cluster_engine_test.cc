@@ -8,7 +8,6 @@
 // suite (tests/conformance/transport_conformance_test.cc). Calls that must be
 // waiting or inside the engine are detected through the `cancelled` poll,
 // never by sleeping.
-#include <signal.h>
 
 #include <functional>
 #include <memory>
@@ -29,14 +28,6 @@
 
 namespace placement::server {
 namespace {
-
-// As placementd's main does: a "process" whose peer closed its Gloo
-// connections mid-call must see the write fail (EPIPE), not be killed by
-// SIGPIPE -- these processes share one test binary.
-const bool kSigpipeIgnored = [] {
-  signal(SIGPIPE, SIG_IGN);
-  return true;
-}();
 
 #if PLACEMENT_WITH_GLOO
 
@@ -143,12 +134,7 @@ TEST(ClusterEngineTest, MissingPredecessorIsSkippedAfterGapTimeout) {
   Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kI32, ReduceOp::kSum, {0, 1}, 10, 0, 1);
   const CrossProcessTicket t1 = Ticket("0,1", 1);
   const absl::Time start = absl::Now();
-  auto statuses = OnProcesses({0, 1}, [&](int p) {
-    CollectiveItem item = ItemFor(g, p);
-    CollectiveContext context;
-    context.ticket = &t1;
-    return c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
-  });
+  auto statuses = RunGroup(c, g, {0, 1}, t1);
   for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
   EXPECT_GE(absl::Now() - start, kGap);
   ExpectResult(g);

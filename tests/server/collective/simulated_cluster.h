@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -35,6 +36,15 @@
 #include "tests/server/collective/collective_test_util.h"
 
 namespace placement::server::testing {
+
+// As placementd's main does: a "process" whose peer closed its Gloo
+// connections mid-call must see the write fail (EPIPE), not be killed by
+// SIGPIPE -- the simulated processes share one test binary. Every binary
+// that includes this header ignores it.
+inline const bool kSigpipeIgnored = [] {
+  signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
 
 inline constexpr int kDevicesPerProcess = 4;
 
@@ -291,6 +301,19 @@ inline std::vector<CollectiveItem> ItemsFor(const std::vector<Group>& groups, in
     if (g.Involves(process)) items.push_back(ItemFor(g, process));
   }
   return items;
+}
+
+// Runs `g` (its kind) with `ticket` on every process of `processes` at
+// once, each with its own item; their statuses, in `processes` order.
+inline std::vector<absl::Status> RunGroup(SimulatedCluster& c, const Group& g,
+                                          const std::vector<int>& processes,
+                                          const CrossProcessTicket& ticket) {
+  return OnProcesses(processes, [&](int p) {
+    CollectiveItem item = ItemFor(g, p);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    return c.engine(p).Run(g.kind, {&item, 1}, context);
+  });
 }
 
 inline std::string Label(const Group& g) {

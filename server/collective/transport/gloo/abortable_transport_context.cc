@@ -4,6 +4,7 @@
 #include <gloo/transport/pair.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -13,18 +14,20 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "server/collective/transport/gloo/gloo_support.h"
 
 namespace placement::server {
 
-// The live buffers of one context and whether it was aborted. Shared by the
-// context and its buffers, so either may go first.
+// The live buffers of one context and its abort. Shared by the context and
+// its buffers, so either may go first. An abort is claimed first (one
+// caller closes the pairs) and published only once the pairs are closed:
+// until then no wait ends or throws, so no caller frees a buffer's memory
+// while a pair may still write into or read from it.
 class AbortableWaits {
  public:
   void Add(gloo::transport::UnboundBuffer* buffer) {
     absl::MutexLock lock(&mu_);
     buffers_.insert(buffer);
-    // A buffer made after the abort: its waits end at once.
-    if (!why_.empty()) EndWaits(buffer);
   }
 
   void Remove(gloo::transport::UnboundBuffer* buffer) {
@@ -32,45 +35,55 @@ class AbortableWaits {
     buffers_.erase(buffer);
   }
 
-  // Returns false when an abort came first (its message stays).
-  bool Abort(const std::string& why) {
+  // True for the first caller only: it closes the pairs, then Publishes.
+  bool Claim() { return !claimed_.exchange(true); }
+
+  // From now on every wait throws IoException(`why`); the waits in progress
+  // end (their buffers' abortWaitSend / abortWaitRecv).
+  void Publish(const std::string& why) {
     absl::MutexLock lock(&mu_);
-    if (!why_.empty()) return false;
     why_ = why.empty() ? "aborted" : why;
-    return true;
+    said_ = true;
+    published_.store(true, std::memory_order_release);
+    for (gloo::transport::UnboundBuffer* buffer : buffers_) {
+      buffer->abortWaitSend();
+      buffer->abortWaitRecv();
+    }
   }
 
-  // Ends the wait of every live buffer (after the pairs closed: nothing
-  // writes into or reads from their memory any more).
-  void EndAllWaits() {
-    absl::MutexLock lock(&mu_);
-    for (gloo::transport::UnboundBuffer* buffer : buffers_) EndWaits(buffer);
-  }
-
-  // Throws the abort's IoException if there was one.
+  // Throws the abort's IoException once it was published (a load on the
+  // path of every wait; the lock only then).
   void ThrowIfAborted() const {
+    if (!published_.load(std::memory_order_acquire)) return;
     std::string why;
     {
       absl::MutexLock lock(&mu_);
       why = why_;
     }
-    if (!why.empty()) throw gloo::IoException(why);
+    throw gloo::IoException(why);
   }
 
-  bool aborted() const {
-    absl::MutexLock lock(&mu_);
-    return !why_.empty();
+  // A wait that Gloo failed while an abort closes the pairs (a queued
+  // transfer, which Gloo signals with its own words): the abort's words
+  // instead, once published. Returns when no abort was claimed.
+  void ThrowIfClaimed() const {
+    if (!claimed_.load()) return;
+    std::string why;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(&said_));
+      why = why_;
+    }
+    throw gloo::IoException(why);
   }
 
  private:
-  static void EndWaits(gloo::transport::UnboundBuffer* buffer) {
-    buffer->abortWaitSend();
-    buffer->abortWaitRecv();
-  }
-
+  std::atomic<bool> claimed_{false};
+  std::atomic<bool> published_{false};
   mutable absl::Mutex mu_;
   absl::flat_hash_set<gloo::transport::UnboundBuffer*> buffers_ ABSL_GUARDED_BY(mu_);
   std::string why_ ABSL_GUARDED_BY(mu_);
+  bool said_ ABSL_GUARDED_BY(mu_) = false;  // published_, for Await
 };
 
 namespace {
@@ -92,14 +105,26 @@ class AbortableUnboundBuffer final : public gloo::transport::UnboundBuffer {
 
   bool waitRecv(int* rank, std::chrono::milliseconds timeout) override {
     waits_->ThrowIfAborted();
-    const bool done = inner_->waitRecv(rank, timeout);
+    bool done = false;
+    try {
+      done = inner_->waitRecv(rank, timeout);
+    } catch (const gloo::IoException&) {
+      waits_->ThrowIfClaimed();
+      throw;
+    }
     waits_->ThrowIfAborted();
     return done;
   }
 
   bool waitSend(int* rank, std::chrono::milliseconds timeout) override {
     waits_->ThrowIfAborted();
-    const bool done = inner_->waitSend(rank, timeout);
+    bool done = false;
+    try {
+      done = inner_->waitSend(rank, timeout);
+    } catch (const gloo::IoException&) {
+      waits_->ThrowIfClaimed();
+      throw;
+    }
     waits_->ThrowIfAborted();
     return done;
   }
@@ -150,21 +175,11 @@ std::unique_ptr<gloo::transport::UnboundBuffer> AbortableTransportContext::creat
 }
 
 void AbortableTransportContext::Abort(const std::string& why) {
-  if (!waits_->Abort(why)) return;
-  // Every pair first, so that no pair touches a buffer's memory once its
-  // wait has ended. Gloo has no public abort: an application-side timeout
-  // is its one way to fail every pair of a context (a pair that already
-  // failed keeps its error). A buffer of the inner context (not registered)
-  // that waits 1 ms for a receive nobody posted is such a timeout.
-  char byte = 0;
-  try {
-    inner_->createUnboundBuffer(&byte, 1)->waitRecv(nullptr, std::chrono::milliseconds(1));
-  } catch (const std::exception&) {
-    // The timeout this causes.
-  }
-  waits_->EndAllWaits();
+  if (!waits_->Claim()) return;
+  // Every pair first (a pair that already failed keeps its error), so that
+  // no pair touches a buffer's memory once its wait has ended.
+  FailEveryPair(*inner_);
+  waits_->Publish(why);
 }
-
-bool AbortableTransportContext::aborted() const { return waits_->aborted(); }
 
 }  // namespace placement::server

@@ -16,9 +16,10 @@
 // to Gloo's and stay registered while they live. Abort fails every pair as
 // Gloo's own application timeout does, then ends the wait of every
 // registered buffer (UnboundBuffer::abortWaitSend / abortWaitRecv). A wait
-// that returns after or begins after an Abort throws gloo::IoException with
-// the abort's message, so Gloo's algorithms unwind at once instead of going
-// on with a step that did not happen. (It wraps rather than derives from
+// that returns or begins after that, or that Gloo fails while the abort
+// closes the pairs, throws gloo::IoException with the abort's message, so
+// Gloo's algorithms unwind at once instead of going on with a step that
+// did not happen. (It wraps rather than derives from
 // Gloo's TCP context: Debian's package lacks a header that one includes.)
 //
 // Thread-safety: as Gloo's context (one operation at a time); Abort from
@@ -52,10 +53,9 @@ class AbortableTransportContext final : public gloo::transport::Context {
 
   // Fails every pair (their operations throw gloo::IoException; the peers
   // see the connection reset), then ends every wait on this context's
-  // buffers, now and later, with gloo::IoException(`why`).
+  // buffers, now and later, with gloo::IoException(`why`). The first call
+  // does it; later ones return at once.
   void Abort(const std::string& why);
-
-  bool aborted() const;
 
  private:
   const std::shared_ptr<gloo::transport::Context> inner_;

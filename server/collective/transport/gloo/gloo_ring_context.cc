@@ -113,8 +113,7 @@ absl::Status GlooRingContext::ConnectThrowing(RendezvousStore& store, const std:
   if (abort != nullptr && !abort->OnAbort([transport](const absl::Status& why) {
         transport->Abort(std::string(why.message()));
       })) {
-    return abort->status().ok() ? absl::FailedPreconditionError("the rendezvous is over")
-                                : abort->status();
+    return abort->status();  // aborted (End comes only after Connect returns)
   }
   if (absl::Status s = store.Set(RingKey(prefix, rank), mine); !s.ok()) return s;
   std::vector<std::vector<char>> addresses;
@@ -139,14 +138,14 @@ absl::Status GlooRingContext::ConnectThrowing(RendezvousStore& store, const std:
     transport->getPair(neighbours[i])->connect(addresses[i]);
   }
   device_ = std::move(device);
-  abortable_ = transport;
   transportContext_ = std::move(transport);
   return absl::OkStatus();
 }
 
 bool GlooRingContext::Abort(const std::string& why) {
-  if (abortable_ == nullptr) return false;
-  abortable_->Abort(why);
+  // transportContext_ is the AbortableTransportContext Connect made.
+  if (transportContext_ == nullptr) return false;
+  std::static_pointer_cast<AbortableTransportContext>(transportContext_)->Abort(why);
   return true;
 }
 
@@ -167,7 +166,19 @@ void RingBroadcast(gloo::Context& context, int root, void* data, size_t bytes, u
   const bool forwards = right != root;
   const uint64_t slot = gloo::Slot::build(gloo::kBroadcastSlotPrefix, tag);
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer = context.createUnboundBuffer(data, bytes);
+  // The last rank, root - 1 (the root's ring neighbour), tells the root it
+  // has every byte, and the root returns only then: a root that succeeds
+  // has delivered to every rank, and one whose delivery broke downstream
+  // fails (the failing rank's connections close) rather than returning
+  // first. One byte on a slot of its own; the root posts its receive before
+  // sending, so the byte goes as soon as the last rank has the data.
+  const uint64_t ack_slot = gloo::Slot::build(kRingBroadcastAckSlotPrefix, tag);
+  char ack = 0;
+  std::unique_ptr<gloo::transport::UnboundBuffer> ack_buffer;
+  if (context.rank == root || !forwards) ack_buffer = context.createUnboundBuffer(&ack, 1);
+  constexpr const char* kWhat = "ring broadcast";
   if (context.rank == root) {
+    ack_buffer->recv(left, ack_slot);
     for (size_t c = 0; c < chunks; ++c) buffer->send(right, slot, c * kChunk, chunk_bytes(c));
   } else {
     // Two receives outstanding: the next chunk arrives while this one is
@@ -178,7 +189,7 @@ void RingBroadcast(gloo::Context& context, int root, void* data, size_t bytes, u
       buffer->recv(left, slot, c * kChunk, chunk_bytes(c));
     }
     for (size_t c = 0; c < chunks; ++c) {
-      buffer->waitRecv(timeout);
+      WaitRecvOrThrow(*buffer, timeout, kWhat);
       if (forwards) buffer->send(right, slot, c * kChunk, chunk_bytes(c));
       if (c + kInFlight < chunks) {
         buffer->recv(left, slot, (c + kInFlight) * kChunk, chunk_bytes(c + kInFlight));
@@ -186,25 +197,14 @@ void RingBroadcast(gloo::Context& context, int root, void* data, size_t bytes, u
     }
   }
   if (context.rank == root || forwards) {
-    for (size_t c = 0; c < chunks; ++c) buffer->waitSend(timeout);
+    for (size_t c = 0; c < chunks; ++c) WaitSendOrThrow(*buffer, timeout, kWhat);
   }
-  // The root's sends end once rank + 1 has the bytes, not the ranks after
-  // it: the last rank, root - 1 (its ring neighbour), tells the root it
-  // has every byte, and the root returns only then -- a root that succeeds
-  // has delivered to every rank, and one whose delivery broke downstream
-  // fails (the failing rank's connections close) rather than returning
-  // before it. One byte on a slot of its own, one hop.
-  const uint64_t ack_slot = gloo::Slot::build(kRingBroadcastAckSlotPrefix, tag);
-  char ack = 0;
   if (!forwards) {
     ack = 1;
-    std::unique_ptr<gloo::transport::UnboundBuffer> told = context.createUnboundBuffer(&ack, 1);
-    told->send(root, ack_slot);
-    told->waitSend(timeout);
+    ack_buffer->send(root, ack_slot);
+    WaitSendOrThrow(*ack_buffer, timeout, kWhat);
   } else if (context.rank == root) {
-    std::unique_ptr<gloo::transport::UnboundBuffer> heard = context.createUnboundBuffer(&ack, 1);
-    heard->recv(left, ack_slot);
-    heard->waitRecv(timeout);
+    WaitRecvOrThrow(*ack_buffer, timeout, kWhat);
   }
 }
 

@@ -94,10 +94,6 @@ class GlooRingContext final : public gloo::Context {
   bool Abort(const std::string& why);
 
  private:
-  // The transport context (also held by gloo::Context); null before
-  // Connect succeeded.
-  std::shared_ptr<AbortableTransportContext> abortable_;
-
   absl::Status ConnectThrowing(RendezvousStore& store, const std::string& prefix,
                                std::shared_ptr<gloo::transport::Device> device,
                                absl::Duration budget, RendezvousAbort* abort);

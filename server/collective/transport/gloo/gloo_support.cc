@@ -103,26 +103,44 @@ bool IsGlooTimeout(absl::string_view what) {
   return absl::StrContains(lower, "timed out") || absl::StrContains(lower, "timeout");
 }
 
-void AbortGlooContext(gloo::Context& context) {
-  // The transport's contexts: every wait ends, the ones Gloo leaves
-  // waiting on a transfer cut off midway included.
-  if (auto* ring = dynamic_cast<GlooRingContext*>(&context);
-      ring != nullptr &&
-      ring->Abort("the Gloo context was aborted: a member was lost or an operation on it failed")) {
-    return;
-  }
-  // Any other: Gloo has no public abort. An application-side timeout is its one way
-  // to fail every pair of a context: the TCP transport then signals every
-  // pending operation on them and closes them. A buffer that waits 1 ms
-  // for a receive nobody posted is such a timeout (it posts nothing, so
-  // nothing is left pending on it).
+namespace {
+
+// Gloo's application timeout on `context` (a gloo::Context or a transport
+// context): a one-byte buffer of it waits 1 ms for a receive nobody posted.
+template <typename Context>
+void TimeOutEveryPair(Context& context) {
   char byte = 0;
   try {
-    std::unique_ptr<gloo::transport::UnboundBuffer> buffer = context.createUnboundBuffer(&byte, 1);
-    buffer->waitRecv(nullptr, std::chrono::milliseconds(1));
+    context.createUnboundBuffer(&byte, 1)->waitRecv(nullptr, std::chrono::milliseconds(1));
   } catch (const std::exception&) {
-    // The timeout this function causes.
+    // The timeout this causes.
   }
+}
+
+}  // namespace
+
+void AbortGlooContext(gloo::Context& context) {
+  // Every context the transport makes is a GlooRingContext: every wait
+  // ends, the ones Gloo leaves waiting on a transfer cut off midway
+  // included. One not connected yet has nothing to abort.
+  if (auto* ring = dynamic_cast<GlooRingContext*>(&context); ring != nullptr) {
+    ring->Abort("the Gloo context was aborted: a member was lost or an operation on it failed");
+    return;
+  }
+  // Any other: its pairs fail; a transfer in progress keeps waiting.
+  TimeOutEveryPair(context);
+}
+
+void FailEveryPair(gloo::transport::Context& transport) { TimeOutEveryPair(transport); }
+
+void WaitSendOrThrow(gloo::transport::UnboundBuffer& buffer, std::chrono::milliseconds timeout,
+                     const char* what) {
+  if (!buffer.waitSend(timeout)) throw gloo::IoException(absl::StrCat(what, ": send aborted"));
+}
+
+void WaitRecvOrThrow(gloo::transport::UnboundBuffer& buffer, std::chrono::milliseconds timeout,
+                     const char* what) {
+  if (!buffer.waitRecv(timeout)) throw gloo::IoException(absl::StrCat(what, ": receive aborted"));
 }
 
 absl::Status GlooErrorStatus(absl::string_view prefix, absl::string_view what) {

@@ -12,6 +12,8 @@
 #include <gloo/allreduce.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/store.h>
+#include <gloo/transport/context.h>
+#include <gloo/transport/unbound_buffer.h>
 
 #include <chrono>
 #include <cstdint>
@@ -36,6 +38,20 @@ namespace placement::server {
 // application timeout ("Application timeout caused pair closure"), which
 // does not reach those.
 void AbortGlooContext(gloo::Context& context);
+
+// Fails every pair of `transport` the one way Gloo offers: an application-
+// side timeout (a one-byte buffer of it waits 1 ms for a receive nobody
+// posted), on which the TCP transport signals every pending operation on
+// its pairs and closes them. A pair that already failed keeps its error.
+void FailEveryPair(gloo::transport::Context& transport);
+
+// An unbound buffer's waitSend / waitRecv, throwing gloo::IoException
+// (naming `what`) where Gloo returns false (the wait was aborted), as
+// Gloo's own failures throw.
+void WaitSendOrThrow(gloo::transport::UnboundBuffer& buffer, std::chrono::milliseconds timeout,
+                     const char* what);
+void WaitRecvOrThrow(gloo::transport::UnboundBuffer& buffer, std::chrono::milliseconds timeout,
+                     const char* what);
 
 // A RendezvousStore failure carried through Gloo's store interface, so the
 // caller of a rendezvous can return the store's own status (for example

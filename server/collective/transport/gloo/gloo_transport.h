@@ -46,9 +46,10 @@ class GlooTransport final : public CrossProcessTransport {
   absl::Status Run(CollectiveKind kind, const CollectiveItem& item, const ClusterItemPlan& plan,
                    const TransportGroupKey& key, uint32_t tag, absl::Duration budget,
                    absl::string_view what) override;
-  // One RecursiveDoublingAllGather (log2 n exchanges; Gloo's all-gather
-  // slots, apart from the allgatherv, all-reduce and broadcast slots Run
-  // uses) on the group's GlooRingContext.
+  // One RecursiveDoublingAllGather (log2 n exchanges) on the group's
+  // GlooRingContext. Its tag keeps it apart from Run's operations, which
+  // use the same slot prefixes: the cluster engine's agreement tag is never
+  // an item's tag.
   absl::StatusOr<std::vector<std::string>> Exchange(const TransportGroupKey& key,
                                                     const std::string& block, uint32_t tag,
                                                     absl::Duration budget,

@@ -170,7 +170,7 @@ absl::Status AllGather(const ClusterItemPlan& plan, const GlooOperation& op, Ran
     counts.push_back(plan.ranks_by_position[q].size() * static_cast<size_t>(plan.block));
     if (static_cast<int32_t>(q) < plan.position) mine += static_cast<int64_t>(counts.back());
   }
-  // This process's blocks primed in place: allgatherv then needs no input.
+  // This process's blocks primed in place: the gather needs no input.
   for (size_t j = 0; j < plan.local.size(); ++j) {
     std::byte* dst = gathered.get() + mine + static_cast<int64_t>(j) * plan.block;
     if (absl::Status s = io.Read(*plan.local[j].send, 0, dst, plan.block); !s.ok()) return s;

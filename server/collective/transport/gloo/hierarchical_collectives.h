@@ -10,8 +10,10 @@
 //                   scratch, the result is finished once and written to
 //                   every local recv.
 //   AllGather:      the local sends are packed in rank order at this
-//                   process's place of a scratch, Gloo allgatherv fills in
-//                   the k_q * B bytes of every other process, and every
+//                   process's place of a scratch, an all-gather across
+//                   processes (recursive doubling or Gloo's allgatherv,
+//                   see recursive_doubling.h) fills in the k_q * B bytes
+//                   of every other process, and every
 //                   local recv receives all n blocks at rank * B.
 //   ReduceScatter:  as AllReduce over the whole n * B send, then each local
 //                   rank copies block `rank`. Gloo 0.5 has no options-style

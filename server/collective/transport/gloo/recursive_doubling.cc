@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "server/collective/transport/gloo/gloo_support.h"
+
 namespace placement::server {
 namespace {
 
@@ -23,10 +25,10 @@ int CoreSize(int size) {
 using Buffer = std::unique_ptr<gloo::transport::UnboundBuffer>;
 
 void WaitSend(Buffer& buffer, std::chrono::milliseconds timeout) {
-  if (!buffer->waitSend(timeout)) throw gloo::IoException("recursive doubling: send aborted");
+  WaitSendOrThrow(*buffer, timeout, "recursive doubling");
 }
 void WaitRecv(Buffer& buffer, std::chrono::milliseconds timeout) {
-  if (!buffer->waitRecv(timeout)) throw gloo::IoException("recursive doubling: receive aborted");
+  WaitRecvOrThrow(*buffer, timeout, "recursive doubling");
 }
 
 }  // namespace

@@ -17,8 +17,9 @@
 // sides (and an extra's contribution comes after its core partner's).
 //
 // Failures throw Gloo's exceptions (gloo::IoException: a timeout or a lost
-// peer), as Gloo's own collectives do. Slots are Gloo's all-reduce and
-// all-gather slots for `tag`: one operation per tag at a time.
+// peer), as Gloo's own collectives do. Slots are Gloo's all-reduce slots
+// (the all-reduce and the broadcast) and all-gather slots for `tag`: one
+// operation per tag at a time.
 //
 // Thread-compatible: one operation at a time per context.
 #ifndef PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_GLOO_RECURSIVE_DOUBLING_H_
@@ -39,8 +40,10 @@ namespace placement::server {
 // Up to this many bytes per rank, the Gloo transport all-reduces and
 // broadcasts by recursive doubling, beyond it on the ring (which moves
 // 2 (size - 1) / size of the bytes per rank where recursive doubling moves
-// log2(P) times them); all-gathers and the call check always gather by
-// recursive doubling (the same bytes as the ring, fewer steps). Measured in
+// log2(P) times them). All-gathers gather by recursive doubling over a
+// power-of-two number of processes, or with blocks up to this size (the
+// extra ranks beyond the largest power of two receive everything once
+// more), on the ring otherwise; the call check always does. Measured in
 // docs/cluster.md ("Recursive doubling").
 inline constexpr size_t kRecursiveDoublingMaxBytes = size_t{256} << 10;
 

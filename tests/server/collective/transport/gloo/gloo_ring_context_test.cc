@@ -565,12 +565,7 @@ TEST(GlooRingContextTest, TheTransportsFirstCollectiveReadsItsNeighboursKeys) {
     const CrossProcessTicket t = testing::Ticket(c.AllKey(), 0, 0, /*epoch=*/++ticket);
     const int gets_before = store.total_gets();
     const int sets_before = store.sets();
-    auto statuses = testing::OnProcesses(all, [&](int p) {
-      CollectiveItem item = testing::ItemFor(g, p);
-      CollectiveContext context;
-      context.ticket = &t;
-      return c.engine(p).Run(kind, {&item, 1}, context);
-    });
+    auto statuses = testing::RunGroup(c, g, all, t);
     for (int p : all) ASSERT_TRUE(statuses[p].ok()) << "process " << p << ": " << statuses[p];
     testing::ExpectResult(g);
     EXPECT_EQ(store.sets() - sets_before, 8) << CollectiveKindName(kind);
