@@ -151,6 +151,13 @@ absl::Status CheckLimits(const DaemonConfig& config) {
                      config.regions.exports.max_exports, " and ",
                      config.regions.exports.max_exports_per_tenant));
   }
+  if (config.regions.exports.uploads.max_open < 0 ||
+      config.regions.exports.uploads.ttl <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_upload_reservations must be >= 0 and --upload_reservation_ttl > 0, got ",
+        config.regions.exports.uploads.max_open, " and ",
+        absl::FormatDuration(config.regions.exports.uploads.ttl)));
+  }
   if (config.sessions.max_sessions < 0 || config.sessions.max_sessions_per_tenant < 0) {
     return absl::InvalidArgumentError("--max_sessions and --tenant_max_sessions must be >= 0");
   }

@@ -75,6 +75,35 @@ void AddRegionMetrics(Metrics* metrics, RegionRegistry* regions) {
   });
 }
 
+void AddUploadReservationMetrics(Metrics* metrics, UploadReservations* uploads) {
+  metrics->Describe("placementd_upload_reservations_open", "gauge",
+                    "Uploads written in place (ViewService.ReserveUpload) not yet committed, "
+                    "cancelled or expired.");
+  metrics->Describe("placementd_upload_reservation_bytes_open", "gauge",
+                    "Device bytes the open upload reservations hold.");
+  metrics->Describe("placementd_upload_reservations_ended_total", "counter",
+                    "Upload reservations ended, by reason: committed, cancelled (or a failed "
+                    "commit), writer_exited (the process that redeemed it), expired.");
+  metrics->Describe("placementd_inplace_upload_bytes_total", "counter",
+                    "Tensor bytes committed after a client wrote them in place.");
+  metrics->AddCollector([uploads](std::vector<GaugeSample>* out) {
+    const UploadReservations::Counts counts = uploads->counts();
+    const char* kEnded = "placementd_upload_reservations_ended_total";
+    out->push_back(
+        {"placementd_upload_reservations_open", {}, static_cast<double>(uploads->size())});
+    out->push_back({"placementd_upload_reservation_bytes_open",
+                    {},
+                    static_cast<double>(uploads->open_bytes())});
+    out->push_back({kEnded, {{"reason", "committed"}}, static_cast<double>(counts.committed)});
+    out->push_back({kEnded, {{"reason", "cancelled"}}, static_cast<double>(counts.cancelled)});
+    out->push_back(
+        {kEnded, {{"reason", "writer_exited"}}, static_cast<double>(counts.writer_exited)});
+    out->push_back({kEnded, {{"reason", "expired"}}, static_cast<double>(counts.expired)});
+    out->push_back(
+        {"placementd_inplace_upload_bytes_total", {}, static_cast<double>(counts.committed_bytes)});
+  });
+}
+
 void AddViewMetrics(Metrics* metrics, ExportRegistry* exports) {
   metrics->Describe("placementd_exports_open", "gauge",
                     "Shard exports (views) open now (ViewService).");
@@ -133,6 +162,7 @@ struct ServiceSet::Impl {
   // Shard exports: declared before the fd-passing socket that redeems their
   // tokens, so the socket stops first; they hold tensors, not the store.
   std::unique_ptr<ExportRegistry> export_registry;
+  std::unique_ptr<UploadReservations> upload_reservations;
 
   // Shared-memory regions (first: the transfer handlers below use them).
   std::unique_ptr<FdPassingListener> fd_listener;
@@ -285,13 +315,23 @@ void ServiceSet::Impl::CreateViews() {
   exports->set_sessions([sessions](const std::string& id) { return sessions->SessionOf(id); },
                         [sessions](const std::string& id) { return sessions->IsOpen(id); });
   sessions->AddEndListener([exports](const std::string& id) { exports->EndSession(id); });
+  upload_reservations = std::make_unique<UploadReservations>(
+      inventory->backend(), fd_listener != nullptr, options.exports.uploads);
+  UploadReservations* uploads = upload_reservations.get();
   if (fd_listener != nullptr) {
+    // One token space: view tokens, then in-place upload tokens (both are
+    // 128 random bits).
     fd_listener->set_view_redeemer(
-        [exports](const std::string& token, const std::shared_ptr<PeerProcess>& reader) {
-          return exports->Redeem(token, reader);
+        [exports, uploads](
+            const std::string& token,
+            const std::shared_ptr<PeerProcess>& process) -> absl::StatusOr<std::vector<int>> {
+          absl::StatusOr<std::vector<int>> fds = exports->Redeem(token, process);
+          if (!absl::IsNotFound(fds.status())) return fds;
+          absl::StatusOr<std::vector<int>> upload = uploads->Redeem(token, process);
+          return absl::IsNotFound(upload.status()) ? fds : upload;
         });
   }
-  view_handler = std::make_unique<ViewHandler>(tensors(), exports, gate);
+  view_handler = std::make_unique<ViewHandler>(ops(), exports, uploads, gate);
 }
 
 void ServiceSet::Impl::CreatePrefetch() {
@@ -336,6 +376,7 @@ void ServiceSet::Impl::AddMetrics() {
   AddSessionMetrics(metrics, session_manager.get());
   AddRegionMetrics(metrics, region_registry.get());
   AddViewMetrics(metrics, export_registry.get());
+  AddUploadReservationMetrics(metrics, upload_reservations.get());
   if (cluster_tensors != nullptr)
     AddClusterMetrics(metrics, options.cluster, cluster_tensors.get());
 }

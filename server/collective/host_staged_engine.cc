@@ -50,7 +50,7 @@ class HostStagedEngine::HostMemory final : public DeviceBackend {
   }
 
  protected:
-  void Release(int64_t, void* data, int64_t) override { std::free(data); }
+  void Release(int64_t, void* data, int64_t, MemoryOwnerTag) override { std::free(data); }
 
  private:
   std::vector<DeviceDescription> devices_;

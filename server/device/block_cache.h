@@ -24,6 +24,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/device/device_backend.h"
 
 namespace placement::server {
 
@@ -33,12 +34,12 @@ class BlockCache {
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
 
-  // A cached block of exactly `size` bytes (removed from the cache), or
-  // nullptr when there is none.
-  void* Take(int64_t size);
-  // Keeps `block`, cached at `now`, when the cache has room for `size` more
-  // bytes; returns false (the caller frees the block) otherwise.
-  bool Put(int64_t size, void* block, absl::Time now);
+  // A cached block of exactly `size` bytes last owned by `owner` (removed
+  // from the cache), or nullptr when there is none.
+  void* Take(int64_t size, MemoryOwnerTag owner);
+  // Keeps `block` of `owner`, cached at `now`, when the cache has room for
+  // `size` more bytes; returns false (the caller frees the block) otherwise.
+  bool Put(int64_t size, void* block, MemoryOwnerTag owner, absl::Time now);
   // Hands every cached block to `release` and empties the cache.
   void Clear(absl::FunctionRef<void(void*)> release);
   // Removes blocks, largest first, until at least `bytes` are removed or the
@@ -54,10 +55,11 @@ class BlockCache {
     void* block;
     absl::Time cached;
   };
+  using Key = std::pair<int64_t, MemoryOwnerTag>;  // (size, owner)
   const int64_t limit_;
   mutable absl::Mutex mu_;
-  // By size; blocks of one size in the order they were cached.
-  std::multimap<int64_t, Entry> blocks_ ABSL_GUARDED_BY(mu_);
+  // By size and owner; blocks of one key in the order they were cached.
+  std::multimap<Key, Entry> blocks_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -19,7 +19,12 @@ constexpr size_t kMaxPendingRefills = 8;
 
 struct BudgetedBackend::Refills {
   absl::Mutex mu;
-  std::deque<std::pair<int, int64_t>> queue ABSL_GUARDED_BY(mu);  // (device index, bytes)
+  struct Job {
+    int index;  // the device's
+    int64_t bytes;
+    MemoryOwnerTag owner;
+  };
+  std::deque<Job> queue ABSL_GUARDED_BY(mu);
   bool stop ABSL_GUARDED_BY(mu) = false;
   std::thread thread;  // started by the first refill, under mu
 };
@@ -58,10 +63,10 @@ void BudgetedBackend::StopRefills() {
   if (thread.joinable()) thread.join();
 }
 
-void BudgetedBackend::ScheduleRefill(int index, int64_t block_bytes) {
+void BudgetedBackend::ScheduleRefill(int index, int64_t block_bytes, MemoryOwnerTag owner) {
   absl::MutexLock lock(&refills_->mu);
   if (refills_->stop || refills_->queue.size() >= kMaxPendingRefills) return;
-  refills_->queue.emplace_back(index, block_bytes);
+  refills_->queue.push_back({index, block_bytes, owner});
   refills_scheduled_.fetch_add(1, std::memory_order_relaxed);
   if (!refills_->thread.joinable()) refills_->thread = std::thread([this] { RunRefills(); });
 }
@@ -69,7 +74,7 @@ void BudgetedBackend::ScheduleRefill(int index, int64_t block_bytes) {
 void BudgetedBackend::RunRefills() {
   Refills& r = *refills_;
   while (true) {
-    std::pair<int, int64_t> job;
+    Refills::Job job;
     {
       absl::MutexLock lock(&r.mu);
       r.mu.Await(absl::Condition(
@@ -80,7 +85,7 @@ void BudgetedBackend::RunRefills() {
       job = r.queue.front();
       r.queue.pop_front();
     }
-    const auto [index, block_bytes] = job;
+    const auto [index, block_bytes, owner] = job;
     absl::StatusOr<void*> block = AllocateBlock(index, block_bytes);
     if (!block.ok()) continue;  // the platform is short of memory: no refill
     DeviceMemory& m = *memory_[index];
@@ -88,7 +93,7 @@ void BudgetedBackend::RunRefills() {
       absl::MutexLock lock(&m.mu);
       if (m.charged.load(std::memory_order_relaxed) + m.cache.bytes() + block_bytes <=
               devices_[index].memory_limit_bytes &&
-          m.cache.Put(block_bytes, *block, absl::Now())) {
+          m.cache.Put(block_bytes, *block, owner, absl::Now())) {
         continue;
       }
     }
@@ -165,6 +170,12 @@ int64_t BudgetedBackend::ReleaseCachedBefore(absl::Time cutoff) {
 
 absl::StatusOr<std::unique_ptr<DeviceBuffer>> BudgetedBackend::Allocate(int64_t device_id,
                                                                         int64_t bytes) {
+  return AllocateFor(device_id, bytes, kDaemonMemory);
+}
+
+absl::StatusOr<std::unique_ptr<DeviceBuffer>> BudgetedBackend::AllocateFor(int64_t device_id,
+                                                                           int64_t bytes,
+                                                                           MemoryOwnerTag owner) {
   const int idx = LocalIndex(device_id);
   if (idx < 0) {
     return absl::NotFoundError(absl::StrCat("device ", device_id,
@@ -198,7 +209,7 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> BudgetedBackend::Allocate(int64_t 
     m.charged.fetch_add(charge, std::memory_order_relaxed);
     m.in_use.fetch_add(bytes, std::memory_order_relaxed);
     if (bytes > 0) {
-      data = m.cache.Take(block_bytes);
+      data = m.cache.Take(block_bytes, owner);
       if (data == nullptr) {
         // The cache counts against the budget: make room in it first.
         const int64_t over = before + charge + m.cache.bytes() - limit;
@@ -208,7 +219,7 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> BudgetedBackend::Allocate(int64_t 
   }
   for (const auto& [size, block] : evicted) FreeBlock(idx, block, size);
   if (bytes == 0 || data != nullptr) {
-    return std::make_unique<DeviceBuffer>(this, device_id, data, bytes);
+    return std::make_unique<DeviceBuffer>(this, device_id, data, bytes, owner);
   }
   absl::StatusOr<void*> block = AllocateBlock(idx, block_bytes);
   if (absl::IsResourceExhausted(block.status())) {
@@ -225,10 +236,10 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> BudgetedBackend::Allocate(int64_t 
     m.in_use.fetch_sub(bytes, std::memory_order_relaxed);
     return block.status();
   }
-  return std::make_unique<DeviceBuffer>(this, device_id, *block, bytes);
+  return std::make_unique<DeviceBuffer>(this, device_id, *block, bytes, owner);
 }
 
-void BudgetedBackend::Release(int64_t device_id, void* data, int64_t size) {
+void BudgetedBackend::Release(int64_t device_id, void* data, int64_t size, MemoryOwnerTag owner) {
   const int idx = LocalIndex(device_id);
   if (idx < 0) return;  // DeviceBuffers of this backend only come from Allocate
   released_.fetch_add(1, std::memory_order_relaxed);
@@ -247,13 +258,13 @@ void BudgetedBackend::Release(int64_t device_id, void* data, int64_t size) {
     const bool fits = charged + m.cache.bytes() + block_bytes <= devices_[idx].memory_limit_bytes &&
                       m.cache.bytes() + block_bytes <= m.cache.limit();
     if (Reusable(idx, data, block_bytes)) {
-      if (fits && m.cache.Put(block_bytes, data, absl::Now())) return;
+      if (fits && m.cache.Put(block_bytes, data, owner, absl::Now())) return;
     } else {
       refill = fits && RefillsWhenFreed(idx, data, block_bytes);
     }
   }
   FreeBlock(idx, data, block_bytes);
-  if (refill) ScheduleRefill(idx, block_bytes);
+  if (refill) ScheduleRefill(idx, block_bytes, owner);
 }
 
 }  // namespace placement::server

@@ -70,6 +70,11 @@ class BudgetedBackend : public DeviceBackend {
   // 8192 of 12288 bytes charged (1 in use)"). A zero-byte allocation succeeds, holds no
   // block and is charged the overhead.
   absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t device_id, int64_t bytes) final;
+  // Allocate, drawing only on cached blocks `owner`'s buffers held (see
+  // DeviceBackend "Memory owners"); the block is cached for `owner` again
+  // when the buffer is freed.
+  absl::StatusOr<std::unique_ptr<DeviceBuffer>> AllocateFor(int64_t device_id, int64_t bytes,
+                                                            MemoryOwnerTag owner) final;
 
   // See DeviceBackend. FAILED_PRECONDITION while any device holds memory.
   absl::Status AssignGlobalIds(int64_t first_id, int32_t process_index) final;
@@ -134,10 +139,10 @@ class BudgetedBackend : public DeviceBackend {
   struct DeviceMemory;
   struct Refills;
 
-  void Release(int64_t device_id, void* data, int64_t size) final;
-  // Queues a refill of device `index` (at most a few wait; more are dropped)
-  // and starts the refill thread with the first.
-  void ScheduleRefill(int index, int64_t block_bytes);
+  void Release(int64_t device_id, void* data, int64_t size, MemoryOwnerTag owner) final;
+  // Queues a refill of device `index` for `owner` (at most a few wait; more
+  // are dropped) and starts the refill thread with the first.
+  void ScheduleRefill(int index, int64_t block_bytes, MemoryOwnerTag owner);
   void RunRefills();
   // Frees device `index`'s cached blocks until at least `bytes` are freed
   // (or all of them, when bytes < 0).

@@ -13,7 +13,15 @@
 // this host read a buffer in place implements ExportShard (CPU: a read-only
 // fd of memfd-backed memory; CUDA: an IPC handle) and, for device memory a
 // trainer hands in, ImportForUpload (CUDA: cudaIpcOpenMemHandle and a
-// device-to-device copy).
+// device-to-device copy). A platform whose device memory a trainer can
+// write in place implements ExportWritable (CPU: a read-write fd of the
+// block's memory file).
+//
+// Memory owners: every buffer carries the tag of whose bytes its block may
+// ever hold (AllocateFor; TensorStore tags its tensors by tenant, 0 is the
+// daemon's own). A freed block is only reused for an allocation of the same
+// tag, so memory one tenant's trainer was given writable access to never
+// holds another tenant's bytes.
 #ifndef PLACEMENT_SERVER_DEVICE_DEVICE_BACKEND_H_
 #define PLACEMENT_SERVER_DEVICE_DEVICE_BACKEND_H_
 
@@ -62,12 +70,17 @@ struct ByteRun {
 
 class DeviceBackend;
 
+// Whose bytes a block may hold over its whole life (see above).
+using MemoryOwnerTag = uint32_t;
+inline constexpr MemoryOwnerTag kDaemonMemory = 0;
+
 // One allocation on one device. Owned by a unique_ptr; destroying it frees
 // the memory and returns it to the device's budget. Not copyable.
 class DeviceBuffer {
  public:
-  DeviceBuffer(DeviceBackend* backend, int64_t device_id, void* data, int64_t size)
-      : backend_(backend), device_id_(device_id), data_(data), size_(size) {}
+  DeviceBuffer(DeviceBackend* backend, int64_t device_id, void* data, int64_t size,
+               MemoryOwnerTag owner = kDaemonMemory)
+      : backend_(backend), device_id_(device_id), data_(data), size_(size), owner_(owner) {}
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -77,12 +90,14 @@ class DeviceBuffer {
   // Device address (host address for CPU virtual devices). Only backends and
   // collective engines of the same platform dereference it.
   void* data() const { return data_; }
+  MemoryOwnerTag owner() const { return owner_; }
 
  private:
   DeviceBackend* backend_;
   int64_t device_id_;
   void* data_;
   int64_t size_;
+  MemoryOwnerTag owner_;
 };
 
 // A buffer's bytes made readable in place by another process on this host
@@ -98,10 +113,13 @@ struct ShardExport {
   // CPU platforms: an fd opened O_RDONLY on sealed shared memory (no process
   // can write, shrink or grow it through any fd) whose bytes [offset, offset
   // + size) are the buffer's; -1 for an empty buffer or a platform that
-  // exports handles. Owned; TakeFd hands it over.
+  // exports handles. ExportWritable: an O_RDWR fd of memory sealed only
+  // against shrinking and growing, of `file_size` bytes. Owned; TakeFd hands
+  // it over.
   int fd = -1;
   int64_t offset = 0;
   int64_t size = 0;
+  int64_t file_size = 0;
   // Platforms with device memory handles (CUDA: the 64 bytes of a
   // cudaIpcMemHandle_t); the bytes are at `offset` in that allocation.
   std::string ipc_handle;
@@ -154,6 +172,14 @@ class DeviceBackend {
   // numbers. A zero-byte allocation succeeds (and is charged its overhead).
   virtual absl::StatusOr<std::unique_ptr<DeviceBuffer>> Allocate(int64_t device_id,
                                                                  int64_t bytes) = 0;
+  // Allocate, for bytes of `owner` (see "Memory owners" above): the block is
+  // fresh or one only `owner`'s buffers held before. Default: Allocate (a
+  // platform that never reuses blocks, or never hands them out writable).
+  virtual absl::StatusOr<std::unique_ptr<DeviceBuffer>> AllocateFor(int64_t device_id,
+                                                                    int64_t bytes,
+                                                                    MemoryOwnerTag /*owner*/) {
+    return Allocate(device_id, bytes);
+  }
 
   // Host -> device: `runs` index `src` (src_offset) and `dst` (dst_offset).
   // REQUIRES: runs lie inside both. Returns once the bytes are on the device.
@@ -186,6 +212,20 @@ class DeviceBackend {
     return absl::UnimplementedError(
         absl::StrCat("the ", Name(), " platform cannot export device memory"));
   }
+  // Makes `buffer`'s bytes writable in place by another process on this
+  // host (docs/api/views.md "Writing in place"). The writer may keep its
+  // mapping after it is done, so the block holds only `buffer.owner()`'s
+  // bytes for the rest of its life (AllocateFor); that it writes no more is
+  // its client library's convention. REQUIRES: buffer.owner() != kDaemonMemory and the buffer
+  // outlives the export. FAILED_PRECONDITION for a buffer the platform cannot hand out (CPU: under
+  // 256 KiB or past the memory-file bound); UNIMPLEMENTED where device memory cannot be written by
+  // another process.
+  virtual absl::StatusOr<std::unique_ptr<ShardExport>> ExportWritable(
+      const DeviceBuffer& /*buffer*/) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the ", Name(), " platform cannot hand out device memory for writing in place"));
+  }
+
   // Copies `size` bytes at `offset` of device memory that another process on
   // this host exported (`handle`: a cudaIpcMemHandle_t's bytes on CUDA) into
   // `dst` from byte 0, device to device, and closes the handle again.
@@ -219,10 +259,10 @@ class DeviceBackend {
  protected:
   friend class DeviceBuffer;
   // Called exactly once per buffer from ~DeviceBuffer.
-  virtual void Release(int64_t device_id, void* data, int64_t size) = 0;
+  virtual void Release(int64_t device_id, void* data, int64_t size, MemoryOwnerTag owner) = 0;
 };
 
-inline DeviceBuffer::~DeviceBuffer() { backend_->Release(device_id_, data_, size_); }
+inline DeviceBuffer::~DeviceBuffer() { backend_->Release(device_id_, data_, size_, owner_); }
 
 }  // namespace placement::server
 

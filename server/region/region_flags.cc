@@ -26,6 +26,14 @@ ABSL_FLAG(int64_t, max_exports, 4096,
 ABSL_FLAG(int64_t, tenant_max_exports, 1024,
           "Shard views one tenant may have open at once; 0 = unlimited.");
 
+ABSL_FLAG(int64_t, max_upload_reservations, 256,
+          "Uploads written in place (ViewService.ReserveUpload) open at once, over all "
+          "tenants; 0 = unlimited. Each holds its tensor's memory until committed, cancelled "
+          "or expired (docs/api/views.md).");
+ABSL_FLAG(absl::Duration, upload_reservation_ttl, absl::Seconds(60),
+          "How long an upload reservation waits for its CommitUpload before its memory is "
+          "freed.");
+
 namespace placement::server {
 
 RegionSettings RegionSettingsFromFlags() {
@@ -38,6 +46,8 @@ RegionSettings RegionSettingsFromFlags() {
   settings.registry.max_regions_per_tenant = absl::GetFlag(FLAGS_tenant_max_regions);
   settings.exports.max_exports = absl::GetFlag(FLAGS_max_exports);
   settings.exports.max_exports_per_tenant = absl::GetFlag(FLAGS_tenant_max_exports);
+  settings.exports.uploads.max_open = absl::GetFlag(FLAGS_max_upload_reservations);
+  settings.exports.uploads.ttl = absl::GetFlag(FLAGS_upload_reservation_ttl);
   return settings;
 }
 

@@ -1,7 +1,8 @@
 // The shared-memory region flags (--region_socket, --region_socket_mode,
 // --region_socket_group, --allow_shm_regions, --max_regions,
-// --tenant_max_regions) and the shard view bounds (--max_exports,
-// --tenant_max_exports: views travel on the same socket), declared and read in
+// --tenant_max_regions) and the bounds of shard views and in-place uploads
+// (--max_exports, --tenant_max_exports, --max_upload_reservations,
+// --upload_reservation_ttl: their fds travel on the same socket), declared and read in
 // region_flags.cc; only placementd links them.
 #ifndef PLACEMENT_SERVER_REGION_REGION_FLAGS_H_
 #define PLACEMENT_SERVER_REGION_REGION_FLAGS_H_

@@ -5,6 +5,7 @@
 
 #include "common/status_macros.h"
 #include "server/service/from_proto.h"
+#include "server/service/rule_meshes.h"
 #include "server/service/to_proto.h"
 #include "server/service/unary.h"
 #include "server/tensor/tenant_access.h"
@@ -15,6 +16,8 @@ namespace {
 
 namespace pb = placement::v1;
 
+void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out);
+
 void ExportToProto(const ExportSnapshot& e, pb::ExportInfo* out) {
   out->set_export_id(e.id);
   out->set_tensor_id(e.tensor_id);
@@ -23,9 +26,7 @@ void ExportToProto(const ExportSnapshot& e, pb::ExportInfo* out) {
   out->set_num_shards(e.num_shards);
   out->set_size_bytes(e.bytes);
   out->set_reader_pid(e.reader_pid);
-  const timespec created = absl::ToTimespec(e.created);
-  out->mutable_created()->set_seconds(created.tv_sec);
-  out->mutable_created()->set_nanos(static_cast<int32_t>(created.tv_nsec));
+  SetTimestamp(e.created, out->mutable_created());
 }
 
 void ShardViewToProto(const ShardViewInfo& view, pb::ShardView* out) {
@@ -36,6 +37,12 @@ void ShardViewToProto(const ShardViewInfo& view, pb::ShardView* out) {
   out->set_offset(view.offset);
   out->set_copied(view.copied);
   out->set_cuda_ipc_handle(view.ipc_handle);
+}
+
+void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
+  const timespec ts = absl::ToTimespec(t);
+  out->set_seconds(ts.tv_sec);
+  out->set_nanos(static_cast<int32_t>(ts.tv_nsec));
 }
 
 }  // namespace
@@ -96,6 +103,62 @@ grpc::ServerUnaryReactor* ViewHandler::ImportTensor(grpc::CallbackServerContext*
         TensorToProto(*tensor, response->mutable_tensor());
         return absl::OkStatus();
       });
+}
+
+grpc::ServerUnaryReactor* ViewHandler::ReserveUpload(grpc::CallbackServerContext* context,
+                                                     const pb::ReserveUploadRequest* request,
+                                                     pb::ReserveUploadResponse* response) {
+  return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
+    const pb::UploadHeader& header = request->header();
+    if (header.has_process_local()) {
+      return absl::InvalidArgumentError(
+          "header.process_local: a multi-controller upload cannot be written in place; upload "
+          "this process's part through Upload");
+    }
+    ASSIGN_OR_RETURN(TensorSpec spec, TensorSpecFromProto(header.dtype(), header.shape(),
+                                                          header.name(), header.owner(), "header"));
+    spec.owner.tenant = caller.tenant;
+    RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller, header.rule()));
+    ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(header.rule()));
+    ASSIGN_OR_RETURN(std::unique_ptr<UploadSession> upload,
+                     ops_->StartUpload(std::move(spec), rule));
+    TensorToProto(upload->tensor(), response->mutable_tensor());
+    ASSIGN_OR_RETURN(ReservationSnapshot reserved, uploads_->Reserve(caller, std::move(upload)));
+    response->set_reservation_id(reserved.id);
+    for (const UploadSlotInfo& slot : reserved.slots) {
+      pb::UploadSlot* out = response->add_slots();
+      out->set_shard_index(slot.shard_index);
+      out->set_device_id(slot.device_id);
+      out->set_size_bytes(slot.size);
+      out->set_fd_index(slot.fd_index);
+      out->set_offset(slot.offset);
+      out->set_mapping_bytes(slot.file_size);
+    }
+    response->set_fd_token(reserved.fd_token);
+    SetTimestamp(reserved.expires, response->mutable_expires());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* ViewHandler::CommitUpload(grpc::CallbackServerContext* context,
+                                                    const pb::CommitUploadRequest* request,
+                                                    pb::CommitUploadResponse* response) {
+  return RunCreating(context, *gate_, store_,
+                     [&](const Caller& caller, std::vector<std::string>* created) -> absl::Status {
+                       ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> tensor,
+                                        uploads_->Commit(caller, request->reservation_id()));
+                       created->push_back(tensor->id);
+                       TensorToProto(*tensor, response->mutable_tensor());
+                       return absl::OkStatus();
+                     });
+}
+
+grpc::ServerUnaryReactor* ViewHandler::CancelUpload(grpc::CallbackServerContext* context,
+                                                    const pb::CancelUploadRequest* request,
+                                                    pb::CancelUploadResponse* /*response*/) {
+  return RunUnary(context, *gate_, [&](const Caller& caller) {
+    return uploads_->Cancel(caller, request->reservation_id());
+  });
 }
 
 }  // namespace placement::server

@@ -59,6 +59,7 @@ absl::StatusOr<std::unique_ptr<Tensor>> TensorStore::Allocate(DType dtype, Shape
   tensor->quota_charge = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
       std::move(tenant_charge), std::move(owner_charge));
   tensor->shards.reserve(domains.size());
+  const MemoryOwnerTag memory_owner = MemoryOwnerOf(owner.tenant);
   for (ShardDomain& domain : domains) {
     const int32_t process = hooks_.process_of ? hooks_.process_of(domain.device_id) : 0;
     if (remote(domain.device_id)) {
@@ -67,7 +68,7 @@ absl::StatusOr<std::unique_ptr<Tensor>> TensorStore::Allocate(DType dtype, Shape
     }
     const int64_t bytes = ShardBytes(dtype, domain);
     absl::StatusOr<std::unique_ptr<DeviceBuffer>> buffer =
-        backend_->Allocate(domain.device_id, bytes);
+        backend_->AllocateFor(domain.device_id, bytes, memory_owner);
     if (!buffer.ok()) {
       // Everything allocated so far is freed with `tensor`.
       return absl::Status(
@@ -84,6 +85,13 @@ absl::StatusOr<std::unique_ptr<Tensor>> TensorStore::Allocate(DType dtype, Shape
   tensor->sharding = std::move(sharding);
   tensor->mesh_id = std::move(mesh_id);
   return tensor;
+}
+
+MemoryOwnerTag TensorStore::MemoryOwnerOf(const std::string& tenant) {
+  absl::MutexLock lock(&memory_owners_mu_);
+  auto [it, added] =
+      memory_owners_.try_emplace(tenant, static_cast<MemoryOwnerTag>(memory_owners_.size() + 1));
+  return it->second;
 }
 
 std::string TensorStore::NewId() {

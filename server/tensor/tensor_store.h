@@ -6,6 +6,10 @@
 // Delete removes a tensor from the store at once, and its device memory is
 // freed as soon as no running operation holds it (immediately when idle).
 //
+// Device memory is allocated for the tensor's tenant (DeviceBackend
+// "Memory owners": a freed block is reused only for the same tenant), so a
+// block a tenant's trainer wrote in place never holds another's bytes.
+//
 // Ids are "t-" followed by 32 random hex digits. The store keeps committed
 // tensors only; tensors being written (uploads, reshards) are owned by the
 // operation until Commit, and destroying them frees their memory.
@@ -165,6 +169,9 @@ class TensorStore {
   absl::flat_hash_map<int64_t, DeviceUse> TenantDeviceUse(const std::string& tenant) const;
 
  private:
+  // The memory owner tag of `tenant`: 1, 2, ... in order of first use.
+  MemoryOwnerTag MemoryOwnerOf(const std::string& tenant);
+
   DeviceBackend* backend_;
   TensorStoreOptions options_;
   TensorStoreHooks hooks_;
@@ -173,6 +180,9 @@ class TensorStore {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Tensor>> tensors_ ABSL_GUARDED_BY(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex memory_owners_mu_;
+  absl::flat_hash_map<std::string, MemoryOwnerTag> memory_owners_
+      ABSL_GUARDED_BY(memory_owners_mu_);
 };
 
 }  // namespace placement::server

@@ -161,6 +161,16 @@ absl::Status UploadSession::CheckComplete(absl::string_view label) const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::shared_ptr<const Tensor>> UploadSession::CommitWrittenInPlace() {
+  if (received_bytes_ != 0) {
+    Abort();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "an upload written in place also received ", received_bytes_, " bytes through its stream"));
+  }
+  received_bytes_ = expected_bytes_;
+  return Commit();
+}
+
 absl::StatusOr<std::shared_ptr<const Tensor>> UploadSession::Commit() {
   if (absl::Status status = CheckComplete(); !status.ok()) {
     Abort();

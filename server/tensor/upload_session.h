@@ -78,6 +78,11 @@ class UploadSession {
   // session is aborted.
   absl::StatusOr<std::shared_ptr<const Tensor>> Commit();
 
+  // Commit of a tensor whose shard memory another process wrote in place
+  // (server/view/upload_reservations.h): the bytes count as arrived.
+  // FAILED_PRECONDITION once a byte came through Write.
+  absl::StatusOr<std::shared_ptr<const Tensor>> CommitWrittenInPlace();
+
   // Frees everything now; later calls fail with FAILED_PRECONDITION.
   void Abort();
 

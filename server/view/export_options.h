@@ -1,6 +1,8 @@
-// ExportOptions: the bounds of the shard exports (views) a daemon hands out
-// (--max_exports, --tenant_max_exports; server/region/region_flags.cc reads
-// them, since views travel on the region socket). Plain struct.
+// ExportOptions: the bounds of the shard exports (views) and in-place
+// uploads a daemon hands out (--max_exports, --tenant_max_exports,
+// --max_upload_reservations, --upload_reservation_ttl;
+// server/region/region_flags.cc reads them, since their fds travel on the
+// region socket). Plain structs.
 #ifndef PLACEMENT_SERVER_VIEW_EXPORT_OPTIONS_H_
 #define PLACEMENT_SERVER_VIEW_EXPORT_OPTIONS_H_
 
@@ -10,6 +12,16 @@
 
 namespace placement::server {
 
+// Uploads written in place (upload_reservations.h): --max_upload_reservations,
+// --upload_reservation_ttl.
+struct UploadReservationOptions {
+  // Reservations open at once, over all tenants; 0 = unlimited. Each holds
+  // its tensor's memory and, until redeemed, one fd per shard.
+  int64_t max_open = 256;
+  // How long a reservation may wait for its CommitUpload.
+  absl::Duration ttl = absl::Seconds(60);
+};
+
 struct ExportOptions {
   // Exports open at once, over all tenants and per tenant; 0 = unlimited.
   // Each holds a tensor's memory and, until redeemed, one fd per shard.
@@ -17,6 +29,7 @@ struct ExportOptions {
   int64_t max_exports_per_tenant = 1024;
   // How long a token waits for its redemption before its export ends.
   absl::Duration redeem_ttl = absl::Seconds(60);
+  UploadReservationOptions uploads;
 };
 
 }  // namespace placement::server

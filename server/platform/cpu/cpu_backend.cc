@@ -193,6 +193,48 @@ absl::StatusOr<std::unique_ptr<ShardExport>> CpuBackend::ExportShard(const Devic
   return out;
 }
 
+absl::StatusOr<std::unique_ptr<ShardExport>> CpuBackend::ExportWritable(
+    const DeviceBuffer& buffer) {
+  if (buffer.owner() == kDaemonMemory) {
+    return absl::FailedPreconditionError(
+        "the daemon's own memory (no tenant's) is never handed out for writing");
+  }
+  auto out = std::make_unique<ShardExport>();
+  out->size = buffer.size();
+  if (buffer.size() == 0) return out;
+  const int file = pool_.FileOf(buffer.data());
+  if (file < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("device ", buffer.device_id(), ": a buffer of ", buffer.size(), " bytes ",
+                     buffer.size() < HostBlockPool::kMappedBlockBytes
+                         ? absl::StrCat("shares its memory with others (under ",
+                                        HostBlockPool::kMappedBlockBytes, " bytes)")
+                         : absl::StrCat("is not a memory file (", pool_.file_blocks(),
+                                        " blocks are memory files, the bound)"),
+                     ", so it cannot be written in place; upload it through a region"));
+  }
+  // A block sealed for a read-only export is never reused, so a fresh or
+  // re-used tenant block has no write seal; a writer that sealed its own
+  // block only keeps itself from writing it again.
+  const int seals = fcntl(file, F_GET_SEALS);
+  if (seals < 0 || (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device ", buffer.device_id(), ": the buffer's memory file is sealed against writes"));
+  }
+  const std::string path = absl::StrCat("/proc/self/fd/", file);
+  out->fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (out->fd < 0) {
+    const int error = errno;
+    return error == EMFILE || error == ENFILE
+               ? absl::ResourceExhaustedError(
+                     absl::StrCat("no descriptor left to hand out a block: ", std::strerror(error)))
+               : absl::InternalError(
+                     absl::StrCat("cannot re-open ", path, ": ", std::strerror(error)));
+  }
+  out->file_size = BlockSize(buffer.size());
+  return out;
+}
+
 absl::Status CpuBackend::Write(const void* src, DeviceBuffer& dst, absl::Span<const ByteRun> runs) {
   auto* out = static_cast<char*>(dst.data());
   const auto* in = static_cast<const char*>(src);

@@ -15,6 +15,10 @@
 // a fresh memory file of its size replaces it in the cache (RefillsWhenFreed),
 // made in the background.
 //
+// Writing in place (ExportWritable): a buffer of 256 KiB or more of a tenant
+// (DeviceBuffer::owner) is handed out as a read-write re-open of its memory
+// file; the block cache reuses it only for that tenant (BudgetedBackend).
+//
 // Thread-safe.
 #ifndef PLACEMENT_SERVER_PLATFORM_CPU_CPU_BACKEND_H_
 #define PLACEMENT_SERVER_PLATFORM_CPU_CPU_BACKEND_H_
@@ -74,6 +78,10 @@ class CpuBackend final : public BudgetedBackend {
   absl::Status Copy(const DeviceBuffer& src, DeviceBuffer& dst,
                     absl::Span<const ByteRun> runs) override;
   absl::StatusOr<std::unique_ptr<ShardExport>> ExportShard(const DeviceBuffer& buffer) override;
+  // A read-write re-open of the buffer's memory file (sealed against
+  // shrinking and growing when it was made, so a writer cannot take pages
+  // from under the daemon's mapping).
+  absl::StatusOr<std::unique_ptr<ShardExport>> ExportWritable(const DeviceBuffer& buffer) override;
 
   // Live blocks that have been exported (never reused), for tests.
   int64_t exported_blocks() const;

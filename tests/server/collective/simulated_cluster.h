@@ -77,7 +77,7 @@ class StagedBackend final : public DeviceBackend {
   int writes() const { return writes_.load(); }
 
  protected:
-  void Release(int64_t, void*, int64_t) override {}  // never called: see Allocate
+  void Release(int64_t, void*, int64_t, MemoryOwnerTag) override {}  // never called: see Allocate
 
  private:
   DeviceBackend* inner_;

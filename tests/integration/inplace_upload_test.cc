@@ -1,0 +1,253 @@
+// Uploads written in place (ViewService.ReserveUpload / CommitUpload /
+// CancelUpload, docs/api/views.md "Writing in place") against a real daemon,
+// through the generated stub and the region socket as any client would:
+// sharded and replicated layouts byte-equal to their source after one copy
+// into the daemon's memory; a tenant's next reservation of the same size
+// gets the same memory file back (what makes a warm upload one warm copy),
+// another tenant never does; a cancelled or abandoned reservation
+// (its writer killed) frees its memory; bad requests get precise errors.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <utility>
+
+#include "client/src/region_fd.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "placement/v1/view_service.grpc.pb.h"
+#include "tests/integration/view_fixture.h"
+
+namespace placement::client {
+namespace {
+
+namespace v1 = ::placement::v1;
+using ::testing::HasSubstr;
+
+class InPlaceUploadTest : public ViewTest {
+ protected:
+  void SetUp() override {
+    ViewTest::SetUp();
+    stub_ = v1::ViewService::NewStub(
+        grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
+    auto status = alice_->GetStatus();
+    ASSERT_TRUE(status.ok()) << status.status();
+    socket_ = status->region_socket;
+  }
+
+  // A context of `client` (its token, and its session if it has one).
+  static void Authorize(grpc::ClientContext* context, const std::string& token,
+                        const Client* client) {
+    context->AddMetadata("authorization", "Bearer " + token);
+    if (client != nullptr && !client->session_id().empty()) {
+      context->AddMetadata("placement-session", client->session_id());
+    }
+  }
+
+  absl::StatusOr<v1::ReserveUploadResponse> Reserve(const v1::UploadHeader& header,
+                                                    const std::string& token = "alpha-token",
+                                                    const Client* client = nullptr) {
+    grpc::ClientContext context;
+    Authorize(&context, token, client == nullptr ? alice_.get() : client);
+    v1::ReserveUploadRequest request;
+    *request.mutable_header() = header;
+    v1::ReserveUploadResponse response;
+    grpc::Status s = stub_->ReserveUpload(&context, request, &response);
+    if (!s.ok())
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    return response;
+  }
+  absl::StatusOr<v1::TensorInfo> Commit(const std::string& id,
+                                        const std::string& token = "alpha-token",
+                                        const Client* client = nullptr) {
+    grpc::ClientContext context;
+    Authorize(&context, token, client == nullptr ? alice_.get() : client);
+    v1::CommitUploadRequest request;
+    request.set_reservation_id(id);
+    v1::CommitUploadResponse response;
+    grpc::Status s = stub_->CommitUpload(&context, request, &response);
+    if (!s.ok())
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    return response.tensor();
+  }
+  absl::Status Cancel(const std::string& id, const std::string& token = "alpha-token") {
+    grpc::ClientContext context;
+    Authorize(&context, token, nullptr);
+    v1::CancelUploadRequest request;
+    request.set_reservation_id(id);
+    v1::CancelUploadResponse response;
+    grpc::Status s = stub_->CancelUpload(&context, request, &response);
+    return s.ok() ? absl::OkStatus()
+                  : absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  }
+
+  // Writes each slot's box of the row-major u8 array `data` (shape
+  // [rows, cols], shards cut along rows) into the redeemed fds.
+  void WriteSlots(const v1::ReserveUploadResponse& reserved, const std::vector<int>& fds,
+                  const std::vector<uint8_t>& data, int64_t cols) {
+    for (const v1::UploadSlot& slot : reserved.slots()) {
+      ASSERT_GE(slot.fd_index(), 0);
+      const int fd = fds[slot.fd_index()];
+      EXPECT_EQ(fcntl(fd, F_GETFL) & O_ACCMODE, O_RDWR);
+      void* map = mmap(nullptr, slot.mapping_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      ASSERT_NE(map, MAP_FAILED) << std::strerror(errno);
+      const v1::ShardInfo& shard = reserved.tensor().shards(slot.shard_index());
+      const int64_t row0 = shard.ranges(0).begin();
+      ASSERT_EQ(slot.size_bytes(), (shard.ranges(0).end() - row0) * cols);
+      std::memcpy(static_cast<char*>(map) + slot.offset(), data.data() + row0 * cols,
+                  slot.size_bytes());
+      munmap(map, slot.mapping_bytes());
+    }
+  }
+
+  static v1::UploadHeader Header(std::vector<int64_t> shape, const std::string& name = "") {
+    v1::UploadHeader header;
+    header.set_dtype(v1::DTYPE_U8);
+    for (int64_t d : shape) header.add_shape(d);
+    header.set_name(name);
+    return header;
+  }
+
+  static void CloseAll(const std::vector<int>& fds) {
+    for (int fd : fds) close(fd);
+  }
+
+  std::unique_ptr<v1::ViewService::Stub> stub_;
+  std::string socket_;
+};
+
+TEST_F(InPlaceUploadTest, ShardedAndReplicatedLayoutsEqualTheirSource) {
+  auto mesh = MeshClient(*alice_).CreateDataParallel(4, "data");
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  const int64_t rows = 64, cols = 64 << 10;  // 4 MiB: 1 MiB shards
+  const std::vector<uint8_t> data = RandomBytes(rows * cols, 31);
+  std::vector<v1::UploadHeader> headers(2, Header({rows, cols}, "inplace/batch"));
+  v1::ShardBatchDimRule* sharded = headers[0].mutable_rule()->mutable_shard_batch_dim();
+  sharded->set_mesh_id(mesh->id);
+  v1::ReplicateRule* replicated = headers[1].mutable_rule()->mutable_replicate();
+  replicated->add_device_ids(2);
+  replicated->add_device_ids(5);
+  for (const v1::UploadHeader& header : headers) {
+    SCOPED_TRACE(header.rule().DebugString());
+    auto reserved = Reserve(header);
+    ASSERT_TRUE(reserved.ok()) << reserved.status();
+    EXPECT_THAT(reserved->reservation_id(), ::testing::StartsWith("u-"));
+    EXPECT_TRUE(reserved->tensor().id().empty());
+    ASSERT_EQ(reserved->slots_size(), reserved->tensor().shards_size());
+    auto fds = RedeemViewToken(socket_, reserved->fd_token());
+    ASSERT_TRUE(fds.ok()) << fds.status();
+    ASSERT_EQ(static_cast<int>(fds->size()), reserved->slots_size());
+    WriteSlots(*reserved, *fds, data, cols);
+    CloseAll(*fds);
+    auto info = Commit(reserved->reservation_id());
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->name(), "inplace/batch");
+    EXPECT_EQ(info->tenant(), "team-a");
+    auto bytes = TensorClient(*alice_).DownloadBytes(info->id());
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    EXPECT_EQ(bytes->bytes, data);
+    // A token is single-use, and a committed reservation is gone.
+    EXPECT_TRUE(absl::IsNotFound(RedeemViewToken(socket_, reserved->fd_token()).status()));
+    EXPECT_TRUE(absl::IsNotFound(Commit(reserved->reservation_id()).status()));
+    ASSERT_TRUE(TensorClient(*alice_).Delete({info->id()}).ok());
+  }
+}
+
+// The tenant's freed block comes back to its next reservation of that size
+// (the same memory file: a client that kept its mapping writes warm pages),
+// and never to another tenant's.
+TEST_F(InPlaceUploadTest, ATenantsFreedMemoryReturnsOnlyToThatTenant) {
+  const int64_t bytes = 8 << 20;
+  auto inode_of = [&](const std::string& token, const Client* client,
+                      std::string* tensor_id) -> ino_t {
+    auto reserved = Reserve(Header({bytes}), token, client);
+    EXPECT_TRUE(reserved.ok()) << reserved.status();
+    if (!reserved.ok()) return 0;
+    auto fds = RedeemViewToken(socket_, reserved->fd_token());
+    EXPECT_TRUE(fds.ok()) << fds.status();
+    if (!fds.ok()) return 0;
+    struct stat st {};
+    fstat((*fds)[0], &st);
+    CloseAll(*fds);
+    auto info = Commit(reserved->reservation_id(), token, client);
+    EXPECT_TRUE(info.ok()) << info.status();
+    if (info.ok()) *tensor_id = info->id();
+    return st.st_ino;
+  };
+  std::string first, second, foreign;
+  const ino_t a = inode_of("alpha-token", alice_.get(), &first);
+  ASSERT_TRUE(TensorClient(*alice_).Delete({first}).ok());
+  // Bob's reservation of the same size on the same (default) device: a
+  // fresh memory file, not Alice's freed one.
+  const ino_t b = inode_of("bravo-token", bob_.get(), &foreign);
+  EXPECT_NE(b, a);
+  const ino_t a2 = inode_of("alpha-token", alice_.get(), &second);
+  EXPECT_EQ(a2, a);
+  ASSERT_TRUE(TensorClient(*alice_).Delete({second}).ok());
+  ASSERT_TRUE(TensorClient(*bob_).Delete({foreign}).ok());
+}
+
+TEST_F(InPlaceUploadTest, CancelAndAKilledWriterFreeTheMemory) {
+  const int64_t bytes = 4 << 20;
+  // Cancel.
+  auto reserved = Reserve(Header({bytes}));
+  ASSERT_TRUE(reserved.ok()) << reserved.status();
+  EXPECT_EQ(TotalInUse(), bytes);
+  EXPECT_EQ(Metric("placementd_upload_reservations_open"), 1);
+  EXPECT_EQ(Metric("placementd_upload_reservation_bytes_open"), bytes);
+  // Another tenant: the reservation does not exist.
+  EXPECT_TRUE(absl::IsNotFound(Cancel(reserved->reservation_id(), "bravo-token")));
+  EXPECT_TRUE(
+      absl::IsNotFound(Commit(reserved->reservation_id(), "bravo-token", bob_.get()).status()));
+  // Never redeemed: nothing can have been written, so no commit.
+  auto early = Commit(reserved->reservation_id());
+  EXPECT_TRUE(absl::IsFailedPrecondition(early.status())) << early.status();
+  EXPECT_THAT(early.status().message(), HasSubstr("never redeemed"));
+  ASSERT_TRUE(Cancel(reserved->reservation_id()).ok());
+  EXPECT_EQ(TotalInUse(), 0);
+  EXPECT_TRUE(absl::IsNotFound(Cancel(reserved->reservation_id())));
+
+  // A writer killed after redeeming: its exit ends the reservation.
+  reserved = Reserve(Header({bytes}));
+  ASSERT_TRUE(reserved.ok()) << reserved.status();
+  const pid_t child = fork();
+  if (child == 0) {
+    auto fds = RedeemViewToken(socket_, reserved->fd_token());
+    _exit(fds.ok() ? 0 : 1);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+  EXPECT_TRUE(WaitFor([&] { return TotalInUse() == 0; })) << TotalInUse();
+  EXPECT_TRUE(absl::IsNotFound(Commit(reserved->reservation_id()).status()));
+  EXPECT_GE(Metric("placementd_upload_reservations_ended_total{reason=\"writer_exited\"}"), 1);
+  EXPECT_GE(Metric("placementd_upload_reservations_ended_total{reason=\"cancelled\"}"), 1);
+  EXPECT_EQ(Metric("placementd_upload_reservations_open"), 0);
+}
+
+TEST_F(InPlaceUploadTest, RequestsItCannotServeGetPreciseErrors) {
+  // A shard under 256 KiB shares its page slab with other tensors.
+  auto small = Reserve(Header({4096}));
+  ASSERT_TRUE(absl::IsFailedPrecondition(small.status())) << small.status();
+  EXPECT_THAT(small.status().message(), HasSubstr("under 262144 bytes"));
+  // A multi-controller part.
+  v1::UploadHeader local = Header({1 << 20});
+  local.mutable_process_local()->set_global_name("x");
+  auto part = Reserve(local);
+  ASSERT_TRUE(absl::IsInvalidArgument(part.status())) << part.status();
+  EXPECT_THAT(part.status().message(), HasSubstr("header.process_local"));
+  // Upload's own checks: a shape with a negative dimension, an unknown mesh.
+  auto negative = Reserve(Header({-1}));
+  EXPECT_TRUE(absl::IsInvalidArgument(negative.status())) << negative.status();
+  v1::UploadHeader unknown = Header({1 << 20});
+  unknown.mutable_rule()->mutable_shard_batch_dim()->set_mesh_id("m-nope");
+  EXPECT_TRUE(absl::IsNotFound(Reserve(unknown).status()));
+  EXPECT_TRUE(absl::IsNotFound(Commit("u-nope").status()));
+  EXPECT_EQ(TotalInUse(), 0);
+}
+
+}  // namespace
+}  // namespace placement::client

@@ -1,0 +1,164 @@
+// UploadReservations over a real CpuBackend and TensorStore: a reservation
+// hands out one read-write fd per shard, whose writes are the committed
+// tensor's bytes; it is its tenant's only; it ends, freeing its memory, by
+// commit (keeping it), cancel, expiry, the registry's destruction; the
+// bound on open reservations; the daemon's own memory and small shards are
+// never handed out for writing.
+#include "server/view/upload_reservations.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/platform/cpu/cpu_backend.h"
+#include "server/tensor/tensor_store.h"
+
+namespace placement::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+class UploadReservationsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CpuBackendOptions options;
+    options.num_devices = 2;
+    options.device_memory_bytes = 64 << 20;
+    backend_ = *CpuBackend::Create(options);
+    store_ = std::make_unique<TensorStore>(backend_.get(), TensorStoreOptions{});
+  }
+
+  // An upload of u8[bytes] on device 0 (or replicated over both devices),
+  // for `tenant`, no byte written.
+  std::unique_ptr<UploadSession> Upload(int64_t bytes, const std::string& tenant = "a",
+                                        bool replicated = false) {
+    TensorSpec spec;
+    spec.dtype = DType::kU8;
+    spec.shape = {bytes};
+    spec.owner = TensorOwner(tenant, "");
+    ResolvedSharding target;
+    if (replicated) {
+      Mesh mesh = *Mesh::Create({{"replica", 2}}, {0, 1});
+      target.sharding = *NamedSharding::Create(mesh, PartitionSpec{});
+    }
+    auto upload = UploadSession::Start(store_.get(), spec, target);
+    EXPECT_TRUE(upload.ok()) << upload.status();
+    return upload.ok() ? *std::move(upload) : nullptr;
+  }
+
+  int64_t InUse() const {
+    return backend_->MemoryInUse(backend_->Devices()[0].id) +
+           backend_->MemoryInUse(backend_->Devices()[1].id);
+  }
+
+  static Caller As(const std::string& tenant) {
+    Caller caller;
+    caller.tenant = tenant;
+    return caller;
+  }
+
+  std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<TensorStore> store_;
+};
+
+TEST_F(UploadReservationsTest, WritesThroughTheFdsAreTheCommittedBytes) {
+  UploadReservations reservations(backend_.get(), /*fd_passing=*/true, {});
+  auto reserved = reservations.Reserve(As("a"), Upload(1 << 20, "a", /*replicated=*/true));
+  ASSERT_TRUE(reserved.ok()) << reserved.status();
+  ASSERT_EQ(reserved->slots.size(), 2u);
+  EXPECT_EQ(reservations.open_bytes(), 2 << 20);
+  auto fds = reservations.Redeem(reserved->fd_token, nullptr);
+  ASSERT_TRUE(fds.ok()) << fds.status();
+  ASSERT_EQ(fds->size(), 2u);
+  for (const UploadSlotInfo& slot : reserved->slots) {
+    const int fd = (*fds)[slot.fd_index];
+    EXPECT_EQ(fcntl(fd, F_GETFL) & O_ACCMODE, O_RDWR);
+    // The writer cannot take pages from under the daemon's mapping.
+    EXPECT_EQ(ftruncate(fd, 0), -1);
+    void* map = mmap(nullptr, slot.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ASSERT_NE(map, MAP_FAILED);
+    std::memset(static_cast<char*>(map) + slot.offset, 0x5a + slot.shard_index, slot.size);
+    munmap(map, slot.file_size);
+    close(fd);
+  }
+  EXPECT_TRUE(absl::IsNotFound(reservations.Redeem(reserved->fd_token, nullptr).status()));
+  EXPECT_TRUE(absl::IsNotFound(reservations.Commit(As("b"), reserved->id).status()));
+  auto tensor = reservations.Commit(As("a"), reserved->id);
+  ASSERT_TRUE(tensor.ok()) << tensor.status();
+  ASSERT_EQ((*tensor)->shards.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const auto* bytes = static_cast<const uint8_t*>((*tensor)->shards[i].buffer->data());
+    EXPECT_EQ(bytes[0], 0x5a + i);
+    EXPECT_EQ(bytes[(1 << 20) - 1], 0x5a + i);
+  }
+  EXPECT_EQ(reservations.size(), 0);
+  EXPECT_EQ(reservations.counts().committed, 1);
+  EXPECT_EQ(reservations.counts().committed_bytes, 2 << 20);
+  EXPECT_TRUE(absl::IsNotFound(reservations.Commit(As("a"), reserved->id).status()));
+}
+
+TEST_F(UploadReservationsTest, CancelExpiryAndDestructionFreeTheMemory) {
+  UploadReservationOptions options;
+  options.ttl = absl::Milliseconds(100);
+  auto reservations = std::make_unique<UploadReservations>(backend_.get(), true, options);
+  auto cancelled = reservations->Reserve(As("a"), Upload(1 << 20));
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_TRUE(absl::IsNotFound(reservations->Cancel(As("b"), cancelled->id)));
+  EXPECT_TRUE(reservations->Cancel(As("a"), cancelled->id).ok());
+  EXPECT_EQ(InUse(), 0);
+
+  ASSERT_TRUE(reservations->Reserve(As("a"), Upload(1 << 20)).ok());
+  EXPECT_EQ(InUse(), 1 << 20);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (InUse() != 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(InUse(), 0);
+  EXPECT_EQ(reservations->counts().expired, 1);
+
+  options.ttl = absl::Hours(1);
+  reservations = std::make_unique<UploadReservations>(backend_.get(), true, options);
+  ASSERT_TRUE(reservations->Reserve(As("a"), Upload(1 << 20)).ok());
+  EXPECT_EQ(InUse(), 1 << 20);
+  reservations.reset();
+  EXPECT_EQ(InUse(), 0);
+}
+
+TEST_F(UploadReservationsTest, BoundsAndRefusals) {
+  UploadReservationOptions options;
+  options.max_open = 1;
+  UploadReservations reservations(backend_.get(), true, options);
+  ASSERT_TRUE(reservations.Reserve(As("a"), Upload(1 << 20)).ok());
+  auto second = reservations.Reserve(As("a"), Upload(1 << 20));
+  EXPECT_TRUE(absl::IsResourceExhausted(second.status())) << second.status();
+  EXPECT_THAT(second.status().message(), HasSubstr("--max_upload_reservations=1"));
+  EXPECT_EQ(InUse(), 1 << 20);  // the refused one's memory is gone already
+
+  auto small = reservations.Reserve(As("a"), Upload(4096));
+  EXPECT_TRUE(absl::IsFailedPrecondition(small.status())) << small.status();
+
+  UploadReservations no_socket(backend_.get(), /*fd_passing=*/false, {});
+  auto off = no_socket.Reserve(As("a"), Upload(1 << 20));
+  EXPECT_TRUE(absl::IsFailedPrecondition(off.status())) << off.status();
+  EXPECT_THAT(off.status().message(), HasSubstr("--region_socket ''"));
+}
+
+TEST_F(UploadReservationsTest, TheDaemonsOwnMemoryIsNeverHandedOutForWriting) {
+  auto buffer = backend_->Allocate(backend_->Devices()[0].id, 1 << 20);
+  ASSERT_TRUE(buffer.ok());
+  auto exported = backend_->ExportWritable(**buffer);
+  EXPECT_TRUE(absl::IsFailedPrecondition(exported.status())) << exported.status();
+  // A tenant's buffer of the same size: a read-write memory file.
+  auto tenant = backend_->AllocateFor(backend_->Devices()[0].id, 1 << 20, 7);
+  ASSERT_TRUE(tenant.ok());
+  auto writable = backend_->ExportWritable(**tenant);
+  ASSERT_TRUE(writable.ok()) << writable.status();
+  EXPECT_EQ((*writable)->file_size, 1 << 20);
+  EXPECT_EQ(fcntl((*writable)->fd, F_GETFL) & O_ACCMODE, O_RDWR);
+}
+
+}  // namespace
+}  // namespace placement::server
