@@ -12,7 +12,9 @@
 //            tensor on the CPU platform costs a 4 KiB page and its record,
 //            not one byte;
 //   cached   freed blocks kept for reuse by allocations of the same block
-//            size (MemoryCached; memory_cached_bytes), at their block size.
+//            size and memory owner (MemoryCached; memory_cached_bytes), at
+//            their block size: a block is never reused for another owner's
+//            buffer (DeviceBackend "Memory owners").
 // Charged and cached count against the device's memory_limit_bytes: charged
 // + cached never exceeds the budget (a freed block that does not fit, or
 // does not fit the cache's own cap, is returned to the platform), and an
