@@ -267,7 +267,7 @@ absl::StatusOr<int64_t> PrefetchStream::SendBatch(const std::vector<BatchArray>&
       absl::StatusOr<RegionPool::Lease> borrowed = m.pool->Borrow(total);
       if (borrowed.ok()) {
         lease = *std::move(borrowed);
-      } else if (m.options.path == TransferPath::kRegion) {
+      } else if (m.options.path != TransferPath::kAuto) {
         return borrowed.status();
       }
     }

@@ -62,16 +62,18 @@ absl::StatusOr<std::string> RegionPool::SameHostSocket() {
 absl::StatusOr<bool> RegionPool::UseRegion(TransferPath path, int64_t bytes) {
   if (path == TransferPath::kStream) return false;
   if (path == TransferPath::kAuto && bytes < kAutoMinBytes) return false;
+  const bool forced = path == TransferPath::kRegion || path == TransferPath::kInPlace;
   absl::StatusOr<std::string> socket = SameHostSocket();
   if (!socket.ok()) {
-    if (path == TransferPath::kRegion) return socket.status();
+    if (forced) return socket.status();
     return false;  // kAuto: the stream reports the real error, if any
   }
   const bool same_host = !socket->empty();
-  if (path == TransferPath::kRegion && !same_host) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("TransferPath::kRegion: the daemon at ", client_.target(),
-                     " is not on this host (or has no region socket); use kAuto or kStream"));
+  if (forced && !same_host) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path == TransferPath::kRegion ? "TransferPath::kRegion" : "TransferPath::kInPlace",
+        ": the daemon at ", client_.target(),
+        " is not on this host (or has no region socket); use kAuto or kStream"));
   }
   return same_host;
 }

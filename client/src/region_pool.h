@@ -12,6 +12,7 @@
 #ifndef PLACEMENT_CLIENT_SRC_REGION_POOL_H_
 #define PLACEMENT_CLIENT_SRC_REGION_POOL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "client/src/writable_mappings.h"
 #include "placement/client/client.h"
 #include "placement/client/regions.h"
 
@@ -71,12 +73,23 @@ class RegionPool {
 
   absl::StatusOr<Lease> Borrow(int64_t bytes);
 
-  explicit RegionPool(const Client& client) : client_(client) {}
+  // The Client's mappings of daemon memory for uploads written in place
+  // (tensors_inplace.h), kept across uploads up to kMaxWritableBytes.
+  static constexpr int64_t kMaxWritableBytes = int64_t{2} << 30;
+  WritableMappings& mappings() { return mappings_; }
+  // Whether the daemon answered that it can never write in place
+  // (UNIMPLEMENTED): kAuto then stops asking.
+  bool in_place_declined() const { return in_place_declined_.load(); }
+  void DeclineInPlace() { in_place_declined_.store(true); }
+
+  explicit RegionPool(const Client& client) : client_(client), mappings_(kMaxWritableBytes) {}
 
  private:
   void Return(std::unique_ptr<SharedRegion> region);
 
   const Client& client_;
+  WritableMappings mappings_;
+  std::atomic<bool> in_place_declined_{false};
   absl::Mutex mu_;
   // SameHostSocket's answer, once known.
   std::optional<std::string> socket_ ABSL_GUARDED_BY(mu_);

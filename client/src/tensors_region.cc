@@ -101,7 +101,7 @@ std::optional<absl::StatusOr<TensorInfo>> UploadThroughStaging(const Client& cli
   if (!*use) return std::nullopt;
   absl::StatusOr<RegionPool::Lease> lease = pool->Borrow(bytes);
   if (!lease.ok()) {
-    if (options.path == TransferPath::kRegion) return lease.status();
+    if (options.path != TransferPath::kAuto) return lease.status();
     return std::nullopt;  // kAuto: fall back to the stream
   }
   ParallelCopy(lease->region().data(), array.data.data(), array.data.size());
@@ -118,7 +118,7 @@ std::optional<absl::StatusOr<DownloadHeader>> DownloadThroughStaging(
   if (!*use) return std::nullopt;
   absl::StatusOr<RegionPool::Lease> lease = pool->Borrow(bytes);
   if (!lease.ok()) {
-    if (options.path == TransferPath::kRegion) return lease.status();
+    if (options.path != TransferPath::kAuto) return lease.status();
     return std::nullopt;
   }
   pb::DownloadRequest request;
@@ -161,7 +161,7 @@ absl::StatusOr<std::optional<RegionPool::Lease>> StageBatchArrays(
   if (!*use || total == 0) return std::nullopt;
   absl::StatusOr<RegionPool::Lease> lease = pool->Borrow(total);
   if (!lease.ok()) {
-    if (path == TransferPath::kRegion) return lease.status();
+    if (path != TransferPath::kAuto) return lease.status();
     return std::nullopt;
   }
   int64_t offset = 0;
@@ -183,7 +183,7 @@ std::optional<absl::StatusOr<TensorInfo>> UploadFromThroughStaging(
   if (!*use || *total == 0) return std::nullopt;
   absl::StatusOr<RegionPool::Lease> lease = pool->Borrow(*total);
   if (!lease.ok()) {
-    if (options.path == TransferPath::kRegion) return lease.status();
+    if (options.path != TransferPath::kAuto) return lease.status();
     return std::nullopt;
   }
   uint8_t* data = lease->region().data();
@@ -227,7 +227,7 @@ std::optional<absl::StatusOr<DownloadHeader>> DownloadToSinksThroughStaging(
   if (!*use || room == 0) return std::nullopt;
   absl::StatusOr<RegionPool::Lease> lease = pool->Borrow(room);
   if (!lease.ok()) {
-    if (options.path == TransferPath::kRegion) return lease.status();
+    if (options.path != TransferPath::kAuto) return lease.status();
     return std::nullopt;
   }
   pb::DownloadRequest request;

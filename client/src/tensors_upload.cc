@@ -10,6 +10,7 @@
 #include "client/src/call_context.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
+#include "client/src/tensors_inplace.h"
 #include "client/src/tensors_region.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
@@ -195,6 +196,7 @@ absl::StatusOr<TensorInfo> TensorClient::Upload(const HostArray& array, const Ru
   }
   absl::Status options_ok = ValidateUploadOptions(options);
   if (!options_ok.ok()) return options_ok;
+  if (auto in_place = UploadInPlace(client_, array, rule, options)) return *std::move(in_place);
   if (auto through_region = UploadThroughStaging(client_, array, rule, options)) {
     return *std::move(through_region);
   }

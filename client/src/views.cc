@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/box_copy.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
 #include "client/src/region_fd.h"
@@ -141,8 +142,6 @@ absl::Status TensorView::CopyTo(std::span<std::byte> out) const {
   if (!open_) return absl::FailedPreconditionError("CopyTo on a closed view");
   const int64_t element = ElementSize(tensor_.dtype);
   const size_t rank = tensor_.shape.size();
-  std::vector<int64_t> global_stride(rank, element);
-  for (size_t d = rank; d-- > 1;) global_stride[d - 1] = global_stride[d] * tensor_.shape[d];
   int64_t covered = 0;
   std::vector<std::vector<IndexRange>> done;
   for (const Shard& shard : shards_) {
@@ -152,34 +151,13 @@ absl::Status TensorView::CopyTo(std::span<std::byte> out) const {
       continue;
     }
     int64_t elements = 1;
-    std::vector<int64_t> extent(rank);
     for (size_t d = 0; d < rank; ++d) {
-      extent[d] = std::min(ranges[d].end, tensor_.shape[d]) - ranges[d].begin;
-      elements *= std::max<int64_t>(extent[d], 0);
+      elements *= std::max<int64_t>(std::min(ranges[d].end, tensor_.shape[d]) - ranges[d].begin, 0);
     }
     if (elements == 0 && rank > 0) continue;
     if (shard.bytes.size() < static_cast<size_t>(elements * element)) continue;  // CUDA
     done.push_back(ranges);
-    covered += elements * element;
-    if (rank == 0) {
-      std::memcpy(out.data(), shard.bytes.data(), static_cast<size_t>(element));
-      continue;
-    }
-    std::vector<int64_t> shard_stride(rank, element);
-    for (size_t d = rank; d-- > 1;) shard_stride[d - 1] = shard_stride[d] * shard.info.shape[d];
-    const auto row = static_cast<size_t>(extent[rank - 1] * element);
-    std::vector<int64_t> index(rank, 0);  // over the leading rank - 1 dimensions
-    while (true) {
-      int64_t src = 0, dst = ranges[rank - 1].begin * element;
-      for (size_t d = 0; d + 1 < rank; ++d) {
-        src += index[d] * shard_stride[d];
-        dst += (ranges[d].begin + index[d]) * global_stride[d];
-      }
-      std::memcpy(out.data() + dst, shard.bytes.data() + src, row);
-      size_t d = rank - 1;
-      while (d > 0 && ++index[d - 1] == extent[d - 1]) index[--d] = 0;
-      if (d == 0) break;
-    }
+    covered += CopyBoxToArray(tensor_.shape, ranges, element, shard.bytes.data(), out.data());
   }
   if (covered < *total) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -251,3 +251,49 @@ TEST_F(InPlaceUploadTest, RequestsItCannotServeGetPreciseErrors) {
 
 }  // namespace
 }  // namespace placement::client
+
+namespace placement::client {
+namespace {
+
+// The C++ client: Upload under kAuto writes same-host arrays of 1 MiB or
+// more in place (counted by the daemon), sharded or not, byte-equal on
+// download; kInPlace refuses what the daemon cannot write in place.
+TEST_F(InPlaceUploadTest, TheClientWritesLargeSameHostUploadsInPlace) {
+  auto mesh = MeshClient(*alice_).CreateDataParallel(4, "data");
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  const std::vector<uint8_t> data = RandomBytes(16 << 20, 41);
+  const double before = Metric("placementd_inplace_upload_bytes_total");
+  TensorInfo whole = Upload(*alice_, DType::kF32, {1024, 4096}, data);
+  TensorInfo sharded =
+      Upload(*alice_, DType::kF32, {1024, 4096}, data, Placement::Sharded(*mesh, {{}, {"data"}}));
+  EXPECT_EQ(Metric("placementd_inplace_upload_bytes_total"), before + 2 * (16 << 20));
+  for (const TensorInfo& info : {whole, sharded}) {
+    auto bytes = TensorClient(*alice_).DownloadBytes(info.id);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    EXPECT_EQ(bytes->bytes, data);
+  }
+  // Again after a delete: the block comes back (the same memory file) and
+  // the client's mapping of it is reused.
+  ASSERT_TRUE(TensorClient(*alice_).Delete({whole.id}).ok());
+  const std::vector<uint8_t> next = RandomBytes(16 << 20, 42);
+  TensorInfo again = Upload(*alice_, DType::kF32, {1024, 4096}, next);
+  auto bytes = TensorClient(*alice_).DownloadBytes(again.id);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(bytes->bytes, next);
+
+  // Small arrays take a region under kAuto; kInPlace refuses them.
+  UploadOptions forced;
+  forced.path = TransferPath::kInPlace;
+  auto small = TensorClient(*alice_).Upload(HostArray{DType::kU8, {4096}, RandomBytes(4096, 43)},
+                                            {}, forced);
+  EXPECT_TRUE(absl::IsFailedPrecondition(small.status())) << small.status();
+  EXPECT_THAT(small.status().message(), HasSubstr("under 262144 bytes"));
+  const double after = Metric("placementd_inplace_upload_bytes_total");
+  TensorInfo auto_small = Upload(*alice_, DType::kU8, {4096}, RandomBytes(4096, 44));
+  EXPECT_FALSE(auto_small.id.empty());
+  EXPECT_EQ(Metric("placementd_inplace_upload_bytes_total"), after);
+  EXPECT_EQ(Metric("placementd_upload_reservations_open"), 0);
+}
+
+}  // namespace
+}  // namespace placement::client

@@ -407,8 +407,10 @@ TEST_F(RegionTest, UnregisterRacingManyTransfersNeverCorruptsOrCrashes) {
 TEST_F(RegionTest, TensorClientTakesAStagingRegionForLargeArraysByItself) {
   auto mesh = DataMesh(8);
   ASSERT_TRUE(mesh.ok());
-  auto data = RandomBytes(int64_t{3} << 20, 11);
-  auto info = tensors_->Upload(HostArray{DType::kF32, {int64_t{3} << 18}, data},
+  // 768 KiB: a region's size (arrays of 1 MiB or more are written in place,
+  // inplace_upload_test.cc).
+  auto data = RandomBytes(int64_t{3} << 18, 11);
+  auto info = tensors_->Upload(HostArray{DType::kF32, {int64_t{3} << 16}, data},
                                Placement::Sharded(*mesh, {{"data"}}));
   ASSERT_TRUE(info.ok()) << info.status();
   // The staging region the upload used is registered and waits for reuse.

@@ -151,8 +151,10 @@ struct UploadOptions {
   int64_t chunk_bytes = kDefaultChunkBytes;
   // Deadline for the whole stream; infinite = none.
   absl::Duration timeout = absl::InfiniteDuration();
-  // kAuto: arrays of 256 KiB or more go through a staging region when the
-  // daemon is on this host (regions.h); kStream / kRegion force a path.
+  // kAuto: when the daemon is on this host (regions.h), Upload writes arrays
+  // of 1 MiB or more straight into its memory where it can (kInPlace), and
+  // other transfers of 256 KiB or more go through a staging region;
+  // kStream / kRegion / kInPlace force a path.
   TransferPath path = TransferPath::kAuto;
   // Set: a multi-controller upload of this process's part (above); `name`
   // must then be empty (the tensor is named by global_name).

@@ -1,0 +1,30 @@
+// CopyBox: moves the bytes of one shard's box between a whole row-major
+// array and the shard's own row-major buffer -- the gather that views'
+// CopyTo does (box -> array) and the scatter that uploads written in place
+// do (array -> box). Not installed.
+#ifndef PLACEMENT_CLIENT_SRC_BOX_COPY_H_
+#define PLACEMENT_CLIENT_SRC_BOX_COPY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "placement/client/types.h"
+
+namespace placement::client {
+
+// Both copy the box `ranges` (clipped to `shape`) of an array of `shape`
+// with elements of `element` bytes, between the whole array and the box's
+// own bytes (row-major, extents = the clipped ranges): one contiguous run
+// per row of the box, the trailing dimensions it covers whole merged into
+// the row; runs of 16 MiB or more go through ParallelCopy. They return the
+// bytes copied. REQUIRES: ranges.size() == shape.size(); the buffers hold
+// their bytes.
+int64_t CopyBoxToArray(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges,
+                       int64_t element, const std::byte* box, std::byte* array);
+int64_t CopyArrayToBox(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges,
+                       int64_t element, const std::byte* array, std::byte* box);
+
+}  // namespace placement::client
+
+#endif  // PLACEMENT_CLIENT_SRC_BOX_COPY_H_

@@ -1,0 +1,32 @@
+// TensorClient::Upload written straight into the daemon's memory
+// (ViewService.ReserveUpload / CommitUpload, docs/api/views.md "Writing in
+// place"): one copy of the bytes, by this process, through mappings the
+// Client keeps (WritableMappings). Not installed.
+#ifndef PLACEMENT_CLIENT_SRC_TENSORS_INPLACE_H_
+#define PLACEMENT_CLIENT_SRC_TENSORS_INPLACE_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "placement/client/tensors.h"
+
+namespace placement::client {
+
+// Arrays of at least this many bytes are written in place under kAuto.
+inline constexpr int64_t kInPlaceMinBytes = int64_t{1} << 20;
+
+// Under kInPlace always, under kAuto when the daemon is on this host, the
+// array has kInPlaceMinBytes or more and no process_local is set: reserves,
+// writes every shard's box, commits. nullopt: take another path (kAuto only,
+// also when the daemon answers that it cannot: a platform without writable
+// memory, a small or remote shard). Under kInPlace those answers are the
+// result. Any failure after the reservation cancels it.
+// REQUIRES: array.data holds exactly its dtype and shape's bytes.
+std::optional<absl::StatusOr<TensorInfo>> UploadInPlace(const Client& client,
+                                                        const HostArray& array, const Rule& rule,
+                                                        const UploadOptions& options);
+
+}  // namespace placement::client
+
+#endif  // PLACEMENT_CLIENT_SRC_TENSORS_INPLACE_H_

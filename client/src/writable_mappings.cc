@@ -1,0 +1,71 @@
+#include "client/src/writable_mappings.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace placement::client {
+
+WritableMappings::Mapping::~Mapping() { munmap(base_, static_cast<size_t>(length_)); }
+
+absl::StatusOr<std::shared_ptr<WritableMappings::Mapping>> WritableMappings::Map(
+    int fd, int64_t file_bytes) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int error = errno;
+    close(fd);
+    return absl::InternalError(absl::StrCat("fstat of a handed-out fd: ", std::strerror(error)));
+  }
+  if (st.st_size < file_bytes) {
+    close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("the daemon's memory file holds ", st.st_size, " bytes, not ", file_bytes));
+  }
+  const Key key{st.st_dev, st.st_ino};
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->key == key && it->mapping->length() >= file_bytes) {
+        entries_.splice(entries_.begin(), entries_, it);
+        ++hits_;
+        close(fd);
+        return entries_.front().mapping;
+      }
+    }
+  }
+  void* base =
+      mmap(nullptr, static_cast<size_t>(file_bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int error = errno;
+  close(fd);
+  if (base == MAP_FAILED) {
+    return absl::InternalError(
+        absl::StrCat("cannot map ", file_bytes, " bytes of daemon memory: ", std::strerror(error)));
+  }
+  auto mapping = std::make_shared<Mapping>(static_cast<std::byte*>(base), file_bytes);
+  std::list<Entry> dropped;  // unmapped outside the lock
+  absl::MutexLock lock(&mu_);
+  entries_.push_front({key, mapping});
+  bytes_ += file_bytes;
+  while (bytes_ > max_bytes_ && entries_.size() > 1) {
+    bytes_ -= entries_.back().mapping->length();
+    dropped.splice(dropped.begin(), entries_, std::prev(entries_.end()));
+  }
+  return mapping;
+}
+
+int64_t WritableMappings::hits() const {
+  absl::MutexLock lock(&mu_);
+  return hits_;
+}
+
+int64_t WritableMappings::mapped_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
+}
+
+}  // namespace placement::client

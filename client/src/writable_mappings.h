@@ -1,0 +1,75 @@
+// WritableMappings: a Client's read-write mappings of the daemon memory
+// files that uploads written in place hand out (docs/api/views.md "Writing
+// in place"), kept across uploads and keyed by the file (st_dev, st_ino).
+// The daemon gives a tenant's freed block back to its next reservation of
+// that size, so keeping the mapping turns the next upload into a copy into
+// pages already mapped: a fresh mmap of 256 MiB costs several times the
+// copy itself in page-table work.
+//
+// Bounded: past `max_bytes` mapped, the least recently used mappings are
+// dropped from the cache (unmapped once no upload still writes through
+// them). Not installed. Thread-safe.
+#ifndef PLACEMENT_CLIENT_SRC_WRITABLE_MAPPINGS_H_
+#define PLACEMENT_CLIENT_SRC_WRITABLE_MAPPINGS_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace placement::client {
+
+class WritableMappings {
+ public:
+  // One mapping of a whole memory file; unmapped when the last holder goes.
+  class Mapping {
+   public:
+    Mapping(std::byte* base, int64_t length) : base_(base), length_(length) {}
+    ~Mapping();
+    Mapping(const Mapping&) = delete;
+    Mapping& operator=(const Mapping&) = delete;
+    std::byte* base() const { return base_; }
+    int64_t length() const { return length_; }
+
+   private:
+    std::byte* base_;
+    int64_t length_;
+  };
+
+  explicit WritableMappings(int64_t max_bytes) : max_bytes_(max_bytes) {}
+  WritableMappings(const WritableMappings&) = delete;
+  WritableMappings& operator=(const WritableMappings&) = delete;
+
+  // The mapping of the file `fd` refers to (`file_bytes` long), made now
+  // (PROT_READ | PROT_WRITE, MAP_SHARED) unless one is cached. Takes and
+  // closes `fd`. INVALID_ARGUMENT when the file is shorter than
+  // `file_bytes`; INTERNAL when it cannot be mapped.
+  absl::StatusOr<std::shared_ptr<Mapping>> Map(int fd, int64_t file_bytes);
+
+  // Uploads that found their file mapped already, and mapped bytes now.
+  int64_t hits() const;
+  int64_t mapped_bytes() const;
+
+ private:
+  using Key = std::pair<dev_t, ino_t>;
+  struct Entry {
+    Key key;
+    std::shared_ptr<Mapping> mapping;
+  };
+
+  const int64_t max_bytes_;
+  mutable absl::Mutex mu_;
+  std::list<Entry> entries_ ABSL_GUARDED_BY(mu_);  // most recently used first
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace placement::client
+
+#endif  // PLACEMENT_CLIENT_SRC_WRITABLE_MAPPINGS_H_
