@@ -4,8 +4,9 @@ ring), whether its daemon is on this host at all (asked once), and the
 caller's own SharedRegions (so arrays inside them travel as slices, with no
 copy) -- the C++ client's client/src/region_pool.cc.
 
-lease_for(path, nbytes) decides: "stream" never takes a region; "auto" does
-when the daemon is on this host and nbytes >= 256 KiB; "region" always
+lease_for(path, nbytes) decides: "stream" never takes a region; "auto" (and
+"inplace", for the transfers that are not written in place) does when the
+daemon is on this host and nbytes >= 256 KiB; "region" always
 (FailedPreconditionError for a daemon elsewhere). It hands out the smallest
 free region that fits, else creates one (rounded up to a MiB). A returned
 region stays registered for the next transfer; at most 8 regions and 1 GiB
@@ -109,7 +110,11 @@ class RegionPool:
             return self._socket
 
     def use_region(self, path: TransferPath, nbytes: int) -> bool:
-        """Whether a transfer of `nbytes` takes a region under `path`."""
+        """Whether a transfer of `nbytes` takes a region under `path`
+        (INPLACE is AUTO here: it only changes single-array uploads, which
+        placement._inplace writes before they get here)."""
+        if path is TransferPath.INPLACE:
+            path = TransferPath.AUTO
         if path is TransferPath.STREAM:
             return False
         if path is TransferPath.AUTO and nbytes < AUTO_MIN_BYTES:

@@ -12,7 +12,9 @@ is garbage-collected is deleted on the daemon by a background thread (never
 inside the collector), and close() -- also run at interpreter exit -- deletes
 every tensor still alive unless it was kept (RemoteArray.keep()). It owns
 its shared-memory regions likewise (placement.regions: the staging pool and
-the caller's SharedRegions): close() unregisters them.
+the caller's SharedRegions): close() unregisters them, and unmaps the
+daemon's memory files kept mapped for uploads written in place
+(placement._inplace).
 
 So that a process that dies (killed, crashed, partitioned) leaves nothing
 behind either, connect() opens a session (SessionService) that every call
@@ -373,6 +375,7 @@ class Client:
             return
         self.flush(timeout=5.0)
         self.regions.close()
+        self.tensors.inplace.close()  # unmaps the daemon's memory files
         live = [tid for tid, arr in list(self._live.items()) if getattr(arr, "_owned", False)]
         if live:
             try:

@@ -135,7 +135,8 @@ def test_transfer_path_option():
     assert TransportOptions(transfer_path=TransferPath.STREAM).transfer_path == "stream"
     with pytest.raises(errors.InvalidArgumentError) as e:
         TransportOptions(transfer_path="shm")
-    assert str(e.value) == "transfer_path is 'shm'; expected 'auto', 'stream' or 'region'"
+    assert str(e.value) == ("transfer_path is 'shm'; expected 'auto', 'stream', 'region' or "
+                            "'inplace'")
 
 
 @pytest.mark.parametrize("path,nbytes,through_region", [
