@@ -128,8 +128,7 @@ class InplaceUploads:
                 # The daemon restarted (a TCP daemon's region socket is named
                 # after its instance; its files are new ones), or the
                 # reservation ended before the commit: nothing was committed.
-                self._client.regions.forget()
-                self.cache.clear()
+                self._client.regions.forget()  # and the mappings (Tensors.on_forget)
                 again = self._client.regions.same_host_socket()
                 if attempt == 1 or again is None:
                     if path is TransferPath.AUTO and isinstance(e, _SocketGone):

@@ -19,7 +19,7 @@ import concurrent.futures
 import os
 import threading
 import weakref
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
@@ -73,6 +73,7 @@ class RegionPool:
         self._user: "weakref.WeakSet[SharedRegion]" = weakref.WeakSet()
         self._made: "weakref.WeakSet[SharedRegion]" = weakref.WeakSet()  # staging, free or lent
         self._generation = 0  # bumped by forget(); older regions are not reused
+        self._forget_listeners: List[Callable[[], None]] = []
 
     # --- The caller's regions -----------------------------------------------------
     def track(self, region: SharedRegion) -> None:
@@ -206,8 +207,18 @@ class RegionPool:
             self._generation += 1
             self._checked = False
             self._socket = None
+            listeners = list(self._forget_listeners)
         for r in dropped:
             r.close()  # NOT_FOUND from the daemon is ignored; the mapping goes
+        for listener in listeners:
+            listener()
+
+    def on_forget(self, listener: Callable[[], None]) -> None:
+        """Calls `listener()` after every forget() (what else the client
+        keeps of the daemon's memory goes with the pool: placement._inplace's
+        mappings)."""
+        with self._lock:
+            self._forget_listeners.append(listener)
 
     def free_regions(self) -> List[SharedRegion]:
         with self._lock:

@@ -63,6 +63,9 @@ class Tensors:
             response_deserializer=_wire.download_deserializer(pb.DownloadHeader))
         #: The in-place upload path and its mapping cache (placement._inplace).
         self.inplace = _inplace.InplaceUploads(client)
+        # A daemon that forgot the pool's regions restarted or ended the
+        # session: its memory files are not handed out again.
+        client.regions.on_forget(self.inplace.cache.clear)
 
     @property
     def chunk(self) -> int:

@@ -120,6 +120,11 @@ class Client:
             if self._session is not gone:
                 return True  # another thread replaced it already
             gone.abandon()
+            # The memory files kept mapped for uploads written in place: a
+            # restarted daemon's are new ones (the old ones live on only
+            # through the mappings); after a lapsed lease the next upload
+            # merely maps afresh.
+            self.tensors.inplace.cache.clear()
             # OpenSession must not carry the session that is gone.
             self.transport.leave_session()
             self._session = _session.OwnSession(self.transport, self.options.session_ttl)

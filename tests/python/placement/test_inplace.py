@@ -247,6 +247,28 @@ def test_the_mapping_cache_keeps_to_its_bound(client):
         bounded.close()
 
 
+def test_a_restarted_daemon_gets_the_upload_and_the_old_mappings_go(daemon, tmp_path):
+    target = f"unix:{tmp_path}/p.sock"
+    x = sample((1024, 1024))
+    first = LocalDaemon(daemon.binary, listen=target)
+    try:
+        c = placement.Client(target)
+        placement.device_put(x, 0, client=c).keep()
+        assert stats(c).cache.mappings == 1
+    finally:
+        first.stop()
+    with LocalDaemon(daemon.binary, listen=target):
+        assert len(c.list_devices()) == 8  # reconnected (retried on UNAVAILABLE)
+        # ReserveUpload meets the forgotten session: a new one, and the first
+        # daemon's file (alive only through the mapping) is unmapped.
+        r = placement.device_put(x + 1, 0, client=c)
+        s = stats(c)
+        assert s.uploads == 2 and s.cache.misses == 2 and s.cache.mappings == 1, s
+        np.testing.assert_array_equal(r.to_numpy(), x + 1)
+        r.delete()
+        c.close()
+
+
 def test_options_validate():
     with pytest.raises(errors.InvalidArgumentError, match="inplace_mapping_bytes"):
         TransportOptions(inplace_mapping_bytes=-1)
