@@ -41,9 +41,9 @@ MAX_CHUNK_BYTES = 4 << 20
 class TransferPath(str, enum.Enum):
     """Which way tensor bytes travel between this process and the daemon.
     The strings work wherever one is taken. AUTO, STREAM and REGION are the
-    C++ client's TransferPath (kAuto, kStream, kRegion) for every transfer;
-    uploads written in place (INPLACE, and AUTO's choice of them) are this
-    package's only: the C++ client stages such uploads through a region.
+    C++ client's TransferPath (kAuto, kStream, kRegion); uploads written in
+    place (INPLACE, and AUTO's choice of them) have no counterpart in the C++
+    client of this tree yet, which stages such uploads through a region.
 
     AUTO: for a single-array upload (device_put, the seed calls; not a
       multi-controller part) of at least 1 MiB against a daemon on this
