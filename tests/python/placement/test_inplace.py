@@ -1,15 +1,16 @@
 """Uploads written in place (placement._inplace, docs/python.md "Uploads
 written in place"): against the suite's same-host CPU daemon, device_put of
 1 MiB or more writes the shards straight into the daemon's memory and round
-trips byte for byte -- one device, a 2x2 mesh sharded both ways, replicated
--- with progress slot by slot; the next upload after a delete writes
-through the mapping kept from the one before; small arrays and forced paths
-stay staged; INPLACE raises FailedPreconditionError where the daemon cannot
-(shards under 256 KiB, no region socket, an older daemon) and AUTO falls
-back, remembering only what lasts; an error while writing cancels the
-reservation and frees its memory; the mapping cache keeps to its bound.
-The MappingCache and the slot layout are also checked on memfds of this
-process, without the daemon."""
+trips byte for byte -- one device, a 2x2 mesh sharded both ways, replicated,
+a padded sharding with an empty shard -- with progress slot by slot; the
+next upload after a delete writes through the mapping kept from the one
+before; small arrays and forced paths stay staged; INPLACE raises
+FailedPreconditionError where the daemon cannot (shards under 256 KiB, no
+region socket, an older daemon) and AUTO falls back, remembering only what
+lasts; an error while writing cancels the reservation and frees its memory;
+the mapping cache keeps to its bound; a restarted daemon gets the upload
+and the old mappings go. The MappingCache and the slot layout are also
+checked on memfds of this process, without the daemon."""
 import os
 
 import numpy as np
@@ -67,6 +68,17 @@ def test_mesh_layouts_round_trip(client, spec):
     for shard in shards:
         np.testing.assert_array_equal(np.asarray(shard.data), x[shard.index])
     del shards, shard
+    r.delete()
+
+
+def test_a_padded_sharding_with_an_empty_shard_round_trips(client):
+    x = sample((6, 65536), seed=5)  # 4 ways padded: 2 + 2 + 2 + 0 rows, 512 KiB shards
+    before = stats(client)
+    r = placement.device_put(x, NamedSharding(Mesh(np.arange(4), ("data",)),
+                                              PartitionSpec("data"), padded=True))
+    assert stats(client).uploads == before.uploads + 1
+    assert [s.shape[0] for s in r.addressable_shards] == [2, 2, 2, 0]
+    np.testing.assert_array_equal(r.to_numpy(), x)
     r.delete()
 
 
