@@ -182,10 +182,16 @@ def test_an_older_daemon_is_asked_once_and_inplace_says_it_cannot(client, monkey
         c.close()
 
 
+# The daemon's words (server/view/upload_reservations.cc, cpu_backend.cc).
 @pytest.mark.parametrize("message,lasting", [
-    ("ReserveUpload: fd passing is off (--region_socket '')", True),
-    ("ReserveUpload: shard 0 has 131072 bytes; writing in place needs 256 KiB", False),
-])
+    ("writing in place needs the region socket, which this daemon runs without "
+     "(--region_socket ''); upload through the stream", True),
+    ("the cuda platform cannot hand out device memory for writing in place", True),
+    ("device 0: a buffer of 131072 bytes shares its memory with others (under 262144 bytes), "
+     "so it cannot be written in place; upload it through a region", False),
+    ("shard 1 is on device 4 of process 1; only shards of this daemon can be written in place",
+     False),
+], ids=["fd-passing-off", "platform", "small-shard", "remote-shard"])
 def test_which_refusals_auto_remembers(client, monkeypatch, message, lasting):
     def refuse(header):
         raise errors.FailedPreconditionError(message)
