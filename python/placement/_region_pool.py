@@ -4,8 +4,9 @@ ring), whether its daemon is on this host at all (asked once), and the
 caller's own SharedRegions (so arrays inside them travel as slices, with no
 copy) -- the C++ client's client/src/region_pool.cc.
 
-lease_for(path, nbytes) decides: "stream" never takes a region; "auto" does
-when the daemon is on this host and nbytes >= 256 KiB; "region" always
+lease_for(path, nbytes) decides: "stream" never takes a region; "auto" (and
+"inplace", for the transfers that are not written in place) does when the
+daemon is on this host and nbytes >= 256 KiB; "region" always
 (FailedPreconditionError for a daemon elsewhere). It hands out the smallest
 free region that fits, else creates one (rounded up to a MiB). A returned
 region stays registered for the next transfer; at most 8 regions and 1 GiB
@@ -18,7 +19,7 @@ import concurrent.futures
 import os
 import threading
 import weakref
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
@@ -72,6 +73,7 @@ class RegionPool:
         self._user: "weakref.WeakSet[SharedRegion]" = weakref.WeakSet()
         self._made: "weakref.WeakSet[SharedRegion]" = weakref.WeakSet()  # staging, free or lent
         self._generation = 0  # bumped by forget(); older regions are not reused
+        self._forget_listeners: List[Callable[[], None]] = []
 
     # --- The caller's regions -----------------------------------------------------
     def track(self, region: SharedRegion) -> None:
@@ -109,7 +111,11 @@ class RegionPool:
             return self._socket
 
     def use_region(self, path: TransferPath, nbytes: int) -> bool:
-        """Whether a transfer of `nbytes` takes a region under `path`."""
+        """Whether a transfer of `nbytes` takes a region under `path`
+        (INPLACE is AUTO here: it only changes single-array uploads, which
+        placement._inplace writes before they get here)."""
+        if path is TransferPath.INPLACE:
+            path = TransferPath.AUTO
         if path is TransferPath.STREAM:
             return False
         if path is TransferPath.AUTO and nbytes < AUTO_MIN_BYTES:
@@ -201,8 +207,18 @@ class RegionPool:
             self._generation += 1
             self._checked = False
             self._socket = None
+            listeners = list(self._forget_listeners)
         for r in dropped:
             r.close()  # NOT_FOUND from the daemon is ignored; the mapping goes
+        for listener in listeners:
+            listener()
+
+    def on_forget(self, listener: Callable[[], None]) -> None:
+        """Calls `listener()` after every forget() (what else the client
+        keeps of the daemon's memory goes with the pool: placement._inplace's
+        mappings)."""
+        with self._lock:
+            self._forget_listeners.append(listener)
 
     def free_regions(self) -> List[SharedRegion]:
         with self._lock:

@@ -1,7 +1,11 @@
 """TensorService calls: uploads and downloads, place, assemble.
 
-Two paths for tensor bytes, chosen per transfer by the Client's RegionPool
-(TransportOptions.transfer_path, docs/api/regions.md):
+Three paths for tensor bytes, chosen per transfer (TransportOptions.
+transfer_path) by placement._inplace and the Client's RegionPool
+(docs/api/regions.md):
+  * written in place (single-array uploads of 1 MiB or more against a
+    same-host daemon that can, placement._inplace): the client copies each
+    shard's box straight into the daemon's device memory and commits;
   * the gRPC stream: a header, then ~chunk_bytes messages framed straight
     from the caller's array (placement._wire; one copy per chunk, no
     whole-array copy); downloads write each received chunk straight into the
@@ -22,7 +26,7 @@ from typing import (Any, Callable, Iterable, Iterator, List, Optional, Sequence,
 import grpc
 import numpy as np
 
-from placement import _dtypes, _progress, _staging, _wire, errors
+from placement import _dtypes, _inplace, _progress, _staging, _wire, errors
 from placement._region_pool import parallel_copy
 from placement._transport import TransferPath
 from placement._shared_region import SharedRegion
@@ -57,6 +61,11 @@ class Tensors:
         self._download = channel.unary_stream(
             _SERVICE + "Download", request_serializer=pb.DownloadRequest.SerializeToString,
             response_deserializer=_wire.download_deserializer(pb.DownloadHeader))
+        #: The in-place upload path and its mapping cache (placement._inplace).
+        self.inplace = _inplace.InplaceUploads(client)
+        # A daemon that forgot the pool's regions restarted or ended the
+        # session: its memory files are not handed out again.
+        client.regions.on_forget(self.inplace.cache.clear)
 
     @property
     def chunk(self) -> int:
@@ -77,6 +86,10 @@ class Tensors:
         if process_local is not None:
             header.header.process_local.CopyFrom(process_local)
         tracker = _progress.Tracker(progress, array.nbytes)
+        if process_local is None:
+            done = self._upload_in_place(array, header.header, path, tracker)
+            if done is not None:
+                return done
 
         def requests(staged: _staging.Staged) -> Iterator[object]:
             yield header
@@ -93,6 +106,22 @@ class Tensors:
         info = self._staged_call([array], path,
                                  lambda staged: self._upload_messages(requests(staged)))
         tracker.finish()
+        return info
+
+    def _upload_in_place(self, array: np.ndarray, header: pb.UploadHeader, path: Any,
+                         tracker: _progress.Tracker) -> Optional[types_pb2.TensorInfo]:
+        """The tensor, when `path` writes this upload in place
+        (placement._inplace) and the daemon could; else None: the caller
+        takes the stream or a staging region."""
+        chosen = self.client.regions.path(path)
+        if chosen not in (TransferPath.AUTO, TransferPath.INPLACE):
+            return None
+        socket = self.inplace.region_socket(chosen, array)
+        if socket is None:
+            return None
+        info = self.inplace.upload(array, header, socket, chosen, tracker.add)
+        if info is not None:
+            tracker.finish()
         return info
 
     def _staged_call(self, arrays: Sequence[np.ndarray], path: Any,
@@ -164,7 +193,17 @@ class Tensors:
         """A group under one rule, all or nothing (UploadBatch); results in
         `arrays` order. `path` overrides TransportOptions.transfer_path. With
         `process_local`, the arrays are this process's parts of a
-        multi-controller batch: array `key` commits as "<global_name>/<key>"."""
+        multi-controller batch: array `key` commits as "<global_name>/<key>".
+        A batch of one array is written in place as upload() would (no
+        process_local), under the name the batch would give it."""
+        if process_local is None and len(arrays) == 1:
+            key, array = arrays[0]
+            single = self._upload_header(array.dtype, array.shape, rule,
+                                         f"{name}/{key}" if name else "")
+            done = self._upload_in_place(array, single.header, path,
+                                         _progress.Tracker(progress, array.nbytes))
+            if done is not None:
+                return [done]
         header = pb.UploadBatchRequest()
         header.header.name = name
         header.header.owner = self.client.owner

@@ -39,19 +39,32 @@ MAX_CHUNK_BYTES = 4 << 20
 
 
 class TransferPath(str, enum.Enum):
-    """Which way tensor bytes travel between this process and the daemon
-    (the C++ client's TransferPath). The strings work wherever one is taken.
+    """Which way tensor bytes travel between this process and the daemon.
+    The strings work wherever one is taken. AUTO, STREAM and REGION are the
+    C++ client's TransferPath (kAuto, kStream, kRegion); uploads written in
+    place (INPLACE, and AUTO's choice of them) have no counterpart in the C++
+    client of this tree yet, which stages such uploads through a region.
 
-    AUTO: a shared-memory region when the daemon is on this host and the
-      transfer has at least 256 KiB, else the gRPC stream.
+    AUTO: for a single-array upload (device_put, the seed calls; not a
+      multi-controller part) of at least 1 MiB against a daemon on this
+      host, written in place into the daemon's device memory (one copy,
+      placement._inplace); when the daemon cannot (FAILED_PRECONDITION,
+      UNIMPLEMENTED), and for every other transfer, a shared-memory region
+      when the daemon is on this host and the transfer has at least
+      256 KiB, else the gRPC stream.
     STREAM: always gRPC chunks.
     REGION: always a region; FailedPreconditionError when the daemon is not
       on this host.
+    INPLACE: single-array uploads always written in place;
+      FailedPreconditionError when the daemon is not on this host or cannot
+      (a CUDA daemon, a shard under 256 KiB or on another daemon, fd passing
+      off, a daemon without ReserveUpload). Other transfers as under AUTO.
     """
 
     AUTO = "auto"
     STREAM = "stream"
     REGION = "region"
+    INPLACE = "inplace"
 
     @classmethod
     def of(cls, value: Union[str, "TransferPath"]) -> "TransferPath":
@@ -59,7 +72,8 @@ class TransferPath(str, enum.Enum):
             return cls(value)
         except ValueError:
             raise errors.InvalidArgumentError(
-                f"transfer_path is {value!r}; expected 'auto', 'stream' or 'region'") from None
+                f"transfer_path is {value!r}; expected 'auto', 'stream', 'region' or "
+                f"'inplace'") from None
 
 
 class SessionPolicy(str, enum.Enum):
@@ -118,8 +132,13 @@ class TransportOptions:
       the daemon's default, 60 s): how long the daemon keeps what a dead
       client created.
     transfer_path: TransferPath (or its string) of uploads, downloads and
-      prefetch batches: "auto" (shared-memory regions for a same-host daemon
-      and transfers of 256 KiB or more), "stream" or "region".
+      prefetch batches: "auto" (against a same-host daemon, uploads of 1 MiB
+      or more written in place and other transfers of 256 KiB or more through
+      shared-memory regions), "stream", "region" or "inplace".
+    inplace_mapping_bytes: how many bytes of the daemon's memory files the
+      client keeps mapped between uploads written in place (least recently
+      used unmapped first; 0 = none kept: every upload maps afresh). Default
+      2 GiB.
     """
 
     timeout: Optional[float] = 30.0
@@ -141,6 +160,7 @@ class TransportOptions:
     session: Union[str, SessionPolicy] = SessionPolicy.OPEN
     session_ttl: Optional[float] = None
     transfer_path: Union[str, TransferPath] = TransferPath.AUTO
+    inplace_mapping_bytes: int = 2 << 30
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "transfer_path", TransferPath.of(self.transfer_path))
@@ -148,6 +168,9 @@ class TransportOptions:
         if not 1 <= self.chunk_bytes <= MAX_CHUNK_BYTES:
             raise errors.InvalidArgumentError(
                 f"chunk_bytes is {self.chunk_bytes}; expected 1 to {MAX_CHUNK_BYTES}")
+        if self.inplace_mapping_bytes < 0:
+            raise errors.InvalidArgumentError(
+                f"inplace_mapping_bytes is {self.inplace_mapping_bytes}; must be >= 0")
         if self.retries < 0:
             raise errors.InvalidArgumentError(f"retries is {self.retries}; must be >= 0")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):

@@ -12,7 +12,9 @@ is garbage-collected is deleted on the daemon by a background thread (never
 inside the collector), and close() -- also run at interpreter exit -- deletes
 every tensor still alive unless it was kept (RemoteArray.keep()). It owns
 its shared-memory regions likewise (placement.regions: the staging pool and
-the caller's SharedRegions): close() unregisters them.
+the caller's SharedRegions): close() unregisters them, and unmaps the
+daemon's memory files kept mapped for uploads written in place
+(placement._inplace).
 
 So that a process that dies (killed, crashed, partitioned) leaves nothing
 behind either, connect() opens a session (SessionService) that every call
@@ -118,6 +120,11 @@ class Client:
             if self._session is not gone:
                 return True  # another thread replaced it already
             gone.abandon()
+            # The memory files kept mapped for uploads written in place: a
+            # restarted daemon's are new ones (the old ones live on only
+            # through the mappings); after a lapsed lease the next upload
+            # merely maps afresh.
+            self.tensors.inplace.cache.clear()
             # OpenSession must not carry the session that is gone.
             self.transport.leave_session()
             self._session = _session.OwnSession(self.transport, self.options.session_ttl)
@@ -373,6 +380,7 @@ class Client:
             return
         self.flush(timeout=5.0)
         self.regions.close()
+        self.tensors.inplace.close()  # unmaps the daemon's memory files
         live = [tid for tid, arr in list(self._live.items()) if getattr(arr, "_owned", False)]
         if live:
             try:

@@ -135,21 +135,28 @@ def test_transfer_path_option():
     assert TransportOptions(transfer_path=TransferPath.STREAM).transfer_path == "stream"
     with pytest.raises(errors.InvalidArgumentError) as e:
         TransportOptions(transfer_path="shm")
-    assert str(e.value) == "transfer_path is 'shm'; expected 'auto', 'stream' or 'region'"
+    assert str(e.value) == ("transfer_path is 'shm'; expected 'auto', 'stream', 'region' or "
+                            "'inplace'")
 
 
 @pytest.mark.parametrize("path,nbytes,through_region", [
     ("stream", 4 * MIB, False), ("region", 4 * KIB, True), ("region", 4 * MIB, True),
-    ("auto", 256 * KIB - 1, False), ("auto", 256 * KIB, True), ("auto", 4 * MIB, True)])
+    ("auto", 256 * KIB - 1, False), ("auto", 256 * KIB, True), ("auto", MIB - 1, True),
+    ("auto", 4 * MIB, True)])
 def test_each_path_is_taken(daemon, by_path, path, nbytes, through_region):
     c = by_path[path]
     x = np.arange(nbytes, dtype=np.uint8)
+    in_place = c.tensors.inplace.stats().uploads
     with Moved(daemon) as up:
         r = placement.device_put(x, 2, client=c)
     with Moved(daemon) as down:
         back = r.to_numpy()  # a download (np.asarray would view it in place: test_views.py)
     np.testing.assert_array_equal(back, x)
-    assert (up.into, down.out) == ((nbytes, nbytes) if through_region else (0, 0))
+    # "auto" writes uploads of 1 MiB or more in place (test_inplace.py): no region.
+    written = path == "auto" and nbytes >= MIB
+    assert c.tensors.inplace.stats().uploads == in_place + written
+    assert up.into == (nbytes if through_region and not written else 0)
+    assert down.out == (nbytes if through_region else 0)
     r.delete()
 
 
@@ -391,7 +398,7 @@ def test_prefetch_cancelled_mid_stream_returns_its_ring(client):
 # --- A daemon that forgot the pool's regions ------------------------------------------------
 def test_a_restarted_daemon_gets_fresh_regions(daemon, tmp_path):
     target = f"unix:{tmp_path}/p.sock"
-    x = np.arange(MIB, dtype=np.float32)
+    x = np.arange(MIB // 8, dtype=np.float32)  # 512 KiB: staged ("auto" writes 1 MiB in place)
     first = LocalDaemon(daemon.binary, listen=target)
     try:
         c = placement.Client(target)
@@ -419,10 +426,19 @@ def test_a_moved_region_socket_is_asked_again(daemon, client, by_path):
     c.regions.use_region(TransferPath.AUTO, MIB)  # same-host check done, socket known
     c.regions._socket = "@placementd-regions-moved-away"  # as after a restart over TCP
     big = np.arange(48 * MIB // 8, dtype=np.int64)  # bigger than any free region: a new one
+    tree = {"big": big, "small": np.ones(8, np.int64)}  # two leaves: staged, one region
     with Moved(daemon) as moved:
-        r = placement.device_put(big, 1, client=c)
-    assert moved.into == big.nbytes
+        r = placement.device_put(tree, 1, client=c)
+    assert moved.into == big.nbytes + 64
     assert c.regions._socket == client.status().region_socket
+    placement.delete(r)
+    # Written in place, the token is redeemed on the socket asked again.
+    c.regions._socket = "@placementd-regions-moved-away"
+    in_place = c.tensors.inplace.stats().uploads
+    r = placement.device_put(big, 1, client=c)
+    assert c.tensors.inplace.stats().uploads == in_place + 1
+    assert c.regions._socket == client.status().region_socket
+    np.testing.assert_array_equal(r.to_numpy(), big)
     r.delete()
 
 
@@ -454,7 +470,7 @@ def test_close_unregisters_every_region(daemon, client):
     # The regions of c's session are c's to list; the daemon's count covers everyone's.
     before = client.status().num_regions
     c = placement.Client(client.target)
-    r = placement.device_put(np.ones(2 * MIB, np.uint8), 0, client=c)  # a staging region
+    r = placement.device_put(np.ones(512 * KIB, np.uint8), 0, client=c)  # a staging region
     np.asarray(r)
     mine = SharedRegion(MIB, client=c)
     it = DevicePlacement(client=c).prefetch_to_device(
@@ -472,7 +488,7 @@ def test_close_unregisters_every_region(daemon, client):
     # A separate daemon, one client: back to zero.
     with LocalDaemon(daemon.binary) as own:
         c = placement.Client(own.address)
-        placement.device_put(np.ones(MIB, np.uint8), 0, client=c).delete()
+        placement.device_put(np.ones(512 * KIB, np.uint8), 0, client=c).delete()
         assert c.status().num_regions == 1
         c.close()
         other = placement.Client(own.address)
