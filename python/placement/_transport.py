@@ -40,10 +40,8 @@ MAX_CHUNK_BYTES = 4 << 20
 
 class TransferPath(str, enum.Enum):
     """Which way tensor bytes travel between this process and the daemon.
-    The strings work wherever one is taken. AUTO, STREAM and REGION are the
-    C++ client's TransferPath (kAuto, kStream, kRegion); uploads written in
-    place (INPLACE, and AUTO's choice of them) have no counterpart in the C++
-    client of this tree yet, which stages such uploads through a region.
+    The strings work wherever one is taken; they are the C++ client's
+    TransferPath (kAuto, kStream, kRegion, kInPlace).
 
     AUTO: for a single-array upload (device_put, the seed calls; not a
       multi-controller part) of at least 1 MiB against a daemon on this
