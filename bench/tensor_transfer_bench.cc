@@ -6,8 +6,10 @@
 //     and into the same host buffers as ours does;
 //   * host memcpy of the same bytes (the physical limit).
 // Region rows: the same transfers through a same-host shared-memory region
-// (the bytes already in the region; and kAuto, which copies caller memory
-// into a pooled region first), against the same baselines.
+// (the bytes already in the region; and kAuto, which now writes uploads of
+// 1 MiB or more in place and copies other caller memory into a pooled
+// region first), and uploads written in place (kInPlace: one copy, by the
+// client, into the daemon's memory), against the same baselines.
 // View rows (CPU): the time to a readable zero-copy view of a tensor from 1
 // MiB to --view_max_mib, and a view + one full read against a region
 // download + the same read and a gRPC download + the same read
@@ -189,6 +191,8 @@ int Run() {
   auto_upload.path = client::TransferPath::kAuto;
   client::DownloadOptions auto_download;
   auto_download.path = client::TransferPath::kAuto;
+  client::UploadOptions in_place;
+  in_place.path = client::TransferPath::kInPlace;
   auto region_in = client::SharedRegion::Create(**client, bytes, "bench-in");
   if (!Check(region_in.status(), "region")) return 1;
   auto region_out = client::SharedRegion::Create(**client, bytes, "bench-out");
@@ -209,7 +213,10 @@ int Run() {
   Series up_region_one{"upload   region, 1 device", bytes};
   Series up_region_eight{absl::StrCat("upload   region, P('data') over ", devices, " devices"),
                          bytes};
-  Series up_auto{absl::StrCat("upload   auto (staged region), P('data') x", devices), bytes};
+  Series up_auto{absl::StrCat("upload   auto (in place), P('data') x", devices), bytes};
+  // Written straight into the daemon's memory: one copy by the client, into
+  // the block the previous rep's tensor freed (docs/api/views.md).
+  Series up_in_place{"upload   in place, 1 device", bytes};
   Series down_region_one{"download region, 1 device", bytes};
   Series down_region_eight{absl::StrCat("download region, P('data') over ", devices, " devices"),
                            bytes};
@@ -317,6 +324,13 @@ int Run() {
     ok = ok && Measure(&down_one, [&] { return download_from(a); });
     ok = ok && Measure(&down_eight, [&] { return download_from(b); });
     ok = ok && std::memcmp(dst.data(), src.data(), bytes) == 0 && remove(a) && remove(b);
+    ok = ok && Measure(&up_in_place, [&] {
+           auto info = tensors.Upload(array, one, in_place);
+           if (!Check(info.status(), "in-place upload")) return false;
+           a = info->id;
+           return true;
+         });
+    ok = ok && remove(a);
     std::string c, d, e;
     ok = ok && Measure(&up_region_one, [&] { return upload_region(one, &c); });
     ok = ok && Measure(&up_region_eight, [&] { return upload_region(eight, &d); });
@@ -387,6 +401,7 @@ int Run() {
   Print(up_region_one, &bare_up, copy);
   Print(up_region_eight, &bare_up, copy);
   Print(up_auto, &bare_up, copy);
+  Print(up_in_place, &bare_up, copy);
   Print(down_region_one, &bare_down, copy);
   Print(down_region_eight, &bare_down, copy);
   Print(down_auto, &bare_down, copy);
