@@ -8,6 +8,7 @@
 #include "client/src/call_context.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
+#include "client/src/tensors_inplace.h"
 #include "client/src/tensors_region.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
@@ -116,6 +117,9 @@ absl::StatusOr<DownloadHeader> TensorClient::Download(const std::string& tensor_
                                                       absl::Span<uint8_t> out,
                                                       const DownloadSelection& selection,
                                                       const DownloadOptions& options) const {
+  if (auto in_place = DownloadInPlace(client_, tensor_id, out, selection, options)) {
+    return *std::move(in_place);
+  }
   if (auto through_region = DownloadThroughStaging(client_, tensor_id, out, selection, options)) {
     return *std::move(through_region);
   }

@@ -1,5 +1,6 @@
 #include "client/src/tensors_inplace.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <memory>
@@ -13,8 +14,10 @@
 #include "client/src/convert.h"
 #include "client/src/region_fd.h"
 #include "client/src/region_pool.h"
+#include "client/src/shard_export.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
+#include "placement/client/views.h"
 #include "placement/v1/view_service.grpc.pb.h"
 
 namespace placement::client {
@@ -134,6 +137,143 @@ std::optional<absl::StatusOr<TensorInfo>> UploadInPlace(const Client& client,
   absl::StatusOr<TensorInfo> info = WriteAndCommit(*stub, *pool, *socket, array, reserved, options);
   if (!info.ok()) CancelQuietly(*stub, reserved.reservation_id());
   return info;
+}
+
+namespace {
+
+// A read-only mapping of a sealed shard (or a private copy): the daemon
+// never reuses such memory, so it is not kept.
+struct SealedMapping {
+  SealedMapping() = default;
+  SealedMapping(const SealedMapping&) = delete;
+  SealedMapping& operator=(const SealedMapping&) = delete;
+  ~SealedMapping() {
+    if (base != nullptr) munmap(base, length);
+  }
+  void* base = nullptr;
+  size_t length = 0;
+};
+
+// Copies every distinct box of `exported` into `out` (the whole array, row
+// major); `tensor` is the exported tensor. FAILED_PRECONDITION (with
+// `*elsewhere` set) when the exported shards do not cover the array.
+absl::Status CopyOut(RegionPool& pool, const TensorInfo& tensor, RedeemedExport& exported,
+                     absl::Span<uint8_t> out, int64_t total, bool* elsewhere) {
+  const int64_t element = ElementSize(tensor.dtype);
+  // Which boxes the exported shards hold, before anything is mapped.
+  std::vector<const placement::v1::ShardView*> distinct;
+  std::vector<std::vector<IndexRange>> boxes;
+  int64_t covered = 0;
+  for (const placement::v1::ShardView& view : exported.response.shards()) {
+    const int index = view.shard_index();
+    if (index < 0 || index >= static_cast<int>(tensor.shards.size()) || view.fd_index() < 0 ||
+        view.fd_index() >= static_cast<int>(exported.fds.size())) {
+      continue;
+    }
+    const std::vector<IndexRange>& ranges = tensor.shards[index].ranges;
+    if (std::find(boxes.begin(), boxes.end(), ranges) != boxes.end()) continue;
+    boxes.push_back(ranges);
+    distinct.push_back(&view);
+    covered += view.size_bytes();
+  }
+  if (covered < total) {
+    *elsewhere = true;
+    return absl::FailedPreconditionError(
+        absl::StrCat("the shards of tensor '", tensor.id, "' on this daemon hold ", covered,
+                     " of its ", total, " bytes; download it through the stream"));
+  }
+  auto* array = reinterpret_cast<std::byte*>(out.data());
+  for (size_t k = 0; k < distinct.size(); ++k) {
+    const placement::v1::ShardView& view = *distinct[k];
+    int& fd = exported.fds[view.fd_index()];
+    std::shared_ptr<WritableMappings::Mapping> kept;
+    SealedMapping sealed;
+    const std::byte* base = nullptr;
+    if (view.writable()) {
+      absl::StatusOr<std::shared_ptr<WritableMappings::Mapping>> mapping =
+          pool.mappings().Map(std::exchange(fd, -1), view.mapping_bytes());
+      if (!mapping.ok()) return mapping.status();
+      kept = *std::move(mapping);
+      if (view.offset() + view.size_bytes() > kept->length()) {
+        return absl::InternalError("a shard lies outside the memory file handed over");
+      }
+      base = kept->base() + view.offset();
+    } else {
+      const int64_t page = sysconf(_SC_PAGESIZE);
+      const int64_t start = view.offset() / page * page;
+      sealed.length = static_cast<size_t>(view.offset() - start + view.size_bytes());
+      sealed.base = mmap(nullptr, sealed.length, PROT_READ, MAP_SHARED, fd, start);
+      if (sealed.base == MAP_FAILED) {
+        sealed.base = nullptr;
+        return absl::ResourceExhaustedError(absl::StrCat("cannot map ", view.size_bytes(),
+                                                         " bytes of shard ", view.shard_index(),
+                                                         " read-only: ", std::strerror(errno)));
+      }
+      base = static_cast<const std::byte*>(sealed.base) + (view.offset() - start);
+    }
+    CopyBoxToArray(tensor.shape, boxes[k], element, base, array);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::optional<absl::StatusOr<DownloadHeader>> DownloadInPlace(const Client& client,
+                                                              const std::string& tensor_id,
+                                                              absl::Span<uint8_t> out,
+                                                              const DownloadSelection& selection,
+                                                              const DownloadOptions& options) {
+  const bool forced = options.path == TransferPath::kInPlace;
+  const auto bytes = static_cast<int64_t>(out.size());
+  if (selection.kind() != DownloadSelection::Kind::kWhole ||
+      (!forced && (options.path != TransferPath::kAuto || bytes < kInPlaceMinBytes))) {
+    return std::nullopt;
+  }
+  std::shared_ptr<RegionPool> pool = RegionPool::For(client);
+  if (!forced && pool->in_place_declined()) return std::nullopt;
+  absl::StatusOr<bool> same_host = pool->UseRegion(options.path, bytes);
+  if (!same_host.ok()) return same_host.status();
+  if (!*same_host) return std::nullopt;
+  absl::StatusOr<std::string> socket = pool->SameHostSocket();
+  if (!socket.ok()) return socket.status();
+
+  placement::v1::ExportShardsRequest request;
+  request.set_tensor_id(tensor_id);
+  request.set_for_copy(true);
+  absl::StatusOr<RedeemedExport> exported = ExportAndRedeem(client, *socket, request);
+  if (!exported.ok()) {
+    if (forced || !Declined(exported.status())) return exported.status();
+    if (absl::IsUnimplemented(exported.status())) pool->DeclineInPlace();
+    return std::nullopt;
+  }
+  const TensorInfo tensor = FromProto(exported->response.tensor());
+  absl::StatusOr<int64_t> total = ExpectedBytes(tensor.dtype, tensor.shape);
+  absl::Status status = total.status();
+  bool elsewhere = false;
+  if (status.ok() && !tensor.sharding.partial_axes.empty()) {
+    elsewhere = true;
+    status = absl::FailedPreconditionError(
+        absl::StrCat("tensor '", tensor.id, "' is partial: download it through the stream"));
+  } else if (status.ok() && *total > bytes) {
+    status = absl::InvalidArgumentError(absl::StrCat(
+        "output buffer holds ", bytes, " bytes; tensor ", tensor_id, " needs ", *total));
+  } else if (status.ok()) {
+    status = CopyOut(*pool, tensor, *exported, out, *total, &elsewhere);
+  }
+  for (int fd : exported->fds) {
+    if (fd >= 0) close(fd);
+  }
+  Unexport(client, exported->response.export_().export_id()).IgnoreError();
+  if (!status.ok()) {
+    if (elsewhere && !forced) return std::nullopt;
+    return status;
+  }
+  if (options.progress) options.progress(*total, *total);
+  DownloadHeader header;
+  header.dtype = tensor.dtype;
+  header.shape = tensor.shape;
+  header.total_bytes = *total;
+  return header;
 }
 
 }  // namespace placement::client

@@ -1,7 +1,8 @@
 // TensorClient::Upload written straight into the daemon's memory
 // (ViewService.ReserveUpload / CommitUpload, docs/api/views.md "Writing in
-// place"): one copy of the bytes, by this process, through mappings the
-// Client keeps (WritableMappings). Not installed.
+// place") and Download read straight out of it (ExportShards for_copy): one
+// copy of the bytes, by this process, through mappings the Client keeps
+// (WritableMappings). Not installed.
 #ifndef PLACEMENT_CLIENT_SRC_TENSORS_INPLACE_H_
 #define PLACEMENT_CLIENT_SRC_TENSORS_INPLACE_H_
 
@@ -9,6 +10,7 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "placement/client/tensors.h"
 
 namespace placement::client {
@@ -26,6 +28,20 @@ inline constexpr int64_t kInPlaceMinBytes = int64_t{1} << 20;
 std::optional<absl::StatusOr<TensorInfo>> UploadInPlace(const Client& client,
                                                         const HostArray& array, const Rule& rule,
                                                         const UploadOptions& options);
+
+// TensorClient::Download of the whole array read in place (ExportShards
+// for_copy): under kInPlace always, under kAuto when the daemon is on this
+// host and `out` has kInPlaceMinBytes or more. The shards' memory is mapped
+// through the Client's WritableMappings where the daemon hands it over
+// unsealed (a block this Client wrote in place is mapped already), each
+// distinct box is copied into `out`, and the export ends. nullopt: take
+// another path (kAuto only, also for a partial tensor, shards on other
+// daemons, or a daemon that cannot export).
+std::optional<absl::StatusOr<DownloadHeader>> DownloadInPlace(const Client& client,
+                                                              const std::string& tensor_id,
+                                                              absl::Span<uint8_t> out,
+                                                              const DownloadSelection& selection,
+                                                              const DownloadOptions& options);
 
 }  // namespace placement::client
 

@@ -13,8 +13,8 @@
 #include "client/src/box_copy.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
-#include "client/src/region_fd.h"
 #include "client/src/region_pool.h"
+#include "client/src/shard_export.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/client/tensors.h"
@@ -60,20 +60,16 @@ absl::StatusOr<std::unique_ptr<TensorView>> TensorView::Open(const Client& clien
         " does not share this host (host/boot id, a unix or loopback target, a region socket); "
         "views need a same-host daemon: download instead"));
   }
-  grpc::ClientContext context;
-  client.impl().PrepareContext(&context);
   pb::ExportShardsRequest request;
   request.set_tensor_id(tensor_id);
   for (int32_t i : options.shard_indices) request.add_shard_indices(i);
-  pb::ExportShardsResponse response;
-  grpc::Status status =
-      pb::ViewService::NewStub(client.impl().channel)->ExportShards(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  absl::StatusOr<RedeemedExport> exported = ExportAndRedeem(client, *socket, request);
+  if (!exported.ok()) return exported.status();
+  const pb::ExportShardsResponse& response = exported->response;
+  std::vector<int>* fds = &exported->fds;
+  // From here on, destroying `view` unexports.
   std::unique_ptr<TensorView> view(
       new TensorView(client, FromProto(response.tensor()), response.export_().export_id()));
-  // From here on, destroying `view` unexports.
-  absl::StatusOr<std::vector<int>> fds = RedeemViewToken(*socket, response.fd_token());
-  if (!fds.ok()) return fds.status();
   absl::Status mapped = absl::OkStatus();
   for (const pb::ShardView& shard : response.shards()) {
     Shard out;

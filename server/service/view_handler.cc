@@ -37,6 +37,8 @@ void ShardViewToProto(const ShardViewInfo& view, pb::ShardView* out) {
   out->set_offset(view.offset);
   out->set_copied(view.copied);
   out->set_cuda_ipc_handle(view.ipc_handle);
+  out->set_writable(view.writable);
+  out->set_mapping_bytes(view.file_size);
 }
 
 void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
@@ -56,7 +58,8 @@ grpc::ServerUnaryReactor* ViewHandler::ExportShards(grpc::CallbackServerContext*
     TensorToProto(*tensor, response->mutable_tensor());
     const std::vector<int32_t> shards(request->shard_indices().begin(),
                                       request->shard_indices().end());
-    ASSIGN_OR_RETURN(ExportSnapshot exported, exports_->Export(caller, std::move(tensor), shards));
+    ASSIGN_OR_RETURN(ExportSnapshot exported,
+                     exports_->Export(caller, std::move(tensor), shards, request->for_copy()));
     ExportToProto(exported, response->mutable_export_());
     for (const ShardViewInfo& view : exported.shards) {
       ShardViewToProto(view, response->add_shards());

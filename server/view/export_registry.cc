@@ -103,9 +103,10 @@ ExportRegistry::ExportRegistry(DeviceBackend* backend, Metrics* metrics, bool fd
     metrics_->Describe("placementd_view_bytes_total", "counter",
                        "Shard bytes exposed to same-host readers by exports.");
     metrics_->Describe("placementd_view_shards_total", "counter",
-                       "Shards exported: mode=in_place (the shard's own memory), copy (a private "
-                       "copy of a shard under 256 KiB).",
-                       {{{"mode", "in_place"}}, {{"mode", "copy"}}});
+                       "Shards exported: mode=in_place (the shard's own memory, sealed), copy (a "
+                       "private copy of a shard under 256 KiB), unsealed (the tenant's own memory "
+                       "for a copy-out, ExportShards for_copy).",
+                       {{{"mode", "in_place"}}, {{"mode", "copy"}}, {{"mode", "unsealed"}}});
     metrics_->Describe("placementd_exports_ended_total", "counter",
                        "Exports ended, by reason: unexport, session (closed or expired), "
                        "process_exit (the reader exited), expired (token never redeemed), "
@@ -173,7 +174,8 @@ absl::Status ExportRegistry::CheckLimitsLocked(const std::string& tenant) const 
 
 absl::StatusOr<ExportSnapshot> ExportRegistry::Export(const Caller& caller,
                                                       std::shared_ptr<const Tensor> tensor,
-                                                      const std::vector<int32_t>& shard_indices) {
+                                                      const std::vector<int32_t>& shard_indices,
+                                                      bool for_copy) {
   if (!fd_passing_) {
     return absl::FailedPreconditionError(
         "views hand their memory over on the region socket, and this daemon runs with "
@@ -203,10 +205,26 @@ absl::StatusOr<ExportSnapshot> ExportRegistry::Export(const Caller& caller,
   info.created = absl::Now();
   int32_t fds = 0;
   int64_t copies = 0;
+  int64_t unsealed = 0;
   for (int32_t i : selected) {
     const Shard& shard = tensor->shards[i];
-    ASSIGN_OR_RETURN(std::unique_ptr<ShardExport> exported, backend_->ExportShard(*shard.buffer));
+    // A copy-out first tries the tenant's own memory unsealed (the block
+    // stays reusable); what the platform cannot hand out so is exported as
+    // a view.
+    absl::StatusOr<std::unique_ptr<ShardExport>> writable =
+        for_copy ? backend_->ExportWritable(*shard.buffer)
+                 : absl::StatusOr<std::unique_ptr<ShardExport>>(absl::UnimplementedError(""));
+    if (!writable.ok() && !absl::IsFailedPrecondition(writable.status()) &&
+        !absl::IsUnimplemented(writable.status())) {
+      return writable.status();
+    }
+    const bool unsealed_shard = writable.ok();
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardExport> exported,
+                     unsealed_shard ? std::move(writable) : backend_->ExportShard(*shard.buffer));
     ShardViewInfo view;
+    view.writable = unsealed_shard;
+    view.file_size = exported->file_size;
+    unsealed += unsealed_shard ? 1 : 0;
     view.shard_index = i;
     view.device_id = shard.buffer->device_id();
     view.size = exported->size;
@@ -248,7 +266,9 @@ absl::StatusOr<ExportSnapshot> ExportRegistry::Export(const Caller& caller,
     metrics_->Add("placementd_view_bytes_total", {}, static_cast<double>(result.bytes));
     metrics_->Add("placementd_view_shards_total", {{"mode", "copy"}}, static_cast<double>(copies));
     metrics_->Add("placementd_view_shards_total", {{"mode", "in_place"}},
-                  static_cast<double>(result.num_shards - copies));
+                  static_cast<double>(result.num_shards - copies - unsealed));
+    metrics_->Add("placementd_view_shards_total", {{"mode", "unsealed"}},
+                  static_cast<double>(unsealed));
   }
   if (!caller.session_id.empty() && session_open_ && !session_open_(caller.session_id)) {
     EndSession(caller.session_id);

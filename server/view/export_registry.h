@@ -62,6 +62,9 @@ struct ShardViewInfo {
   int64_t offset = 0;
   bool copied = false;
   std::string ipc_handle;
+  // A copy-out's shard handed over read-write and unsealed, and its file's size.
+  bool writable = false;
+  int64_t file_size = 0;
 };
 
 struct ExportSnapshot {
@@ -98,10 +101,15 @@ class ExportRegistry {
                     std::function<bool(const std::string& session_id)> is_open);
 
   // Exports `shard_indices` of `tensor` (empty: every shard held here) for
-  // `caller`, who already sees the tensor's tenant. Errors as
-  // view_service.proto ExportShards says; nothing is kept on error.
+  // `caller`, who already sees the tensor's tenant. `for_copy`: the caller
+  // copies the bytes out and unexports at once, so shards the platform can
+  // hand out writable (DeviceBackend::ExportWritable: the tenant's own
+  // memory) go unsealed and their blocks stay reusable; the others are
+  // exported as views. Errors as view_service.proto ExportShards says;
+  // nothing is kept on error.
   absl::StatusOr<ExportSnapshot> Export(const Caller& caller, std::shared_ptr<const Tensor> tensor,
-                                        const std::vector<int32_t>& shard_indices);
+                                        const std::vector<int32_t>& shard_indices,
+                                        bool for_copy = false);
   // NOT_FOUND for an export the caller does not see.
   absl::Status Unexport(const Caller& caller, const std::string& id);
   // The exports the caller sees, sorted by id (without shards or token).

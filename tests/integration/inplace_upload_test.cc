@@ -297,3 +297,106 @@ TEST_F(InPlaceUploadTest, TheClientWritesLargeSameHostUploadsInPlace) {
 
 }  // namespace
 }  // namespace placement::client
+
+namespace placement::client {
+namespace {
+
+// ExportShards for_copy (downloads read in place): the tenant's own memory
+// handed over read-write and unsealed, so its block stays reusable, where a
+// sealed view retires the block for good.
+TEST_F(InPlaceUploadTest, ACopyOutExportLeavesTheBlockReusableAndAViewRetiresIt) {
+  const int64_t bytes = 8 << 20;
+  const std::vector<uint8_t> data = RandomBytes(bytes, 51);
+  // Reserves, writes `data`, commits; returns the tensor id and the inode.
+  auto put = [&]() -> std::pair<std::string, ino_t> {
+    auto reserved = Reserve(Header({bytes}));
+    EXPECT_TRUE(reserved.ok()) << reserved.status();
+    if (!reserved.ok()) return {};
+    auto fds = RedeemViewToken(socket_, reserved->fd_token());
+    EXPECT_TRUE(fds.ok()) << fds.status();
+    if (!fds.ok()) return {};
+    struct stat st {};
+    fstat((*fds)[0], &st);
+    WriteSlots(*reserved, *fds, data, 1);
+    CloseAll(*fds);
+    auto info = Commit(reserved->reservation_id());
+    EXPECT_TRUE(info.ok()) << info.status();
+    return {info.ok() ? info->id() : "", st.st_ino};
+  };
+  auto export_of = [&](const std::string& id, bool for_copy) {
+    grpc::ClientContext context;
+    Authorize(&context, "alpha-token", alice_.get());
+    v1::ExportShardsRequest request;
+    request.set_tensor_id(id);
+    request.set_for_copy(for_copy);
+    v1::ExportShardsResponse response;
+    EXPECT_TRUE(stub_->ExportShards(&context, request, &response).ok());
+    return response;
+  };
+  const double unsealed = Metric("placementd_view_shards_total{mode=\"unsealed\"}");
+  auto [first, inode] = put();
+  v1::ExportShardsResponse copy_out = export_of(first, /*for_copy=*/true);
+  ASSERT_EQ(copy_out.shards_size(), 1);
+  EXPECT_TRUE(copy_out.shards(0).writable());
+  EXPECT_EQ(copy_out.shards(0).mapping_bytes(), bytes);
+  auto fds = RedeemViewToken(socket_, copy_out.fd_token());
+  ASSERT_TRUE(fds.ok()) << fds.status();
+  struct stat st {};
+  fstat((*fds)[0], &st);
+  EXPECT_EQ(st.st_ino, inode);  // the block itself, not a copy
+  EXPECT_EQ(fcntl((*fds)[0], F_GETFL) & O_ACCMODE, O_RDWR);
+  void* map = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, (*fds)[0], 0);
+  ASSERT_NE(map, MAP_FAILED);
+  EXPECT_EQ(std::memcmp(map, data.data(), bytes), 0);
+  munmap(map, bytes);
+  CloseAll(*fds);
+  ASSERT_TRUE(Unexport(*alice_, copy_out.export_().export_id()).ok());
+  EXPECT_EQ(Metric("placementd_view_shards_total{mode=\"unsealed\"}"), unsealed + 1);
+  ASSERT_TRUE(TensorClient(*alice_).Delete({first}).ok());
+  // Not sealed, so reused: the next reservation of that size gets it back.
+  auto [second, again] = put();
+  EXPECT_EQ(again, inode);
+  // A view seals it: freed, it never comes back.
+  v1::ExportShardsResponse view = export_of(second, /*for_copy=*/false);
+  ASSERT_EQ(view.shards_size(), 1);
+  EXPECT_FALSE(view.shards(0).writable());
+  ASSERT_TRUE(Unexport(*alice_, view.export_().export_id()).ok());
+  ASSERT_TRUE(TensorClient(*alice_).Delete({second}).ok());
+  auto [third, fresh] = put();
+  EXPECT_NE(fresh, inode);
+  ASSERT_TRUE(TensorClient(*alice_).Delete({third}).ok());
+}
+
+// The C++ client reads whole same-host downloads of 1 MiB or more in place
+// and ends the export; a too-small buffer is the stream's error.
+TEST_F(InPlaceUploadTest, TheClientReadsLargeSameHostDownloadsInPlace) {
+  auto mesh = MeshClient(*alice_).CreateDataParallel(4, "data");
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  const std::vector<uint8_t> data = RandomBytes(16 << 20, 61);
+  TensorInfo whole = Upload(*alice_, DType::kF32, {1024, 4096}, data);
+  TensorInfo sharded =
+      Upload(*alice_, DType::kF32, {1024, 4096}, data, Placement::Sharded(*mesh, {{}, {"data"}}));
+  TensorInfo replicated =
+      Upload(*alice_, DType::kF32, {1024, 4096}, data, Placement::Replicated(*mesh));
+  const double unsealed = Metric("placementd_view_shards_total{mode=\"unsealed\"}");
+  for (const TensorInfo& info : {whole, sharded, replicated}) {
+    std::vector<uint8_t> back(data.size());
+    auto header = TensorClient(*alice_).Download(info.id, absl::MakeSpan(back));
+    ASSERT_TRUE(header.ok()) << header.status();
+    EXPECT_EQ(header->total_bytes, 16 << 20);
+    EXPECT_EQ(header->shape, (std::vector<int64_t>{1024, 4096}));
+    EXPECT_TRUE(back == data);
+  }
+  // One shard for the whole tensor, four for the sharded one, and all four
+  // replicas exported (one of them read).
+  EXPECT_EQ(Metric("placementd_view_shards_total{mode=\"unsealed\"}"), unsealed + 9);
+  EXPECT_EQ(OpenExports(), 0);
+  std::vector<uint8_t> small(2 << 20);
+  auto refused = TensorClient(*alice_).Download(whole.id, absl::MakeSpan(small));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("output buffer holds 2097152 bytes"));
+  EXPECT_EQ(OpenExports(), 0);
+}
+
+}  // namespace
+}  // namespace placement::client

@@ -45,11 +45,13 @@ enum class TransferPath {
   kAuto,    // a region when the daemon is on this host, else the gRPC stream
   kStream,  // always gRPC chunks
   kRegion,  // always a region; FAILED_PRECONDITION when the daemon is remote
-  // Uploads only: written straight into the daemon's memory, one copy
-  // (docs/api/views.md "Writing in place"); FAILED_PRECONDITION when the
-  // daemon is remote or cannot (a GPU platform, a shard under 256 KiB).
-  // kAuto takes this path for same-host uploads of 1 MiB or more when the
-  // daemon can. Batches, UploadFrom and downloads take kRegion's path.
+  // Upload written straight into the daemon's memory and Download of the
+  // whole array read straight out of it, one copy (docs/api/views.md
+  // "Writing in place", "Reading to copy"); FAILED_PRECONDITION when the
+  // daemon is remote or cannot (a GPU platform; for uploads a shard under
+  // 256 KiB). kAuto takes this path for same-host transfers of 1 MiB or
+  // more where the daemon can. Batches, UploadFrom, selections and
+  // prefetch take kRegion's path.
   kInPlace,
 };
 
