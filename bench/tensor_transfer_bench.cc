@@ -193,6 +193,8 @@ int Run() {
   auto_download.path = client::TransferPath::kAuto;
   client::UploadOptions in_place;
   in_place.path = client::TransferPath::kInPlace;
+  client::DownloadOptions read_in_place;
+  read_in_place.path = client::TransferPath::kInPlace;
   auto region_in = client::SharedRegion::Create(**client, bytes, "bench-in");
   if (!Check(region_in.status(), "region")) return 1;
   auto region_out = client::SharedRegion::Create(**client, bytes, "bench-out");
@@ -220,7 +222,8 @@ int Run() {
   Series down_region_one{"download region, 1 device", bytes};
   Series down_region_eight{absl::StrCat("download region, P('data') over ", devices, " devices"),
                            bytes};
-  Series down_auto{absl::StrCat("download auto (staged region), P('data') x", devices), bytes};
+  Series down_auto{absl::StrCat("download auto (in place), P('data') x", devices), bytes};
+  Series down_in_place{"download in place, 1 device", bytes};
   Series reshard{"reshard  P('data',None) -> P(None,'data')", bytes};
   Series replicate{absl::StrCat("reshard  P('data') -> replicated (", devices, "x bytes)"),
                    bytes * devices};
@@ -330,7 +333,14 @@ int Run() {
            a = info->id;
            return true;
          });
-    ok = ok && remove(a);
+    ok = ok && Measure(&down_in_place, [&] {
+           return Check(tensors
+                            .Download(a, absl::MakeSpan(dst), client::DownloadSelection::Whole(),
+                                      read_in_place)
+                            .status(),
+                        "in-place download");
+         });
+    ok = ok && std::memcmp(dst.data(), src.data(), bytes) == 0 && remove(a);
     std::string c, d, e;
     ok = ok && Measure(&up_region_one, [&] { return upload_region(one, &c); });
     ok = ok && Measure(&up_region_eight, [&] { return upload_region(eight, &d); });
@@ -405,6 +415,7 @@ int Run() {
   Print(down_region_one, &bare_down, copy);
   Print(down_region_eight, &bare_down, copy);
   Print(down_auto, &bare_down, copy);
+  Print(down_in_place, &bare_down, copy);
   Print(reshard, nullptr, copy);
   if (!replicate.samples.empty()) Print(replicate, nullptr, copy);
   if (!h2d_pinned.samples.empty()) {
