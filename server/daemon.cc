@@ -151,12 +151,14 @@ absl::Status CheckLimits(const DaemonConfig& config) {
                      config.regions.exports.max_exports, " and ",
                      config.regions.exports.max_exports_per_tenant));
   }
-  if (config.regions.exports.uploads.max_open < 0 ||
-      config.regions.exports.uploads.ttl <= absl::ZeroDuration()) {
+  const UploadReservationOptions& uploads = config.regions.exports.uploads;
+  if (uploads.max_open < 0 || uploads.max_open_per_tenant < 0 ||
+      uploads.ttl <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--max_upload_reservations must be >= 0 and --upload_reservation_ttl > 0, got ",
-        config.regions.exports.uploads.max_open, " and ",
-        absl::FormatDuration(config.regions.exports.uploads.ttl)));
+        "--max_upload_reservations and --tenant_max_upload_reservations must be >= 0 and "
+        "--upload_reservation_ttl > 0, got ",
+        uploads.max_open, ", ", uploads.max_open_per_tenant, " and ",
+        absl::FormatDuration(uploads.ttl)));
   }
   if (config.sessions.max_sessions < 0 || config.sessions.max_sessions_per_tenant < 0) {
     return absl::InvalidArgumentError("--max_sessions and --tenant_max_sessions must be >= 0");

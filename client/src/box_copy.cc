@@ -51,6 +51,15 @@ int64_t ForEachBoxRun(const std::vector<int64_t>& shape, const std::vector<Index
 
 }  // namespace
 
+int64_t BoxBytes(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges,
+                 int64_t element) {
+  int64_t bytes = element;
+  for (size_t d = 0; d < shape.size() && d < ranges.size(); ++d) {
+    bytes *= std::max<int64_t>(std::min(ranges[d].end, shape[d]) - ranges[d].begin, 0);
+  }
+  return bytes;
+}
+
 int64_t CopyBoxToArray(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges,
                        int64_t element, const std::byte* box, std::byte* array) {
   return ForEachBoxRun(shape, ranges, element, [&](int64_t at_array, int64_t at_box, size_t n) {

@@ -20,6 +20,10 @@ namespace placement::client {
 // the row; runs of 16 MiB or more go through ParallelCopy. They return the
 // bytes copied. REQUIRES: ranges.size() == shape.size(); the buffers hold
 // their bytes.
+// The bytes of the box `ranges` clipped to `shape` (0 for an empty box).
+int64_t BoxBytes(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges,
+                 int64_t element);
+
 int64_t CopyBoxToArray(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges,
                        int64_t element, const std::byte* box, std::byte* array);
 int64_t CopyArrayToBox(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges,

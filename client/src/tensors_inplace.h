@@ -9,11 +9,21 @@
 #include <cstdint>
 #include <optional>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "placement/client/tensors.h"
 
 namespace placement::client {
+
+// Whether kAuto should take another path after `status` from ReserveUpload
+// or ExportShards: the daemon cannot do this transfer in place (a platform,
+// a shard, a bound on reservations or exports), but may take it otherwise
+// (a budget refusal then comes back from that path, in its words).
+inline bool InPlaceDeclined(const absl::Status& status) {
+  return absl::IsFailedPrecondition(status) || absl::IsUnimplemented(status) ||
+         absl::IsResourceExhausted(status);
+}
 
 // Arrays of at least this many bytes are written in place under kAuto.
 inline constexpr int64_t kInPlaceMinBytes = int64_t{1} << 20;

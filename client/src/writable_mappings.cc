@@ -17,38 +17,31 @@ absl::StatusOr<std::shared_ptr<WritableMappings::Mapping>> WritableMappings::Map
     int fd, int64_t file_bytes) {
   struct stat st {};
   if (fstat(fd, &st) != 0) {
-    const int error = errno;
-    close(fd);
-    return absl::InternalError(absl::StrCat("fstat of a handed-out fd: ", std::strerror(error)));
+    return absl::InternalError(absl::StrCat("fstat of a handed-out fd: ", std::strerror(errno)));
   }
   if (st.st_size < file_bytes) {
-    close(fd);
     return absl::InvalidArgumentError(
         absl::StrCat("the daemon's memory file holds ", st.st_size, " bytes, not ", file_bytes));
   }
   const Key key{st.st_dev, st.st_ino};
   {
     absl::MutexLock lock(&mu_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->key == key && it->mapping->length() >= file_bytes) {
-        entries_.splice(entries_.begin(), entries_, it);
-        ++hits_;
-        close(fd);
-        return entries_.front().mapping;
-      }
-    }
+    if (std::shared_ptr<Mapping> hit = CachedLocked(key, file_bytes)) return hit;
   }
   void* base =
       mmap(nullptr, static_cast<size_t>(file_bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int error = errno;
-  close(fd);
   if (base == MAP_FAILED) {
-    return absl::InternalError(
-        absl::StrCat("cannot map ", file_bytes, " bytes of daemon memory: ", std::strerror(error)));
+    const int error = errno;
+    const std::string message =
+        absl::StrCat("cannot map ", file_bytes, " bytes of daemon memory: ", std::strerror(error));
+    return error == EPERM || error == EACCES ? absl::PermissionDeniedError(message)
+                                             : absl::InternalError(message);
   }
   auto mapping = std::make_shared<Mapping>(static_cast<std::byte*>(base), file_bytes);
   std::list<Entry> dropped;  // unmapped outside the lock
   absl::MutexLock lock(&mu_);
+  // Another transfer may have mapped the same file meanwhile: keep one.
+  if (std::shared_ptr<Mapping> hit = CachedLocked(key, file_bytes)) return hit;
   entries_.push_front({key, mapping});
   bytes_ += file_bytes;
   while (bytes_ > max_bytes_ && entries_.size() > 1) {
@@ -56,6 +49,18 @@ absl::StatusOr<std::shared_ptr<WritableMappings::Mapping>> WritableMappings::Map
     dropped.splice(dropped.begin(), entries_, std::prev(entries_.end()));
   }
   return mapping;
+}
+
+std::shared_ptr<WritableMappings::Mapping> WritableMappings::CachedLocked(const Key& key,
+                                                                          int64_t file_bytes) {
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->key == key && it->mapping->length() >= file_bytes) {
+      entries_.splice(entries_.begin(), entries_, it);
+      ++hits_;
+      return entries_.front().mapping;
+    }
+  }
+  return nullptr;
 }
 
 int64_t WritableMappings::hits() const {

@@ -47,9 +47,10 @@ class WritableMappings {
   WritableMappings& operator=(const WritableMappings&) = delete;
 
   // The mapping of the file `fd` refers to (`file_bytes` long), made now
-  // (PROT_READ | PROT_WRITE, MAP_SHARED) unless one is cached. Takes and
-  // closes `fd`. INVALID_ARGUMENT when the file is shorter than
-  // `file_bytes`; INTERNAL when it cannot be mapped.
+  // (PROT_READ | PROT_WRITE, MAP_SHARED) unless one is cached. `fd` stays
+  // the caller's. INVALID_ARGUMENT when the file is shorter than
+  // `file_bytes`; PERMISSION_DENIED when it cannot be mapped writable (a
+  // file sealed meanwhile: map it read-only instead); INTERNAL otherwise.
   absl::StatusOr<std::shared_ptr<Mapping>> Map(int fd, int64_t file_bytes);
 
   // Uploads that found their file mapped already, and mapped bytes now.
@@ -62,6 +63,10 @@ class WritableMappings {
     Key key;
     std::shared_ptr<Mapping> mapping;
   };
+
+  // The cached mapping of `key` (moved to the front), or null.
+  std::shared_ptr<Mapping> CachedLocked(const Key& key, int64_t file_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t max_bytes_;
   mutable absl::Mutex mu_;

@@ -24,7 +24,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/device/device_backend.h"
+#include "server/device/memory_owner.h"
 
 namespace placement::server {
 

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/hardware.h"
+#include "server/device/memory_owner.h"
 
 namespace placement::server {
 
@@ -69,10 +70,6 @@ struct ByteRun {
 };
 
 class DeviceBackend;
-
-// Whose bytes a block may hold over its whole life (see above).
-using MemoryOwnerTag = uint32_t;
-inline constexpr MemoryOwnerTag kDaemonMemory = 0;
 
 // One allocation on one device. Owned by a unique_ptr; destroying it frees
 // the memory and returns it to the device's budget. Not copyable.
@@ -213,15 +210,17 @@ class DeviceBackend {
         absl::StrCat("the ", Name(), " platform cannot export device memory"));
   }
   // Makes `buffer`'s bytes writable in place by another process on this
-  // host (docs/api/views.md "Writing in place"). The writer may keep its
-  // mapping after it is done, so the block holds only `buffer.owner()`'s
-  // bytes for the rest of its life (AllocateFor); that it writes no more is
-  // its client library's convention. REQUIRES: buffer.owner() != kDaemonMemory and the buffer
-  // outlives the export. FAILED_PRECONDITION for a buffer the platform cannot hand out (CPU: under
-  // 256 KiB or past the memory-file bound); UNIMPLEMENTED where device memory cannot be written by
-  // another process.
+  // host (docs/api/views.md "Writing in place"), for `owner` only. The
+  // writer may keep its mapping after it is done, so the block holds only
+  // `owner`'s bytes for the rest of its life (AllocateFor); that it writes no
+  // more is its client library's convention. FAILED_PRECONDITION when
+  // buffer.owner() is not `owner` (or is kDaemonMemory), for a block already
+  // exported read-only, and for a buffer the platform cannot hand out (CPU:
+  // under 256 KiB or past the memory-file bound); UNIMPLEMENTED where device
+  // memory cannot be written by another process. REQUIRES: the buffer
+  // outlives the export.
   virtual absl::StatusOr<std::unique_ptr<ShardExport>> ExportWritable(
-      const DeviceBuffer& /*buffer*/) {
+      const DeviceBuffer& /*buffer*/, MemoryOwnerTag /*owner*/) {
     return absl::UnimplementedError(absl::StrCat(
         "the ", Name(), " platform cannot hand out device memory for writing in place"));
   }

@@ -30,9 +30,11 @@ ABSL_FLAG(int64_t, max_upload_reservations, 256,
           "Uploads written in place (ViewService.ReserveUpload) open at once, over all "
           "tenants; 0 = unlimited. Each holds its tensor's memory until committed, cancelled "
           "or expired (docs/api/views.md).");
+ABSL_FLAG(int64_t, tenant_max_upload_reservations, 64,
+          "Uploads written in place one tenant may have open at once; 0 = unlimited.");
 ABSL_FLAG(absl::Duration, upload_reservation_ttl, absl::Seconds(60),
-          "How long an upload reservation waits for its CommitUpload before its memory is "
-          "freed.");
+          "How long an upload reservation waits for the redemption of its token before its "
+          "memory is freed; a redeemed one lasts until its commit, cancel or its writer's exit.");
 
 namespace placement::server {
 
@@ -47,6 +49,8 @@ RegionSettings RegionSettingsFromFlags() {
   settings.exports.max_exports = absl::GetFlag(FLAGS_max_exports);
   settings.exports.max_exports_per_tenant = absl::GetFlag(FLAGS_tenant_max_exports);
   settings.exports.uploads.max_open = absl::GetFlag(FLAGS_max_upload_reservations);
+  settings.exports.uploads.max_open_per_tenant =
+      absl::GetFlag(FLAGS_tenant_max_upload_reservations);
   settings.exports.uploads.ttl = absl::GetFlag(FLAGS_upload_reservation_ttl);
   return settings;
 }

@@ -16,7 +16,11 @@ namespace {
 
 namespace pb = placement::v1;
 
-void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out);
+void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
+  const timespec ts = absl::ToTimespec(t);
+  out->set_seconds(ts.tv_sec);
+  out->set_nanos(static_cast<int32_t>(ts.tv_nsec));
+}
 
 void ExportToProto(const ExportSnapshot& e, pb::ExportInfo* out) {
   out->set_export_id(e.id);
@@ -41,12 +45,6 @@ void ShardViewToProto(const ShardViewInfo& view, pb::ShardView* out) {
   out->set_mapping_bytes(view.file_size);
 }
 
-void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
-  const timespec ts = absl::ToTimespec(t);
-  out->set_seconds(ts.tv_sec);
-  out->set_nanos(static_cast<int32_t>(ts.tv_nsec));
-}
-
 }  // namespace
 
 grpc::ServerUnaryReactor* ViewHandler::ExportShards(grpc::CallbackServerContext* context,
@@ -58,8 +56,11 @@ grpc::ServerUnaryReactor* ViewHandler::ExportShards(grpc::CallbackServerContext*
     TensorToProto(*tensor, response->mutable_tensor());
     const std::vector<int32_t> shards(request->shard_indices().begin(),
                                       request->shard_indices().end());
+    // A copy-out hands over only the caller's tenant's own memory unsealed.
+    std::optional<MemoryOwnerTag> copy_out;
+    if (request->for_copy()) copy_out = store_->MemoryOwnerOf(caller.tenant);
     ASSIGN_OR_RETURN(ExportSnapshot exported,
-                     exports_->Export(caller, std::move(tensor), shards, request->for_copy()));
+                     exports_->Export(caller, std::move(tensor), shards, copy_out));
     ExportToProto(exported, response->mutable_export_());
     for (const ShardViewInfo& view : exported.shards) {
       ShardViewToProto(view, response->add_shards());
@@ -123,10 +124,13 @@ grpc::ServerUnaryReactor* ViewHandler::ReserveUpload(grpc::CallbackServerContext
     spec.owner.tenant = caller.tenant;
     RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller, header.rule()));
     ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(header.rule()));
+    RETURN_IF_ERROR(uploads_->CheckRoom(caller));  // before anything is allocated
     ASSIGN_OR_RETURN(std::unique_ptr<UploadSession> upload,
                      ops_->StartUpload(std::move(spec), rule));
     TensorToProto(upload->tensor(), response->mutable_tensor());
-    ASSIGN_OR_RETURN(ReservationSnapshot reserved, uploads_->Reserve(caller, std::move(upload)));
+    ASSIGN_OR_RETURN(
+        ReservationSnapshot reserved,
+        uploads_->Reserve(caller, std::move(upload), store_->MemoryOwnerOf(caller.tenant)));
     response->set_reservation_id(reserved.id);
     for (const UploadSlotInfo& slot : reserved.slots) {
       pb::UploadSlot* out = response->add_slots();

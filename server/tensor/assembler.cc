@@ -121,7 +121,17 @@ absl::StatusOr<std::unique_ptr<Tensor>> AssembleTensor(TensorStore* store, Shape
     return out;
   }
 
-  // Donate: the checked pieces become the shards as they are.
+  // Donate: the checked pieces become the shards as they are. Their memory
+  // stays its tenant's (DeviceBuffer::owner), so it must be the result's.
+  for (const auto& piece : pieces) {
+    if (piece->owner.tenant != owner.tenant) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "tensor '", piece->id, "' belongs to tenant '", piece->owner.tenant, "' and tensor '",
+          pieces.front()->id, "' to tenant '", owner.tenant,
+          "': donated pieces must be one tenant's (its memory stays that tenant's); keep the "
+          "sources to copy them"));
+    }
+  }
   pieces.clear();  // drop our references so the store can hand them over
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Tensor>> taken,
                    store->TakeAllForDonation(piece_ids));

@@ -87,6 +87,10 @@ class TensorStore {
   // REQUIRES: called before the store is shared.
   void set_hooks(TensorStoreHooks hooks) { hooks_ = std::move(hooks); }
 
+  // The memory owner tag of `tenant`'s tensors (DeviceBuffer::owner): 1, 2,
+  // ... in order of first use, never kDaemonMemory.
+  MemoryOwnerTag MemoryOwnerOf(const std::string& tenant);
+
   // While one exists on a thread, this store's on_commit / on_delete hooks
   // do not run for that thread's calls: a daemon doing its part of an
   // operation another daemon drives (that daemon tells everyone).
@@ -169,9 +173,6 @@ class TensorStore {
   absl::flat_hash_map<int64_t, DeviceUse> TenantDeviceUse(const std::string& tenant) const;
 
  private:
-  // The memory owner tag of `tenant`: 1, 2, ... in order of first use.
-  MemoryOwnerTag MemoryOwnerOf(const std::string& tenant);
-
   DeviceBackend* backend_;
   TensorStoreOptions options_;
   TensorStoreHooks hooks_;

@@ -13,12 +13,16 @@
 namespace placement::server {
 
 // Uploads written in place (upload_reservations.h): --max_upload_reservations,
-// --upload_reservation_ttl.
+// --tenant_max_upload_reservations, --upload_reservation_ttl.
 struct UploadReservationOptions {
   // Reservations open at once, over all tenants; 0 = unlimited. Each holds
   // its tensor's memory and, until redeemed, one fd per shard.
   int64_t max_open = 256;
-  // How long a reservation may wait for its CommitUpload.
+  // Per tenant; 0 = unlimited.
+  int64_t max_open_per_tenant = 64;
+  // How long a reservation waits for its token's redemption; once redeemed
+  // it lasts until its commit, cancel or its writer's exit (as long as a
+  // copy takes), or this long again where writers cannot be watched.
   absl::Duration ttl = absl::Seconds(60);
 };
 

@@ -172,10 +172,10 @@ absl::Status ExportRegistry::CheckLimitsLocked(const std::string& tenant) const 
   return absl::OkStatus();
 }
 
-absl::StatusOr<ExportSnapshot> ExportRegistry::Export(const Caller& caller,
-                                                      std::shared_ptr<const Tensor> tensor,
-                                                      const std::vector<int32_t>& shard_indices,
-                                                      bool for_copy) {
+absl::StatusOr<ExportSnapshot> ExportRegistry::Export(
+    const Caller& caller, std::shared_ptr<const Tensor> tensor,
+    const std::vector<int32_t>& shard_indices, std::optional<MemoryOwnerTag> copy_out_owner) {
+  const bool for_copy = copy_out_owner.has_value();
   if (!fd_passing_) {
     return absl::FailedPreconditionError(
         "views hand their memory over on the region socket, and this daemon runs with "
@@ -193,6 +193,19 @@ absl::StatusOr<ExportSnapshot> ExportRegistry::Export(const Caller& caller,
     }
   }
   ASSIGN_OR_RETURN(std::vector<int32_t> selected, SelectShards(*tensor, shard_indices));
+  if (for_copy && shard_indices.empty()) {
+    // A copy-out reads each box once: the first replica held here.
+    std::vector<int32_t> distinct;
+    for (int32_t i : selected) {
+      if (std::none_of(distinct.begin(), distinct.end(), [&](int32_t j) {
+            return tensor->shards[j].domain.box == tensor->shards[i].domain.box &&
+                   tensor->shards[j].domain.partial_index == tensor->shards[i].domain.partial_index;
+          })) {
+        distinct.push_back(i);
+      }
+    }
+    selected = std::move(distinct);
+  }
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckLimitsLocked(caller.tenant));
@@ -212,7 +225,7 @@ absl::StatusOr<ExportSnapshot> ExportRegistry::Export(const Caller& caller,
     // stays reusable); what the platform cannot hand out so is exported as
     // a view.
     absl::StatusOr<std::unique_ptr<ShardExport>> writable =
-        for_copy ? backend_->ExportWritable(*shard.buffer)
+        for_copy ? backend_->ExportWritable(*shard.buffer, *copy_out_owner)
                  : absl::StatusOr<std::unique_ptr<ShardExport>>(absl::UnimplementedError(""));
     if (!writable.ok() && !absl::IsFailedPrecondition(writable.status()) &&
         !absl::IsUnimplemented(writable.status())) {

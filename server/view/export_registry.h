@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,15 +102,18 @@ class ExportRegistry {
                     std::function<bool(const std::string& session_id)> is_open);
 
   // Exports `shard_indices` of `tensor` (empty: every shard held here) for
-  // `caller`, who already sees the tensor's tenant. `for_copy`: the caller
-  // copies the bytes out and unexports at once, so shards the platform can
-  // hand out writable (DeviceBackend::ExportWritable: the tenant's own
-  // memory) go unsealed and their blocks stay reusable; the others are
-  // exported as views. Errors as view_service.proto ExportShards says;
-  // nothing is kept on error.
+  // `caller`, who already sees the tensor's tenant. `copy_out_owner` set:
+  // the caller copies the bytes out and unexports at once (ExportShards
+  // for_copy), so shards the platform hands out writable to that memory
+  // owner -- the caller's tenant's (DeviceBackend::ExportWritable checks
+  // the buffer is that owner's) -- go unsealed and their blocks stay
+  // reusable; the others are exported as views; and with no
+  // `shard_indices` only the first replica of each box held here is
+  // exported. Errors as view_service.proto ExportShards says; nothing is
+  // kept on error.
   absl::StatusOr<ExportSnapshot> Export(const Caller& caller, std::shared_ptr<const Tensor> tensor,
                                         const std::vector<int32_t>& shard_indices,
-                                        bool for_copy = false);
+                                        std::optional<MemoryOwnerTag> copy_out_owner = {});
   // NOT_FOUND for an export the caller does not see.
   absl::Status Unexport(const Caller& caller, const std::string& id);
   // The exports the caller sees, sorted by id (without shards or token).

@@ -66,13 +66,36 @@ UploadReservations::~UploadReservations() {
   }
 }
 
-absl::StatusOr<ReservationSnapshot> UploadReservations::Reserve(
-    const Caller& caller, std::unique_ptr<UploadSession> upload) {
+absl::Status UploadReservations::CheckRoom(const Caller& caller) const {
   if (!fd_passing_) {
     return absl::FailedPreconditionError(
         "writing in place needs the region socket, which this daemon runs without "
         "(--region_socket ''); upload through the stream");
   }
+  absl::MutexLock lock(&mu_);
+  return CheckRoomLocked(caller.tenant);
+}
+
+absl::Status UploadReservations::CheckRoomLocked(const std::string& tenant) const {
+  if (options_.max_open > 0 && static_cast<int64_t>(open_.size()) >= options_.max_open) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        open_.size(), " upload reservations are open, the bound (--max_upload_reservations=",
+        options_.max_open, "); commit or cancel some first"));
+  }
+  auto it = per_tenant_.find(tenant);
+  const int64_t mine = it == per_tenant_.end() ? 0 : it->second;
+  if (options_.max_open_per_tenant > 0 && mine >= options_.max_open_per_tenant) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("tenant '", tenant, "' has ", mine,
+                     " upload reservations open, the bound (--tenant_max_upload_reservations=",
+                     options_.max_open_per_tenant, "); commit or cancel some first"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReservationSnapshot> UploadReservations::Reserve(
+    const Caller& caller, std::unique_ptr<UploadSession> upload, MemoryOwnerTag owner) {
+  RETURN_IF_ERROR(CheckRoom(caller));
   auto record = std::make_unique<Record>();
   ReservationSnapshot out;
   const Tensor& tensor = upload->tensor();
@@ -83,17 +106,22 @@ absl::StatusOr<ReservationSnapshot> UploadReservations::Reserve(
           "shard ", i, " is on device ", shard.domain.device_id, " of process ",
           shard.process_index, "; only shards of this daemon can be written in place"));
     }
-    ASSIGN_OR_RETURN(std::unique_ptr<ShardExport> slot, backend_->ExportWritable(*shard.buffer));
+    absl::StatusOr<std::unique_ptr<ShardExport>> slot =
+        backend_->ExportWritable(*shard.buffer, owner);
+    if (!slot.ok()) {
+      return absl::Status(slot.status().code(),
+                          absl::StrCat("shard ", i, ": ", slot.status().message()));
+    }
     UploadSlotInfo info;
     info.shard_index = static_cast<int32_t>(i);
     info.device_id = shard.domain.device_id;
     info.size = shard.buffer->size();
-    info.offset = slot->offset;
-    info.file_size = slot->file_size;
-    if (slot->fd >= 0) info.fd_index = static_cast<int32_t>(record->slots.size());
+    info.offset = (*slot)->offset;
+    info.file_size = (*slot)->file_size;
+    if ((*slot)->fd >= 0) info.fd_index = static_cast<int32_t>(record->slots.size());
     record->bytes += info.size;
     out.slots.push_back(info);
-    if (slot->fd >= 0) record->slots.push_back(std::move(slot));
+    if ((*slot)->fd >= 0) record->slots.push_back(*std::move(slot));
   }
   record->tenant = caller.tenant;
   record->upload = std::move(upload);
@@ -101,13 +129,7 @@ absl::StatusOr<ReservationSnapshot> UploadReservations::Reserve(
   out.expires = record->expires;
   {
     absl::MutexLock lock(&mu_);
-    if (options_.max_open > 0 && static_cast<int64_t>(open_.size()) >= options_.max_open) {
-      return absl::ResourceExhaustedError(absl::StrCat(open_.size(),
-                                                       " upload reservations are open, the bound "
-                                                       "(--max_upload_reservations=",
-                                                       options_.max_open,
-                                                       "); commit or cancel some first"));
-    }
+    RETURN_IF_ERROR(CheckRoomLocked(caller.tenant));
     do {
       record->id = absl::StrFormat("u-%016x%016x", absl::Uniform<uint64_t>(bitgen_),
                                    absl::Uniform<uint64_t>(bitgen_));
@@ -117,6 +139,7 @@ absl::StatusOr<ReservationSnapshot> UploadReservations::Reserve(
     out.id = record->id;
     out.fd_token = record->token;
     tokens_[record->token] = record->id;
+    ++per_tenant_[record->tenant];
     open_bytes_ += record->bytes;
     ++made_;
     open_[record->id] = std::move(record);
@@ -130,6 +153,7 @@ std::unique_ptr<UploadReservations::Record> UploadReservations::TakeLocked(const
   std::unique_ptr<Record> record = std::move(it->second);
   open_.erase(it);
   if (!record->token.empty()) tokens_.erase(record->token);
+  if (--per_tenant_[record->tenant] == 0) per_tenant_.erase(record->tenant);
   open_bytes_ -= record->bytes;
   return record;
 }
@@ -188,8 +212,13 @@ absl::StatusOr<std::vector<int>> UploadReservations::Redeem(
     return absl::NotFoundError("unknown, used or expired upload token");
   }
   const std::string id = found->second;
-  tokens_.erase(found);
   Record& record = *open_.at(id);
+  const absl::Time now = absl::Now();
+  if (record.expires <= now) {
+    return absl::NotFoundError(absl::StrCat(
+        "upload token expired ", absl::FormatDuration(options_.ttl), " after ReserveUpload"));
+  }
+  tokens_.erase(found);
   record.token.clear();
   std::vector<int> fds;
   fds.reserve(record.slots.size());
@@ -197,6 +226,9 @@ absl::StatusOr<std::vector<int>> UploadReservations::Redeem(
   if (exits_ != nullptr && writer != nullptr) {
     record.exit_watch = exits_->Watch(writer, [this, id] { WriterExited(id); });
   }
+  // A watched writer may copy as long as it takes: its exit ends the
+  // reservation. An unwatched one gets `ttl` more.
+  record.expires = record.exit_watch != 0 ? absl::InfiniteFuture() : now + options_.ttl;
   return fds;
 }
 

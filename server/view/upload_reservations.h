@@ -13,9 +13,12 @@
 // A reservation belongs to the caller's tenant: another tenant's calls see
 // NOT_FOUND, word for word the answer for an id that never existed. It ends
 // at the first of Commit, Cancel, the exit of the process that redeemed its
-// token, `ttl` after it was made (a background thread), or the registry's
-// destruction; ending it frees the shards' memory (unless committed). At most
-// `max_open` exist at once over all tenants.
+// token, its token not redeemed within `ttl` (a background thread; a
+// redeemed reservation lasts as long as its writer copies, or `ttl` more
+// where writers cannot be watched), or the registry's destruction; ending
+// it frees the shards' memory (unless committed) -- into the tenant's cache,
+// so only the tenant's own writer can still reach it. At most `max_open`
+// exist at once over all tenants, `max_open_per_tenant` per tenant.
 //
 // Thread-safe.
 #ifndef PLACEMENT_SERVER_VIEW_UPLOAD_RESERVATIONS_H_
@@ -69,13 +72,19 @@ class UploadReservations {
   UploadReservations(const UploadReservations&) = delete;
   UploadReservations& operator=(const UploadReservations&) = delete;
 
+  // What Reserve would refuse before anything is allocated:
+  // FAILED_PRECONDITION with fd passing off, RESOURCE_EXHAUSTED at a bound.
+  absl::Status CheckRoom(const Caller& caller) const;
+
   // Hands out every shard of `upload`'s tensor (an upload session no byte
-  // was written to) for writing in place, for `caller`. FAILED_PRECONDITION:
-  // fd passing off, a shard on another daemon, a shard the platform cannot
-  // hand out; UNIMPLEMENTED: a platform without writable exports;
-  // RESOURCE_EXHAUSTED: max_open reservations open. Nothing is kept on error.
+  // was written to, allocated for memory owner `owner`: the caller's
+  // tenant's) for writing in place, for `caller`. CheckRoom's errors;
+  // FAILED_PRECONDITION: a shard on another daemon, a shard the platform
+  // cannot hand out (naming the shard); UNIMPLEMENTED: a platform without
+  // writable exports. Nothing is kept on error.
   absl::StatusOr<ReservationSnapshot> Reserve(const Caller& caller,
-                                              std::unique_ptr<UploadSession> upload);
+                                              std::unique_ptr<UploadSession> upload,
+                                              MemoryOwnerTag owner);
 
   // Publishes the reservation's tensor. NOT_FOUND: unknown, ended, or
   // another tenant's; FAILED_PRECONDITION: its token was never redeemed (the
@@ -86,7 +95,7 @@ class UploadReservations {
 
   // Hands the fds behind `token` to `writer` (the caller owns them, in
   // fd_index order) and binds the reservation to that process. NOT_FOUND for
-  // an unknown or used token.
+  // an unknown, used or expired token.
   absl::StatusOr<std::vector<int>> Redeem(const std::string& token,
                                           const std::shared_ptr<PeerProcess>& writer);
 
@@ -107,6 +116,7 @@ class UploadReservations {
  private:
   struct Record;
   std::unique_ptr<Record> TakeLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckRoomLocked(const std::string& tenant) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Drops a reservation that ended (outside mu_): cancels its exit watch,
   // frees its memory.
   void Drop(std::unique_ptr<Record> record);
@@ -121,6 +131,7 @@ class UploadReservations {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<Record>> open_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::string> tokens_ ABSL_GUARDED_BY(mu_);  // -> id
+  absl::flat_hash_map<std::string, int64_t> per_tenant_ ABSL_GUARDED_BY(mu_);
   int64_t open_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   Counts counts_ ABSL_GUARDED_BY(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);

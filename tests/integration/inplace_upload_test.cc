@@ -307,9 +307,10 @@ namespace {
 TEST_F(InPlaceUploadTest, ACopyOutExportLeavesTheBlockReusableAndAViewRetiresIt) {
   const int64_t bytes = 8 << 20;
   const std::vector<uint8_t> data = RandomBytes(bytes, 51);
-  // Reserves, writes `data`, commits; returns the tensor id and the inode.
+  // Reserves, writes `data`, commits a durable tensor of team-a (no session,
+  // so that the admin sees it too); returns its id and inode.
   auto put = [&]() -> std::pair<std::string, ino_t> {
-    auto reserved = Reserve(Header({bytes}));
+    auto reserved = Reserve(Header({bytes}), "alpha-token", root_.get());
     EXPECT_TRUE(reserved.ok()) << reserved.status();
     if (!reserved.ok()) return {};
     auto fds = RedeemViewToken(socket_, reserved->fd_token());
@@ -319,13 +320,14 @@ TEST_F(InPlaceUploadTest, ACopyOutExportLeavesTheBlockReusableAndAViewRetiresIt)
     fstat((*fds)[0], &st);
     WriteSlots(*reserved, *fds, data, 1);
     CloseAll(*fds);
-    auto info = Commit(reserved->reservation_id());
+    auto info = Commit(reserved->reservation_id(), "alpha-token", root_.get());
     EXPECT_TRUE(info.ok()) << info.status();
     return {info.ok() ? info->id() : "", st.st_ino};
   };
-  auto export_of = [&](const std::string& id, bool for_copy) {
+  auto export_of = [&](const std::string& id, bool for_copy,
+                       const std::string& token = "alpha-token") {
     grpc::ClientContext context;
-    Authorize(&context, "alpha-token", alice_.get());
+    Authorize(&context, token, token == "alpha-token" ? alice_.get() : nullptr);
     v1::ExportShardsRequest request;
     request.set_tensor_id(id);
     request.set_for_copy(for_copy);
@@ -356,11 +358,13 @@ TEST_F(InPlaceUploadTest, ACopyOutExportLeavesTheBlockReusableAndAViewRetiresIt)
   // Not sealed, so reused: the next reservation of that size gets it back.
   auto [second, again] = put();
   EXPECT_EQ(again, inode);
-  // A view seals it: freed, it never comes back.
-  v1::ExportShardsResponse view = export_of(second, /*for_copy=*/false);
+  // Another tenant's caller -- the admin, who sees every tenant's tensors --
+  // never gets the memory unsealed: its copy-out is a sealed view, and a
+  // view retires the block: freed, it never comes back.
+  v1::ExportShardsResponse view = export_of(second, /*for_copy=*/true, "root-token");
   ASSERT_EQ(view.shards_size(), 1);
   EXPECT_FALSE(view.shards(0).writable());
-  ASSERT_TRUE(Unexport(*alice_, view.export_().export_id()).ok());
+  ASSERT_TRUE(Unexport(*root_, view.export_().export_id()).ok());
   ASSERT_TRUE(TensorClient(*alice_).Delete({second}).ok());
   auto [third, fresh] = put();
   EXPECT_NE(fresh, inode);
@@ -387,9 +391,9 @@ TEST_F(InPlaceUploadTest, TheClientReadsLargeSameHostDownloadsInPlace) {
     EXPECT_EQ(header->shape, (std::vector<int64_t>{1024, 4096}));
     EXPECT_TRUE(back == data);
   }
-  // One shard for the whole tensor, four for the sharded one, and all four
-  // replicas exported (one of them read).
-  EXPECT_EQ(Metric("placementd_view_shards_total{mode=\"unsealed\"}"), unsealed + 9);
+  // One shard for the whole tensor, four for the sharded one, and one of the
+  // four replicas (a copy-out exports each box once).
+  EXPECT_EQ(Metric("placementd_view_shards_total{mode=\"unsealed\"}"), unsealed + 6);
   EXPECT_EQ(OpenExports(), 0);
   std::vector<uint8_t> small(2 << 20);
   auto refused = TensorClient(*alice_).Download(whole.id, absl::MakeSpan(small));

@@ -85,11 +85,12 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
   if (max_file_blocks > 0) {
     const std::string huge = HostBlockPool::SharedHugePageMode();
     if (huge == "never" || huge == "deny") {
-      LogInfo("views and in-place transfers: shared memory has 4 KiB pages only "
-              "(transparent_hugepage/shmem_enabled is ",
-              huge,
-              "); with \"advise\" a view's first read of a large shard faults 512x less and a "
-              "first upload written in place runs several times faster (docs/operations.md)");
+      LogInfo(
+          "views and in-place transfers: shared memory has 4 KiB pages only "
+          "(transparent_hugepage/shmem_enabled is ",
+          huge,
+          "); with \"advise\" a view's first read of a large shard faults 512x less and a "
+          "first upload written in place runs several times faster (docs/operations.md)");
     }
   }
   return std::unique_ptr<CpuBackend>(
@@ -150,12 +151,18 @@ absl::StatusOr<int> CpuBackend::ExportFile(void* block, int fd) {
   // F_SEAL_FUTURE_WRITE keeps the daemon's mapping writable but refuses
   // every new writable mapping, write() and hole punch, through any fd --
   // also one a reader re-opens read-write through /proc. F_SEAL_SEAL last.
+  constexpr int kSeals = F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
   const int seals = fcntl(fd, F_GET_SEALS);
-  if (seals < 0 || ((seals & F_SEAL_SEAL) == 0 &&
-                    fcntl(fd, F_ADD_SEALS,
-                          F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)) {
+  if (seals < 0 ||
+      ((seals & F_SEAL_SEAL) == 0 && fcntl(fd, F_ADD_SEALS, kSeals | F_SEAL_SEAL) != 0)) {
     return absl::InternalError(
         absl::StrCat("cannot seal a memory file for export: ", std::strerror(errno)));
+  }
+  // A tenant's writer may have sealed its block with F_SEAL_SEAL before our
+  // seals: then the file is not read-only for everyone, and the caller
+  // exports a private copy instead.
+  if ((fcntl(fd, F_GET_SEALS) & kSeals) != kSeals) {
+    return absl::FailedPreconditionError("the memory file is sealed without F_SEAL_FUTURE_WRITE");
   }
   const std::string path = absl::StrCat("/proc/self/fd/", fd);
   const int reader = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -176,6 +183,15 @@ absl::StatusOr<std::unique_ptr<ShardExport>> CpuBackend::ExportShard(const Devic
   if (buffer.size() == 0) return out;
   void* block = buffer.data();
   int file = pool_.FileOf(block);
+  if (file >= 0) {
+    absl::StatusOr<int> reader = ExportFile(block, file);
+    if (reader.ok() || !absl::IsFailedPrecondition(reader.status())) {
+      if (!reader.ok()) return reader.status();
+      out->fd = *reader;
+      return out;
+    }
+    file = -1;  // sealed by its writer without our seals: a private copy
+  }
   if (file < 0) {
     // A slab block (others' bytes beside it) or an anonymous one: a private
     // copy in a memory file of its own, charged like any buffer.
@@ -195,11 +211,14 @@ absl::StatusOr<std::unique_ptr<ShardExport>> CpuBackend::ExportShard(const Devic
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<ShardExport>> CpuBackend::ExportWritable(
-    const DeviceBuffer& buffer) {
-  if (buffer.owner() == kDaemonMemory) {
-    return absl::FailedPreconditionError(
-        "the daemon's own memory (no tenant's) is never handed out for writing");
+absl::StatusOr<std::unique_ptr<ShardExport>> CpuBackend::ExportWritable(const DeviceBuffer& buffer,
+                                                                        MemoryOwnerTag owner) {
+  if (buffer.owner() == kDaemonMemory || buffer.owner() != owner) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device ", buffer.device_id(), ": a buffer of ", buffer.size(), " bytes of ",
+        buffer.owner() == kDaemonMemory ? std::string("the daemon's own memory")
+                                        : absl::StrCat("memory owner ", buffer.owner()),
+        " is never handed out for writing to memory owner ", owner));
   }
   auto out = std::make_unique<ShardExport>();
   out->size = buffer.size();
@@ -218,6 +237,13 @@ absl::StatusOr<std::unique_ptr<ShardExport>> CpuBackend::ExportWritable(
   // A block sealed for a read-only export is never reused, so a fresh or
   // re-used tenant block has no write seal; a writer that sealed its own
   // block only keeps itself from writing it again.
+  {
+    absl::MutexLock lock(&exported_mu_);
+    if (exported_.contains(buffer.data())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device ", buffer.device_id(), ": the buffer is exported read-only (a view)"));
+    }
+  }
   const int seals = fcntl(file, F_GET_SEALS);
   if (seals < 0 || (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(

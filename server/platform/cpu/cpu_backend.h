@@ -81,7 +81,8 @@ class CpuBackend final : public BudgetedBackend {
   // A read-write re-open of the buffer's memory file (sealed against
   // shrinking and growing when it was made, so a writer cannot take pages
   // from under the daemon's mapping).
-  absl::StatusOr<std::unique_ptr<ShardExport>> ExportWritable(const DeviceBuffer& buffer) override;
+  absl::StatusOr<std::unique_ptr<ShardExport>> ExportWritable(const DeviceBuffer& buffer,
+                                                              MemoryOwnerTag owner) override;
 
   // Live blocks that have been exported (never reused), for tests.
   int64_t exported_blocks() const;

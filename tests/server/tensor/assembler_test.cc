@@ -100,6 +100,24 @@ TEST_F(AssemblerTest, DonatingAPieceInUseTakesNothing) {
   EXPECT_EQ(rig_.MemoryInUse(), 2 * 96);
 }
 
+// A tensor's memory is one tenant's (DeviceBuffer::owner): pieces of two
+// tenants are never donated into one tensor.
+TEST_F(AssemblerTest, DonatedPiecesMustBeOneTenants) {
+  auto pieces = rig_.ops->Disassemble(source_, SourceHandling::kKeep);
+  ASSERT_TRUE(pieces.ok());
+  std::vector<std::string> ids = Ids(*pieces);
+  auto other = rig_.store->Allocate(DType::kF32, {2, 3}, NamedSharding::SingleDevice(3), "", "",
+                                    TensorOwner("b", ""));
+  ASSERT_TRUE(other.ok()) << other.status();
+  ids[0] = rig_.store->Commit(*std::move(other))->id;
+  pieces->clear();
+  auto assembled = rig_.ops->Assemble(shape_, Target(), ids, SourceHandling::kDonate, "");
+  EXPECT_EQ(assembled.status().code(), absl::StatusCode::kFailedPrecondition) << assembled.status();
+  EXPECT_NE(assembled.status().message().find("to tenant 'b'"), std::string::npos)
+      << assembled.status();
+  for (const std::string& id : ids) EXPECT_TRUE(rig_.store->Get(id).ok());
+}
+
 TEST_F(AssemblerTest, ErrorsNameTheDeviceAndShapes) {
   auto pieces = rig_.ops->Disassemble(source_, SourceHandling::kKeep);
   ASSERT_TRUE(pieces.ok());

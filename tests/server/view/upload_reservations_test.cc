@@ -56,6 +56,8 @@ class UploadReservationsTest : public ::testing::Test {
            backend_->MemoryInUse(backend_->Devices()[1].id);
   }
 
+  MemoryOwnerTag Owner(const std::string& tenant) { return store_->MemoryOwnerOf(tenant); }
+
   static Caller As(const std::string& tenant) {
     Caller caller;
     caller.tenant = tenant;
@@ -68,7 +70,8 @@ class UploadReservationsTest : public ::testing::Test {
 
 TEST_F(UploadReservationsTest, WritesThroughTheFdsAreTheCommittedBytes) {
   UploadReservations reservations(backend_.get(), /*fd_passing=*/true, {});
-  auto reserved = reservations.Reserve(As("a"), Upload(1 << 20, "a", /*replicated=*/true));
+  auto reserved =
+      reservations.Reserve(As("a"), Upload(1 << 20, "a", /*replicated=*/true), Owner("a"));
   ASSERT_TRUE(reserved.ok()) << reserved.status();
   ASSERT_EQ(reserved->slots.size(), 2u);
   EXPECT_EQ(reservations.open_bytes(), 2 << 20);
@@ -106,13 +109,13 @@ TEST_F(UploadReservationsTest, CancelExpiryAndDestructionFreeTheMemory) {
   UploadReservationOptions options;
   options.ttl = absl::Milliseconds(100);
   auto reservations = std::make_unique<UploadReservations>(backend_.get(), true, options);
-  auto cancelled = reservations->Reserve(As("a"), Upload(1 << 20));
+  auto cancelled = reservations->Reserve(As("a"), Upload(1 << 20), Owner("a"));
   ASSERT_TRUE(cancelled.ok());
   EXPECT_TRUE(absl::IsNotFound(reservations->Cancel(As("b"), cancelled->id)));
   EXPECT_TRUE(reservations->Cancel(As("a"), cancelled->id).ok());
   EXPECT_EQ(InUse(), 0);
 
-  ASSERT_TRUE(reservations->Reserve(As("a"), Upload(1 << 20)).ok());
+  ASSERT_TRUE(reservations->Reserve(As("a"), Upload(1 << 20), Owner("a")).ok());
   EXPECT_EQ(InUse(), 1 << 20);
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (InUse() != 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
@@ -121,7 +124,7 @@ TEST_F(UploadReservationsTest, CancelExpiryAndDestructionFreeTheMemory) {
 
   options.ttl = absl::Hours(1);
   reservations = std::make_unique<UploadReservations>(backend_.get(), true, options);
-  ASSERT_TRUE(reservations->Reserve(As("a"), Upload(1 << 20)).ok());
+  ASSERT_TRUE(reservations->Reserve(As("a"), Upload(1 << 20), Owner("a")).ok());
   EXPECT_EQ(InUse(), 1 << 20);
   reservations.reset();
   EXPECT_EQ(InUse(), 0);
@@ -131,30 +134,72 @@ TEST_F(UploadReservationsTest, BoundsAndRefusals) {
   UploadReservationOptions options;
   options.max_open = 1;
   UploadReservations reservations(backend_.get(), true, options);
-  ASSERT_TRUE(reservations.Reserve(As("a"), Upload(1 << 20)).ok());
-  auto second = reservations.Reserve(As("a"), Upload(1 << 20));
+  ASSERT_TRUE(reservations.Reserve(As("a"), Upload(1 << 20), Owner("a")).ok());
+  auto second = reservations.Reserve(As("a"), Upload(1 << 20), Owner("a"));
   EXPECT_TRUE(absl::IsResourceExhausted(second.status())) << second.status();
   EXPECT_THAT(second.status().message(), HasSubstr("--max_upload_reservations=1"));
   EXPECT_EQ(InUse(), 1 << 20);  // the refused one's memory is gone already
 
-  auto small = reservations.Reserve(As("a"), Upload(4096));
+  // The bounds are checked first, before anything is handed out.
+  UploadReservations unbounded(backend_.get(), true, {});
+  auto small = unbounded.Reserve(As("a"), Upload(4096), Owner("a"));
   EXPECT_TRUE(absl::IsFailedPrecondition(small.status())) << small.status();
 
   UploadReservations no_socket(backend_.get(), /*fd_passing=*/false, {});
-  auto off = no_socket.Reserve(As("a"), Upload(1 << 20));
+  auto off = no_socket.Reserve(As("a"), Upload(1 << 20), Owner("a"));
   EXPECT_TRUE(absl::IsFailedPrecondition(off.status())) << off.status();
   EXPECT_THAT(off.status().message(), HasSubstr("--region_socket ''"));
+}
+
+TEST_F(UploadReservationsTest, ATokenExpiresButARedeemedReservationLastsAsLongAsItsCopy) {
+  UploadReservationOptions options;
+  options.ttl = absl::Milliseconds(300);
+  UploadReservations reservations(backend_.get(), true, options);
+  auto late = reservations.Reserve(As("a"), Upload(1 << 20), Owner("a"));
+  auto slow = reservations.Reserve(As("a"), Upload(1 << 20), Owner("a"));
+  ASSERT_TRUE(late.ok() && slow.ok());
+  // Redeemed by a process the registry watches (this one): no deadline.
+  std::shared_ptr<PeerProcess> me = PeerProcess::Self();
+  auto fds = reservations.Redeem(slow->fd_token, me);
+  ASSERT_TRUE(fds.ok()) << fds.status();
+  for (int fd : *fds) close(fd);
+  absl::SleepFor(absl::Milliseconds(600));
+  EXPECT_TRUE(absl::IsNotFound(reservations.Redeem(late->fd_token, me).status()));
+  EXPECT_EQ(reservations.counts().expired, 1);
+  auto committed = reservations.Commit(As("a"), slow->id);
+  EXPECT_TRUE(committed.ok()) << committed.status();
+}
+
+TEST_F(UploadReservationsTest, ATenantHasItsOwnBound) {
+  UploadReservationOptions options;
+  options.max_open_per_tenant = 1;
+  UploadReservations reservations(backend_.get(), true, options);
+  ASSERT_TRUE(reservations.Reserve(As("a"), Upload(1 << 20), Owner("a")).ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(reservations.CheckRoom(As("a"))));
+  auto second = reservations.Reserve(As("a"), Upload(1 << 20), Owner("a"));
+  EXPECT_THAT(second.status().message(), HasSubstr("--tenant_max_upload_reservations=1"));
+  EXPECT_TRUE(reservations.Reserve(As("b"), Upload(1 << 20, "b"), Owner("b")).ok());
+}
+
+TEST_F(UploadReservationsTest, AnotherOwnersMemoryIsNeverHandedOut) {
+  // Memory allocated for tenant "a", reserved as if for "b".
+  auto reserved = UploadReservations(backend_.get(), true, {})
+                      .Reserve(As("b"), Upload(1 << 20, "a"), Owner("b"));
+  EXPECT_TRUE(absl::IsFailedPrecondition(reserved.status())) << reserved.status();
+  EXPECT_THAT(reserved.status().message(), HasSubstr("shard 0: "));
+  EXPECT_EQ(InUse(), 0);
 }
 
 TEST_F(UploadReservationsTest, TheDaemonsOwnMemoryIsNeverHandedOutForWriting) {
   auto buffer = backend_->Allocate(backend_->Devices()[0].id, 1 << 20);
   ASSERT_TRUE(buffer.ok());
-  auto exported = backend_->ExportWritable(**buffer);
+  auto exported = backend_->ExportWritable(**buffer, kDaemonMemory);
   EXPECT_TRUE(absl::IsFailedPrecondition(exported.status())) << exported.status();
   // A tenant's buffer of the same size: a read-write memory file.
   auto tenant = backend_->AllocateFor(backend_->Devices()[0].id, 1 << 20, 7);
   ASSERT_TRUE(tenant.ok());
-  auto writable = backend_->ExportWritable(**tenant);
+  EXPECT_TRUE(absl::IsFailedPrecondition(backend_->ExportWritable(**tenant, 8).status()));
+  auto writable = backend_->ExportWritable(**tenant, 7);
   ASSERT_TRUE(writable.ok()) << writable.status();
   EXPECT_EQ((*writable)->file_size, 1 << 20);
   EXPECT_EQ(fcntl((*writable)->fd, F_GETFL) & O_ACCMODE, O_RDWR);
