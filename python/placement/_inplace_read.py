@@ -51,7 +51,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from placement import _dtypes, _progress, _region_fd, errors
+from placement import _dtypes, _progress, _region_fd, _region_pool, errors
 from placement._mapping_cache import _MADV_POPULATE_READ, Mapping, MappingCache
 from placement._transport import TransferPath
 from placement.v1 import tensor_service_pb2 as pb
@@ -218,7 +218,7 @@ class InplaceReads:
                 view = response.shards[view_index]
                 src = sources[view_index][view.offset:view.offset + view.size_bytes] \
                     .view(dtype).reshape(box_shape)
-                np.copyto(target[slices], src)
+                copy_box(target[slices], src)
                 src = None
                 tracker.add(view.size_bytes)
         finally:
@@ -390,3 +390,39 @@ def _boxes(response: vpb.ExportShardsResponse
             f"the exported shards of tensor {tensor.id} hold {covered} of its {total} "
             f"elements (the others are on other daemons of the cluster)"))
     return out
+
+
+def copy_box(dst: np.ndarray, src: np.ndarray) -> None:
+    """dst[...] = src, `src` C-contiguous: copies of 16 MiB or more on up to
+    min(cores, 8) threads (the caller's included), in pieces of at least 8
+    MiB -- whole bytes where `dst` is contiguous too, else runs of rows.
+    Reading the daemon's memory files is bound by the latency of their 4
+    KiB pages (no huge pages for shared memory: 3.3x slower than a copy
+    between anonymous arrays on one thread on the 2-core VM), which threads
+    hide: 2 threads read them at the speed of a copy. No thread still copies
+    when this returns or raises (the caller unmaps the source next)."""
+    nbytes = src.nbytes
+    if dst.flags.c_contiguous:
+        if dst.ndim == 0:
+            np.copyto(dst, src)
+            return
+        dst, src = dst.reshape(-1).view(np.uint8), src.reshape(-1).view(np.uint8)
+    rows = dst.shape[0] if dst.ndim else 1
+    pieces = min(_region_pool._threads(), nbytes // _region_pool._PIECE_MIN_BYTES, rows)
+    if nbytes < _region_pool._PARALLEL_MIN_BYTES or pieces < 2:
+        np.copyto(dst, src)
+        return
+    step = -(-rows // pieces)
+    if dst.ndim == 1 and dst.dtype == np.uint8:
+        step = (step + 4095) // 4096 * 4096  # whole pages each
+    executor = _region_pool.copy_executor()
+    futures = []
+    try:
+        for a in range(step, rows, step):
+            futures.append(executor.submit(np.copyto, dst[a:a + step], src[a:a + step]))
+        np.copyto(dst[:step], src[:step])
+    finally:
+        for f in futures:
+            f.exception()  # waits
+    for f in futures:
+        f.result()

@@ -95,6 +95,15 @@ def test_mesh_layouts_round_trip_each_box_once(client, spec):
     r.delete()
 
 
+def test_large_column_boxes_are_copied_on_threads_and_round_trip(client):
+    x = sample((2048, 4096), seed=13)  # 32 MiB: two 16 MiB column boxes, strided in the result
+    r = placement.device_put(x, NamedSharding(mesh_2x2(), PartitionSpec(None, "model")))
+    y, taken = read(client, r)
+    assert taken == 1
+    np.testing.assert_array_equal(y, x)
+    r.delete()
+
+
 def test_a_padded_sharding_with_an_empty_shard_round_trips(client):
     x = sample((6, 65536), seed=5)  # 4 ways padded: 2 + 2 + 2 + 0 rows, 512 KiB shards
     r = placement.device_put(x, NamedSharding(Mesh(np.arange(4), ("data",)),
@@ -375,3 +384,15 @@ def test_boxes_must_cover_the_tensor():
     response.shards[2].size_bytes = 16
     with pytest.raises(errors.InternalError, match="16 bytes for a box"):
         _inplace_read._boxes(response)
+
+
+@pytest.mark.parametrize("box", [(slice(0, 2048), slice(0, 4096)), (slice(0, 1024), slice(None)),
+                                 (slice(None), slice(1024, 3072)), (slice(5, 6), slice(0, 7))],
+                         ids=["whole", "rows", "columns", "small"])
+def test_copy_box_copies_contiguous_and_strided_boxes_on_threads(box):
+    target = np.zeros((2048, 4096), np.float32)  # 32 MiB: boxes of 16 MiB and more use threads
+    src = sample(target[box].shape, seed=12)
+    _inplace_read.copy_box(target[box], src)
+    np.testing.assert_array_equal(target[box], src)
+    target[box] = 0
+    assert not target.any()  # nothing outside the box was written
