@@ -390,7 +390,7 @@ def test_boxes_must_cover_the_tensor():
                                  (slice(None), slice(1024, 3072)), (slice(5, 6), slice(0, 7))],
                          ids=["whole", "rows", "columns", "small"])
 def test_copy_box_copies_contiguous_and_strided_boxes_on_threads(box):
-    target = np.zeros((2048, 4096), np.float32)  # 32 MiB: boxes of 16 MiB and more use threads
+    target = np.zeros((2048, 4096), np.float32)  # 32 MiB: boxes of 8 MiB and more use threads
     src = sample(target[box].shape, seed=12)
     _inplace_read.copy_box(target[box], src)
     np.testing.assert_array_equal(target[box], src)
