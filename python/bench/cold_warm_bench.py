@@ -19,8 +19,14 @@ Starts a CPU-backend placementd (127.0.0.1 port 0), then per rep:
                      daemon's block cache hands the freed block back:
                      written in place through the mapping the client kept;
                      staged through the pool's region);
-  * download, cold:  the new client's first to_numpy() (a new result array);
-  * download, warm:  to_numpy(out=) into an array touched before.
+  * download, cold:  the new client's first to_numpy() (a new result array).
+                     Read in place ("auto" and "inplace"; ExportShards
+                     for_copy): the tensor's memory file is the one the
+                     in-place upload mapped, so it is read through that
+                     mapping; staged ("region"): the daemon copies into a
+                     staging region, copied out once;
+  * download, warm:  to_numpy(out=) into an array touched before, of the
+                     warm upload's tensor.
 Each row: median MB/s over the reps, and its ratio to the copy of the same
 temperature. Targets (issue 25): cold transfer >= 0.8 x cold copy, warm
 transfer >= 0.9 x warm copy.
@@ -66,7 +72,7 @@ def main() -> int:
         "copy, cold", "copy, warm", "upload, cold", "upload, warm", "download, cold",
         "download, warm")}
     memory = 3 * size + (64 << 20)
-    written_in_place = mapping_hits = 0
+    written_in_place = read_in_place = mapping_hits = 0
     for _ in range(args.reps):
         fresh = np.empty(size, np.uint8)
         samples["copy, cold"].append(timed(lambda: np.copyto(fresh, src)))
@@ -92,6 +98,7 @@ def main() -> int:
             holder[0].delete()
             inplace = client.tensors.inplace.stats()
             written_in_place += inplace.uploads
+            read_in_place += inplace.downloads
             mapping_hits += inplace.cache.hits
             client.close()
 
@@ -101,7 +108,8 @@ def main() -> int:
     print(f"{args.size_mib} MiB, {args.reps} reps, path {args.path}, "
           f"load {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs; "
           f"{written_in_place} of {2 * args.reps} uploads written in place, "
-          f"{mapping_hits} through a kept mapping")
+          f"{read_in_place} of {2 * args.reps} downloads read in place, "
+          f"{mapping_hits} transfers through a kept mapping")
     print(f"{'':<16} {'median MB/s':>12} {'x copy':>8} {'target':>8}")
     for name in samples:
         temperature = name.split(", ")[1]

@@ -50,6 +50,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from placement import _dtypes, _region_fd, errors
+from placement._inplace_read import InplaceReads
 from placement._mapping_cache import CacheStats, Mapping, MappingCache
 from placement._transport import TransferPath
 from placement.v1 import tensor_service_pb2 as pb
@@ -75,6 +76,8 @@ class InplaceUploads:
     def __init__(self, client: Any) -> None:  # a placement.Client
         self._client = client
         self.cache = MappingCache(client.options.inplace_mapping_bytes)
+        #: Downloads read in place (placement._inplace_read), through the same cache.
+        self.reads = InplaceReads(client, self.cache)
         self._lock = threading.Lock()
         self._off: Optional[str] = None  # why AUTO no longer tries, for this client
         self._uploads = 0  # committed in place
@@ -242,8 +245,10 @@ class InplaceUploads:
 
     # --- State ----------------------------------------------------------------------
     def stats(self) -> "InplaceStats":
+        downloads, download_fallbacks, download_off, read_only = self.reads.counters()
         with self._lock:
-            return InplaceStats(self._uploads, self._fallbacks, self._off, self.cache.stats())
+            return InplaceStats(self._uploads, self._fallbacks, self._off, self.cache.stats(),
+                                downloads, download_fallbacks, download_off, read_only)
 
     def close(self) -> None:
         self.cache.close()
@@ -251,15 +256,22 @@ class InplaceUploads:
 
 @dataclasses.dataclass(frozen=True)
 class InplaceStats:
-    """What a client's in-place path did: uploads committed in place, AUTO
+    """What a client's in-place paths did: uploads committed in place, AUTO
     uploads that took the staged path after the daemon said it cannot, why
     AUTO stopped trying for good (None: it tries), and the mapping cache's
-    counters."""
+    counters (writable shards of downloads count there too); downloads read
+    in place (placement._inplace_read), AUTO downloads that took the staged
+    path after trying, why AUTO stopped reading in place, and sealed shards
+    mapped read-only for a download (never cached)."""
 
     uploads: int
     fallbacks: int
     off: Optional[str]
     cache: CacheStats
+    downloads: int = 0
+    download_fallbacks: int = 0
+    download_off: Optional[str] = None
+    read_only_mappings: int = 0
 
 
 class _Retryable(Exception):

@@ -1,5 +1,8 @@
 """MappingCache: the read-write mappings of the daemon's memory files that a
-Client keeps between uploads written in place (placement._inplace).
+Client keeps between uploads written in place (placement._inplace) and
+downloads read in place (placement._inplace_read: the writable shards an
+ExportShards for_copy hands over are the same files, so a tensor uploaded
+in place is read back through the upload's mapping).
 
 Why: on the CPU platform a shard's device memory is a block of one of the
 daemon's memory files (memfds), and the daemon hands a tenant's freed blocks
@@ -153,7 +156,8 @@ class MappingCache:
         st = os.fstat(fd)
         if size <= 0 or st.st_size < size:
             raise errors.InternalError(
-                f"an upload slot names {size} bytes of a memory file of {st.st_size} bytes")
+                f"the daemon names {size} bytes of a memory file of {st.st_size} bytes (an "
+                f"upload slot or a shard view)")
         key = (st.st_dev, st.st_ino)
         stale: List[Mapping] = []
         with self._lock:

@@ -250,6 +250,17 @@ def _threads() -> int:
     return max(1, min(cores, 8))
 
 
+def copy_executor() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's copy threads (min(cores, 8) - 1; the caller copies a
+    piece itself)."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=_threads() - 1 or 1, thread_name_prefix="placement-copy")
+        return _executor
+
+
 def parallel_copy(dst: np.ndarray, src: np.ndarray) -> None:
     """dst[:] = src for uint8 arrays of one length; copies of 16 MiB or more
     run on up to min(cores, 8) threads, each at least 8 MiB, the caller's
@@ -260,12 +271,7 @@ def parallel_copy(dst: np.ndarray, src: np.ndarray) -> None:
     if n < _PARALLEL_MIN_BYTES or pieces < 2:
         np.copyto(dst, src)
         return
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=_threads() - 1 or 1, thread_name_prefix="placement-copy")
-        executor = _executor
+    executor = copy_executor()
     step = -(-n // pieces)
     step = (step + 4095) // 4096 * 4096
     futures = [executor.submit(np.copyto, dst[a:a + step], src[a:a + step])

@@ -1,11 +1,14 @@
 """TensorService calls: uploads and downloads, place, assemble.
 
 Three paths for tensor bytes, chosen per transfer (TransportOptions.
-transfer_path) by placement._inplace and the Client's RegionPool
-(docs/api/regions.md):
-  * written in place (single-array uploads of 1 MiB or more against a
-    same-host daemon that can, placement._inplace): the client copies each
-    shard's box straight into the daemon's device memory and commits;
+transfer_path) by placement._inplace, placement._inplace_read and the
+Client's RegionPool (docs/api/regions.md):
+  * in place, against a same-host daemon that can: single-array uploads of
+    1 MiB or more are written in place (placement._inplace: the client
+    copies each shard's box straight into the daemon's device memory and
+    commits), whole downloads of 1 MiB or more read in place
+    (placement._inplace_read: the client copies each distinct box straight
+    out of the daemon's device memory and unexports);
   * the gRPC stream: a header, then ~chunk_bytes messages framed straight
     from the caller's array (placement._wire; one copy per chunk, no
     whole-array copy); downloads write each received chunk straight into the
@@ -26,7 +29,7 @@ from typing import (Any, Callable, Iterable, Iterator, List, Optional, Sequence,
 import grpc
 import numpy as np
 
-from placement import _dtypes, _inplace, _progress, _staging, _wire, errors
+from placement import _dtypes, _inplace, _inplace_read, _progress, _staging, _wire, errors
 from placement._region_pool import parallel_copy
 from placement._transport import TransferPath
 from placement._shared_region import SharedRegion
@@ -260,8 +263,10 @@ class Tensors:
         region path without a Describe call; `out` (a writable C-contiguous
         array of the result's dtype and shape) receives the bytes and is
         returned -- with no copy here when it lies in one of the caller's
-        SharedRegions; `path` overrides TransportOptions.transfer_path;
-        `progress(done, total)` follows the bytes (placement._progress)."""
+        SharedRegions; `path` overrides TransportOptions.transfer_path
+        (a whole download is read in place under "auto" and "inplace":
+        placement._inplace_read); `progress(done, total)` follows the bytes
+        (placement._progress)."""
         request = _download_request(tensor_id, device_id, process_index)
         request.chunk_size_bytes = self.chunk
         if out is not None and (not isinstance(out, np.ndarray) or not out.flags.c_contiguous
@@ -272,6 +277,10 @@ class Tensors:
             _check_out(tensor_id, info.dtype, tuple(info.shape), out)  # before any byte moves
         pool = self.client.regions
         chosen = pool.path(path)
+        if request.whole and chosen in (TransferPath.AUTO, TransferPath.INPLACE):
+            done, info = self._download_in_place(tensor_id, info, out, chosen, progress)
+            if done is not None:
+                return done
         if chosen is not TransferPath.STREAM:
             found = pool.locate(out) if out is not None else None
             if found is not None:  # the daemon writes straight into the caller's region
@@ -313,6 +322,30 @@ class Tensors:
                 _progress.Tracker(progress, header.total_bytes).finish()
                 return header, _shaped(header, target, out)
         return self._download_stream(request, tensor_id, out, progress)
+
+    def _download_in_place(self, tensor_id: str, info: Optional[types_pb2.TensorInfo],
+                           out: Optional[np.ndarray], path: TransferPath,
+                           progress: Optional[_progress.ProgressFn]
+                           ) -> Tuple[Optional[Tuple[pb.DownloadHeader, np.ndarray]],
+                                      Optional[types_pb2.TensorInfo]]:
+        """The whole download read in place (placement._inplace_read) when
+        `path` reads it so and the daemon could, else None: the caller takes
+        a region or the stream. Also `info`, described here when it was
+        needed and not given."""
+        if path is TransferPath.AUTO and out is not None and \
+                self.client.regions.locate(out) is not None:
+            return None, info  # the daemon writes into the caller's region: no copy here
+        reads = self.inplace.reads
+        nbytes = info.size_bytes if info is not None else \
+            out.nbytes if out is not None else _inplace_read.AUTO_MIN_BYTES
+        socket = reads.region_socket(path, nbytes)
+        if socket is None:
+            return None, info
+        if info is None and out is None:
+            info = self.describe(tensor_id)
+            if path is TransferPath.AUTO and info.size_bytes < _inplace_read.AUTO_MIN_BYTES:
+                return None, info
+        return reads.download(tensor_id, info, out, socket, path, progress), info
 
     def download_to_region(self, tensor_id: str, region: SharedRegion, offset: int = 0,
                            size: int = 0, *, device_id: Optional[int] = None,

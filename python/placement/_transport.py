@@ -46,17 +46,21 @@ class TransferPath(str, enum.Enum):
     AUTO: for a single-array upload (device_put, the seed calls; not a
       multi-controller part) of at least 1 MiB against a daemon on this
       host, written in place into the daemon's device memory (one copy,
-      placement._inplace); when the daemon cannot (FAILED_PRECONDITION,
-      UNIMPLEMENTED), and for every other transfer, a shared-memory region
-      when the daemon is on this host and the transfer has at least
-      256 KiB, else the gRPC stream.
+      placement._inplace); for a whole download (to_numpy) of at least
+      1 MiB whose shards are all on that daemon, read in place out of its
+      device memory (one copy, placement._inplace_read); when the daemon
+      cannot (FAILED_PRECONDITION, UNIMPLEMENTED), and for every other
+      transfer, a shared-memory region when the daemon is on this host and
+      the transfer has at least 256 KiB, else the gRPC stream.
     STREAM: always gRPC chunks.
     REGION: always a region; FailedPreconditionError when the daemon is not
       on this host.
-    INPLACE: single-array uploads always written in place;
-      FailedPreconditionError when the daemon is not on this host or cannot
-      (a CUDA daemon, a shard under 256 KiB or on another daemon, fd passing
-      off, a daemon without ReserveUpload). Other transfers as under AUTO.
+    INPLACE: single-array uploads always written in place, whole downloads
+      always read in place; FailedPreconditionError when the daemon is not
+      on this host or cannot (uploads: a CUDA daemon, a shard under 256 KiB
+      or on another daemon, fd passing off, a daemon without ReserveUpload;
+      downloads: a partial tensor, shards on another daemon, fd passing off,
+      a daemon without exports). Other transfers as under AUTO.
     """
 
     AUTO = "auto"
@@ -131,10 +135,12 @@ class TransportOptions:
       client created.
     transfer_path: TransferPath (or its string) of uploads, downloads and
       prefetch batches: "auto" (against a same-host daemon, uploads of 1 MiB
-      or more written in place and other transfers of 256 KiB or more through
-      shared-memory regions), "stream", "region" or "inplace".
+      or more written in place, whole downloads of 1 MiB or more read in
+      place, and other transfers of 256 KiB or more through shared-memory
+      regions), "stream", "region" or "inplace".
     inplace_mapping_bytes: how many bytes of the daemon's memory files the
-      client keeps mapped between uploads written in place (least recently
+      client keeps mapped between uploads written in place and downloads
+      read in place (least recently
       used unmapped first; 0 = none kept: every upload maps afresh). Default
       2 GiB.
     """

@@ -246,7 +246,10 @@ class RemoteArray:
     def to_numpy(self, out: Optional[np.ndarray] = None, *, progress: Any = None) -> np.ndarray:
         """Downloads the whole array (the daemon gathers the replica-0 shards)
         into a new array, or into `out` (writable, C-contiguous, this dtype
-        and shape), which is returned. An `out` inside one of the client's
+        and shape), which is returned. Against a same-host daemon holding
+        every shard, 1 MiB or more is read in place: each distinct box
+        copied once straight out of the daemon's memory
+        (placement._inplace_read). An `out` inside one of the client's
         SharedRegions (placement.regions) is written by the daemon itself.
         `progress`: a callable(done_bytes, total_bytes), or True for a tqdm
         bar (placement.device_put's)."""

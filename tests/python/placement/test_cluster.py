@@ -183,6 +183,33 @@ def test_large_parts_through_same_host_regions(trainers):
         delete_all(*[r[0] for r in results])
 
 
+def test_whole_downloads_are_read_in_place_only_from_the_daemon_holding_every_shard(trainers):
+    """A tensor spanning both daemons downloads as before (its shards are
+    not all on the client's daemon) and transfer_path='inplace' refuses it;
+    one wholly on process 1 is read in place through process 1's daemon."""
+    c0, c1 = trainers
+    mesh = Mesh(np.array(placement.devices(client=c0)), ("data",))
+    a = np.random.default_rng(3).standard_normal((512, 1024)).astype(np.float32)  # 2 MiB
+    made = []
+    try:
+        x = placement.device_put(a, NamedSharding(mesh, P("data")), client=c0)
+        made.append(x)
+        before = c0.tensors.inplace.stats()
+        np.testing.assert_array_equal(x.to_numpy(), a)
+        after = c0.tensors.inplace.stats()
+        assert (after.downloads, after.download_fallbacks) == (before.downloads,
+                                                               before.download_fallbacks)
+        with pytest.raises(errors.FailedPreconditionError, match="other daemons"):
+            c0.tensors.download(x.id, info=x._info, path="inplace")
+        y = placement.device_put(a, 5, client=c1)  # global device 5: process 1's
+        made.append(y)
+        before = c1.tensors.inplace.stats()
+        np.testing.assert_array_equal(y.to_numpy(), a)
+        assert c1.tensors.inplace.stats().downloads == before.downloads + 1
+    finally:
+        delete_all(*made)
+
+
 def test_host_to_global_device_array_replicated(trainers):
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
 

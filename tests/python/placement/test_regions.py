@@ -146,17 +146,20 @@ def test_transfer_path_option():
 def test_each_path_is_taken(daemon, by_path, path, nbytes, through_region):
     c = by_path[path]
     x = np.arange(nbytes, dtype=np.uint8)
-    in_place = c.tensors.inplace.stats().uploads
+    before = c.tensors.inplace.stats()
     with Moved(daemon) as up:
         r = placement.device_put(x, 2, client=c)
     with Moved(daemon) as down:
         back = r.to_numpy()  # a download (np.asarray would view it in place: test_views.py)
     np.testing.assert_array_equal(back, x)
-    # "auto" writes uploads of 1 MiB or more in place (test_inplace.py): no region.
-    written = path == "auto" and nbytes >= MIB
-    assert c.tensors.inplace.stats().uploads == in_place + written
-    assert up.into == (nbytes if through_region and not written else 0)
-    assert down.out == (nbytes if through_region else 0)
+    # "auto" writes uploads of 1 MiB or more in place and reads such downloads
+    # in place (test_inplace.py, test_inplace_downloads.py): no region.
+    in_place = path == "auto" and nbytes >= MIB
+    after = c.tensors.inplace.stats()
+    assert after.uploads == before.uploads + in_place
+    assert after.downloads == before.downloads + in_place
+    assert up.into == (nbytes if through_region and not in_place else 0)
+    assert down.out == (nbytes if through_region and not in_place else 0)
     r.delete()
 
 
