@@ -7,11 +7,14 @@
 #define PLACEMENT_CLIENT_SRC_TENSORS_INPLACE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "client/src/region_pool.h"
 #include "placement/client/tensors.h"
 
 namespace placement::client {
@@ -27,6 +30,17 @@ inline bool InPlaceDeclined(const absl::Status& status) {
 
 // Arrays of at least this many bytes are written in place under kAuto.
 inline constexpr int64_t kInPlaceMinBytes = int64_t{1} << 20;
+
+// Where a transfer of `bytes` under `path` goes in place: the Client's pool
+// and the daemon's region socket. nullopt: another path (kAuto only: a
+// remote daemon, fewer than kInPlaceMinBytes, or in place declined before);
+// an error: kInPlace against a remote daemon, or GetStatus's.
+struct InPlaceRoute {
+  std::shared_ptr<RegionPool> pool;
+  std::string socket;
+};
+std::optional<absl::StatusOr<InPlaceRoute>> RouteInPlace(const Client& client, TransferPath path,
+                                                         int64_t bytes);
 
 // Under kInPlace always, under kAuto when the daemon is on this host, the
 // array has kInPlaceMinBytes or more and no process_local is set: reserves,

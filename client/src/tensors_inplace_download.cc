@@ -116,17 +116,12 @@ std::optional<absl::StatusOr<DownloadHeader>> DownloadInPlace(const Client& clie
                                                               const DownloadOptions& options) {
   const bool forced = options.path == TransferPath::kInPlace;
   const auto bytes = static_cast<int64_t>(out.size());
-  if (selection.kind() != DownloadSelection::Kind::kWhole ||
-      (!forced && (options.path != TransferPath::kAuto || bytes < kInPlaceMinBytes))) {
-    return std::nullopt;
-  }
-  std::shared_ptr<RegionPool> pool = RegionPool::For(client);
-  if (!forced && pool->in_place_declined()) return std::nullopt;
-  absl::StatusOr<bool> same_host = pool->UseRegion(options.path, bytes);
-  if (!same_host.ok()) return same_host.status();
-  if (!*same_host) return std::nullopt;
-  absl::StatusOr<std::string> socket = pool->SameHostSocket();
-  if (!socket.ok()) return socket.status();
+  if (selection.kind() != DownloadSelection::Kind::kWhole) return std::nullopt;
+  auto route = RouteInPlace(client, options.path, bytes);
+  if (!route.has_value()) return std::nullopt;
+  if (!route->ok()) return route->status();
+  const std::shared_ptr<RegionPool>& pool = (*route)->pool;
+  const std::string* socket = &(*route)->socket;
 
   placement::v1::ExportShardsRequest request;
   request.set_tensor_id(tensor_id);

@@ -100,18 +100,12 @@ std::optional<absl::StatusOr<TensorInfo>> UploadInPlace(const Client& client,
                                                         const HostArray& array, const Rule& rule,
                                                         const UploadOptions& options) {
   const bool forced = options.path == TransferPath::kInPlace;
-  const auto bytes = static_cast<int64_t>(array.data.size());
-  if (!forced && (options.path != TransferPath::kAuto || bytes < kInPlaceMinBytes ||
-                  options.process_local.has_value())) {
-    return std::nullopt;
-  }
-  std::shared_ptr<RegionPool> pool = RegionPool::For(client);
-  if (!forced && pool->in_place_declined()) return std::nullopt;
-  absl::StatusOr<bool> same_host = pool->UseRegion(options.path, bytes);
-  if (!same_host.ok()) return same_host.status();
-  if (!*same_host) return std::nullopt;
-  absl::StatusOr<std::string> socket = pool->SameHostSocket();
-  if (!socket.ok()) return socket.status();
+  if (!forced && options.process_local.has_value()) return std::nullopt;
+  auto route = RouteInPlace(client, options.path, static_cast<int64_t>(array.data.size()));
+  if (!route.has_value()) return std::nullopt;
+  if (!route->ok()) return route->status();
+  const std::shared_ptr<RegionPool>& pool = (*route)->pool;
+  const std::string* socket = &(*route)->socket;
 
   pb::ReserveUploadRequest request;
   absl::Status header =

@@ -49,7 +49,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from placement import _dtypes, _region_fd, errors
+from placement import _dtypes, _region_fd, _region_pool, errors
 from placement._inplace_read import InplaceReads
 from placement._mapping_cache import CacheStats, Mapping, MappingCache
 from placement._transport import TransferPath
@@ -66,6 +66,7 @@ AUTO_MIN_BYTES = 1 << 20
 # (CUDA), or fd passing is off. Any other FAILED_PRECONDITION (a shard under
 # 256 KiB, past the memory-file bound, on another daemon) is the call's own.
 _LASTING_WORDS = ("platform", "cuda", "region_socket", "fd passing")
+
 
 
 class InplaceUploads:
@@ -88,25 +89,16 @@ class InplaceUploads:
         """The daemon's region socket when this upload is to be written in
         place under `path`, else None (the staged path decides). INPLACE:
         FailedPreconditionError when the daemon is not on this host."""
-        pool = self._client.regions
         if path is TransferPath.INPLACE:
-            socket = pool.same_host_socket()
-            if socket is None:
-                raise errors.FailedPreconditionError(
-                    f"transfer_path='inplace': the daemon at {self._client.target} is not on "
-                    f"this host (or has no region socket); use 'auto' or 'stream'")
-            return socket
+            return _region_pool.forced_socket(self._client)
         if path is not TransferPath.AUTO or array.nbytes < AUTO_MIN_BYTES:
             return None
         with self._lock:
             if self._off is not None:
                 return None
-        if pool.locate(array) is not None:
+        if self._client.regions.locate(array) is not None:
             return None  # already shared: the region path copies nothing here
-        try:
-            return pool.same_host_socket()
-        except errors.PlacementError:
-            return None  # the staged path reports the daemon's error, if any
+        return _region_pool.auto_socket(self._client)
 
     def upload(self, array: np.ndarray, header: pb.UploadHeader, socket: str,
                path: TransferPath,

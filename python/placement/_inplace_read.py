@@ -87,23 +87,14 @@ class InplaceReads:
         """The daemon's region socket when a whole download of `nbytes` is
         to be read in place under `path`, else None. INPLACE:
         FailedPreconditionError when the daemon is not on this host."""
-        pool = self._client.regions
         if path is TransferPath.INPLACE:
-            socket = pool.same_host_socket()
-            if socket is None:
-                raise errors.FailedPreconditionError(
-                    f"transfer_path='inplace': the daemon at {self._client.target} is not on "
-                    f"this host (or has no region socket); use 'auto' or 'stream'")
-            return socket
+            return _region_pool.forced_socket(self._client)
         if path is not TransferPath.AUTO or nbytes < AUTO_MIN_BYTES:
             return None
         with self._lock:
             if self._off is not None:
                 return None
-        try:
-            return pool.same_host_socket()
-        except errors.PlacementError:
-            return None  # the staged path reports the daemon's error, if any
+        return _region_pool.auto_socket(self._client)
 
     def download(self, tensor_id: str, info: Optional[types_pb2.TensorInfo],
                  out: Optional[np.ndarray], socket: str, path: TransferPath,

@@ -279,3 +279,24 @@ def parallel_copy(dst: np.ndarray, src: np.ndarray) -> None:
     np.copyto(dst[:step], src[:step])
     for f in futures:
         f.result()
+
+
+def forced_socket(client: Any) -> str:
+    """The daemon's region socket for a transfer forced in place
+    (TransferPath.INPLACE); FailedPreconditionError when the daemon is not
+    on this host."""
+    socket = client.regions.same_host_socket()
+    if socket is None:
+        raise errors.FailedPreconditionError(
+            f"transfer_path='inplace': the daemon at {client.target} is not on "
+            f"this host (or has no region socket); use 'auto' or 'stream'")
+    return socket
+
+
+def auto_socket(client: Any) -> Optional[str]:
+    """The daemon's region socket for a transfer AUTO takes in place, or
+    None: the other path then reports the daemon's error, if any."""
+    try:
+        return client.regions.same_host_socket()
+    except errors.PlacementError:
+        return None

@@ -117,15 +117,11 @@ ExportRegistry::ExportRegistry(DeviceBackend* backend, Metrics* metrics, bool fd
                         {{"reason", "expired"}},
                         {{"reason", "shutdown"}}});
   }
-  expirer_ = std::thread([this] { ExpireLoop(); });
+  expirer_ = std::make_unique<ExpiryThread>([this](absl::Time now) { return Expire(now); });
 }
 
 ExportRegistry::~ExportRegistry() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  expirer_.join();
+  expirer_.reset();
   // Before the exports go, so that no exit callback runs into them.
   exits_.reset();
   absl::flat_hash_map<std::string, std::unique_ptr<Record>> all;
@@ -271,9 +267,9 @@ absl::StatusOr<ExportSnapshot> ExportRegistry::Export(
     ++totals.exports;
     totals.bytes += info.bytes;
     open_bytes_ += info.bytes;
-    ++made_;
     exports_[info.id] = std::move(e);
   }
+  expirer_->Wake();  // its deadline may be the only one
   if (metrics_ != nullptr) {
     metrics_->Increment("placementd_views_exported_total");
     metrics_->Add("placementd_view_bytes_total", {}, static_cast<double>(result.bytes));
@@ -402,11 +398,11 @@ int64_t ExportRegistry::EndSession(const std::string& session_id) {
   return static_cast<int64_t>(ended.size());
 }
 
-void ExportRegistry::ExpireLoop() {
-  absl::MutexLock lock(&mu_);
-  while (!stopping_) {
-    const absl::Time now = absl::Now();
-    absl::Time next = absl::InfiniteFuture();
+absl::Time ExportRegistry::Expire(absl::Time now) {
+  absl::Time next = absl::InfiniteFuture();
+  std::vector<std::unique_ptr<Record>> ended;
+  {
+    absl::MutexLock lock(&mu_);
     std::vector<std::string> expired;
     for (const auto& [id, e] : exports_) {
       if (e->token.empty()) continue;
@@ -416,23 +412,10 @@ void ExportRegistry::ExpireLoop() {
         next = std::min(next, e->redeem_deadline);
       }
     }
-    if (!expired.empty()) {
-      std::vector<std::unique_ptr<Record>> ended;
-      for (const std::string& id : expired) ended.push_back(TakeLocked(id));
-      mu_.Unlock();
-      for (auto& e : ended) Retire(std::move(e), ExportEnd::kExpired);
-      mu_.Lock();
-      continue;
-    }
-    // A new export's deadline is never earlier than those waited for; wake
-    // for the first export made while none waits.
-    const int64_t made = made_;
-    const bool none = next == absl::InfiniteFuture();
-    auto woken = [this, none, made]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || (none && made_ != made);
-    };
-    mu_.AwaitWithDeadline(absl::Condition(&woken), next);
+    for (const std::string& id : expired) ended.push_back(TakeLocked(id));
   }
+  for (auto& e : ended) Retire(std::move(e), ExportEnd::kExpired);
+  return next;
 }
 
 int64_t ExportRegistry::size() const {

@@ -35,7 +35,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -45,6 +44,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/auth/caller.h"
+#include "server/common/expiry_thread.h"
 #include "server/device/device_backend.h"
 #include "server/metrics/metrics.h"
 #include "server/region/peer_process.h"
@@ -147,8 +147,8 @@ class ExportRegistry {
   // Counts the end and releases what the export held (outside mu_).
   void Retire(std::unique_ptr<Record> e, ExportEnd why);
   void ProcessExited(const std::string& id);
-  // Ends unredeemed exports past their deadline, until destruction.
-  void ExpireLoop();
+  // Ends unredeemed exports past their deadline; returns the next one.
+  absl::Time Expire(absl::Time now);
 
   DeviceBackend* const backend_;
   Metrics* const metrics_;
@@ -165,9 +165,8 @@ class ExportRegistry {
   absl::flat_hash_map<std::string, Totals> totals_ ABSL_GUARDED_BY(mu_);       // per tenant
   int64_t open_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
-  int64_t made_ ABSL_GUARDED_BY(mu_) = 0;  // exports made: wakes the expirer
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread expirer_;
+  // Last: destroyed (stopped) first.
+  std::unique_ptr<ExpiryThread> expirer_;
 };
 
 }  // namespace placement::server

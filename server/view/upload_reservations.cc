@@ -43,15 +43,11 @@ UploadReservations::UploadReservations(DeviceBackend* backend, bool fd_passing,
     LogWarning("in-place uploads: cannot watch writer processes (", exits.status().message(),
                "); a reservation ends only with its commit, cancel or expiry");
   }
-  expirer_ = std::thread([this] { ExpireLoop(); });
+  expirer_ = std::make_unique<ExpiryThread>([this](absl::Time now) { return Expire(now); });
 }
 
 UploadReservations::~UploadReservations() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  expirer_.join();
+  expirer_.reset();
   exits_.reset();  // before the records go: no exit callback runs into them
   absl::flat_hash_map<std::string, std::unique_ptr<Record>> all;
   {
@@ -141,9 +137,9 @@ absl::StatusOr<ReservationSnapshot> UploadReservations::Reserve(
     tokens_[record->token] = record->id;
     ++per_tenant_[record->tenant];
     open_bytes_ += record->bytes;
-    ++made_;
     open_[record->id] = std::move(record);
   }
+  expirer_->Wake();  // its deadline may be the only one
   return out;
 }
 
@@ -244,12 +240,11 @@ void UploadReservations::WriterExited(const std::string& id) {
   Drop(std::move(record));
 }
 
-void UploadReservations::ExpireLoop() {
-  absl::MutexLock lock(&mu_);
-  while (!stopping_) {
-    const absl::Time now = absl::Now();
-    absl::Time next = absl::InfiniteFuture();
-    std::vector<std::unique_ptr<Record>> expired;
+absl::Time UploadReservations::Expire(absl::Time now) {
+  absl::Time next = absl::InfiniteFuture();
+  std::vector<std::unique_ptr<Record>> expired;
+  {
+    absl::MutexLock lock(&mu_);
     std::vector<std::string> ids;
     for (const auto& [id, record] : open_) {
       if (record->expires <= now) {
@@ -258,23 +253,11 @@ void UploadReservations::ExpireLoop() {
         next = std::min(next, record->expires);
       }
     }
-    if (!ids.empty()) {
-      for (const std::string& id : ids) expired.push_back(TakeLocked(id));
-      counts_.expired += static_cast<int64_t>(ids.size());
-      mu_.Unlock();
-      for (auto& record : expired) Drop(std::move(record));
-      mu_.Lock();
-      continue;
-    }
-    // Every reservation lives `ttl`, so a new one never expires before those
-    // waited for; wake for the first one made while none waits.
-    const int64_t made = made_;
-    const bool none = next == absl::InfiniteFuture();
-    auto woken = [this, none, made]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || (none && made_ != made);
-    };
-    mu_.AwaitWithDeadline(absl::Condition(&woken), next);
+    for (const std::string& id : ids) expired.push_back(TakeLocked(id));
+    counts_.expired += static_cast<int64_t>(ids.size());
   }
+  for (auto& record : expired) Drop(std::move(record));
+  return next;
 }
 
 int64_t UploadReservations::size() const {

@@ -27,7 +27,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -37,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/auth/caller.h"
+#include "server/common/expiry_thread.h"
 #include "server/device/device_backend.h"
 #include "server/region/peer_process.h"
 #include "server/region/process_exit_watcher.h"
@@ -121,7 +121,8 @@ class UploadReservations {
   // frees its memory.
   void Drop(std::unique_ptr<Record> record);
   void WriterExited(const std::string& id);
-  void ExpireLoop();
+  // Ends the reservations past their deadline; returns the next one.
+  absl::Time Expire(absl::Time now);
 
   DeviceBackend* const backend_;
   const bool fd_passing_;
@@ -135,9 +136,8 @@ class UploadReservations {
   int64_t open_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   Counts counts_ ABSL_GUARDED_BY(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
-  int64_t made_ ABSL_GUARDED_BY(mu_) = 0;  // wakes the expirer
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread expirer_;
+  // Last: destroyed (stopped) first.
+  std::unique_ptr<ExpiryThread> expirer_;
 };
 
 }  // namespace placement::server
