@@ -181,10 +181,12 @@ TEST_F(ViewTest, ThousandViewsOpenedAndClosedLeaveNoGrowth) {
   EXPECT_EQ(OpenExports(), 0);
   EXPECT_EQ(TotalInUse(), in_use);
   // No growth with the views (a leak would be 1,000 fds or mappings); gRPC
-  // may start a thread (two mappings) or open a descriptor under load.
+  // may start a thread (two mappings) or open a descriptor under load, and
+  // an ASan daemon's allocator maps a region as a thread first allocates
+  // (763 against 758 once, in CI's sanitizer set running two at a time).
   EXPECT_TRUE(WaitFor([&] {
     return testing::OpenFds(daemon_->pid()) <= fds + 2 &&
-           testing::Mappings(daemon_->pid()) <= maps + 4;
+           testing::Mappings(daemon_->pid()) <= maps + 8;
   })) << testing::OpenFds(daemon_->pid())
       << " fds (" << fds << " before), " << testing::Mappings(daemon_->pid()) << " mappings ("
       << maps << " before)";
