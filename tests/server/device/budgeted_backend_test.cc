@@ -82,6 +82,43 @@ TEST(BudgetedBackendTest, FreedBlocksAreCachedAtTheirBlockSizeAndReportedApart) 
   EXPECT_EQ(backend->MemoryCached(0), 0);
 }
 
+// A freed block goes back only to its memory owner (a tenant's), and
+// another owner's allocation that needs the room evicts it rather than
+// failing: the cache keeps owners apart without starving anyone.
+TEST(BudgetedBackendTest, CachedBlocksGoBackOnlyToTheirOwner) {
+  const int64_t budget = 4 * kPage + 2 * kOverhead;
+  auto backend = Backend(budget, 16 * kPage);
+  void* first = nullptr;
+  {
+    auto a = std::move(*backend->AllocateFor(0, 2 * kPage, /*owner=*/1));
+    EXPECT_EQ(a->owner(), 1u);
+    first = a->data();
+  }
+  EXPECT_EQ(backend->MemoryCached(0), 2 * kPage);
+  // Owner 2 gets a block of its own; owner 1's stays cached while it fits.
+  auto b = std::move(*backend->AllocateFor(0, 2 * kPage, /*owner=*/2));
+  EXPECT_NE(b->data(), first);
+  EXPECT_EQ(backend->MemoryCached(0), 2 * kPage);
+  // The daemon's own allocations (Allocate: kDaemonMemory) are another owner.
+  auto c = backend->Allocate(0, kPage);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->owner(), kDaemonMemory);
+  // It did not fit beside owner 1's cached block: that was evicted.
+  EXPECT_EQ(backend->MemoryCached(0), 0);
+  EXPECT_LE(backend->MemoryCharged(0) + backend->MemoryCached(0), budget);
+  void* second = b->data();
+  void* daemon_block = (*c)->data();
+  b.reset();
+  c->reset();
+  EXPECT_EQ(backend->MemoryCached(0), 3 * kPage);
+  // Owner 1 asks for the daemon's block's size: a fresh block, not that one.
+  auto d = std::move(*backend->AllocateFor(0, kPage, /*owner=*/1));
+  EXPECT_NE(d->data(), daemon_block);
+  // Owner 2's freed block comes back to owner 2.
+  auto e = std::move(*backend->AllocateFor(0, 2 * kPage, /*owner=*/2));
+  EXPECT_EQ(e->data(), second);
+}
+
 TEST(BudgetedBackendTest, TheCacheMakesRoomWithinTheBudget) {
   const int64_t budget = 4 * kPage + 2 * kOverhead;
   auto backend = Backend(budget, 16 * kPage);
