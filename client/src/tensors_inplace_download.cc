@@ -121,12 +121,12 @@ std::optional<absl::StatusOr<DownloadHeader>> DownloadInPlace(const Client& clie
   if (!route.has_value()) return std::nullopt;
   if (!route->ok()) return route->status();
   const std::shared_ptr<RegionPool>& pool = (*route)->pool;
-  const std::string* socket = &(*route)->socket;
+  const std::string& socket = (*route)->socket;
 
   placement::v1::ExportShardsRequest request;
   request.set_tensor_id(tensor_id);
   request.set_for_copy(true);
-  absl::StatusOr<RedeemedExport> exported = ExportAndRedeem(client, *socket, request);
+  absl::StatusOr<RedeemedExport> exported = ExportAndRedeem(client, socket, request);
   if (!exported.ok()) {
     if (forced || !InPlaceDeclined(exported.status())) return exported.status();
     if (absl::IsUnimplemented(exported.status())) pool->DeclineInPlace();

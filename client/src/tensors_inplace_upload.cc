@@ -105,7 +105,7 @@ std::optional<absl::StatusOr<TensorInfo>> UploadInPlace(const Client& client,
   if (!route.has_value()) return std::nullopt;
   if (!route->ok()) return route->status();
   const std::shared_ptr<RegionPool>& pool = (*route)->pool;
-  const std::string* socket = &(*route)->socket;
+  const std::string& socket = (*route)->socket;
 
   pb::ReserveUploadRequest request;
   absl::Status header =
@@ -125,7 +125,7 @@ std::optional<absl::StatusOr<TensorInfo>> UploadInPlace(const Client& client,
       return std::nullopt;
     }
   }
-  absl::StatusOr<TensorInfo> info = WriteAndCommit(*stub, *pool, *socket, array, reserved, options);
+  absl::StatusOr<TensorInfo> info = WriteAndCommit(*stub, *pool, socket, array, reserved, options);
   if (!info.ok()) CancelQuietly(*stub, reserved.reservation_id());
   return info;
 }

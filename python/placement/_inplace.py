@@ -149,10 +149,9 @@ class InplaceUploads:
             raise error
         with self._lock:
             self._fallbacks += 1
-            if isinstance(error, errors.UnimplementedError) or (
-                    isinstance(error, errors.FailedPreconditionError)
-                    and any(w in error.message.lower() for w in _LASTING_WORDS)):
-                self._off = f"{error.code.name}: {error.message}"
+            off = _region_pool.lasting_refusal(error, _LASTING_WORDS)
+            if off is not None:
+                self._off = off
         return None
 
     # --- The protocol ---------------------------------------------------------------

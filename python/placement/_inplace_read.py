@@ -155,11 +155,10 @@ class InplaceReads:
         with self._lock:
             if counted:
                 self._fallbacks += 1
-            if error is not None and (
-                    lasting or isinstance(error, errors.UnimplementedError)
-                    or (isinstance(error, errors.FailedPreconditionError)
-                        and any(w in error.message.lower() for w in _LASTING_WORDS))):
-                self._off = f"{error.code.name}: {error.message}"
+            off = (f"{error.code.name}: {error.message}" if lasting and error is not None
+                   else _region_pool.lasting_refusal(error, _LASTING_WORDS))
+            if off is not None:
+                self._off = off
         return None
 
     # --- The protocol ---------------------------------------------------------------

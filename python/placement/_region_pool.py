@@ -300,3 +300,18 @@ def auto_socket(client: Any) -> Optional[str]:
         return client.regions.same_host_socket()
     except errors.PlacementError:
         return None
+
+
+def lasting_refusal(error: Optional[errors.PlacementError],
+                    words: Tuple[str, ...]) -> Optional[str]:
+    """Why AUTO should stop trying an in-place path for good after `error`
+    (UNIMPLEMENTED, or a FAILED_PRECONDITION naming one of `words`: the
+    platform, fd passing), as "CODE: message"; None when the refusal was the
+    call's own (a small or remote shard) and later calls may try again."""
+    if error is None:
+        return None
+    if isinstance(error, errors.UnimplementedError) or (
+            isinstance(error, errors.FailedPreconditionError)
+            and any(w in error.message.lower() for w in words)):
+        return f"{error.code.name}: {error.message}"
+    return None

@@ -217,19 +217,23 @@ absl::StatusOr<ExportSnapshot> ExportRegistry::Export(
   int64_t unsealed = 0;
   for (int32_t i : selected) {
     const Shard& shard = tensor->shards[i];
-    // A copy-out first tries the tenant's own memory unsealed (the block
-    // stays reusable); what the platform cannot hand out so is exported as
-    // a view.
-    absl::StatusOr<std::unique_ptr<ShardExport>> writable =
-        for_copy ? backend_->ExportWritable(*shard.buffer, *copy_out_owner)
-                 : absl::StatusOr<std::unique_ptr<ShardExport>>(absl::UnimplementedError(""));
-    if (!writable.ok() && !absl::IsFailedPrecondition(writable.status()) &&
-        !absl::IsUnimplemented(writable.status())) {
-      return writable.status();
+    // A copy-out first tries the tenant's own memory unsealed (its block
+    // stays reusable); what the platform cannot hand out so is a view.
+    std::unique_ptr<ShardExport> exported;
+    if (for_copy) {
+      absl::StatusOr<std::unique_ptr<ShardExport>> writable =
+          backend_->ExportWritable(*shard.buffer, *copy_out_owner);
+      if (writable.ok()) {
+        exported = *std::move(writable);
+      } else if (!absl::IsFailedPrecondition(writable.status()) &&
+                 !absl::IsUnimplemented(writable.status())) {
+        return writable.status();
+      }
     }
-    const bool unsealed_shard = writable.ok();
-    ASSIGN_OR_RETURN(std::unique_ptr<ShardExport> exported,
-                     unsealed_shard ? std::move(writable) : backend_->ExportShard(*shard.buffer));
+    const bool unsealed_shard = exported != nullptr;
+    if (!unsealed_shard) {
+      ASSIGN_OR_RETURN(exported, backend_->ExportShard(*shard.buffer));
+    }
     ShardViewInfo view;
     view.writable = unsealed_shard;
     view.file_size = exported->file_size;

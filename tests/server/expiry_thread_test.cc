@@ -42,7 +42,9 @@ TEST(ExpiryThreadTest, SweepsAtTheReturnedDeadlineAndOnWake) {
 
 TEST(ExpiryThreadTest, DestructionStopsAThreadWaitingForever) {
   const absl::Time start = absl::Now();
-  { ExpiryThread thread([](absl::Time) { return absl::InfiniteFuture(); }); }
+  {
+    ExpiryThread thread([](absl::Time) { return absl::InfiniteFuture(); });
+  }
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
