@@ -50,7 +50,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from placement import _dtypes, _region_fd, _region_pool, errors
-from placement._inplace_read import InplaceReads
+from placement._inplace_read import InplaceReads, copy_box
 from placement._mapping_cache import CacheStats, Mapping, MappingCache
 from placement._transport import TransferPath
 from placement.v1 import tensor_service_pb2 as pb
@@ -311,7 +311,7 @@ def _write_slots(array: np.ndarray, response: vpb.ReserveUploadResponse,
         assert mapping is not None  # _map made one for every fd a slot writes
         mapping.populate(s.offset, s.offset + s.size_bytes)
         target = mapping.bytes[s.offset:s.offset + s.size_bytes].view(dtype).reshape(box_shape)
-        np.copyto(target, array[box])
+        copy_box(target, array[box])
         del target
         done += s.size_bytes
         share = done * array.nbytes // total  # replicas write the array's bytes again

@@ -391,17 +391,21 @@ _PIECE_MIN_BYTES = 4 << 20
 
 
 def copy_box(dst: np.ndarray, src: np.ndarray) -> None:
-    """dst[...] = src, `src` C-contiguous: copies of _PARALLEL_MIN_BYTES or
-    more on up to min(cores, 8) threads (the caller's included) -- whole
-    bytes where `dst` is contiguous too, else runs of rows. Why threads: a
-    page-aligned source (a memory file's mapping) copied with glibc's memcpy
-    into a destination a few bytes further on in its page (a numpy array's
-    data starts 16 bytes into its page) takes ~3x as long on one thread as
-    an equally aligned copy (256 MiB: 69 ms against 24.5 ms); two threads
-    take 25.5 ms either way. No thread still copies when this returns or
-    raises (the caller unmaps the source next)."""
+    """dst[...] = src (same shape): copies of _PARALLEL_MIN_BYTES or more on
+    up to min(cores, 8) threads (the caller's included) -- whole bytes where
+    both are C-contiguous, else runs of rows. Downloads copy a memory file's
+    mapping into the caller's array with it, uploads the caller's array
+    into a mapping. Why threads: one thread does not reach the memory's
+    bandwidth (a fresh 2-core VM, 2026-11-27: 256 MiB copied in 24-26 ms on
+    one thread, 13.7 ms on two, either direction), and on some hosts a
+    page-aligned source copied by glibc's memcpy into a destination a few
+    bytes further on in its page (a numpy array's data starts 16 bytes into
+    its page) takes ~3x as long on one thread as an equally aligned copy
+    (an earlier VM: 69 ms against 24.5 ms; two threads 25.5 ms either way).
+    No thread still copies when this returns or raises (the caller unmaps
+    next)."""
     nbytes = src.nbytes
-    if dst.flags.c_contiguous:
+    if dst.flags.c_contiguous and src.flags.c_contiguous:
         if dst.ndim == 0:
             np.copyto(dst, src)
             return

@@ -2,7 +2,8 @@
 written in place"): against the suite's same-host CPU daemon, device_put of
 1 MiB or more writes the shards straight into the daemon's memory and round
 trips byte for byte -- one device, a 2x2 mesh sharded both ways, replicated,
-a padded sharding with an empty shard -- with progress slot by slot; the
+a padded sharding with an empty shard, boxes large enough to be copied on
+threads (contiguous and strided) -- with progress slot by slot; the
 next upload after a delete writes through the mapping kept from the one
 before; small arrays and forced paths stay staged; INPLACE raises
 FailedPreconditionError where the daemon cannot (shards under 256 KiB, no
@@ -68,6 +69,24 @@ def test_mesh_layouts_round_trip(client, spec):
     for shard in shards:
         np.testing.assert_array_equal(np.asarray(shard.data), x[shard.index])
     del shards, shard
+    r.delete()
+
+
+@pytest.mark.parametrize("spec", [PartitionSpec("model"), PartitionSpec(None, "model")],
+                         ids=["rows-contiguous", "columns-strided"])
+def test_large_boxes_are_copied_on_threads_either_way(client, spec):
+    # 32 MiB over 2 devices: 16 MiB boxes, past copy_box's 8 MiB thread
+    # threshold; split by columns, each box of the array is strided, so
+    # the upload copies runs of rows on the threads.
+    x = sample((2048, 4096), seed=6)
+    mesh = Mesh(np.arange(2), ("model",))
+    before = stats(client)
+    r = placement.device_put(x, NamedSharding(mesh, spec))
+    assert stats(client).uploads == before.uploads + 1
+    np.testing.assert_array_equal(r.to_numpy(), x)
+    out = np.empty_like(x)  # a caller's array, read into in place
+    r.to_numpy(out=out)
+    np.testing.assert_array_equal(out, x)
     r.delete()
 
 
