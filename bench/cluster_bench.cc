@@ -48,6 +48,7 @@
 #include "bench/cluster_bench_common.h"
 #include "bench/cluster_daemons.h"
 #include "bench/echo_process.h"
+#include "common/lock_order_checks.h"
 #include "server/logging.h"
 
 ABSL_FLAG(int, processes, 2, "Daemons in the cluster (and Gloo ranks in the baseline).");
@@ -163,6 +164,7 @@ int Run(int argc, char** argv) {
 }  // namespace placement::bench
 
 int main(int argc, char** argv) {
+  placement::SkipLockOrderChecksInRelease();
   absl::ParseCommandLine(argc, argv);
   placement::server::SetLogLevel(placement::server::LogLevel::kWarning);
   return placement::bench::Run(argc, argv);

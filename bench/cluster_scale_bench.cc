@@ -42,6 +42,7 @@
 #include "bench/bench_util.h"
 #include "bench/cluster_daemons.h"
 #include "bench/gloo_ranks.h"
+#include "common/lock_order_checks.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/collective_service.grpc.pb.h"
 #include "placement/v1/mesh_service.grpc.pb.h"
@@ -307,6 +308,7 @@ std::string LoadAverage() {
 }  // namespace placement::bench
 
 int main(int argc, char** argv) {
+  placement::SkipLockOrderChecksInRelease();
   using namespace placement::bench;  // NOLINT(build/namespaces): main only
   absl::ParseCommandLine(argc, argv);
   signal(SIGPIPE, SIG_IGN);

@@ -34,6 +34,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/lock_order_checks.h"
 #include "placement/client/collectives.h"
 #include "placement/client/placement.h"
 #include "server/collective/local/local_engine.h"
@@ -432,6 +433,7 @@ int Run() {
 }  // namespace placement::bench
 
 int main(int argc, char** argv) {
+  placement::SkipLockOrderChecksInRelease();
   absl::ParseCommandLine(argc, argv);
   placement::server::SetLogLevel(placement::server::LogLevel::kWarning);
   return placement::bench::Run();

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
+#include "common/lock_order_checks.h"
 #include "placement/client/client.h"
 #include "placement/client/collectives.h"
 #include "placement/client/meshes.h"
@@ -178,6 +179,7 @@ int Run(const std::string& transport) {
 }  // namespace placement::bench
 
 int main(int argc, char** argv) {
+  placement::SkipLockOrderChecksInRelease();
   absl::ParseCommandLine(argc, argv);
   placement::server::SetLogLevel(placement::server::LogLevel::kWarning);
   std::string transport = absl::GetFlag(FLAGS_transport);

@@ -39,6 +39,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
+#include "common/lock_order_checks.h"
 #include "placement/client/client.h"
 #include "placement/client/prefetch.h"
 #include "placement/client/tensors.h"
@@ -326,6 +327,7 @@ int Run() {
 }  // namespace placement::bench
 
 int main(int argc, char** argv) {
+  placement::SkipLockOrderChecksInRelease();
   absl::ParseCommandLine(argc, argv);
   return placement::bench::Run();
 }

@@ -21,6 +21,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/time/clock.h"
+#include "common/lock_order_checks.h"
 #include "placement/client/placement.h"
 
 ABSL_FLAG(std::string, target, "", "Daemon address (host:port or unix:/path).");
@@ -41,6 +42,7 @@ double CpuSeconds() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  placement::SkipLockOrderChecksInRelease();
   absl::ParseCommandLine(argc, argv);
   namespace client = placement::client;
   const int64_t bytes = absl::GetFlag(FLAGS_size_mib) << 20;

@@ -49,6 +49,7 @@
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
 #include "bench/view_rows.h"
+#include "common/lock_order_checks.h"
 #include "placement/client/placement.h"
 #include "server/daemon.h"
 #if PLACEMENT_WITH_CUDA
@@ -449,6 +450,7 @@ int Run() {
 }  // namespace placement::bench
 
 int main(int argc, char** argv) {
+  placement::SkipLockOrderChecksInRelease();
   absl::ParseCommandLine(argc, argv);
   return placement::bench::Run();
 }

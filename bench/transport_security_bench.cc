@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
+#include "common/lock_order_checks.h"
 #include "placement/client/client.h"
 #include "placement/client/tensors.h"
 #include "server/auth/credentials_file.h"
@@ -174,6 +175,7 @@ int Run() {
 }  // namespace placement::bench
 
 int main(int argc, char** argv) {
+  placement::SkipLockOrderChecksInRelease();
   absl::ParseCommandLine(argc, argv);
   placement::server::SetLogLevel(placement::server::LogLevel::kWarning);
   return placement::bench::Run();

@@ -16,12 +16,14 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/lock_order_checks.h"
 #include "server/command_line.h"
 #include "server/daemon.h"
 #include "server/logging.h"
 #include "server/platform/platform_registry.h"
 
 int main(int argc, char** argv) {
+  placement::SkipLockOrderChecksInRelease();
   using namespace placement::server;  // NOLINT(build/namespaces): main only
   std::vector<std::string> platforms = PlatformRegistry::Global().Names();
   std::sort(platforms.begin(), platforms.end());

@@ -1,5 +1,6 @@
 #include "client/src/channel_security.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -28,12 +29,12 @@ absl::StatusOr<std::string> ReadPem(const char* option, const std::string& path)
 // sent.
 class MetadataInterceptor final : public grpc::experimental::Interceptor {
  public:
-  explicit MetadataInterceptor(std::vector<std::pair<std::string, std::string>> metadata)
+  explicit MetadataInterceptor(std::shared_ptr<const CallMetadata::Entries> metadata)
       : metadata_(std::move(metadata)) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
       auto* sent = methods->GetSendInitialMetadata();
-      for (const auto& [key, value] : metadata_) sent->emplace(key, value);
+      for (const auto& [key, value] : *metadata_) sent->emplace(key, value);
     }
     methods->Proceed();
   }
@@ -41,7 +42,7 @@ class MetadataInterceptor final : public grpc::experimental::Interceptor {
  private:
   // Owned: grpc's metadata map keeps references to these strings until the
   // call's initial metadata is sent.
-  const std::vector<std::pair<std::string, std::string>> metadata_;
+  const std::shared_ptr<const CallMetadata::Entries> metadata_;
 };
 
 class MetadataInterceptorFactory final
@@ -62,16 +63,17 @@ class MetadataInterceptorFactory final
 
 void CallMetadata::Set(const std::string& key, std::string value) {
   absl::MutexLock lock(&mu_);
-  for (auto& [k, v] : entries_) {
-    if (k == key) {
-      v = std::move(value);
-      return;
-    }
+  auto next = std::make_shared<Entries>(*entries_);
+  auto it = std::find_if(next->begin(), next->end(), [&](const auto& e) { return e.first == key; });
+  if (it != next->end()) {
+    it->second = std::move(value);
+  } else {
+    next->emplace_back(key, std::move(value));
   }
-  entries_.emplace_back(key, std::move(value));
+  entries_ = std::move(next);
 }
 
-std::vector<std::pair<std::string, std::string>> CallMetadata::Get() const {
+std::shared_ptr<const CallMetadata::Entries> CallMetadata::Get() const {
   absl::MutexLock lock(&mu_);
   return entries_;
 }

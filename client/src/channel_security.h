@@ -23,13 +23,16 @@ namespace placement::client {
 
 class CallMetadata {
  public:
+  using Entries = std::vector<std::pair<std::string, std::string>>;
   // Adds or replaces `key` on every later call.
   void Set(const std::string& key, std::string value);
-  std::vector<std::pair<std::string, std::string>> Get() const;
+  // What a call starting now sends: a snapshot, shared by the calls that
+  // start before the next Set (no copy of the strings per call).
+  std::shared_ptr<const Entries> Get() const;
 
  private:
   mutable absl::Mutex mu_;
-  std::vector<std::pair<std::string, std::string>> entries_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const Entries> entries_ ABSL_GUARDED_BY(mu_) = std::make_shared<Entries>();
 };
 
 // The metadata ClientOptions asks for (token, session_id).

@@ -185,25 +185,42 @@ prometheus::Family<prometheus::Counter>* Metrics::CounterFamily(absl::string_vie
   return &family;
 }
 
-void Metrics::Add(absl::string_view name, const MetricLabels& labels, double delta) {
+void CounterSeries::Add(double delta) const {
+  if (counter_ != nullptr) counter_->Increment(delta);
+}
+
+void HistogramSeries::Observe(double value) const {
+  if (histogram_ != nullptr) histogram_->Observe(value);
+}
+
+CounterSeries Metrics::Counter(absl::string_view name, const MetricLabels& labels) {
   prometheus::Family<prometheus::Counter>* family;
   {
     absl::MutexLock lock(&mu_);
     family = CounterFamily(name);
   }
-  // Families live as long as the registry; Family::Add is thread-safe.
-  family->Add(ToLabels(labels)).Increment(delta);
+  // Families and their series live as long as the registry (series are
+  // never removed); Family::Add is thread-safe.
+  return CounterSeries(&family->Add(ToLabels(labels)));
 }
 
-void Metrics::Observe(absl::string_view name, const MetricLabels& labels, double value) {
+HistogramSeries Metrics::Histogram(absl::string_view name, const MetricLabels& labels) {
   HistogramFamily histogram;
   {
     absl::MutexLock lock(&mu_);
     auto it = histograms_.find(name);
-    if (it == histograms_.end()) return;
+    if (it == histograms_.end()) return HistogramSeries();
     histogram = it->second;
   }
-  histogram.family->Add(ToLabels(labels), histogram.buckets).Observe(value);
+  return HistogramSeries(&histogram.family->Add(ToLabels(labels), histogram.buckets));
+}
+
+void Metrics::Add(absl::string_view name, const MetricLabels& labels, double delta) {
+  Counter(name, labels).Add(delta);
+}
+
+void Metrics::Observe(absl::string_view name, const MetricLabels& labels, double value) {
+  Histogram(name, labels).Observe(value);
 }
 
 void Metrics::AddCollector(std::function<void(std::vector<GaugeSample>*)> collect) {

@@ -54,6 +54,33 @@ struct GaugeSample {
   double value = 0;
 };
 
+// One counter series looked up once, for hot paths: Add takes no lock of
+// Metrics and looks no label up. Valid while its Metrics lives; a
+// default-constructed one ignores Add.
+class CounterSeries {
+ public:
+  CounterSeries() = default;
+  void Add(double delta) const;
+
+ private:
+  friend class Metrics;
+  explicit CounterSeries(prometheus::Counter* counter) : counter_(counter) {}
+  prometheus::Counter* counter_ = nullptr;
+};
+
+// One histogram series looked up once (see CounterSeries). Observe is
+// ignored for a histogram that was never declared.
+class HistogramSeries {
+ public:
+  HistogramSeries() = default;
+  void Observe(double value) const;
+
+ private:
+  friend class Metrics;
+  explicit HistogramSeries(prometheus::Histogram* histogram) : histogram_(histogram) {}
+  prometheus::Histogram* histogram_ = nullptr;
+};
+
 // Count and sum of one histogram series.
 struct HistogramSnapshot {
   uint64_t count = 0;
@@ -87,6 +114,10 @@ class Metrics {
   void Increment(absl::string_view name, const MetricLabels& labels = {}) { Add(name, labels, 1); }
   // REQUIRES: `name` was declared with DescribeHistogram (else ignored).
   void Observe(absl::string_view name, const MetricLabels& labels, double value);
+  // The series `labels` of counter `name` (created at zero) or of declared
+  // histogram `name`, for callers that update it often.
+  CounterSeries Counter(absl::string_view name, const MetricLabels& labels);
+  HistogramSeries Histogram(absl::string_view name, const MetricLabels& labels);
   // `collect` runs at every scrape and appends current gauge values.
   void AddCollector(std::function<void(std::vector<GaugeSample>*)> collect);
 

@@ -1,6 +1,7 @@
 #include "server/service/rpc_metrics_interceptor.h"
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/descriptor.h"
 #include "grpcpp/impl/server_builder_option.h"
@@ -112,16 +114,57 @@ MessageBytesFn StreamedRequestBytes(const std::string& method) {
   return it == table->end() ? nullptr : it->second;
 }
 
+// The series of one method, looked up once: a call updates them without a
+// label lookup. The handled counter of a code is made at its first use, so
+// the exposition shows only the codes a method has answered (and OK).
+class MethodSeries {
+ public:
+  MethodSeries(Metrics* metrics, absl::string_view path, const char* type)
+      : metrics_(metrics),
+        labels_(MethodLabels(path, type)),
+        started_(metrics->Counter(kStarted, labels_)),
+        received_messages_(metrics->Counter(kReceivedMessages, labels_)),
+        sent_messages_(metrics->Counter(kSentMessages, labels_)),
+        handling_(metrics->Histogram(kHandling, labels_)),
+        received_(metrics->Histogram(kReceived, WithoutType(labels_))),
+        sent_(metrics->Histogram(kSent, WithoutType(labels_))) {}
+
+  const CounterSeries& started() const { return started_; }
+  const CounterSeries& received_messages() const { return received_messages_; }
+  const CounterSeries& sent_messages() const { return sent_messages_; }
+  const HistogramSeries& handling() const { return handling_; }
+  const HistogramSeries& received() const { return received_; }
+  const HistogramSeries& sent() const { return sent_; }
+
+  CounterSeries Handled(grpc::StatusCode code) {
+    const int n = static_cast<int>(code);
+    if (n < 0 || n >= static_cast<int>(kCodeNames.size())) {
+      return metrics_->Counter(kHandled, WithCode(labels_, CodeName(code)));
+    }
+    absl::MutexLock lock(&mu_);
+    std::optional<CounterSeries>& series = handled_[n];
+    if (!series) series = metrics_->Counter(kHandled, WithCode(labels_, kCodeNames[n]));
+    return *series;
+  }
+
+ private:
+  Metrics* const metrics_;
+  const MetricLabels labels_;
+  const CounterSeries started_, received_messages_, sent_messages_;
+  const HistogramSeries handling_, received_, sent_;
+  absl::Mutex mu_;
+  std::array<std::optional<CounterSeries>, kCodeNames.size()> handled_ ABSL_GUARDED_BY(mu_);
+};
+
 class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
  public:
-  RpcMetricsInterceptor(Metrics* metrics, const ServerRpcInfo& info)
-      : metrics_(metrics),
-        labels_(MethodLabels(info.method(), TypeName(info.type()))),
+  RpcMetricsInterceptor(MethodSeries* series, const ServerRpcInfo& info)
+      : series_(series),
         start_(absl::Now()),
         request_bytes_(StreamedRequestBytes(info.method())),
         streams_out_(info.type() == ServerRpcInfo::Type::SERVER_STREAMING ||
                      info.type() == ServerRpcInfo::Type::BIDI_STREAMING) {
-    metrics_->Increment(kStarted, labels_);
+    series_->started().Add(1);
   }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
@@ -141,20 +184,18 @@ class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
       }
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
-      metrics_->Increment(kHandled,
-                          WithCode(labels_, CodeName(methods->GetSendStatus().error_code())));
-      metrics_->Observe(kHandling, labels_, absl::ToDoubleSeconds(absl::Now() - start_));
-      metrics_->Add(kReceivedMessages, labels_, received_messages_);
-      metrics_->Add(kSentMessages, labels_, sent_messages_);
-      if (request_bytes_ != nullptr) metrics_->Observe(kReceived, WithoutType(labels_), received_);
-      if (streams_out_) metrics_->Observe(kSent, WithoutType(labels_), sent_);
+      series_->Handled(methods->GetSendStatus().error_code()).Add(1);
+      series_->handling().Observe(absl::ToDoubleSeconds(absl::Now() - start_));
+      series_->received_messages().Add(received_messages_);
+      series_->sent_messages().Add(sent_messages_);
+      if (request_bytes_ != nullptr) series_->received().Observe(received_);
+      if (streams_out_) series_->sent().Observe(sent_);
     }
     methods->Proceed();
   }
 
  private:
-  Metrics* const metrics_;
-  const MetricLabels labels_;
+  MethodSeries* const series_;
   const absl::Time start_;
   const MessageBytesFn request_bytes_;  // null: requests do not stream in
   const bool streams_out_;
@@ -170,11 +211,29 @@ class RpcMetricsInterceptorFactory final
  public:
   explicit RpcMetricsInterceptorFactory(Metrics* metrics) : metrics_(metrics) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(ServerRpcInfo* info) override {
-    return new RpcMetricsInterceptor(metrics_, *info);
+    return new RpcMetricsInterceptor(SeriesOf(*info), *info);
   }
 
  private:
-  Metrics* metrics_;
+  // The method's series, made at its first call: one entry per method path
+  // the server saw, as the registry holds one set of series per path.
+  MethodSeries* SeriesOf(const ServerRpcInfo& info) {
+    const absl::string_view path = info.method();
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      auto it = series_.find(path);
+      if (it != series_.end()) return it->second.get();
+    }
+    absl::MutexLock lock(&mu_);
+    std::unique_ptr<MethodSeries>& slot = series_[path];
+    if (slot == nullptr)
+      slot = std::make_unique<MethodSeries>(metrics_, path, TypeName(info.type()));
+    return slot.get();
+  }
+
+  Metrics* const metrics_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<MethodSeries>> series_ ABSL_GUARDED_BY(mu_);
 };
 
 // Creates every served method's series at zero once the server has

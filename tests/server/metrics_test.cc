@@ -146,6 +146,27 @@ TEST(MetricsTest, Histograms) {
   EXPECT_THAT(text, Not(HasSubstr("undeclared_histogram")));
 }
 
+TEST(MetricsTest, SeriesHandlesUpdateTheSameSeriesAsNamedCalls) {
+  Metrics metrics;
+  metrics.DescribeHistogram("placementd_h_seconds", "h", {1});
+  const MetricLabels labels = {{"grpc_method", "M"}};
+  CounterSeries counter = metrics.Counter("placementd_c_total", labels);
+  // Made at zero by the lookup, before any Add.
+  EXPECT_THAT(metrics.Render(), HasSubstr("placementd_c_total{grpc_method=\"M\"} 0\n"));
+  counter.Add(2);
+  metrics.Add("placementd_c_total", labels, 3);
+  EXPECT_EQ(metrics.CounterValue("placementd_c_total", labels), 5);
+  HistogramSeries histogram = metrics.Histogram("placementd_h_seconds", labels);
+  histogram.Observe(0.5);
+  metrics.Observe("placementd_h_seconds", labels, 2);
+  EXPECT_EQ(metrics.HistogramValue("placementd_h_seconds", labels).count, 2u);
+  // Undeclared histograms and default handles ignore updates.
+  metrics.Histogram("placementd_undeclared", labels).Observe(1);
+  CounterSeries().Add(1);
+  HistogramSeries().Observe(1);
+  EXPECT_THAT(metrics.Render(), Not(HasSubstr("placementd_undeclared")));
+}
+
 TEST(MetricsTest, LabelValuesAreEscaped) {
   Metrics metrics;
   metrics.Increment("placementd_x_total", {{"a", "x\"y\\z\n"}});

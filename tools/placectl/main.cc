@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "common/lock_order_checks.h"
 #include "tools/placectl/args.h"
 #include "tools/placectl/commands.h"
 #include "tools/placectl/output.h"
@@ -144,5 +145,6 @@ int Main(const std::vector<std::string>& argv) {
 }  // namespace placement::placectl
 
 int main(int argc, char** argv) {
+  placement::SkipLockOrderChecksInRelease();
   return placement::placectl::Main(std::vector<std::string>(argv + 1, argv + argc));
 }
