@@ -56,16 +56,17 @@ absl::Status FanOutAsync(const std::vector<int32_t>& processes, const StartCall&
                          const std::function<absl::Status()>& run_here = nullptr);
 
 // Up to this many processes a fan-out runs a thread each with blocking
-// calls; beyond, FanOutAsync. Chosen when the asynchronous form was on gRPC
-// 1.51's callback API, whose completion cost ~1 ms more per call on the
-// 2-core VM (docs/benchmarks.md). PeerClient's completion-queue form is
-// cheaper than threads even for two peers in one process (~0.5-0.6 ms
-// against ~1.2-1.4 ms a round), not yet measured between daemons.
-inline constexpr size_t kMaxThreadedFanOut = 8;
+// calls; beyond, FanOutAsync. 0: every fan-out is asynchronous. The
+// threaded form was the default while the asynchronous one ran on gRPC
+// 1.51's callback API (~1 ms more per call on the 2-core VM); on
+// PeerClient's completion queue the two cost the same between 4 daemons
+// (docs/benchmarks.md "Asynchronous fan-out in daemons"), so no thread per
+// peer is the default.
+inline constexpr size_t kMaxThreadedFanOut = 0;
 
 // This process's threshold: kMaxThreadedFanOut unless a daemon set another
-// (--cluster_max_threaded_fan_out; 0 makes every fan-out asynchronous, as
-// the tests that cover that path in real daemons do). Thread-safe.
+// (--cluster_max_threaded_fan_out; the tests that cover the threaded form in
+// real daemons set 8). Thread-safe.
 size_t MaxThreadedFanOut();
 void SetMaxThreadedFanOut(size_t max_threaded);
 

@@ -4,7 +4,7 @@
 // records committed, listed, aborted and deleted, shards written to another
 // daemon and read back as boxes, and a daemon that is gone; and every
 // asynchronous form fanned out to several daemons at once (FanOutAsync, as
-// FanOutCall runs it beyond kMaxThreadedFanOut).
+// FanOutCall runs it, by default always).
 #include "server/peer/peer_client.h"
 
 #include <cstring>
@@ -145,7 +145,7 @@ TEST(PeerClientTest, ADaemonThatIsGoneIsUnavailableNamingIt) {
   EXPECT_THAT(std::string(devices.status().message()), HasSubstr("process 1"));
 }
 
-// The asynchronous forms, as the fan-outs past kMaxThreadedFanOut run them:
+// The asynchronous forms, as the fan-outs (beyond --cluster_max_threaded_fan_out) run them:
 // every call started, then each waited for on this thread.
 class PeerClientAsyncTest : public ::testing::Test {
  protected:
