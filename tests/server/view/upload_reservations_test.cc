@@ -3,8 +3,7 @@
 // tensor's bytes; it is its tenant's only; it ends, freeing its memory, by
 // commit (keeping it), cancel, expiry, the registry's destruction; the
 // bound on open reservations; commit, cancel, redemption and expiry racing;
-// the daemon's own memory and small shards are
-// never handed out for writing.
+// the daemon's own memory and small shards are never handed out for writing.
 #include "server/view/upload_reservations.h"
 
 #include <fcntl.h>
