@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -117,39 +118,48 @@ int Run(const std::string& transport) {
     }
     made.clear();
   };
-  for (int round = 0; round < 4; ++round) {
-    std::vector<std::string> made;
-    made.reserve(iterations / 4 + warmup / 4);
-    auto a = Time(warmup / 4, iterations / 4, [&] {
-      auto sum = collectives.AllReduce(input->id, client::ReduceOp::kSum);
-      if (sum.ok()) {
-        made.push_back(sum->id);
-      } else {
-        ++errors;
-      }
-    });
-    DeleteMade(made);  // untimed
-    auto raw = Time(warmup / 4, iterations / 4, [&] {
-      grpc::ClientContext context;
-      ::placement::v1::AllReduceRequest request;
-      request.set_tensor_id(input->id);
-      ::placement::v1::CollectiveResponse response;
-      if (collective_stub->AllReduce(&context, request, &response).ok()) {
-        made.push_back(response.tensor().id());
-      } else {
-        ++errors;
-      }
-    });
-    DeleteMade(made);
-    auto b = Time(warmup / 4, iterations / 4, [&] {
-      grpc::ClientContext context;
-      v1::EchoMessage response;
-      if (!echo_stub->Echo(&context, kib, &response).ok()) ++errors;
-    });
-    raw_collective.insert(raw_collective.end(), raw.begin(), raw.end());
-    collective.insert(collective.end(), a.begin(), a.end());
-    echo_1k.insert(echo_1k.end(), b.begin(), b.end());
+  // One call of each kind in turn, the order rotating, so that the
+  // machine's slow and fast moments hit the three alike (blocks of
+  // thousands of calls of one kind saw the ratio swing 1.3-2.0x between
+  // identical runs on a 2-core VM).
+  std::vector<std::string> made;
+  made.reserve(256);
+  const std::function<void()> calls[] = {
+      [&] {  // the client library
+        auto sum = collectives.AllReduce(input->id, client::ReduceOp::kSum);
+        if (sum.ok()) {
+          made.push_back(sum->id);
+        } else {
+          ++errors;
+        }
+      },
+      [&] {  // the generated stub
+        grpc::ClientContext context;
+        ::placement::v1::AllReduceRequest request;
+        request.set_tensor_id(input->id);
+        ::placement::v1::CollectiveResponse response;
+        if (collective_stub->AllReduce(&context, request, &response).ok()) {
+          made.push_back(response.tensor().id());
+        } else {
+          ++errors;
+        }
+      },
+      [&] {  // the echo
+        grpc::ClientContext context;
+        v1::EchoMessage response;
+        if (!echo_stub->Echo(&context, kib, &response).ok()) ++errors;
+      }};
+  std::vector<absl::Duration>* samples[] = {&collective, &raw_collective, &echo_1k};
+  for (int i = 0; i < warmup + iterations; ++i) {
+    for (int k = 0; k < 3; ++k) {
+      const int which = (i + k) % 3;
+      const absl::Time start = absl::Now();
+      calls[which]();
+      if (i >= warmup) samples[which]->push_back(absl::Now() - start);
+    }
+    if (made.size() >= 256) DeleteMade(made);  // untimed
   }
+  DeleteMade(made);
   LatencySummary c = Summarize(collective), k = Summarize(echo_1k), r = Summarize(raw_collective);
   LatencySummary o = Summarize(ours), e = Summarize(bare);
   std::printf("transport=%s iterations=%d errors=%d\n", transport.c_str(), iterations, errors);

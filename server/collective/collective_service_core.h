@@ -33,6 +33,7 @@
 #ifndef PLACEMENT_SERVER_COLLECTIVE_COLLECTIVE_SERVICE_CORE_H_
 #define PLACEMENT_SERVER_COLLECTIVE_COLLECTIVE_SERVICE_CORE_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -165,6 +166,10 @@ class CollectiveServiceCore {
   TensorStore* store_;
   CollectiveEngine* engine_;
   Metrics* metrics_;
+  // placementd_collectives_total and _bytes_total by CollectiveKind, looked
+  // up once (Count runs on every call).
+  std::array<CounterSeries, 4> counted_;
+  std::array<CounterSeries, 4> counted_bytes_;
   DistributedCollectives* distributed_ = nullptr;
 };
 
