@@ -266,7 +266,6 @@ absl::Status CreateCluster(DaemonState* state) {
   cluster_config.heartbeat_misses = config.cluster.heartbeat_misses;
   cluster_config.op_timeout = config.cluster.op_timeout;
   cluster_config.check_collectives = config.cluster.check_collectives;
-  SetMaxThreadedFanOut(static_cast<size_t>(config.cluster.max_threaded_fan_out));
   state->peer_channels = std::make_unique<PeerChannels>(
       PeerSecurity{state->transport, config.cluster.peer_tls_server_name, std::move(token)});
   PeerChannels* channels = state->peer_channels.get();

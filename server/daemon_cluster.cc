@@ -29,10 +29,6 @@ absl::StatusOr<PeerListen> ResolvePeerListen(const DaemonClusterConfig& config,
         "--heartbeat_interval must be at least 10ms and --heartbeat_misses at least 1, got ",
         absl::FormatDuration(config.heartbeat_interval), " and ", config.heartbeat_misses));
   }
-  if (config.max_threaded_fan_out < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--cluster_max_threaded_fan_out must be >= 0, got ", config.max_threaded_fan_out));
-  }
   if (config.init_timeout <= absl::ZeroDuration() || config.op_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "--cluster_init_timeout and --cluster_op_timeout must be positive");

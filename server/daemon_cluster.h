@@ -32,8 +32,6 @@ struct DaemonClusterConfig {
   int32_t heartbeat_misses = 10;
   absl::Duration op_timeout = absl::Seconds(60);
   bool check_collectives = true;
-  // --cluster_max_threaded_fan_out (SetMaxThreadedFanOut, fan_out.h).
-  int32_t max_threaded_fan_out = 0;
   std::string peer_tls_server_name;
   std::string peer_token_file;
 

@@ -33,10 +33,6 @@ ABSL_FLAG(bool, cluster_check_collectives, true,
           "(e.g. an all-reduce over every mesh axis) runs alone (faster for small calls), calls "
           "whose groups leave a daemon out are checked all the same, and calls that differ wait "
           "out --cluster_op_timeout, as NCCL does");
-ABSL_FLAG(int32_t, cluster_max_threaded_fan_out, 0,
-          "Calls to up to this many other daemons at once (record commits, Prepares, mesh "
-          "installs, ...) run a thread each with blocking calls; to more, asynchronous calls "
-          "waited for on one thread. 0 (the default): always asynchronous.");
 ABSL_FLAG(std::string, peer_tls_server_name, "",
           "The name checked in other daemons' certificates (default: the host dialled).");
 ABSL_FLAG(std::string, peer_token_file, "",
@@ -56,7 +52,6 @@ DaemonClusterConfig DaemonClusterConfigFromFlags() {
   config.heartbeat_misses = absl::GetFlag(FLAGS_heartbeat_misses);
   config.op_timeout = absl::GetFlag(FLAGS_cluster_op_timeout);
   config.check_collectives = absl::GetFlag(FLAGS_cluster_check_collectives);
-  config.max_threaded_fan_out = absl::GetFlag(FLAGS_cluster_max_threaded_fan_out);
   config.peer_tls_server_name = absl::GetFlag(FLAGS_peer_tls_server_name);
   config.peer_token_file = absl::GetFlag(FLAGS_peer_token_file);
   return config;

@@ -423,20 +423,13 @@ void ServiceSet::Impl::ShowClusterDevices(const ClusterView& view) {
       if (states.ok()) per[i] = *std::move(states);
     };
     constexpr absl::Duration kTimeout = absl::Seconds(2);
-    FanOutPeers(
-        alive,
-        [&](int32_t p) {
-          keep(p, peers->GetLocalDevices(p, kTimeout));
-          return absl::OkStatus();
-        },
-        [&](int32_t p, PeerTransport::Done done) {
-          return peers->StartGetLocalDevices(p, kTimeout,
-                                             [&keep, p, done = std::move(done)](auto states) {
-                                               keep(p, std::move(states));
-                                               done(absl::OkStatus());
-                                             });
-        })
-        .IgnoreError();
+    FanOutAsync(alive, [&](int32_t p, PeerTransport::Done done) {
+      return peers->StartGetLocalDevices(p, kTimeout,
+                                         [&keep, p, done = std::move(done)](auto states) {
+                                           keep(p, std::move(states));
+                                           done(absl::OkStatus());
+                                         });
+    }).IgnoreError();
     std::vector<DeviceState> out;
     for (auto& v : per) out.insert(out.end(), v.begin(), v.end());
     return out;

@@ -208,17 +208,10 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
     return static_cast<size_t>(std::find(participants.begin(), participants.end(), p) -
                                participants.begin());
   };
-  // A thread per peer for small sets, asynchronous calls beyond
-  // (FanOutPeers): a driver of many daemons holds no thread per peer.
-  const absl::Status ran = FanOutPeers(
+  // Asynchronous calls (FanOutAsync): a driver of many daemons holds no
+  // thread per peer.
+  const absl::Status ran = FanOutAsync(
       participants,
-      [&](int32_t p) -> absl::Status {
-        absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> part =
-            peers_->PrepareCollective(p, request, op_key, participants, ids, ticket);
-        if (!part.ok()) return part.status();
-        records[slot_of(p)] = *std::move(part);
-        return absl::OkStatus();
-      },
       [&](int32_t p, PeerTransport::Done done) {
         const size_t slot = slot_of(p);
         return peers_->StartPrepareCollective(
@@ -352,9 +345,7 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& tenant,
     for (int32_t p : cluster_->AlivePeers()) {
       if (!std::binary_search(participants.begin(), participants.end(), p)) others.push_back(p);
     }
-    FanOutCall(peers_, others, &PeerTransport::Commit, &PeerTransport::StartCommit, records,
-               donated)
-        .IgnoreError();
+    FanOutCall(peers_, others, &PeerTransport::StartCommit)(records, donated).IgnoreError();
   }
   return committed;
 }

@@ -279,9 +279,7 @@ class BarrierCommit final : public ProcessLocalCommit {
           others.push_back(p);
         }
       }
-      FanOutCall(peers_, others, &PeerTransport::Commit, &PeerTransport::StartCommit,
-                 {record.get()}, {})
-          .IgnoreError();
+      FanOutCall(peers_, others, &PeerTransport::StartCommit)({record.get()}, {}).IgnoreError();
     }
     return installed;
   }

@@ -49,8 +49,8 @@ absl::StatusOr<RegisteredMesh> ClusterMeshes::CreateMesh(const std::string& tena
   }
   ASSIGN_OR_RETURN(RegisteredMesh registered,
                    registry_->Register(RegisteredMesh{mesh_id, std::move(mesh), tenant}));
-  absl::Status pushed = FanOutCall(peers_, cluster_->AlivePeers(), &PeerTransport::InstallMesh,
-                                   &PeerTransport::StartInstallMesh, registered);
+  absl::Status pushed =
+      FanOutCall(peers_, cluster_->AlivePeers(), &PeerTransport::StartInstallMesh)(registered);
   if (!pushed.ok()) {
     // A daemon that missed it is failing; it copies the meshes when it
     // joins again.
@@ -66,8 +66,8 @@ absl::StatusOr<int64_t> ClusterMeshes::DeleteMesh(const std::string& mesh_id,
   // The calling daemon checked visibility and use; every daemon holds the
   // same records, so its count is everyone's.
   RETURN_IF_ERROR(registry_->Get(mesh_id).status());
-  absl::Status pushed = FanOutCall(peers_, cluster_->AlivePeers(), &PeerTransport::RemoveMesh,
-                                   &PeerTransport::StartRemoveMesh, mesh_id, force);
+  absl::Status pushed =
+      FanOutCall(peers_, cluster_->AlivePeers(), &PeerTransport::StartRemoveMesh)(mesh_id, force);
   if (!pushed.ok()) {
     LogWarning("cluster: removing mesh '", mesh_id,
                "' did not reach every daemon: ", pushed.message());

@@ -88,7 +88,7 @@ absl::StatusOr<std::shared_ptr<const Tensor>> ClusterOps::Place(const Tensor& so
     return FanOutCall(
         peers_, processes,
         {self, [&] { return PreparePlace(source_id, result, self, absl::ZeroDuration()); }},
-        &PeerTransport::PreparePlace, &PeerTransport::StartPreparePlace, source_id, result);
+        &PeerTransport::StartPreparePlace)(source_id, result);
   };
   std::vector<std::unique_ptr<Tensor>> records;
   records.push_back(std::move(record));
@@ -129,7 +129,7 @@ absl::StatusOr<std::shared_ptr<const Tensor>> ClusterOps::Assemble(
     return FanOutCall(
         peers_, processes,
         {self, [&] { return PrepareAssemble(ids, result, source, self, absl::ZeroDuration()); }},
-        &PeerTransport::PrepareAssemble, &PeerTransport::StartPrepareAssemble, ids, result, donate);
+        &PeerTransport::StartPrepareAssemble)(ids, result, donate);
   };
   std::vector<std::unique_ptr<Tensor>> records;
   records.push_back(std::move(record));
@@ -179,8 +179,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterOps::Disassemb
         peers_, processes,
         {self,
          [&] { return PrepareDisassemble(id, result_ids, source, self, absl::ZeroDuration()); }},
-        &PeerTransport::PrepareDisassemble, &PeerTransport::StartPrepareDisassemble, id, result_ids,
-        donate);
+        &PeerTransport::StartPrepareDisassemble)(id, result_ids, donate);
   };
   return RunTwoPhase(processes, prepare, std::move(records),
                      donate ? std::vector<std::string>{id} : std::vector<std::string>{});

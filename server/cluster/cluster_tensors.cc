@@ -47,8 +47,7 @@ void ClusterTensors::Attach() {
 void ClusterTensors::OnCommit(const Tensor& tensor) {
   const std::vector<int32_t> peers = cluster_->AlivePeers();
   if (peers.empty()) return;
-  absl::Status status =
-      FanOutCall(peers_, peers, &PeerTransport::Commit, &PeerTransport::StartCommit, {&tensor}, {});
+  absl::Status status = FanOutCall(peers_, peers, &PeerTransport::StartCommit)({&tensor}, {});
   if (!status.ok()) {
     // The peer that missed it is failing; it resyncs when it joins again.
     LogWarning("cluster: tensor ", tensor.id,
@@ -59,8 +58,7 @@ void ClusterTensors::OnCommit(const Tensor& tensor) {
 void ClusterTensors::OnDelete(const std::vector<std::string>& ids) {
   const std::vector<int32_t> peers = cluster_->AlivePeers();
   if (peers.empty() || ids.empty()) return;
-  absl::Status status = FanOutCall(peers_, peers, &PeerTransport::DeleteTensors,
-                                   &PeerTransport::StartDeleteTensors, ids);
+  absl::Status status = FanOutCall(peers_, peers, &PeerTransport::StartDeleteTensors)(ids);
   if (!status.ok()) {
     LogWarning("cluster: a delete did not reach every daemon: ", status.message());
   }
@@ -149,8 +147,7 @@ absl::Status ClusterTensors::CommitEverywhere(std::vector<std::unique_ptr<Tensor
   std::vector<const Tensor*> records;
   for (const auto& t : tensors) records.push_back(t.get());
   const std::vector<int32_t> peers = cluster_->AlivePeers();
-  absl::Status remote = FanOutCall(peers_, peers, &PeerTransport::Commit,
-                                   &PeerTransport::StartCommit, records, delete_ids);
+  absl::Status remote = FanOutCall(peers_, peers, &PeerTransport::StartCommit)(records, delete_ids);
   std::vector<std::string> ids;
   for (const auto& t : tensors) ids.push_back(t->id);
   absl::Status here = CommitHere(std::move(tensors), delete_ids);
@@ -174,7 +171,7 @@ void ClusterTensors::AbortOn(const std::vector<int32_t>& processes,
       others.push_back(p);
     }
   }
-  FanOutCall(peers_, others, &PeerTransport::Abort, &PeerTransport::StartAbort, ids).IgnoreError();
+  FanOutCall(peers_, others, &PeerTransport::StartAbort)(ids).IgnoreError();
 }
 
 absl::Status ClusterTensors::SyncFrom(int32_t process) {

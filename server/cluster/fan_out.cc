@@ -1,8 +1,6 @@
 #include "server/cluster/fan_out.h"
 
 #include <algorithm>
-#include <atomic>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/cord.h"
@@ -95,39 +93,6 @@ absl::Status FanOutAsync(const std::vector<int32_t>& processes, const StartCall&
   }
   // Every `done` ran: the calls may go.
   calls.clear();
-  return Explaining(results);
-}
-
-namespace {
-std::atomic<size_t> max_threaded_fan_out{kMaxThreadedFanOut};
-}  // namespace
-
-size_t MaxThreadedFanOut() { return max_threaded_fan_out.load(std::memory_order_relaxed); }
-void SetMaxThreadedFanOut(size_t max_threaded) {
-  max_threaded_fan_out.store(max_threaded, std::memory_order_relaxed);
-}
-
-absl::Status FanOutPeers(const std::vector<int32_t>& processes,
-                         const std::function<absl::Status(int32_t)>& call, const StartCall& start,
-                         int32_t here, const std::function<absl::Status()>& run_here,
-                         size_t max_threaded) {
-  if (processes.size() > max_threaded) return FanOutAsync(processes, start, here, run_here);
-  return FanOut(processes, [&](int32_t p) {
-    if (p != here) return call(p);
-    return run_here ? run_here() : absl::OkStatus();
-  });
-}
-
-absl::Status FanOut(const std::vector<int32_t>& processes,
-                    const std::function<absl::Status(int32_t)>& fn) {
-  if (processes.size() == 1) return fn(processes.front());
-  std::vector<absl::Status> results(processes.size());
-  std::vector<std::thread> threads;
-  threads.reserve(processes.size());
-  for (size_t i = 0; i < processes.size(); ++i) {
-    threads.emplace_back([&, i] { results[i] = fn(processes[i]); });
-  }
-  for (std::thread& t : threads) t.join();
   return Explaining(results);
 }
 

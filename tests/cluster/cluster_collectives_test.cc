@@ -259,8 +259,7 @@ TEST_P(ClusterCollectivesTest, MultiControllerCallsMeetAndRunOnce) {
 
 INSTANTIATE_TEST_SUITE_P(Clusters, ClusterCollectivesTest,
                          ::testing::Values(ClusterLayout{2, 4}, ClusterLayout{4, 2},
-                                           ClusterLayout{2, 4, true},
-                                           ClusterLayout{4, 2, false, true}),
+                                           ClusterLayout{2, 4, true}),
                          LayoutName);
 
 // With --cluster_check_collectives every multi-controller call is compared

@@ -197,8 +197,7 @@ TEST_P(ClusterTensorsTest, ErrorsNameTheProblemOnEveryDaemon) {
 
 INSTANTIATE_TEST_SUITE_P(Clusters, ClusterTensorsTest,
                          ::testing::Values(ClusterLayout{2, 4}, ClusterLayout{4, 2},
-                                           ClusterLayout{2, 4, true},
-                                           ClusterLayout{4, 2, false, true}),
+                                           ClusterLayout{2, 4, true}),
                          LayoutName);
 
 }  // namespace

@@ -96,17 +96,12 @@ struct ClusterLayout {
   int processes = 2;
   int devices = 4;
   bool namespaces = false;
-  // Fan-outs to up to 8 other daemons on a thread each
-  // (--cluster_max_threaded_fan_out=8) instead of the default asynchronous
-  // calls.
-  bool threaded_fan_out = false;
 };
 
-// "2x4", "2x4_netns", "4x2_threaded": parameterized test names.
+// "2x4", "2x4_netns": parameterized test names.
 inline std::string LayoutName(const ::testing::TestParamInfo<ClusterLayout>& info) {
   return absl::StrCat(info.param.processes, "x", info.param.devices,
-                      info.param.namespaces ? "_netns" : "",
-                      info.param.threaded_fan_out ? "_threaded" : "");
+                      info.param.namespaces ? "_netns" : "");
 }
 
 // A started cluster with a client and a TensorClient per daemon and, when
@@ -123,9 +118,6 @@ class ClusterFixture {
     options.devices_per_process = layout.devices;
     options.namespaces = layout.namespaces;
     options.extra_flags = std::move(extra_flags);
-    if (layout.threaded_fan_out) {
-      options.extra_flags.push_back("--cluster_max_threaded_fan_out=8");
-    }
     auto cluster = ClusterProcesses::Start(options);
     if (!cluster.ok() && layout.namespaces && !NetworkNamespaces::Usable().ok()) {
       GTEST_SKIP() << "network namespaces cannot be made on this machine ("

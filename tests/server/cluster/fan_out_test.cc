@@ -1,8 +1,8 @@
 // FanOutAsync: every call started at once, the caller's own part on the
 // calling thread meanwhile, the calls kept until their `done` ran (calls
 // that complete in Wait, on the waiting thread, included), and the error
-// that explains the fan-out; FanOutPeers: threads and the blocking form up
-// to its threshold, the asynchronous form beyond, the own part either way.
+// that explains the fan-out. (FanOutCall, its typed form, runs against real
+// daemons in peer_client_test.)
 #include "server/cluster/fan_out.h"
 
 #include <algorithm>
@@ -178,54 +178,6 @@ TEST(FanOutAsyncTest, CallsThatCompleteInWaitAreWaitedForOnTheCallingThread) {
   EXPECT_THAT(answered_on,
               ::testing::ElementsAre(std::this_thread::get_id(), std::this_thread::get_id(),
                                      std::this_thread::get_id()));
-}
-
-TEST(FanOutPeersTest, ThreadsUpToTheThresholdAsynchronousBeyondOwnPartEitherWay) {
-  for (size_t max_threaded : {kMaxThreadedFanOut, size_t{2}, size_t{3}, size_t{8}}) {
-    absl::Mutex mu;
-    std::vector<int32_t> called, started;
-    int own = 0;
-    const absl::Status s = FanOutPeers(
-        {0, 1, 2},
-        [&](int32_t p) {
-          absl::MutexLock lock(&mu);
-          called.push_back(p);
-          return p == 2 ? absl::NotFoundError("gone") : absl::OkStatus();
-        },
-        [&](int32_t p, PeerTransport::Done done) -> std::unique_ptr<PeerTransport::PendingCall> {
-          started.push_back(p);
-          return std::make_unique<WaitedCall>(
-              p == 2 ? absl::NotFoundError("gone") : absl::OkStatus(), std::move(done));
-        },
-        /*here=*/1,
-        [&] {
-          ++own;
-          return absl::OkStatus();
-        },
-        max_threaded);
-    SCOPED_TRACE(max_threaded);
-    EXPECT_EQ(s, absl::NotFoundError("gone"));
-    EXPECT_EQ(own, 1);
-    std::sort(called.begin(), called.end());
-    if (max_threaded >= 3) {
-      EXPECT_THAT(called, ::testing::ElementsAre(0, 2));
-      EXPECT_TRUE(started.empty());
-    } else {
-      EXPECT_TRUE(called.empty());
-      EXPECT_THAT(started, ::testing::ElementsAre(0, 2));
-    }
-  }
-}
-
-TEST(FanOutPeersTest, NoProcessesIsOkWithNothingRun) {
-  EXPECT_TRUE(FanOutPeers(
-                  {}, [](int32_t) { return absl::InternalError("no call"); },
-                  [](int32_t, PeerTransport::Done) -> std::unique_ptr<PeerTransport::PendingCall> {
-                    ADD_FAILURE() << "no call";
-                    return nullptr;
-                  },
-                  /*here=*/-1, nullptr, /*max_threaded=*/0)
-                  .ok());
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 // records committed, listed, aborted and deleted, shards written to another
 // daemon and read back as boxes, and a daemon that is gone; and every
 // asynchronous form fanned out to several daemons at once (FanOutAsync, as
-// FanOutCall runs it, by default always).
+// FanOutCall runs it).
 #include "server/peer/peer_client.h"
 
 #include <cstring>
@@ -145,8 +145,8 @@ TEST(PeerClientTest, ADaemonThatIsGoneIsUnavailableNamingIt) {
   EXPECT_THAT(std::string(devices.status().message()), HasSubstr("process 1"));
 }
 
-// The asynchronous forms, as the fan-outs (beyond --cluster_max_threaded_fan_out) run them:
-// every call started, then each waited for on this thread.
+// The asynchronous forms, as the fan-outs run them: every call started, then
+// each waited for on this thread.
 class PeerClientAsyncTest : public ::testing::Test {
  protected:
   void SetUp() override { nodes_ = StartNodes(3); }
@@ -184,14 +184,22 @@ TEST_F(PeerClientAsyncTest, RecordsCommittedAbortedAndDeletedOnEveryOtherDaemon)
     }
     return false;
   };
-  ASSERT_TRUE(ToOthers([&](int32_t p, PeerTransport::Done done) {
-                return client().StartCommit(p, {record.get()}, {}, std::move(done));
-              }).ok());
+  // FanOutCall, as the cluster layer calls it: the Start* form named, its
+  // arguments given once (braced lists too).
+  ASSERT_TRUE(FanOutCall(&client(), {1, 2}, &PeerTransport::StartCommit)({record.get()}, {}).ok());
   EXPECT_TRUE(holds(1));
   EXPECT_TRUE(holds(2));
-  EXPECT_TRUE(ToOthers([&](int32_t p, PeerTransport::Done done) {
-                return client().StartAbort(p, {"t-fanned", "t-nothing"}, std::move(done));
-              }).ok());
+  // With this daemon's own part: run here, no call to process 0.
+  int own = 0;
+  EXPECT_TRUE(FanOutCall(&client(), {0, 1, 2},
+                         {0,
+                          [&] {
+                            ++own;
+                            return absl::OkStatus();
+                          }},
+                         &PeerTransport::StartAbort)({"t-fanned", "t-nothing"})
+                  .ok());
+  EXPECT_EQ(own, 1);
   ASSERT_TRUE(ToOthers([&](int32_t p, PeerTransport::Done done) {
                 return client().StartDeleteTensors(p, {"t-fanned"}, std::move(done));
               }).ok());
