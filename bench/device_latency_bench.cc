@@ -88,7 +88,7 @@ int Run(const std::string& transport) {
     ours.insert(ours.end(), a.begin(), a.end());
     bare.insert(bare.end(), b.begin(), b.end());
   }
-  // A 1 KiB collective against a 1 KiB echo, interleaved the same way.
+  // A 1 KiB collective (client library and generated stub) against a 1 KiB echo.
   client::MeshClient meshes(**client);
   client::TensorClient tensors(**client);
   client::CollectiveClient collectives(**client);

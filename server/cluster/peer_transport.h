@@ -71,30 +71,14 @@ class PeerTransport {
   virtual absl::StatusOr<int64_t> DeleteTensors(int32_t process,
                                                 const std::vector<std::string>& ids) = 0;
 
-  // Phase one of an operation this daemon drives: `process` makes its
-  // shards of the result(s) and holds them pending.
-  virtual absl::Status PreparePlace(int32_t process, const std::string& source_id,
-                                    const Tensor& result) = 0;
-  virtual absl::Status PrepareAssemble(int32_t process, const std::vector<std::string>& piece_ids,
-                                       const Tensor& result, bool donate) = 0;
-  virtual absl::Status PrepareDisassemble(int32_t process, const std::string& source_id,
-                                          const std::vector<std::string>& result_ids,
-                                          bool donate) = 0;
-  // `process`'s part of collective `request`: its results pending under
-  // `result_ids`, run in `ticket`'s turn; their records.
-  virtual absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PrepareCollective(
-      int32_t process, const CollectiveRequest& request, const std::string& op_key,
-      const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
-      const CrossProcessTicket& ticket) = 0;
-
   // Asynchronous forms of the calls a daemon fans out to many peers at
   // once (FanOutCall / FanOutAsync, fan_out.h) -- record commits, aborts
   // and deletes, mesh installs and removals, the Prepare of a Place,
   // Assemble, Disassemble or collective, and the devices' accounting -- so
   // a fan-out holds no thread per peer. Each starts the call and returns it
   // as a PendingCall, which owns the call (its context, deadline and loss
-  // guard); `done` runs exactly once with what the blocking form returns
-  // (a status only, where the fan-outs need no more), and must only record
+  // guard); `done` runs exactly once with the call's result (a status only,
+  // where the fan-outs need no more), and must only record
   // and signal. It runs on a transport thread, inline (before Start*
   // returns), or inside PendingCall::Wait on the waiting thread.
   // REQUIRES: the PendingCall is waited for (Wait) before it is destroyed.

@@ -277,24 +277,11 @@ std::unique_ptr<PendingCall> PeerClient::StartPreparePlace(int32_t process,
                                std::move(done));
 }
 
-absl::Status PeerClient::PreparePlace(int32_t process, const std::string& source_id,
-                                      const Tensor& result) {
-  return Await<absl::Status>(
-      [&](Done done) { return StartPreparePlace(process, source_id, result, std::move(done)); });
-}
-
 std::unique_ptr<PendingCall> PeerClient::StartPrepareAssemble(
     int32_t process, const std::vector<std::string>& piece_ids, const Tensor& result, bool donate,
     Done done) {
   return StartPrepareForStatus(channels_, cluster_, process,
                                AssembleRequestOf(piece_ids, result, donate), std::move(done));
-}
-
-absl::Status PeerClient::PrepareAssemble(int32_t process, const std::vector<std::string>& piece_ids,
-                                         const Tensor& result, bool donate) {
-  return Await<absl::Status>([&](Done done) {
-    return StartPrepareAssemble(process, piece_ids, result, donate, std::move(done));
-  });
 }
 
 std::unique_ptr<PendingCall> PeerClient::StartPrepareDisassemble(
@@ -303,14 +290,6 @@ std::unique_ptr<PendingCall> PeerClient::StartPrepareDisassemble(
   return StartPrepareForStatus(channels_, cluster_, process,
                                DisassembleRequestOf(source_id, result_ids, donate),
                                std::move(done));
-}
-
-absl::Status PeerClient::PrepareDisassemble(int32_t process, const std::string& source_id,
-                                            const std::vector<std::string>& result_ids,
-                                            bool donate) {
-  return Await<absl::Status>([&](Done done) {
-    return StartPrepareDisassemble(process, source_id, result_ids, donate, std::move(done));
-  });
 }
 
 std::unique_ptr<PendingCall> PeerClient::StartPrepareCollective(
@@ -328,16 +307,6 @@ std::unique_ptr<PendingCall> PeerClient::StartPrepareCollective(
           done(Shells(response.results(), cluster));
         }
       });
-}
-
-absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::PrepareCollective(
-    int32_t process, const CollectiveRequest& collective, const std::string& op_key,
-    const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
-    const CrossProcessTicket& ticket) {
-  return Await<absl::StatusOr<std::vector<std::unique_ptr<Tensor>>>>([&](RecordsDone done) {
-    return StartPrepareCollective(process, collective, op_key, participants, result_ids, ticket,
-                                  std::move(done));
-  });
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PeerClient::ListTensorRecords(

@@ -40,16 +40,6 @@ class PeerClient final : public PeerTransport {
   absl::Status Abort(int32_t process, const std::vector<std::string>& ids) override;
   absl::StatusOr<int64_t> DeleteTensors(int32_t process,
                                         const std::vector<std::string>& ids) override;
-  absl::Status PreparePlace(int32_t process, const std::string& source_id,
-                            const Tensor& result) override;
-  absl::Status PrepareAssemble(int32_t process, const std::vector<std::string>& piece_ids,
-                               const Tensor& result, bool donate) override;
-  absl::Status PrepareDisassemble(int32_t process, const std::string& source_id,
-                                  const std::vector<std::string>& result_ids, bool donate) override;
-  absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> PrepareCollective(
-      int32_t process, const CollectiveRequest& request, const std::string& op_key,
-      const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
-      const CrossProcessTicket& ticket) override;
   // The asynchronous forms complete on the waiting thread, in
   // PendingCall::Wait (peer_unary_call.h); the blocking forms are the same
   // calls, waited for at once.

@@ -3,6 +3,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -114,28 +115,16 @@ MessageBytesFn StreamedRequestBytes(const std::string& method) {
   return it == table->end() ? nullptr : it->second;
 }
 
-// The series of one method, looked up once: a call updates them without a
-// label lookup. The handled counter of a code is made at its first use, so
-// the exposition shows only the codes a method has answered (and OK).
+// What a call of one method updates, looked up once per method (not per
+// call): its series, and how to count its streamed bytes. The handled
+// counter of a code is made at its first use, so the exposition shows only
+// the codes a method has answered (and OK).
 class MethodSeries {
  public:
-  MethodSeries(Metrics* metrics, absl::string_view path, const char* type)
-      : metrics_(metrics),
-        labels_(MethodLabels(path, type)),
-        started_(metrics->Counter(kStarted, labels_)),
-        received_messages_(metrics->Counter(kReceivedMessages, labels_)),
-        sent_messages_(metrics->Counter(kSentMessages, labels_)),
-        handling_(metrics->Histogram(kHandling, labels_)),
-        received_(metrics->Histogram(kReceived, WithoutType(labels_))),
-        sent_(metrics->Histogram(kSent, WithoutType(labels_))) {}
+  MethodSeries(Metrics* metrics, const ServerRpcInfo& info)
+      : MethodSeries(metrics, info, MethodLabels(info.method(), TypeName(info.type()))) {}
 
-  const CounterSeries& started() const { return started_; }
-  const CounterSeries& received_messages() const { return received_messages_; }
-  const CounterSeries& sent_messages() const { return sent_messages_; }
-  const HistogramSeries& handling() const { return handling_; }
-  const HistogramSeries& received() const { return received_; }
-  const HistogramSeries& sent() const { return sent_; }
-
+  // The counter of calls answered `code`.
   CounterSeries Handled(grpc::StatusCode code) {
     const int n = static_cast<int>(code);
     if (n < 0 || n >= static_cast<int>(kCodeNames.size())) {
@@ -147,37 +136,48 @@ class MethodSeries {
     return *series;
   }
 
+  const MessageBytesFn request_bytes;  // null: requests do not stream in
+  const bool streams_out;
+  const CounterSeries started, received_messages, sent_messages;
+  const HistogramSeries handling, received, sent;
+
  private:
+  MethodSeries(Metrics* metrics, const ServerRpcInfo& info, MetricLabels labels)
+      : request_bytes(StreamedRequestBytes(info.method())),
+        streams_out(info.type() == ServerRpcInfo::Type::SERVER_STREAMING ||
+                    info.type() == ServerRpcInfo::Type::BIDI_STREAMING),
+        started(metrics->Counter(kStarted, labels)),
+        received_messages(metrics->Counter(kReceivedMessages, labels)),
+        sent_messages(metrics->Counter(kSentMessages, labels)),
+        handling(metrics->Histogram(kHandling, labels)),
+        received(metrics->Histogram(kReceived, WithoutType(labels))),
+        sent(metrics->Histogram(kSent, WithoutType(labels))),
+        metrics_(metrics),
+        labels_(std::move(labels)) {}
+
   Metrics* const metrics_;
   const MetricLabels labels_;
-  const CounterSeries started_, received_messages_, sent_messages_;
-  const HistogramSeries handling_, received_, sent_;
   absl::Mutex mu_;
   std::array<std::optional<CounterSeries>, kCodeNames.size()> handled_ ABSL_GUARDED_BY(mu_);
 };
 
 class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
  public:
-  RpcMetricsInterceptor(MethodSeries* series, const ServerRpcInfo& info)
-      : series_(series),
-        start_(absl::Now()),
-        request_bytes_(StreamedRequestBytes(info.method())),
-        streams_out_(info.type() == ServerRpcInfo::Type::SERVER_STREAMING ||
-                     info.type() == ServerRpcInfo::Type::BIDI_STREAMING) {
-    series_->started().Add(1);
+  explicit RpcMetricsInterceptor(MethodSeries* series) : series_(series), start_(absl::Now()) {
+    series_->started.Add(1);
   }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
       if (const void* message = methods->GetRecvMessage(); message != nullptr) {
         ++received_messages_;
-        if (request_bytes_ != nullptr) received_ += request_bytes_(message);
+        if (series_->request_bytes != nullptr) received_ += series_->request_bytes(message);
       }
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
       ++sent_messages_;
       // Serializes now; gRPC sends these bytes (no second serialization).
-      if (streams_out_) {
+      if (series_->streams_out) {
         if (grpc::ByteBuffer* buffer = methods->GetSerializedSendMessage(); buffer != nullptr) {
           sent_ += buffer->Length();
         }
@@ -185,11 +185,11 @@ class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
       series_->Handled(methods->GetSendStatus().error_code()).Add(1);
-      series_->handling().Observe(absl::ToDoubleSeconds(absl::Now() - start_));
-      series_->received_messages().Add(received_messages_);
-      series_->sent_messages().Add(sent_messages_);
-      if (request_bytes_ != nullptr) series_->received().Observe(received_);
-      if (streams_out_) series_->sent().Observe(sent_);
+      series_->handling.Observe(absl::ToDoubleSeconds(absl::Now() - start_));
+      series_->received_messages.Add(received_messages_);
+      series_->sent_messages.Add(sent_messages_);
+      if (series_->request_bytes != nullptr) series_->received.Observe(received_);
+      if (series_->streams_out) series_->sent.Observe(sent_);
     }
     methods->Proceed();
   }
@@ -197,8 +197,6 @@ class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
  private:
   MethodSeries* const series_;
   const absl::Time start_;
-  const MessageBytesFn request_bytes_;  // null: requests do not stream in
-  const bool streams_out_;
   // gRPC runs one call's interceptions one at a time.
   double received_ = 0;
   double sent_ = 0;
@@ -211,7 +209,7 @@ class RpcMetricsInterceptorFactory final
  public:
   explicit RpcMetricsInterceptorFactory(Metrics* metrics) : metrics_(metrics) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(ServerRpcInfo* info) override {
-    return new RpcMetricsInterceptor(SeriesOf(*info), *info);
+    return new RpcMetricsInterceptor(SeriesOf(*info));
   }
 
  private:
@@ -226,8 +224,7 @@ class RpcMetricsInterceptorFactory final
     }
     absl::MutexLock lock(&mu_);
     std::unique_ptr<MethodSeries>& slot = series_[path];
-    if (slot == nullptr)
-      slot = std::make_unique<MethodSeries>(metrics_, path, TypeName(info.type()));
+    if (slot == nullptr) slot = std::make_unique<MethodSeries>(metrics_, info);
     return slot.get();
   }
 
