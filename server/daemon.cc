@@ -317,9 +317,19 @@ absl::Status CreateServices(DaemonState* state, std::unique_ptr<CollectiveEngine
   };
   counts.streams = [streams] { return streams->List(); };
   MemoryReclaimer* reclaimer = state->reclaimer.get();
-  state->daemon_handler = std::make_unique<DaemonHandler>(
-      &state->identity, state->inventory.get(), std::move(counts), &state->gate,
-      state->cluster.get(), [reclaimer] { return reclaimer->TrimNow(); });
+  auto trim = [reclaimer, owner_of = state->services->memory_owner_of()](
+                  const std::string& tenant) -> absl::StatusOr<TrimResult> {
+    if (tenant.empty()) return reclaimer->TrimNow();
+    const std::optional<MemoryOwnerTag> owner = owner_of(tenant);
+    if (!owner) {
+      return absl::NotFoundError(
+          absl::StrCat("TrimMemory: tenant '", tenant, "' has never held memory on this daemon"));
+    }
+    return reclaimer->TrimNow(*owner);
+  };
+  state->daemon_handler =
+      std::make_unique<DaemonHandler>(&state->identity, state->inventory.get(), std::move(counts),
+                                      &state->gate, state->cluster.get(), std::move(trim));
   return absl::OkStatus();
 }
 

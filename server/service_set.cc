@@ -523,6 +523,12 @@ DeviceHandler::TenantUseFn ServiceSet::tenant_device_use() const {
   return [tensors](const std::string& tenant) { return tensors->TenantDeviceUse(tenant); };
 }
 
+std::function<std::optional<MemoryOwnerTag>(const std::string&)> ServiceSet::memory_owner_of()
+    const {
+  TensorStore* tensors = impl_->tensors();
+  return [tensors](const std::string& tenant) { return tensors->FindMemoryOwner(tenant); };
+}
+
 DaemonCounts ServiceSet::counts() const {
   DaemonCounts counts;
   MeshRegistry* meshes = impl_->meshes();

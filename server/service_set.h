@@ -6,7 +6,9 @@
 #ifndef PLACEMENT_SERVER_SERVICE_SET_H_
 #define PLACEMENT_SERVER_SERVICE_SET_H_
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -82,6 +84,9 @@ class ServiceSet {
   DaemonCounts counts() const;
   // One tenant's bytes per device, for ListDevices.
   DeviceHandler::TenantUseFn tenant_device_use() const;
+  // The memory owner tag of a tenant's tensors, or nullopt when the tenant
+  // never stored one here (a tenant's TrimMemory).
+  std::function<std::optional<MemoryOwnerTag>(const std::string&)> memory_owner_of() const;
   // The fd-passing socket clients use for regions ("" when off).
   std::string region_socket() const;
   // Wakes long-lived streams (prefetch) so the server can stop.

@@ -1,5 +1,6 @@
 #include "server/device/budgeted_backend.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -89,16 +90,19 @@ void BudgetedBackend::RunRefills() {
     absl::StatusOr<void*> block = AllocateBlock(index, block_bytes);
     if (!block.ok()) continue;  // the platform is short of memory: no refill
     DeviceMemory& m = *memory_[index];
+    BlockCache::PutResult put;
     {
       absl::MutexLock lock(&m.mu);
-      if (m.charged.load(std::memory_order_relaxed) + m.cache.bytes() + block_bytes <=
-              devices_[index].memory_limit_bytes &&
-          m.cache.Put(block_bytes, *block, owner, absl::Now())) {
-        continue;
-      }
+      put = m.cache.Put(block_bytes, *block, owner, absl::Now(), CacheRoom(index));
     }
-    FreeBlock(index, *block, block_bytes);
+    for (const auto& [size, evicted] : put.evicted) FreeBlock(index, evicted, size);
+    if (!put.kept) FreeBlock(index, *block, block_bytes);
   }
+}
+
+int64_t BudgetedBackend::CacheRoom(int index) const {
+  return devices_[index].memory_limit_bytes -
+         memory_[index]->charged.load(std::memory_order_relaxed);
 }
 
 int BudgetedBackend::LocalIndex(int64_t device_id) const {
@@ -152,13 +156,21 @@ void BudgetedBackend::Evict(int index, int64_t bytes) {
 }
 
 int64_t BudgetedBackend::ReleaseCachedBefore(absl::Time cutoff) {
+  return ReleaseCached([cutoff](BlockCache& cache) { return cache.TakeCachedBefore(cutoff); });
+}
+
+int64_t BudgetedBackend::ReleaseCachedOf(MemoryOwnerTag owner) {
+  return ReleaseCached([owner](BlockCache& cache) { return cache.TakeOwnedBy(owner); });
+}
+
+int64_t BudgetedBackend::ReleaseCached(absl::FunctionRef<BlockCache::Blocks(BlockCache&)> take) {
   int64_t released = 0;
   for (size_t i = 0; i < memory_.size(); ++i) {
     DeviceMemory& m = *memory_[i];
-    std::vector<std::pair<int64_t, void*>> freed;
+    BlockCache::Blocks freed;
     {
       absl::MutexLock lock(&m.mu);
-      freed = m.cache.TakeCachedBefore(cutoff);
+      freed = take(m.cache);
     }
     for (const auto& [size, block] : freed) {
       FreeBlock(static_cast<int>(i), block, size);
@@ -247,22 +259,25 @@ void BudgetedBackend::Release(int64_t device_id, void* data, int64_t size, Memor
   const int64_t block_bytes = data != nullptr ? BlockSize(size) : 0;
   const int64_t charge = block_bytes + BufferOverheadBytes();
   bool refill = false;
+  BlockCache::PutResult put;
   {
     absl::MutexLock lock(&m.mu);
     m.in_use.fetch_sub(size, std::memory_order_relaxed);
-    const int64_t charged = m.charged.fetch_sub(charge, std::memory_order_relaxed) - charge;
+    m.charged.fetch_sub(charge, std::memory_order_relaxed);
     if (data == nullptr) return;
-    // Cache the block only while charged + cached stays within the budget;
-    // BlockCache::Put also enforces the cache's own cap. An exported block
-    // is never reused (a reader may still map it); a fresh one may replace it.
-    const bool fits = charged + m.cache.bytes() + block_bytes <= devices_[idx].memory_limit_bytes &&
-                      m.cache.bytes() + block_bytes <= m.cache.limit();
+    // Cache the block only while charged + cached stays within the budget
+    // (CacheRoom) and the cache's own cap, which BlockCache::Put shares
+    // fairly between owners. An exported block is never reused (a reader may
+    // still map it); a fresh one may replace it.
     if (Reusable(idx, data, block_bytes)) {
-      if (fits && m.cache.Put(block_bytes, data, owner, absl::Now())) return;
+      put = m.cache.Put(block_bytes, data, owner, absl::Now(), CacheRoom(idx));
     } else {
-      refill = fits && RefillsWhenFreed(idx, data, block_bytes);
+      refill = m.cache.bytes() + block_bytes <= std::min(CacheRoom(idx), m.cache.limit()) &&
+               RefillsWhenFreed(idx, data, block_bytes);
     }
   }
+  for (const auto& [evicted_size, evicted] : put.evicted) FreeBlock(idx, evicted, evicted_size);
+  if (put.kept) return;
   FreeBlock(idx, data, block_bytes);
   if (refill) ScheduleRefill(idx, block_bytes, owner);
 }

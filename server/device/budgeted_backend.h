@@ -34,7 +34,8 @@
 //
 // Cached blocks remember when they were freed: ReleaseCachedBefore gives
 // back those nobody reused since (the daemon's MemoryReclaimer calls it for
-// idle blocks, under host memory pressure, and on an admin's TrimMemory).
+// idle blocks, under host memory pressure, and on an admin's TrimMemory);
+// ReleaseCachedOf gives back one owner's (a tenant's TrimMemory).
 //
 // Thread-safe: each device's counters and cache are guarded by that device's
 // own lock; allocations on different devices never contend.
@@ -49,10 +50,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "server/device/device_backend.h"
 
 namespace placement::server {
+
+class BlockCache;
 
 class BudgetedBackend : public DeviceBackend {
  public:
@@ -64,6 +68,7 @@ class BudgetedBackend : public DeviceBackend {
   int64_t MemoryCharged(int64_t device_id) const final;
   int64_t ChargeFor(int64_t bytes) const final;
   int64_t ReleaseCachedBefore(absl::Time cutoff) final;
+  int64_t ReleaseCachedOf(MemoryOwnerTag owner) final;
   int64_t ReleasedBuffers() const final { return released_.load(std::memory_order_relaxed); }
 
   // NOT_FOUND for an unknown device, INVALID_ARGUMENT for a negative size,
@@ -149,6 +154,13 @@ class BudgetedBackend : public DeviceBackend {
   // Frees device `index`'s cached blocks until at least `bytes` are freed
   // (or all of them, when bytes < 0).
   void Evict(int index, int64_t bytes);
+  // Frees, on every device, the cached blocks `take` removes from its cache;
+  // returns their bytes.
+  int64_t ReleaseCached(
+      absl::FunctionRef<std::vector<std::pair<int64_t, void*>>(BlockCache&)> take);
+  // What device `index`'s budget leaves for cached bytes now (its limit less
+  // what its live buffers are charged). REQUIRES: its lock held.
+  int64_t CacheRoom(int index) const;
 
   std::vector<DeviceDescription> devices_;
   std::vector<std::unique_ptr<DeviceMemory>> memory_;

@@ -159,6 +159,9 @@ class DeviceBackend {
   // Gives the cached blocks freed before `cutoff` back to the platform (all
   // of them with absl::InfiniteFuture()); returns the bytes released.
   virtual int64_t ReleaseCachedBefore(absl::Time /*cutoff*/) { return 0; }
+  // Gives every cached block of `owner` back to the platform (a tenant's
+  // purge); returns the bytes released.
+  virtual int64_t ReleaseCachedOf(MemoryOwnerTag /*owner*/) { return 0; }
   // Buffers released since start: tells a reclaimer that memory came free.
   virtual int64_t ReleasedBuffers() const { return 0; }
   // Host memory for CPU virtual devices: buffers are directly addressable.

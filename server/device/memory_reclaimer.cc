@@ -76,10 +76,11 @@ void MemoryReclaimer::Count(const char* reason, int64_t bytes) {
   }
 }
 
-TrimResult MemoryReclaimer::TrimNow() {
+TrimResult MemoryReclaimer::TrimNow(std::optional<MemoryOwnerTag> owner) {
   TrimResult result;
   result.resident_bytes_before = ResidentBytesOfSelf();
-  result.cache_bytes_released = backend_->ReleaseCachedBefore(absl::InfiniteFuture());
+  result.cache_bytes_released = owner ? backend_->ReleaseCachedOf(*owner)
+                                      : backend_->ReleaseCachedBefore(absl::InfiniteFuture());
   malloc_trim(0);
   result.resident_bytes_after = ResidentBytesOfSelf();
   Count("admin", result.cache_bytes_released);

@@ -9,7 +9,8 @@
 //     went a tick without releasing more, malloc_trim returns the free pages
 //     of malloc's arenas (tensor records, gRPC buffers); under steady churn
 //     it waits, so the trim never fights a busy loop.
-// TrimNow does all of it at once (DaemonService.TrimMemory, admins only).
+// TrimNow does all of it at once (DaemonService.TrimMemory), or frees one
+// owner's cached blocks (a tenant's TrimMemory) and malloc's free pages.
 //
 // Counts what it frees in placementd_memory_released_bytes_total{reason}
 // (idle, pressure, admin).
@@ -20,6 +21,7 @@
 #define PLACEMENT_SERVER_DEVICE_MEMORY_RECLAIMER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -55,8 +57,9 @@ class MemoryReclaimer {
   MemoryReclaimer(const MemoryReclaimer&) = delete;
   MemoryReclaimer& operator=(const MemoryReclaimer&) = delete;
 
-  // Frees every cached block and malloc's free pages now.
-  TrimResult TrimNow();
+  // Frees every cached block -- or only `owner`'s -- and malloc's free pages
+  // now.
+  TrimResult TrimNow(std::optional<MemoryOwnerTag> owner = std::nullopt);
   // One round of the background work at `now` (the thread calls it every
   // tick); exposed for tests.
   void Tick(absl::Time now);

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 #include "server/peer/cluster_proto.h"
 #include "server/service/unary.h"
 
@@ -120,16 +121,25 @@ grpc::ServerUnaryReactor* DaemonHandler::ListStreams(grpc::CallbackServerContext
 }
 
 grpc::ServerUnaryReactor* DaemonHandler::TrimMemory(grpc::CallbackServerContext* context,
-                                                    const placement::v1::TrimMemoryRequest*,
+                                                    const placement::v1::TrimMemoryRequest* request,
                                                     placement::v1::TrimMemoryResponse* response) {
   return RunUnary(context, *gate_, [&](const Caller& caller) -> absl::Status {
+    const std::string& tenant = request->tenant();
     if (!gate_->SeesDaemonWide(caller)) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("TrimMemory is for admins; '", caller.identity,
-                       "' has role user in tenant '", caller.tenant, "'"));
+      if (tenant.empty()) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("TrimMemory of every tenant is for admins; '", caller.identity,
+                         "' has role user in tenant '", caller.tenant, "' (set tenant: \"",
+                         caller.tenant, "\" to trim that tenant's cached memory)"));
+      }
+      if (tenant != caller.tenant) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("TrimMemory: '", caller.identity, "' of tenant '", caller.tenant,
+                         "' may trim only that tenant's memory, not tenant '", tenant, "'"));
+      }
     }
     if (!trim_) return absl::UnimplementedError("this daemon has no memory reclaimer");
-    const TrimResult result = trim_();
+    ASSIGN_OR_RETURN(const TrimResult result, trim_(tenant));
     response->set_cache_bytes_released(result.cache_bytes_released);
     response->set_resident_bytes_before(result.resident_bytes_before);
     response->set_resident_bytes_after(result.resident_bytes_after);

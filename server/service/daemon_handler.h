@@ -31,9 +31,10 @@ struct DaemonCounts {
   std::function<std::vector<StreamSnapshot>()> streams;
 };
 
-// Frees memory now (MemoryReclaimer::TrimNow); empty = TrimMemory is
-// UNIMPLEMENTED.
-using TrimMemoryFn = std::function<TrimResult()>;
+// Frees memory now (MemoryReclaimer::TrimNow): every cached block when
+// `tenant` is empty, else that tenant's (NOT_FOUND when it never held
+// memory here). An empty function makes TrimMemory UNIMPLEMENTED.
+using TrimMemoryFn = std::function<absl::StatusOr<TrimResult>(const std::string& tenant)>;
 
 class DaemonHandler final : public placement::v1::DaemonService::CallbackService {
  public:

@@ -94,6 +94,13 @@ MemoryOwnerTag TensorStore::MemoryOwnerOf(const std::string& tenant) {
   return it->second;
 }
 
+std::optional<MemoryOwnerTag> TensorStore::FindMemoryOwner(const std::string& tenant) const {
+  absl::MutexLock lock(&memory_owners_mu_);
+  auto it = memory_owners_.find(tenant);
+  if (it == memory_owners_.end()) return std::nullopt;
+  return it->second;
+}
+
 std::string TensorStore::NewId() {
   absl::MutexLock lock(&mu_);
   std::string id;

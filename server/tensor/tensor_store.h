@@ -20,6 +20,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,8 @@ class TensorStore {
   // The memory owner tag of `tenant`'s tensors (DeviceBuffer::owner): 1, 2,
   // ... in order of first use, never kDaemonMemory.
   MemoryOwnerTag MemoryOwnerOf(const std::string& tenant);
+  // `tenant`'s tag if it ever had one, else nullopt (assigns none).
+  std::optional<MemoryOwnerTag> FindMemoryOwner(const std::string& tenant) const;
 
   // While one exists on a thread, this store's on_commit / on_delete hooks
   // do not run for that thread's calls: a daemon doing its part of an
@@ -181,7 +184,7 @@ class TensorStore {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Tensor>> tensors_ ABSL_GUARDED_BY(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
-  absl::Mutex memory_owners_mu_;
+  mutable absl::Mutex memory_owners_mu_;
   absl::flat_hash_map<std::string, MemoryOwnerTag> memory_owners_
       ABSL_GUARDED_BY(memory_owners_mu_);
 };

@@ -18,6 +18,7 @@
 #include "client/src/region_fd.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
+#include "placement/v1/daemon_service.grpc.pb.h"
 #include "placement/v1/view_service.grpc.pb.h"
 #include "tests/integration/view_fixture.h"
 
@@ -188,6 +189,70 @@ TEST_F(InPlaceUploadTest, ATenantsFreedMemoryReturnsOnlyToThatTenant) {
   EXPECT_EQ(a2, a);
   ASSERT_TRUE(TensorClient(*alice_).Delete({second}).ok());
   ASSERT_TRUE(TensorClient(*bob_).Delete({foreign}).ok());
+}
+
+// DaemonService.TrimMemory with a tenant frees only that tenant's cached
+// blocks: a tenant may trim its own, not another's nor everyone's; an admin
+// may name any tenant the daemon has seen.
+TEST_F(InPlaceUploadTest, ATenantsTrimFreesOnlyItsOwnCachedMemory) {
+  const int64_t bytes = 8 << 20;
+  auto daemon_stub = v1::DaemonService::NewStub(
+      grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
+  auto trim = [&](const std::string& token,
+                  const std::string& tenant) -> absl::StatusOr<v1::TrimMemoryResponse> {
+    grpc::ClientContext context;
+    Authorize(&context, token, nullptr);
+    v1::TrimMemoryRequest request;
+    request.set_tenant(tenant);
+    v1::TrimMemoryResponse response;
+    grpc::Status s = daemon_stub->TrimMemory(&context, request, &response);
+    if (!s.ok())
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    return response;
+  };
+  // Reserves, commits and deletes one tensor of `bytes`; returns its memory
+  // file's inode (the block then sits in the tenant's cache).
+  auto cycle = [&](const std::string& token, const Client* client) -> ino_t {
+    auto reserved = Reserve(Header({bytes}), token, client);
+    EXPECT_TRUE(reserved.ok()) << reserved.status();
+    if (!reserved.ok()) return 0;
+    auto fds = RedeemViewToken(socket_, reserved->fd_token());
+    EXPECT_TRUE(fds.ok()) << fds.status();
+    if (!fds.ok()) return 0;
+    struct stat st {};
+    fstat((*fds)[0], &st);
+    CloseAll(*fds);
+    auto info = Commit(reserved->reservation_id(), token, client);
+    EXPECT_TRUE(info.ok()) << info.status();
+    if (info.ok()) EXPECT_TRUE(TensorClient(*client).Delete({info->id()}).ok());
+    return st.st_ino;
+  };
+  const ino_t alice_block = cycle("alpha-token", alice_.get());
+  const ino_t bob_block = cycle("bravo-token", bob_.get());
+
+  auto denied = trim("alpha-token", "team-b");
+  EXPECT_TRUE(absl::IsPermissionDenied(denied.status())) << denied.status();
+  EXPECT_THAT(denied.status().message(),
+              HasSubstr("'token:alice' of tenant 'team-a' may trim only that tenant's memory, not "
+                        "tenant 'team-b'"));
+  denied = trim("alpha-token", "");
+  EXPECT_TRUE(absl::IsPermissionDenied(denied.status())) << denied.status();
+  EXPECT_THAT(denied.status().message(), HasSubstr("set tenant: \"team-a\""));
+  auto unknown = trim("root-token", "team-z");
+  EXPECT_TRUE(absl::IsNotFound(unknown.status())) << unknown.status();
+  EXPECT_THAT(unknown.status().message(), HasSubstr("tenant 'team-z' has never held memory"));
+
+  auto trimmed = trim("alpha-token", "team-a");
+  ASSERT_TRUE(trimmed.ok()) << trimmed.status();
+  EXPECT_GE(trimmed->cache_bytes_released(), bytes);
+  // Alice's block is gone; Bob's is still cached for Bob.
+  EXPECT_NE(cycle("alpha-token", alice_.get()), alice_block);
+  EXPECT_EQ(cycle("bravo-token", bob_.get()), bob_block);
+  // An admin trims Bob's.
+  trimmed = trim("root-token", "team-b");
+  ASSERT_TRUE(trimmed.ok()) << trimmed.status();
+  EXPECT_GE(trimmed->cache_bytes_released(), bytes);
+  EXPECT_NE(cycle("bravo-token", bob_.get()), bob_block);
 }
 
 TEST_F(InPlaceUploadTest, CancelAndAKilledWriterFreeTheMemory) {

@@ -191,6 +191,49 @@ TEST(BudgetedBackendTest, ReleaseCachedBeforeGivesBackOnlyTheBlocksIdleSinceTheC
   EXPECT_EQ(backend->MemoryCached(1), 0);
 }
 
+// One tenant that churns through the cache does not keep another's freed
+// blocks out: when the cache's cap is reached, the owner holding the most
+// makes room (its largest blocks are freed), down to a fair share.
+TEST(BudgetedBackendTest, TheCacheCapIsSharedFairlyBetweenOwners) {
+  auto backend = Backend(64 * kPage, 4 * kPage);
+  {
+    std::vector<std::unique_ptr<DeviceBuffer>> held;
+    for (int i = 0; i < 4; ++i) held.push_back(std::move(*backend->AllocateFor(0, kPage, 1)));
+  }
+  EXPECT_EQ(backend->MemoryCached(0), 4 * kPage);  // owner 1 fills the cap
+  void* owner2_blocks[2];
+  {
+    auto a = std::move(*backend->AllocateFor(0, kPage, 2));
+    auto b = std::move(*backend->AllocateFor(0, kPage, 2));
+    owner2_blocks[0] = a->data();
+    owner2_blocks[1] = b->data();
+  }
+  // Owner 2's two blocks were kept, each in place of one of owner 1's.
+  EXPECT_EQ(backend->MemoryCached(0), 4 * kPage);
+  auto a = std::move(*backend->AllocateFor(0, kPage, 2));
+  auto b = std::move(*backend->AllocateFor(0, kPage, 2));
+  EXPECT_TRUE((a->data() == owner2_blocks[0] && b->data() == owner2_blocks[1]) ||
+              (a->data() == owner2_blocks[1] && b->data() == owner2_blocks[0]));
+  EXPECT_EQ(backend->MemoryCached(0), 2 * kPage);  // owner 1's remaining two
+}
+
+TEST(BudgetedBackendTest, ReleaseCachedOfGivesBackOneOwnersBlocks) {
+  auto backend = Backend(16 * kPage, 16 * kPage);
+  { auto a = std::move(*backend->AllocateFor(0, kPage, 1)); }
+  { auto b = std::move(*backend->AllocateFor(1, 2 * kPage, 1)); }
+  void* kept = nullptr;
+  {
+    auto c = std::move(*backend->AllocateFor(0, 3 * kPage, 2));
+    kept = c->data();
+  }
+  EXPECT_EQ(backend->ReleaseCachedOf(1), 3 * kPage);  // on both devices
+  EXPECT_EQ(backend->MemoryCached(0), 3 * kPage);
+  EXPECT_EQ(backend->MemoryCached(1), 0);
+  EXPECT_EQ(backend->ReleaseCachedOf(1), 0);
+  auto c = std::move(*backend->AllocateFor(0, 3 * kPage, 2));
+  EXPECT_EQ(c->data(), kept);
+}
+
 TEST(BudgetedBackendTest, ConcurrentTrafficKeepsChargedPlusCachedWithinTheBudget) {
   const int64_t budget = 64 * kPage;
   auto backend = Backend(budget, 32 * kPage);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "server/collective/transport/gloo/gloo_support.h"
 
@@ -63,13 +64,18 @@ void RecursiveDoublingAllReduce(gloo::Context& context, void* data, size_t count
     WaitRecv(mine, timeout);
     return;
   }
-  std::unique_ptr<char[]> scratch(new char[bytes]);
-  Buffer theirs = context.createUnboundBuffer(scratch.get(), bytes);
+  // The partner's half, in a buffer the thread keeps (at most
+  // kRecursiveDoublingMaxBytes where the transport chooses this algorithm):
+  // no allocation per call.
+  thread_local std::vector<char> scratch_buffer;
+  if (scratch_buffer.size() < bytes) scratch_buffer.resize(bytes);
+  char* const scratch = scratch_buffer.data();
+  Buffer theirs = context.createUnboundBuffer(scratch, bytes);
   const bool has_extra = rank + core < size;
   if (has_extra) {
     theirs->recv(rank + core, slot);
     WaitRecv(theirs, timeout);
-    reduce(data, data, scratch.get(), count);
+    reduce(data, data, scratch, count);
   }
   for (int m = 1; m < core; m *= 2) {
     const int partner = rank ^ m;
@@ -78,9 +84,9 @@ void RecursiveDoublingAllReduce(gloo::Context& context, void* data, size_t count
     WaitRecv(theirs, timeout);
     WaitSend(mine, timeout);  // `data` is read by the send until here
     if (partner < rank) {
-      reduce(data, scratch.get(), data, count);
+      reduce(data, scratch, data, count);
     } else {
-      reduce(data, data, scratch.get(), count);
+      reduce(data, data, scratch, count);
     }
   }
   if (has_extra) {
