@@ -52,11 +52,48 @@ inline Acc Combine(Acc a, Acc b) {
   }
 }
 
+// out[k] = a[k] (op) b[k] in one pass, where the element type is its own
+// accumulator: Gloo's pairwise reduce, the commonest call, which the general
+// path below would run in three (load, combine, copy out). `out` may be `a`
+// or `b` (each element is read before it is written); the loops are split so
+// the compiler sees which, and vectorizes each.
+template <typename T, ReduceOp kOp>
+void CombinePair(const T* a, const T* b, T* out, int64_t count) {
+  if (out == a) {
+    for (int64_t k = 0; k < count; ++k) out[k] = Combine<T, kOp>(out[k], b[k]);
+  } else if (out == b) {
+    for (int64_t k = 0; k < count; ++k) out[k] = Combine<T, kOp>(a[k], out[k]);
+  } else {
+    const T* __restrict x = a;
+    const T* __restrict y = b;
+    T* __restrict z = out;
+    for (int64_t k = 0; k < count; ++k) z[k] = Combine<T, kOp>(x[k], y[k]);
+  }
+}
+
 // Storage: element type in memory; Acc: accumulator; Conv: Load/Store.
 template <typename Storage, typename Acc, typename Conv, ReduceOp kOp>
 void ReduceTyped(absl::Span<const std::byte* const> inputs, absl::Span<std::byte* const> outputs,
                  int64_t count) {
   const size_t n = inputs.size();
+  if constexpr (std::is_same_v<Storage, Acc>) {
+    // One input: the reduction is the input (a mean of one divides by one,
+    // exactly): copied to each output that is not the input itself.
+    if (n == 1) {
+      for (std::byte* out : outputs) {
+        if (out != inputs[0])
+          std::memcpy(out, inputs[0], static_cast<size_t>(count) * sizeof(Storage));
+      }
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<Storage, Acc> && kOp != ReduceOp::kMean) {
+    if (n == 2 && outputs.size() == 1) {
+      return CombinePair<Storage, kOp>(reinterpret_cast<const Storage*>(inputs[0]),
+                                       reinterpret_cast<const Storage*>(inputs[1]),
+                                       reinterpret_cast<Storage*>(outputs[0]), count);
+    }
+  }
   Acc acc[kSubBlock];
   Storage narrowed[kSubBlock];
   for (int64_t base = 0; base < count; base += kSubBlock) {

@@ -55,7 +55,7 @@ TEST(HalfFloatTest, Bf16) {
 // sub-block, with 3 and 8 inputs and two outputs.
 TEST(ReduceKernelsTest, EveryOpAndDTypeMatchesReference) {
   constexpr int64_t kCount = 2500;
-  for (int ranks : {3, 8}) {
+  for (int ranks : {1, 3, 8}) {
     for (DType dtype : kReducibleDTypes) {
       std::vector<std::vector<double>> values;
       std::vector<std::vector<std::byte>> inputs;
@@ -78,6 +78,35 @@ TEST(ReduceKernelsTest, EveryOpAndDTypeMatchesReference) {
           const double want = Reference(dtype, op, column);
           ASSERT_TRUE(Near(dtype, got[i], want))
               << DTypeName(dtype) << " " << ReduceOpName(op) << " ranks=" << ranks << " i=" << i
+              << ": got " << got[i] << ", want " << want;
+        }
+      }
+    }
+  }
+}
+
+// Two inputs into one output (Gloo's pairwise reduce; a one-pass path where
+// the element type is its own accumulator): every op and dtype matches the
+// reference with the output apart, equal to the first input, or to the
+// second.
+TEST(ReduceKernelsTest, PairwiseIntoOneOutputMatchesReferenceWhereverTheOutputIs) {
+  constexpr int64_t kCount = 2500;
+  for (DType dtype : kReducibleDTypes) {
+    const std::vector<double> a = TestValues(dtype, kCount, 5);
+    const std::vector<double> b = TestValues(dtype, kCount, 22);
+    for (ReduceOp op : kAllOps) {
+      for (int where : {0, 1, 2}) {  // apart, the first input, the second
+        std::vector<std::byte> x = Encode(dtype, a), y = Encode(dtype, b);
+        std::vector<std::byte> apart(x.size());
+        std::byte* out = where == 0 ? apart.data() : where == 1 ? x.data() : y.data();
+        const std::byte* in[2] = {x.data(), y.data()};
+        std::byte* outs[1] = {out};
+        ReduceInto(dtype, op, in, outs, kCount);
+        const std::vector<double> got = Decode(dtype, out, kCount);
+        for (int64_t i = 0; i < kCount; ++i) {
+          const double want = Reference(dtype, op, {a[i], b[i]});
+          ASSERT_TRUE(Near(dtype, got[i], want))
+              << DTypeName(dtype) << " " << ReduceOpName(op) << " output " << where << " i=" << i
               << ": got " << got[i] << ", want " << want;
         }
       }
