@@ -28,16 +28,6 @@ constexpr absl::Duration kControlCall = absl::Seconds(30);
 using Stub = pb::PeerService::Stub;
 using PendingCall = PeerTransport::PendingCall;
 
-// The blocking form of a Start* form: starts it with a `done` that keeps
-// the result, and waits.
-template <typename Result>
-Result Await(
-    const std::function<std::unique_ptr<PendingCall>(std::function<void(Result)>)>& start) {
-  std::optional<Result> out;
-  start([&out](Result result) { out = std::move(result); })->Wait();
-  return *std::move(out);
-}
-
 // Starts `method` with `request`, for a caller that needs only its status.
 template <typename Request, typename Response>
 std::unique_ptr<PendingCall> StartForStatus(PeerChannels* channels, Cluster* cluster,
@@ -108,7 +98,7 @@ std::unique_ptr<PendingCall> PeerClient::StartGetLocalDevices(int32_t process,
 
 absl::StatusOr<std::vector<DeviceState>> PeerClient::GetLocalDevices(int32_t process,
                                                                      absl::Duration timeout) {
-  return Await<absl::StatusOr<std::vector<DeviceState>>>(
+  return AwaitPeerCall<absl::StatusOr<std::vector<DeviceState>>>(
       [&](DevicesDone done) { return StartGetLocalDevices(process, timeout, std::move(done)); });
 }
 
@@ -119,7 +109,7 @@ std::unique_ptr<PendingCall> PeerClient::StartInstallMesh(int32_t process,
 }
 
 absl::Status PeerClient::InstallMesh(int32_t process, const RegisteredMesh& mesh) {
-  return Await<absl::Status>(
+  return AwaitPeerCall<absl::Status>(
       [&](Done done) { return StartInstallMesh(process, mesh, std::move(done)); });
 }
 
@@ -148,7 +138,7 @@ std::unique_ptr<PendingCall> PeerClient::StartCommit(int32_t process,
 
 absl::Status PeerClient::Commit(int32_t process, const std::vector<const Tensor*>& tensors,
                                 const std::vector<std::string>& delete_ids) {
-  return Await<absl::Status>(
+  return AwaitPeerCall<absl::Status>(
       [&](Done done) { return StartCommit(process, tensors, delete_ids, std::move(done)); });
 }
 
@@ -160,7 +150,8 @@ std::unique_ptr<PendingCall> PeerClient::StartAbort(int32_t process,
 }
 
 absl::Status PeerClient::Abort(int32_t process, const std::vector<std::string>& ids) {
-  return Await<absl::Status>([&](Done done) { return StartAbort(process, ids, std::move(done)); });
+  return AwaitPeerCall<absl::Status>(
+      [&](Done done) { return StartAbort(process, ids, std::move(done)); });
 }
 
 std::unique_ptr<PendingCall> PeerClient::StartDeleteTensors(int32_t process,

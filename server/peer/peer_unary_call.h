@@ -6,8 +6,8 @@
 // may be one of gRPC's callback threads (a handler): with the callback API
 // a handler that waits could starve the very threads that complete its
 // calls (gRPC 1.51 runs callbacks on two threads on a 2-core host). Every
-// blocking form of a peer call is its Start form then Wait (PeerClient's
-// Await, or Call here), so both forms run the same code.
+// blocking form of a peer call is its Start form then Wait (AwaitPeerCall),
+// so both forms run the same code.
 //
 // One call per object; Wait from one thread.
 #ifndef PLACEMENT_SERVER_PEER_PEER_UNARY_CALL_H_
@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -57,22 +58,6 @@ class PeerUnaryCall final : public PeerTransport::PendingCall {
     return self;
   }
 
-  // The blocking form: Start, then Wait; the response or the call's error.
-  static absl::StatusOr<Response> Call(PeerChannels* channels, Cluster* cluster, int32_t process,
-                                       absl::Duration timeout, Method method, Request request) {
-    absl::StatusOr<Response> out;
-    Start(channels, cluster, process, timeout, method, std::move(request),
-          [&out](absl::Status status, Response& response) {
-            if (status.ok()) {
-              out = std::move(response);
-            } else {
-              out = std::move(status);
-            }
-          })
-        ->Wait();
-    return out;
-  }
-
   ~PeerUnaryCall() override { Wait(); }
 
   // Returns once the call ended (answered, failed, past its deadline or
@@ -109,7 +94,18 @@ class PeerUnaryCall final : public PeerTransport::PendingCall {
   bool waited_ = false;
 };
 
-// PeerUnaryCall::Start and ::Call with the types deduced from `method`.
+// The blocking form of a Start form: `start` is handed a `done` that keeps
+// the result; waits for the call and returns that result. Every blocking
+// peer call is one (CallPeer, PeerClient's blocking methods).
+template <typename Result, typename StartFn>
+Result AwaitPeerCall(StartFn&& start) {
+  std::optional<Result> out;
+  std::forward<StartFn>(start)([&out](Result result) { out = std::move(result); })->Wait();
+  return *std::move(out);
+}
+
+// PeerUnaryCall::Start with the types deduced from `method`, and its
+// blocking form (the response or the call's error).
 template <typename Request, typename Response>
 std::unique_ptr<PeerTransport::PendingCall> StartPeerCall(
     PeerChannels* channels, Cluster* cluster, int32_t process, absl::Duration timeout,
@@ -122,8 +118,14 @@ template <typename Request, typename Response>
 absl::StatusOr<Response> CallPeer(PeerChannels* channels, Cluster* cluster, int32_t process,
                                   absl::Duration timeout, PeerMethod<Request, Response> method,
                                   std::type_identity_t<Request> request) {
-  return PeerUnaryCall<Request, Response>::Call(channels, cluster, process, timeout, method,
-                                                std::move(request));
+  using Result = absl::StatusOr<Response>;
+  return AwaitPeerCall<Result>([&](std::function<void(Result)> done) {
+    return PeerUnaryCall<Request, Response>::Start(
+        channels, cluster, process, timeout, method, std::move(request),
+        [done = std::move(done)](absl::Status status, Response& response) {
+          done(status.ok() ? Result(std::move(response)) : Result(std::move(status)));
+        });
+  });
 }
 
 }  // namespace placement::server
