@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/parallel_copy.h"
 
 namespace placement::client {
 
@@ -37,6 +38,9 @@ absl::StatusOr<std::shared_ptr<WritableMappings::Mapping>> WritableMappings::Map
     return error == EPERM || error == EACCES ? absl::PermissionDeniedError(message)
                                              : absl::InternalError(message);
   }
+  // Written (or read) whole next: its pages mapped in at once, not faulted
+  // one by one.
+  PopulateMapping(base, static_cast<size_t>(file_bytes));
   auto mapping = std::make_shared<Mapping>(static_cast<std::byte*>(base), file_bytes);
   std::list<Entry> dropped;  // unmapped outside the lock
   absl::MutexLock lock(&mu_);

@@ -47,7 +47,8 @@ class WritableMappings {
   WritableMappings& operator=(const WritableMappings&) = delete;
 
   // The mapping of the file `fd` refers to (`file_bytes` long), made now
-  // (PROT_READ | PROT_WRITE, MAP_SHARED) unless one is cached. `fd` stays
+  // (PROT_READ | PROT_WRITE, MAP_SHARED, its pages mapped in at once:
+  // PopulateMapping) unless one is cached. `fd` stays
   // the caller's. INVALID_ARGUMENT when the file is shorter than
   // `file_bytes`; PERMISSION_DENIED when it cannot be mapped writable (a
   // file sealed meanwhile: map it read-only instead); INTERNAL otherwise.
