@@ -104,6 +104,26 @@ class InPlaceUploadTest : public ViewTest {
     }
   }
 
+  // Reserves a u8 tensor of `bytes` as `token` (of `client`) and commits it
+  // unwritten; returns its memory file's inode and sets `tensor_id` (0 and
+  // unset on failure, which it reports).
+  ino_t ReserveAndCommit(int64_t bytes, const std::string& token, const Client* client,
+                         std::string* tensor_id) {
+    auto reserved = Reserve(Header({bytes}), token, client);
+    EXPECT_TRUE(reserved.ok()) << reserved.status();
+    if (!reserved.ok()) return 0;
+    auto fds = RedeemViewToken(socket_, reserved->fd_token());
+    EXPECT_TRUE(fds.ok()) << fds.status();
+    if (!fds.ok()) return 0;
+    struct stat st {};
+    fstat((*fds)[0], &st);
+    CloseAll(*fds);
+    auto info = Commit(reserved->reservation_id(), token, client);
+    EXPECT_TRUE(info.ok()) << info.status();
+    if (info.ok()) *tensor_id = info->id();
+    return st.st_ino;
+  }
+
   static v1::UploadHeader Header(std::vector<int64_t> shape, const std::string& name = "") {
     v1::UploadHeader header;
     header.set_dtype(v1::DTYPE_U8);
@@ -162,21 +182,8 @@ TEST_F(InPlaceUploadTest, ShardedAndReplicatedLayoutsEqualTheirSource) {
 // and never to another tenant's.
 TEST_F(InPlaceUploadTest, ATenantsFreedMemoryReturnsOnlyToThatTenant) {
   const int64_t bytes = 8 << 20;
-  auto inode_of = [&](const std::string& token, const Client* client,
-                      std::string* tensor_id) -> ino_t {
-    auto reserved = Reserve(Header({bytes}), token, client);
-    EXPECT_TRUE(reserved.ok()) << reserved.status();
-    if (!reserved.ok()) return 0;
-    auto fds = RedeemViewToken(socket_, reserved->fd_token());
-    EXPECT_TRUE(fds.ok()) << fds.status();
-    if (!fds.ok()) return 0;
-    struct stat st {};
-    fstat((*fds)[0], &st);
-    CloseAll(*fds);
-    auto info = Commit(reserved->reservation_id(), token, client);
-    EXPECT_TRUE(info.ok()) << info.status();
-    if (info.ok()) *tensor_id = info->id();
-    return st.st_ino;
+  auto inode_of = [&](const std::string& token, const Client* client, std::string* tensor_id) {
+    return ReserveAndCommit(bytes, token, client, tensor_id);
   };
   std::string first, second, foreign;
   const ino_t a = inode_of("alpha-token", alice_.get(), &first);
@@ -213,19 +220,10 @@ TEST_F(InPlaceUploadTest, ATenantsTrimFreesOnlyItsOwnCachedMemory) {
   // Reserves, commits and deletes one tensor of `bytes`; returns its memory
   // file's inode (the block then sits in the tenant's cache).
   auto cycle = [&](const std::string& token, const Client* client) -> ino_t {
-    auto reserved = Reserve(Header({bytes}), token, client);
-    EXPECT_TRUE(reserved.ok()) << reserved.status();
-    if (!reserved.ok()) return 0;
-    auto fds = RedeemViewToken(socket_, reserved->fd_token());
-    EXPECT_TRUE(fds.ok()) << fds.status();
-    if (!fds.ok()) return 0;
-    struct stat st {};
-    fstat((*fds)[0], &st);
-    CloseAll(*fds);
-    auto info = Commit(reserved->reservation_id(), token, client);
-    EXPECT_TRUE(info.ok()) << info.status();
-    if (info.ok()) EXPECT_TRUE(TensorClient(*client).Delete({info->id()}).ok());
-    return st.st_ino;
+    std::string id;
+    const ino_t inode = ReserveAndCommit(bytes, token, client, &id);
+    if (!id.empty()) EXPECT_TRUE(TensorClient(*client).Delete({id}).ok());
+    return inode;
   };
   const ino_t alice_block = cycle("alpha-token", alice_.get());
   const ino_t bob_block = cycle("bravo-token", bob_.get());
