@@ -195,6 +195,20 @@ absl::StatusOr<std::vector<StreamStatus>> Client::ListStreams() const {
   return FromProtos(response.streams());
 }
 
+absl::StatusOr<MemoryTrim> Client::TrimMemory(const std::string& tenant) const {
+  grpc::ClientContext context;
+  impl_->PrepareContext(&context);
+  pb::TrimMemoryRequest request;
+  request.set_tenant(tenant);
+  pb::TrimMemoryResponse response;
+  auto status =
+      pb::DaemonService::NewStub(impl_->channel)->TrimMemory(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return MemoryTrim{.cache_bytes_released = response.cache_bytes_released(),
+                    .resident_bytes_before = response.resident_bytes_before(),
+                    .resident_bytes_after = response.resident_bytes_after()};
+}
+
 absl::StatusOr<DaemonStatus> Client::GetStatus() const {
   grpc::ClientContext context;
   impl_->PrepareContext(&context);

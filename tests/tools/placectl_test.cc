@@ -50,6 +50,25 @@ TEST_F(PlacectlTest, InfoAndStatus) {
   EXPECT_THAT(status.out, HasSubstr("\"backend\":\"cpu\""));
 }
 
+// placectl trim: the daemon's cached memory back now (every tenant's with
+// authentication off), as text and JSON; a tenant the daemon never saw is
+// NOT_FOUND.
+TEST_F(PlacectlTest, TrimGivesCachedMemoryBack) {
+  auto text = Run({"trim"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("cache released: "));
+  EXPECT_THAT(text.out, HasSubstr("(every tenant)"));
+  EXPECT_THAT(text.out, HasSubstr("resident:       "));
+  auto json = Run({"--json", "trim"});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(json.out, HasSubstr("\"resident_bytes_before\""));
+  auto unknown = Run({"trim", "--tenant=team-z"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err,
+              HasSubstr("NOT_FOUND: TrimMemory: tenant 'team-z' has never held memory on this "
+                        "daemon"));
+}
+
 TEST_F(PlacectlTest, BatchSize) {
   auto r = Run({"batch-size", "--hardware=h100"});
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -51,6 +51,13 @@ std::vector<CommandSpec> BuildTable() {
        .details = "The cluster section: state, epoch, and per process its state, peer address,\n"
                   "global device range and joins (restarts + 1).\n",
        .run = RunStatus},
+      {.path = "trim",
+       .summary = "give the daemon's cached device memory back to the system now",
+       .details = "DaemonService.TrimMemory: every tenant's cached blocks (admins only with\n"
+                  "authentication on), or with --tenant=T only tenant T's (a user may trim its\n"
+                  "own). Prints the bytes released and the daemon's RSS before and after.\n",
+       .flags = {"tenant"},
+       .run = RunTrim},
       {.path = "batch-size",
        .summary = "the seed's batch-size recommendation plus the roofline figure",
        .flags = {"hardware"},

@@ -30,6 +30,7 @@ const std::vector<CommandSpec>& CommandTable();
 int RunDevices(Session& session, const Args& operands);
 int RunInfo(Session& session, const Args& operands);
 int RunStatus(Session& session, const Args& operands);
+int RunTrim(Session& session, const Args& operands);
 int RunBatchSize(Session& session, const Args& operands);
 int RunValidateBatchSize(Session& session, const Args& operands);
 

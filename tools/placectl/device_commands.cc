@@ -17,6 +17,9 @@
 ABSL_FLAG(std::string, hardware, "",
           "batch-size / validate-batch-size: hardware to ask about (h100, tpu_v5e, ...); "
           "default: the detected hardware.");
+ABSL_FLAG(std::string, tenant, "",
+          "trim: free only this tenant's cached device memory (default: every tenant's, "
+          "admins only with authentication on).");
 ABSL_FLAG(bool, warn_suboptimal, true,
           "validate-batch-size: warn when below the critical batch size (the seed's default).");
 
@@ -126,6 +129,24 @@ int RunStatus(Session& session, const Args&) {
       static_cast<long long>(status->num_prefetch_streams),
       HumanBytes(status->device_bytes_in_use).c_str(), status->serving ? "yes" : "draining");
   std::printf("%s", ClusterText(*status).c_str());
+  return 0;
+}
+
+int RunTrim(Session& session, const Args&) {
+  const client::Client* client = session.client();
+  if (client == nullptr) return 1;
+  const std::string tenant = absl::GetFlag(FLAGS_tenant);
+  auto trim = client->TrimMemory(tenant);
+  if (!trim.ok()) return ReportError(trim.status());
+  if (session.json()) {
+    std::printf("%s\n", ToJson(*trim).c_str());
+    return 0;
+  }
+  std::printf("cache released: %s (%s)\nresident:       %s -> %s\n",
+              HumanBytes(trim->cache_bytes_released).c_str(),
+              tenant.empty() ? "every tenant" : absl::StrCat("tenant ", tenant).c_str(),
+              HumanBytes(trim->resident_bytes_before).c_str(),
+              HumanBytes(trim->resident_bytes_after).c_str());
   return 0;
 }
 

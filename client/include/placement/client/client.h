@@ -129,6 +129,12 @@ class Client {
   // The uploads, downloads and prefetch streams open on the daemon now, with
   // the bytes each moved so far (this tenant's; an admin's: everyone's).
   absl::StatusOr<std::vector<StreamStatus>> ListStreams() const;
+  // Gives the daemon's cached device blocks and malloc's free pages back to
+  // the system now: every tenant's when `tenant` is empty (admins only with
+  // authentication on), else only that tenant's cached blocks (a user may
+  // name its own tenant). PERMISSION_DENIED / NOT_FOUND (a tenant that never
+  // held memory there) as the daemon says.
+  absl::StatusOr<MemoryTrim> TrimMemory(const std::string& tenant = "") const;
 
   // The connection's internals (channel, deadlines). Defined in
   // client/src/client_impl.h for the library's own sources; an incomplete

@@ -56,6 +56,7 @@ std::string ToJson(const RegionInfo& region);
 std::string ToJson(const std::vector<RegionInfo>& regions);
 // {"streams": [...]}, as ListStreams answers.
 std::string ToJson(const std::vector<StreamStatus>& streams);
+std::string ToJson(const MemoryTrim& trim);
 
 }  // namespace placement::client
 

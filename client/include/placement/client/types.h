@@ -353,6 +353,15 @@ struct StreamStatus {
   bool operator==(const StreamStatus&) const = default;
 };
 
+// What DaemonService.TrimMemory gave back (Client::TrimMemory).
+struct MemoryTrim {
+  int64_t cache_bytes_released = 0;   // cached device blocks freed
+  int64_t resident_bytes_before = 0;  // the daemon's RSS before and after
+  int64_t resident_bytes_after = 0;
+
+  bool operator==(const MemoryTrim&) const = default;
+};
+
 // The daemon's figures for a finished prefetch stream.
 struct PrefetchStats {
   int64_t batches_staged = 0;
