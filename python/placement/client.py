@@ -38,7 +38,7 @@ from placement import _default as default_hook
 from placement._transport import SessionPolicy, TransportOptions
 from placement.devices import Device, device_id
 from placement.sharding import Mesh, as_mesh
-from placement.types import DaemonStatus, StreamStatus
+from placement.types import DaemonStatus, MemoryTrim, StreamStatus
 from placement.v1 import (collective_service_pb2_grpc, daemon_service_pb2,
                           daemon_service_pb2_grpc, device_service_pb2, device_service_pb2_grpc,
                           mesh_service_pb2, mesh_service_pb2_grpc, prefetch_service_pb2_grpc,
@@ -189,6 +189,17 @@ class Client:
         response = self.unary(self.daemon_stub.ListStreams,
                               daemon_service_pb2.ListStreamsRequest(), idempotent=True)
         return [StreamStatus.from_proto(s) for s in response.streams]
+
+    def trim_memory(self, tenant: str = "") -> MemoryTrim:
+        """Gives the daemon's cached device blocks and malloc's free pages
+        back to the system now (DaemonService.TrimMemory): every tenant's
+        when `tenant` is empty (admins only with authentication on), else
+        only that tenant's cached blocks (a user may name its own tenant).
+        PermissionDeniedError / NotFoundError (a tenant that never held memory there)
+        as the daemon says."""
+        return MemoryTrim.from_proto(
+            self.unary(self.daemon_stub.TrimMemory,
+                       daemon_service_pb2.TrimMemoryRequest(tenant=tenant)))
 
     @property
     def process_index(self) -> int:

@@ -206,6 +206,22 @@ class StreamStatus:
 
 
 @dataclass(frozen=True)
+class MemoryTrim:
+    """What Client.trim_memory() gave back: the cached device bytes freed
+    and the daemon's resident memory before and after."""
+
+    cache_bytes_released: int
+    resident_bytes_before: int
+    resident_bytes_after: int
+
+    @classmethod
+    def from_proto(cls, r: Any) -> "MemoryTrim":
+        return cls(cache_bytes_released=int(r.cache_bytes_released),
+                   resident_bytes_before=int(r.resident_bytes_before),
+                   resident_bytes_after=int(r.resident_bytes_after))
+
+
+@dataclass(frozen=True)
 class PrefetchStats:
     """The daemon's figures for a finished prefetch stream: batches and
     device bytes staged, the time its consumer waited for a ready batch,
@@ -244,4 +260,4 @@ class RegionInfo:
 
 
 __all__ = ["ShardInfo", "TensorInfo", "ProcessStatus", "ClusterStatus", "DaemonStatus",
-           "StreamStatus", "PrefetchStats", "RegionInfo"]
+           "StreamStatus", "MemoryTrim", "PrefetchStats", "RegionInfo"]

@@ -34,6 +34,11 @@ def test_status_and_streams_are_dataclasses(client):
     assert status.cluster.state == "single" and status.cluster.num_processes == 1
     assert status.num_devices == 8
     assert client.streams() == []  # nothing in flight
+    trim = client.trim_memory()  # every tenant's: authentication is off
+    assert isinstance(trim, types.MemoryTrim)
+    assert trim.cache_bytes_released >= 0 and trim.resident_bytes_before > 0
+    with pytest.raises(errors.NotFoundError, match="tenant 'team-z' has never held memory"):
+        client.trim_memory("team-z")
 
 
 def test_create_mesh_takes_python_values(client):
