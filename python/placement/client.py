@@ -199,7 +199,7 @@ class Client:
         as the daemon says."""
         return MemoryTrim.from_proto(
             self.unary(self.daemon_stub.TrimMemory,
-                       daemon_service_pb2.TrimMemoryRequest(tenant=tenant)))
+                       daemon_service_pb2.TrimMemoryRequest(tenant=tenant), idempotent=True))
 
     @property
     def process_index(self) -> int:

@@ -112,5 +112,25 @@ TEST(HostBlockPoolTest, LargeBlocksAreMemoryFilesUpToTheBound) {
   EXPECT_EQ(pool.chunks(), 0);
 }
 
+// A fresh memory-file block is written whole next, so it is resident when
+// Allocate returns: populated at once, and from 64 MiB on several threads
+// (PopulateWrite), which must leave every page of it populated, the last
+// thread's share included.
+TEST(HostBlockPoolTest, FreshMemoryFileBlocksAreResidentAtOnceLargeOnesToo) {
+  HostBlockPool pool(/*max_file_blocks=*/2);
+  for (int64_t bytes : {8 * kMiB, 96 * kMiB + 5 * kPage}) {
+    SCOPED_TRACE(bytes);
+    const int64_t block = HostBlockPool::BlockSize(bytes);
+    const int64_t before = ResidentBytesOfSelf();
+    auto data = pool.Allocate(block);
+    ASSERT_TRUE(data.ok()) << data.status();
+    ASSERT_GE(pool.FileOf(*data), 0);
+    // Nothing written yet: the pages are there already.
+    EXPECT_GE(ResidentBytesOfSelf(), before + block - kMiB);
+    pool.Free(*data, block);
+    EXPECT_LE(ResidentBytesOfSelf(), before + 2 * kMiB);
+  }
+}
+
 }  // namespace
 }  // namespace placement::server
