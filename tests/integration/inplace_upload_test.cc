@@ -18,7 +18,6 @@
 #include "client/src/region_fd.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
-#include "placement/v1/daemon_service.grpc.pb.h"
 #include "placement/v1/view_service.grpc.pb.h"
 #include "tests/integration/view_fixture.h"
 
@@ -198,25 +197,11 @@ TEST_F(InPlaceUploadTest, ATenantsFreedMemoryReturnsOnlyToThatTenant) {
   ASSERT_TRUE(TensorClient(*bob_).Delete({foreign}).ok());
 }
 
-// DaemonService.TrimMemory with a tenant frees only that tenant's cached
-// blocks: a tenant may trim its own, not another's nor everyone's; an admin
-// may name any tenant the daemon has seen.
+// DaemonService.TrimMemory with a tenant (Client::TrimMemory) frees only
+// that tenant's cached blocks: a tenant may trim its own, not another's nor
+// everyone's; an admin may name any tenant the daemon has seen.
 TEST_F(InPlaceUploadTest, ATenantsTrimFreesOnlyItsOwnCachedMemory) {
   const int64_t bytes = 8 << 20;
-  auto daemon_stub = v1::DaemonService::NewStub(
-      grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
-  auto trim = [&](const std::string& token,
-                  const std::string& tenant) -> absl::StatusOr<v1::TrimMemoryResponse> {
-    grpc::ClientContext context;
-    Authorize(&context, token, nullptr);
-    v1::TrimMemoryRequest request;
-    request.set_tenant(tenant);
-    v1::TrimMemoryResponse response;
-    grpc::Status s = daemon_stub->TrimMemory(&context, request, &response);
-    if (!s.ok())
-      return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-    return response;
-  };
   // Reserves, commits and deletes one tensor of `bytes`; returns its memory
   // file's inode (the block then sits in the tenant's cache).
   auto cycle = [&](const std::string& token, const Client* client) -> ino_t {
@@ -228,28 +213,28 @@ TEST_F(InPlaceUploadTest, ATenantsTrimFreesOnlyItsOwnCachedMemory) {
   const ino_t alice_block = cycle("alpha-token", alice_.get());
   const ino_t bob_block = cycle("bravo-token", bob_.get());
 
-  auto denied = trim("alpha-token", "team-b");
+  auto denied = alice_->TrimMemory("team-b");
   EXPECT_TRUE(absl::IsPermissionDenied(denied.status())) << denied.status();
   EXPECT_THAT(denied.status().message(),
               HasSubstr("'token:alice' of tenant 'team-a' may trim only that tenant's memory, not "
                         "tenant 'team-b'"));
-  denied = trim("alpha-token", "");
+  denied = alice_->TrimMemory();
   EXPECT_TRUE(absl::IsPermissionDenied(denied.status())) << denied.status();
   EXPECT_THAT(denied.status().message(), HasSubstr("set tenant: \"team-a\""));
-  auto unknown = trim("root-token", "team-z");
+  auto unknown = root_->TrimMemory("team-z");
   EXPECT_TRUE(absl::IsNotFound(unknown.status())) << unknown.status();
   EXPECT_THAT(unknown.status().message(), HasSubstr("tenant 'team-z' has never held memory"));
 
-  auto trimmed = trim("alpha-token", "team-a");
+  auto trimmed = alice_->TrimMemory("team-a");
   ASSERT_TRUE(trimmed.ok()) << trimmed.status();
-  EXPECT_GE(trimmed->cache_bytes_released(), bytes);
+  EXPECT_GE(trimmed->cache_bytes_released, bytes);
   // Alice's block is gone; Bob's is still cached for Bob.
   EXPECT_NE(cycle("alpha-token", alice_.get()), alice_block);
   EXPECT_EQ(cycle("bravo-token", bob_.get()), bob_block);
   // An admin trims Bob's.
-  trimmed = trim("root-token", "team-b");
+  trimmed = root_->TrimMemory("team-b");
   ASSERT_TRUE(trimmed.ok()) << trimmed.status();
-  EXPECT_GE(trimmed->cache_bytes_released(), bytes);
+  EXPECT_GE(trimmed->cache_bytes_released, bytes);
   EXPECT_NE(cycle("bravo-token", bob_.get()), bob_block);
 }
 
