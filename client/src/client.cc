@@ -204,9 +204,7 @@ absl::StatusOr<MemoryTrim> Client::TrimMemory(const std::string& tenant) const {
   auto status =
       pb::DaemonService::NewStub(impl_->channel)->TrimMemory(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return MemoryTrim{.cache_bytes_released = response.cache_bytes_released(),
-                    .resident_bytes_before = response.resident_bytes_before(),
-                    .resident_bytes_after = response.resident_bytes_after()};
+  return FromProto(response);
 }
 
 absl::StatusOr<DaemonStatus> Client::GetStatus() const {

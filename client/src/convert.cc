@@ -624,6 +624,20 @@ StreamStatus FromProto(const pb::StreamStatus& stream) {
   return out;
 }
 
+MemoryTrim FromProto(const pb::TrimMemoryResponse& trim) {
+  return MemoryTrim{.cache_bytes_released = trim.cache_bytes_released(),
+                    .resident_bytes_before = trim.resident_bytes_before(),
+                    .resident_bytes_after = trim.resident_bytes_after()};
+}
+
+pb::TrimMemoryResponse ToProto(const MemoryTrim& trim) {
+  pb::TrimMemoryResponse out;
+  out.set_cache_bytes_released(trim.cache_bytes_released);
+  out.set_resident_bytes_before(trim.resident_bytes_before);
+  out.set_resident_bytes_after(trim.resident_bytes_after);
+  return out;
+}
+
 pb::StreamStatus ToProto(const StreamStatus& stream) {
   pb::StreamStatus out;
   out.set_id(stream.id);

@@ -87,6 +87,7 @@ NamedTensor FromProto(const placement::v1::NamedTensor& named);
 DownloadHeader FromProto(const placement::v1::DownloadHeader& header);
 PrefetchStats FromProto(const placement::v1::PrefetchStats& stats);
 StreamStatus FromProto(const placement::v1::StreamStatus& stream);
+MemoryTrim FromProto(const placement::v1::TrimMemoryResponse& trim);
 RegionInfo FromProto(const placement::v1::RegionInfo& region);
 
 placement::v1::Device ToProto(const Device& device);
@@ -101,6 +102,7 @@ placement::v1::DownloadHeader ToProto(const DownloadHeader& header);
 placement::v1::NamedTensor ToProto(const NamedTensor& named);
 placement::v1::PrefetchStats ToProto(const PrefetchStats& stats);
 placement::v1::StreamStatus ToProto(const StreamStatus& stream);
+placement::v1::TrimMemoryResponse ToProto(const MemoryTrim& trim);
 placement::v1::RegionInfo ToProto(const RegionInfo& region);
 
 // FromProto of every element, in order.

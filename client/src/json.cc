@@ -89,13 +89,7 @@ std::string ToJson(const std::vector<RegionInfo>& regions) {
   return Print(response);
 }
 
-std::string ToJson(const MemoryTrim& trim) {
-  pb::TrimMemoryResponse response;
-  response.set_cache_bytes_released(trim.cache_bytes_released);
-  response.set_resident_bytes_before(trim.resident_bytes_before);
-  response.set_resident_bytes_after(trim.resident_bytes_after);
-  return Print(response);
-}
+std::string ToJson(const MemoryTrim& trim) { return Print(ToProto(trim)); }
 
 std::string ToJson(const std::vector<StreamStatus>& streams) {
   pb::ListStreamsResponse response;

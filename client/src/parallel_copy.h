@@ -10,18 +10,19 @@
 
 namespace placement::client {
 
-// memcpy(dst, src, n); copies of 16 MiB or more run on up to
-// min(hardware threads, 8) threads, each at least 8 MiB, the caller's
-// thread included. REQUIRES: the buffers do not overlap.
+// memcpy(dst, src, n) in ForEachSlice's default slices (common/
+// parallel_slices.h): copies of 16 MiB or more on up to min(hardware
+// threads, 8) threads, each at least 8 MiB, the caller's thread included.
+// REQUIRES: the buffers do not overlap.
 void ParallelCopy(void* dst, const void* src, size_t n);
 
 // Maps every page of the shared file mapping [base, base + n) into this
 // process now (MADV_POPULATE_READ, sliced over threads as ParallelCopy):
 // the daemon's memory file already holds the pages, and writing through a
-// fresh mapping otherwise takes a page fault per 4 KiB (on a 2-core VM a
-// 256 MiB copy into a fresh mapping took 114-181 ms on two threads, populated
-// first 70-92 ms in all). Best effort: on kernels before 5.14, or on error,
-// the writes fault the pages in. REQUIRES: base is page-aligned.
+// fresh mapping otherwise takes a page fault per 4 KiB (on a 2-core VM, with
+// a build running beside it, a 256 MiB copy into a fresh mapping took
+// 114-181 ms on two threads, populated first 70-92 ms in all). Best effort: on kernels before 5.14,
+// or on error, the writes fault the pages in. REQUIRES: base is page-aligned.
 void PopulateMapping(void* base, size_t n);
 
 }  // namespace placement::client

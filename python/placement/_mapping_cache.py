@@ -124,15 +124,10 @@ def _merged(ranges: List[Tuple[int, int]], start: int, stop: int) -> List[Tuple[
 
 _MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # Linux 5.14
 
-# Ranges of this many bytes or more are populated on the copy threads, in
-# pieces of at least _POPULATE_PIECE_BYTES: mapping a 256 MiB file's pages
-# took 25-34 ms on one thread of a 2-core VM and 15-20 ms on two. mmap's own
-# madvise holds the GIL, so the pieces call libc's through ctypes, which
-# releases it.
-_PARALLEL_POPULATE_BYTES = 16 << 20
-_POPULATE_PIECE_BYTES = 8 << 20
-
-
+# Large ranges are populated on the copy threads (_region_pool.for_each_slice):
+# mapping a 256 MiB file's pages took 25-34 ms on one thread of a 2-core VM
+# and 15-20 ms on two. mmap's own madvise holds the GIL, so the slices call
+# libc's through ctypes, which releases it.
 def _libc_madvise():
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -149,26 +144,22 @@ _madvise = _libc_madvise()
 
 def _populate(mm: mmap.mmap, base: int, start: int, stop: int) -> bool:
     """MADV_POPULATE_READ over [start, stop) of `mm` (mapped at `base`),
-    page-aligned; on the copy threads when large. False when the kernel
+    page-aligned, in slices on threads when large. False when the kernel
     refuses (before 5.14): the writes then fault the pages in."""
-    length = stop - start
-    pieces = min(_region_pool._threads(), length // _POPULATE_PIECE_BYTES)
-    if _madvise is None or length < _PARALLEL_POPULATE_BYTES or pieces < 2:
+    if _madvise is None:
         try:
-            mm.madvise(_MADV_POPULATE_READ, start, length)
+            mm.madvise(_MADV_POPULATE_READ, start, stop - start)
             return True
         except (OSError, ValueError):
             return False
-    step = (-(-length // pieces) + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+    failed: List[int] = []
 
-    def piece(at: int) -> bool:
-        n = min(step, stop - at)
-        return _madvise(base + at, n, _MADV_POPULATE_READ) == 0
+    def populate(a: int, b: int) -> None:
+        if _madvise(base + start + a, b - a, _MADV_POPULATE_READ) != 0:
+            failed.append(a)
 
-    executor = _region_pool.copy_executor()
-    futures = [executor.submit(piece, at) for at in range(start + step, stop, step)]
-    ok = piece(start)
-    return all([f.result() for f in futures]) and ok
+    _region_pool.for_each_slice(stop - start, populate)
+    return not failed
 
 
 class MappingCache:

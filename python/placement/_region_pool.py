@@ -261,24 +261,32 @@ def copy_executor() -> concurrent.futures.ThreadPoolExecutor:
         return _executor
 
 
-def parallel_copy(dst: np.ndarray, src: np.ndarray) -> None:
-    """dst[:] = src for uint8 arrays of one length; copies of 16 MiB or more
-    run on up to min(cores, 8) threads, each at least 8 MiB, the caller's
-    included (numpy releases the GIL while it copies) -- the C++ client's
-    ParallelCopy."""
-    n = len(src)
+def for_each_slice(n: int, fn: Callable[[int, int], Any]) -> None:
+    """fn(begin, end) over [0, n) in page-aligned slices: from 16 MiB on up
+    to min(cores, 8) slices of at least 8 MiB, the first on the caller's
+    thread, the others on the copy threads (`fn` must release the GIL to
+    gain: numpy's copy and ctypes calls do) -- the C++ ForEachSlice. Returns
+    once every call returned; raises the first error."""
     pieces = min(_threads(), n // _PIECE_MIN_BYTES)
     if n < _PARALLEL_MIN_BYTES or pieces < 2:
-        np.copyto(dst, src)
+        fn(0, n)
         return
+    step = (-(-n // pieces) + 4095) // 4096 * 4096
     executor = copy_executor()
-    step = -(-n // pieces)
-    step = (step + 4095) // 4096 * 4096
-    futures = [executor.submit(np.copyto, dst[a:a + step], src[a:a + step])
-               for a in range(step, n, step)]
-    np.copyto(dst[:step], src[:step])
+    futures = [executor.submit(fn, a, min(n, a + step)) for a in range(step, n, step)]
+    try:
+        fn(0, step)
+    finally:
+        for f in futures:
+            f.exception()  # waits
     for f in futures:
         f.result()
+
+
+def parallel_copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """dst[:] = src for uint8 arrays of one length, in slices on threads
+    (for_each_slice; the C++ client's ParallelCopy)."""
+    for_each_slice(len(src), lambda a, b: np.copyto(dst[a:b], src[a:b]))
 
 
 def forced_socket(client: Any) -> str:

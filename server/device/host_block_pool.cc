@@ -7,10 +7,9 @@
 #include <algorithm>
 #include <fstream>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/parallel_slices.h"
 
 namespace placement::server {
 namespace {
@@ -18,41 +17,20 @@ namespace {
 constexpr int64_t kChunkBytes = int64_t{2} << 20;
 constexpr int64_t kHugePageBytes = int64_t{2} << 20;
 
-// From this size a fresh memory file is populated on several threads, at
-// most kMaxPopulateThreads (and the host's cores). Shared memory in 4 KiB
-// pages (the host's default, shmem_enabled "never") populated 256 MiB in
-// 150-164 ms on one thread of a 2-core VM and 96-119 ms on two, which made
-// a cold 256 MiB upload 1.2-1.3x faster (docs/python.md "Cold and warm
-// transfers"); a thread costs ~0.1 ms to start, nothing next to the 40+ ms
-// of a block this large.
-constexpr int64_t kParallelPopulateBytes = int64_t{64} << 20;
-constexpr unsigned kMaxPopulateThreads = 4;
-
-// Makes every page of [data, data + bytes) resident and writable now
-// (MADV_POPULATE_WRITE), splitting a large range at 2 MiB boundaries over
-// threads. Best effort: a failure leaves pages to fault in on first touch.
+// A fresh memory file is populated in slices of at least 32 MiB on up to 4
+// threads (so from 64 MiB on two or more). Shared memory in 4 KiB pages (the
+// host's default, shmem_enabled "never") populated 256 MiB in 150-164 ms on
+// one thread of a 2-core VM and 96-119 ms on two, which made a cold 256 MiB
+// upload 1.2-1.3x faster (docs/python.md "Cold and warm transfers").
+// Best effort: a failure leaves pages to fault in on first touch.
 void PopulateWrite(char* data, int64_t bytes) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const int64_t threads =
-      bytes < kParallelPopulateBytes
-          ? 1
-          : std::min<int64_t>(std::min(cores, kMaxPopulateThreads), bytes / kHugePageBytes);
-  if (threads <= 1) {
-    (void)madvise(data, static_cast<size_t>(bytes), MADV_POPULATE_WRITE);
-    return;
-  }
-  const int64_t share = (bytes / threads + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-  auto populate = [data, bytes, share](int64_t t) {
-    const int64_t begin = t * share;
-    const int64_t end = std::min(bytes, begin + share);
-    if (begin < end)
-      (void)madvise(data + begin, static_cast<size_t>(end - begin), MADV_POPULATE_WRITE);
-  };
-  std::vector<std::thread> helpers;
-  helpers.reserve(static_cast<size_t>(threads - 1));
-  for (int64_t t = 1; t < threads; ++t) helpers.emplace_back(populate, t);
-  populate(0);
-  for (std::thread& helper : helpers) helper.join();
+  ForEachSlice(static_cast<size_t>(bytes),
+               {.min_slice_bytes = size_t{32} << 20,
+                .align_bytes = static_cast<size_t>(kHugePageBytes),
+                .max_threads = 4},
+               [data](size_t begin, size_t end) {
+                 (void)madvise(data + begin, end - begin, MADV_POPULATE_WRITE);
+               });
 }
 
 void* MapPages(int64_t bytes, bool small_blocks) {
