@@ -235,9 +235,14 @@ int Run() {
   // the block the previous rep's tensor freed (docs/api/views.md).
   Series up_in_place{"upload   in place, 1 device", bytes};
   // The same into a memory file nobody used before (the tenant's cached
-  // blocks trimmed first, untimed): the daemon makes and populates the file
-  // and the client maps it anew -- against memcpy into fresh pages.
+  // blocks trimmed first, untimed): the daemon makes the file without pages
+  // and the client fills it (FillFreshFile) -- against memcpy into fresh
+  // pages.
   Series up_in_place_cold{"upload   in place, 1 device, fresh memory", bytes};
+  // The next upload, into the block the fresh one filled: the client maps
+  // the part of it the fill wrote through the fd, once (after it, the
+  // warm row's steady state).
+  Series up_in_place_reuse{"upload   in place, 1 device, first reuse", bytes};
   Series down_region_one{"download region, 1 device", bytes};
   Series down_region_eight{absl::StrCat("download region, P('data') over ", devices, " devices"),
                            bytes};
@@ -366,6 +371,12 @@ int Run() {
            a = info->id;
            return true;
          });
+    ok = ok && remove(a) && Measure(&up_in_place_reuse, [&] {
+           auto info = tensors.Upload(array, one, in_place);
+           if (!Check(info.status(), "in-place upload after a fresh one")) return false;
+           a = info->id;
+           return true;
+         });
     ok = ok && remove(a);
     std::string c, d, e;
     ok = ok && Measure(&up_region_one, [&] { return upload_region(one, &c); });
@@ -441,6 +452,7 @@ int Run() {
   std::printf("%-44s %9.0f %9.0f   ours/fresh-pages memcpy %.2f (median %.2f)\n",
               up_in_place_cold.label.c_str(), up_in_place_cold.Best(), up_in_place_cold.Median(),
               up_in_place_cold.Best() / fresh.Best(), up_in_place_cold.Median() / fresh.Median());
+  Print(up_in_place_reuse, &bare_up, copy);
   Print(down_region_one, &bare_down, copy);
   Print(down_region_eight, &bare_down, copy);
   Print(down_auto, &bare_down, copy);

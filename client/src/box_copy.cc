@@ -69,8 +69,17 @@ int64_t CopyBoxToArray(const std::vector<int64_t>& shape, const std::vector<Inde
 
 int64_t CopyArrayToBox(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges,
                        int64_t element, const std::byte* array, std::byte* box) {
+  return CopyArrayToBox(
+      shape, ranges, element, array, box,
+      [](std::byte* to, const std::byte* from, size_t n) { ParallelCopy(to, from, n); });
+}
+
+int64_t CopyArrayToBox(
+    const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges, int64_t element,
+    const std::byte* array, std::byte* box,
+    absl::FunctionRef<void(std::byte* to, const std::byte* from, size_t n)> copy) {
   return ForEachBoxRun(shape, ranges, element, [&](int64_t at_array, int64_t at_box, size_t n) {
-    ParallelCopy(box + at_box, array + at_array, n);
+    copy(box + at_box, array + at_array, n);
   });
 }
 

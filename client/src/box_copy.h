@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "placement/client/types.h"
 
 namespace placement::client {
@@ -28,6 +29,11 @@ int64_t CopyBoxToArray(const std::vector<int64_t>& shape, const std::vector<Inde
                        int64_t element, const std::byte* box, std::byte* array);
 int64_t CopyArrayToBox(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges,
                        int64_t element, const std::byte* array, std::byte* box);
+// CopyArrayToBox, each run copied by copy(to, from, bytes) instead.
+int64_t CopyArrayToBox(
+    const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges, int64_t element,
+    const std::byte* array, std::byte* box,
+    absl::FunctionRef<void(std::byte* to, const std::byte* from, size_t n)> copy);
 
 }  // namespace placement::client
 

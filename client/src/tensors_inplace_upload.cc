@@ -5,11 +5,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "client/src/box_copy.h"
 #include "client/src/call_context.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
+#include "client/src/parallel_copy.h"
 #include "client/src/region_fd.h"
 #include "client/src/region_pool.h"
 #include "client/src/tensors_inplace.h"
@@ -57,9 +59,13 @@ absl::StatusOr<TensorInfo> WriteAndCommit(pb::ViewService::Stub& stub, RegionPoo
       mapped[index] = *std::move(mapping);
     }
   }
-  for (int fd : *fds) {
-    if (fd >= 0) close(fd);
-  }
+  // Open until the copies are done: a file with no pages yet is filled
+  // through its fd (FillFreshFile).
+  absl::Cleanup close_fds = [&fds] {
+    for (int fd : *fds) {
+      if (fd >= 0) close(fd);
+    }
+  };
   if (!status.ok()) return status;
   const TensorInfo planned = FromProto(reserved.tensor());
   const int64_t element = ElementSize(array.dtype);
@@ -80,8 +86,18 @@ absl::StatusOr<TensorInfo> WriteAndCommit(pb::ViewService::Stub& stub, RegionPoo
                                               " (", slot.size_bytes(), " bytes at offset ",
                                               slot.offset(), ") does not fit its box or memory"));
     }
-    done += CopyArrayToBox(array.shape, planned.shards[slot.shard_index()].ranges, element, source,
-                           mapping.base() + slot.offset());
+    const int fd = (*fds)[slot.fd_index()];
+    const std::vector<IndexRange>& box = planned.shards[slot.shard_index()].ranges;
+    std::byte* into = mapping.base() + slot.offset();
+    if (FileHasNoPages(fd)) {
+      std::byte* const base = mapping.base();
+      done += CopyArrayToBox(array.shape, box, element, source, into,
+                             [fd, base](std::byte* to, const std::byte* from, size_t n) {
+                               FillFreshFile(fd, to - base, to, from, n);
+                             });
+    } else {
+      done += CopyArrayToBox(array.shape, box, element, source, into);
+    }
     if (options.progress) options.progress(done, total);
   }
   grpc::ClientContext context;

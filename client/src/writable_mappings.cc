@@ -25,9 +25,20 @@ absl::StatusOr<std::shared_ptr<WritableMappings::Mapping>> WritableMappings::Map
         absl::StrCat("the daemon's memory file holds ", st.st_size, " bytes, not ", file_bytes));
   }
   const Key key{st.st_dev, st.st_ino};
+  // A file with no pages yet is filled by the caller (FillFreshFile);
+  // mapping it in first would allocate every page zeroed.
+  const bool empty = st.st_blocks == 0;
+  std::shared_ptr<Mapping> hit;
   {
     absl::MutexLock lock(&mu_);
-    if (std::shared_ptr<Mapping> hit = CachedLocked(key, file_bytes)) return hit;
+    hit = CachedLocked(key, file_bytes);
+  }
+  if (hit != nullptr) {
+    // A fill mapped only part of it here.
+    if (!empty && !hit->complete_.exchange(true)) {
+      PopulateMapping(hit->base(), static_cast<size_t>(hit->length()));
+    }
+    return hit;
   }
   void* base =
       mmap(nullptr, static_cast<size_t>(file_bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -40,12 +51,13 @@ absl::StatusOr<std::shared_ptr<WritableMappings::Mapping>> WritableMappings::Map
   }
   // Written (or read) whole next: its pages mapped in at once, not faulted
   // one by one.
-  PopulateMapping(base, static_cast<size_t>(file_bytes));
+  if (!empty) PopulateMapping(base, static_cast<size_t>(file_bytes));
   auto mapping = std::make_shared<Mapping>(static_cast<std::byte*>(base), file_bytes);
+  mapping->complete_ = !empty;
   std::list<Entry> dropped;  // unmapped outside the lock
   absl::MutexLock lock(&mu_);
   // Another transfer may have mapped the same file meanwhile: keep one.
-  if (std::shared_ptr<Mapping> hit = CachedLocked(key, file_bytes)) return hit;
+  if (std::shared_ptr<Mapping> other = CachedLocked(key, file_bytes)) return other;
   entries_.push_front({key, mapping});
   bytes_ += file_bytes;
   while (bytes_ > max_bytes_ && entries_.size() > 1) {

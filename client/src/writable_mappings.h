@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -38,8 +39,13 @@ class WritableMappings {
     int64_t length() const { return length_; }
 
    private:
+    friend class WritableMappings;
     std::byte* base_;
     int64_t length_;
+    // Whether every page of the file is mapped here. Not for a file mapped
+    // while it had no pages (FillFreshFile maps only part of it): the next
+    // Map of it maps the rest.
+    std::atomic<bool> complete_{false};
   };
 
   explicit WritableMappings(int64_t max_bytes) : max_bytes_(max_bytes) {}
@@ -47,8 +53,9 @@ class WritableMappings {
   WritableMappings& operator=(const WritableMappings&) = delete;
 
   // The mapping of the file `fd` refers to (`file_bytes` long), made now
-  // (PROT_READ | PROT_WRITE, MAP_SHARED, its pages mapped in at once:
-  // PopulateMapping) unless one is cached. `fd` stays
+  // (PROT_READ | PROT_WRITE, MAP_SHARED) unless one is cached, with the
+  // file's pages mapped in at once (PopulateMapping) -- unless the file has
+  // none yet (FileHasNoPages: the caller fills it, FillFreshFile). `fd` stays
   // the caller's. INVALID_ARGUMENT when the file is shorter than
   // `file_bytes`; PERMISSION_DENIED when it cannot be mapped writable (a
   // file sealed meanwhile: map it read-only instead); INTERNAL otherwise.

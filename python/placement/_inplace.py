@@ -51,7 +51,7 @@ import numpy as np
 
 from placement import _dtypes, _region_fd, _region_pool, errors
 from placement._inplace_read import InplaceReads, copy_box
-from placement._mapping_cache import CacheStats, Mapping, MappingCache
+from placement._mapping_cache import CacheStats, Mapping, MappingCache, has_no_pages
 from placement._transport import TransferPath
 from placement.v1 import tensor_service_pb2 as pb
 from placement.v1 import types_pb2
@@ -180,15 +180,15 @@ class InplaceUploads:
                 raise _SocketGone(e) from None
             try:
                 mappings = self._map(fds, response.slots)
+                try:
+                    _write_slots(array, response, fds, mappings, written)
+                finally:
+                    for m in mappings:
+                        if m is not None:
+                            self.cache.release(m)
             finally:
                 for fd in fds:
                     os.close(fd)  # the mappings keep the memory
-            try:
-                _write_slots(array, response, mappings, written)
-            finally:
-                for m in mappings:
-                    if m is not None:
-                        self.cache.release(m)
         except BaseException:
             self._cancel(reservation)
             raise
@@ -283,10 +283,11 @@ class _CommitNotFound(_Retryable):
     session or daemon that is gone)."""
 
 
-def _write_slots(array: np.ndarray, response: vpb.ReserveUploadResponse,
+def _write_slots(array: np.ndarray, response: vpb.ReserveUploadResponse, fds: Sequence[int],
                  mappings: Sequence[Optional[Mapping]], written: Callable[[int], None]) -> None:
-    """Copies every slot's box of `array` into its mapping, telling
-    `written` the array's share of each slot's bytes."""
+    """Copies every slot's box of `array` into its mapping (a file with no
+    pages yet through its fd: Mapping.fill_fresh), telling `written` the
+    array's share of each slot's bytes."""
     tensor = response.tensor
     dtype = _dtypes.from_proto(tensor.dtype)
     if dtype != array.dtype or tuple(tensor.shape) != array.shape:
@@ -309,10 +310,14 @@ def _write_slots(array: np.ndarray, response: vpb.ReserveUploadResponse,
                 f"{list(box_shape)} {dtype}")
         mapping = mappings[s.fd_index]
         assert mapping is not None  # _map made one for every fd a slot writes
-        mapping.populate(s.offset, s.offset + s.size_bytes)
-        target = mapping.bytes[s.offset:s.offset + s.size_bytes].view(dtype).reshape(box_shape)
-        copy_box(target, array[box])
-        del target
+        source = array[box]
+        if source.flags.c_contiguous and has_no_pages(fds[s.fd_index]):
+            mapping.fill_fresh(fds[s.fd_index], s.offset, source.reshape(-1).view(np.uint8))
+        else:
+            mapping.populate(s.offset, s.offset + s.size_bytes)
+            target = mapping.bytes[s.offset:s.offset + s.size_bytes].view(dtype).reshape(box_shape)
+            copy_box(target, source)
+            del target
         done += s.size_bytes
         share = done * array.nbytes // total  # replicas write the array's bytes again
         written(share - reported)

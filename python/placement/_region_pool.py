@@ -250,6 +250,11 @@ def _threads() -> int:
     return max(1, min(cores, 8))
 
 
+def copy_threads() -> int:
+    """How many threads copy_executor runs."""
+    return _threads() - 1 or 1
+
+
 def copy_executor() -> concurrent.futures.ThreadPoolExecutor:
     """The process's copy threads (min(cores, 8) - 1; the caller copies a
     piece itself)."""
@@ -257,7 +262,7 @@ def copy_executor() -> concurrent.futures.ThreadPoolExecutor:
     with _executor_lock:
         if _executor is None:
             _executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=_threads() - 1 or 1, thread_name_prefix="placement-copy")
+                max_workers=copy_threads(), thread_name_prefix="placement-copy")
         return _executor
 
 

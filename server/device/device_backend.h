@@ -44,6 +44,25 @@ namespace placement::server {
 // Global device ids leave room for this many devices per node.
 inline constexpr int64_t kMaxLocalDevices = 1024;
 
+// While one exists on a thread, the fresh blocks that thread allocates are
+// written whole by a writer outside the daemon next (an upload written in
+// place): a platform may leave their pages for that writer to bring in
+// instead of preparing them itself (the CPU platform populates a fresh
+// memory file of 64 MiB or more; under this scope, where shared memory has
+// 4 KiB pages, it does not, and the trainer's client fills the file partly
+// with write(2), which allocates pages without zeroing or mapping them --
+// docs/python.md "Cold and warm transfers"). Nests; thread-local.
+class OutsideWriterScope {
+ public:
+  OutsideWriterScope();
+  ~OutsideWriterScope();
+  OutsideWriterScope(const OutsideWriterScope&) = delete;
+  OutsideWriterScope& operator=(const OutsideWriterScope&) = delete;
+
+  // Whether one exists on the calling thread.
+  static bool Active();
+};
+
 // What the platform tells about one device. Fields a platform does not know
 // are empty strings or -1.
 struct DeviceDescription {

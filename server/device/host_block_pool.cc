@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/parallel_slices.h"
+#include "server/device/device_backend.h"
 
 namespace placement::server {
 namespace {
@@ -44,7 +45,7 @@ void* MapPages(int64_t bytes, bool small_blocks) {
 
 // A sealed memory file of `bytes` mapped shared, and its fd; {nullptr, -1}
 // when one cannot be made (the caller falls back to anonymous memory).
-std::pair<void*, int> MapFile(int64_t bytes) {
+std::pair<void*, int> MapFile(int64_t bytes, bool populate) {
   const int fd = memfd_create("placementd-device", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return {nullptr, -1};
   void* data = MAP_FAILED;
@@ -68,7 +69,7 @@ std::pair<void*, int> MapFile(int64_t bytes) {
   // A fresh block is written whole next (upload, reshard, collective):
   // populating it in one call costs about what anonymous memory's first-touch
   // faults do, where faulting shared memory page by page costs ~1.5x.
-  PopulateWrite(static_cast<char*>(data), bytes);
+  if (populate) PopulateWrite(static_cast<char*>(data), bytes);
   return {data, fd};
 }
 
@@ -85,7 +86,12 @@ std::string HostBlockPool::SharedHugePageMode() {
 }
 
 HostBlockPool::HostBlockPool(int64_t max_file_blocks)
-    : max_file_blocks_(max_file_blocks), classes_(new SizeClass[kClasses]) {}
+    : max_file_blocks_(max_file_blocks),
+      small_shared_pages_([] {
+        const std::string mode = SharedHugePageMode();
+        return mode == "never" || mode == "deny";
+      }()),
+      classes_(new SizeClass[kClasses]) {}
 
 void* HostBlockPool::MapLarge(int64_t bytes) {
   bool file = false;
@@ -96,7 +102,12 @@ void* HostBlockPool::MapLarge(int64_t bytes) {
     if (file) ++files_reserved_;
   }
   if (file) {
-    auto [data, fd] = MapFile(bytes);
+    // A trainer's client fills a file written in place (OutsideWriterScope)
+    // cheaper than populating it here: write(2) allocates 4 KiB shared
+    // pages without zeroing or mapping them. Not where the file gets 2 MiB
+    // pages: write(2) would not ask for them, and populating them is fast.
+    const bool populate = !(small_shared_pages_ && OutsideWriterScope::Active());
+    auto [data, fd] = MapFile(bytes, populate);
     absl::MutexLock lock(&files_mu_);
     --files_reserved_;
     if (data != nullptr) {

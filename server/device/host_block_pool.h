@@ -1,6 +1,11 @@
 // HostBlockPool: page-granular host memory blocks whose pages go back to the
 // system the moment a block is freed -- the CPU platform's device memory.
 //
+// A fresh memory file of 64 MiB or more is populated on threads before it
+// is handed out -- unless an outside writer fills it (OutsideWriterScope,
+// device_backend.h) and shared memory has 4 KiB pages: then it comes with
+// no pages at all.
+//
 // Blocks of kMappedBlockBytes and more are mappings of their own
 // (mmap/munmap), of a memory file (memfd "placementd-device", sealed
 // against shrinking and growing) while fewer than `max_file_blocks` such
@@ -101,6 +106,9 @@ class HostBlockPool {
   void* MapLarge(int64_t bytes);
 
   const int64_t max_file_blocks_;
+  // Shared memory gets 4 KiB pages only (SharedHugePageMode "never" or
+  // "deny"): a memory file an outside writer fills is left unpopulated.
+  const bool small_shared_pages_;
   std::unique_ptr<SizeClass[]> classes_;
   mutable absl::Mutex files_mu_;
   // Large blocks that are memory files: address -> fd.

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/status_macros.h"
+#include "server/device/device_backend.h"
 #include "server/service/from_proto.h"
 #include "server/service/rule_meshes.h"
 #include "server/service/to_proto.h"
@@ -125,8 +126,12 @@ grpc::ServerUnaryReactor* ViewHandler::ReserveUpload(grpc::CallbackServerContext
     RETURN_IF_ERROR(CheckRuleMeshesVisible(*ops_->meshes(), caller, header.rule()));
     ASSIGN_OR_RETURN(PlacementRule rule, PlacementRuleFromProto(header.rule()));
     RETURN_IF_ERROR(uploads_->CheckRoom(caller));  // before anything is allocated
-    ASSIGN_OR_RETURN(std::unique_ptr<UploadSession> upload,
-                     ops_->StartUpload(std::move(spec), rule));
+    std::unique_ptr<UploadSession> upload;
+    {
+      // The trainer's client writes every byte (and brings in the pages).
+      OutsideWriterScope written_outside;
+      ASSIGN_OR_RETURN(upload, ops_->StartUpload(std::move(spec), rule));
+    }
     TensorToProto(upload->tensor(), response->mutable_tensor());
     ASSIGN_OR_RETURN(
         ReservationSnapshot reserved,

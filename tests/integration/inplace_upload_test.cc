@@ -5,7 +5,8 @@
 // into the daemon's memory; a tenant's next reservation of the same size
 // gets the same memory file back (what makes a warm upload one warm copy),
 // another tenant never does; a cancelled or abandoned reservation
-// (its writer killed) frees its memory; bad requests get precise errors.
+// (its writer killed) frees its memory; bad requests get precise errors; a
+// fresh block is handed over with no pages, for its writer to fill.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -13,8 +14,11 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <utility>
 
+#include "client/src/parallel_copy.h"
 #include "client/src/region_fd.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -306,6 +310,69 @@ namespace {
 // The C++ client: Upload under kAuto writes same-host arrays of 1 MiB or
 // more in place (counted by the daemon), sharded or not, byte-equal on
 // download; kInPlace refuses what the daemon cannot write in place.
+// Whether the host gives shared memory 4 KiB pages only
+// (transparent_hugepage/shmem_enabled "never" or "deny").
+bool SharedMemoryHasSmallPagesOnly() {
+  std::ifstream file("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  std::string line;
+  std::getline(file, line);
+  return line.find("[never]") != std::string::npos || line.find("[deny]") != std::string::npos;
+}
+
+// The daemon leaves a fresh memory file of an in-place upload for the
+// trainer to fill (it would populate one it writes itself) where shared
+// memory has 4 KiB pages: the fd comes with no pages, the writer's
+// FillFreshFile brings them in, and the tensor holds its bytes. Freed and
+// reserved again, the block comes back whole.
+TEST_F(InPlaceUploadTest, AFreshReservationIsLeftForItsWriterToFill) {
+  const int64_t bytes = int64_t{64} << 20;  // the daemon populates its own from 64 MiB
+  const std::vector<uint8_t> data = RandomBytes(bytes, 45);
+  std::string id;
+  ino_t inode = 0;
+  {
+    auto reserved = Reserve(Header({bytes}));
+    ASSERT_TRUE(reserved.ok()) << reserved.status();
+    auto fds = RedeemViewToken(socket_, reserved->fd_token());
+    ASSERT_TRUE(fds.ok()) << fds.status();
+    const v1::UploadSlot& slot = reserved->slots(0);
+    const int fd = (*fds)[slot.fd_index()];
+    struct stat st {};
+    ASSERT_EQ(fstat(fd, &st), 0);
+    inode = st.st_ino;
+    if (SharedMemoryHasSmallPagesOnly()) {
+      EXPECT_EQ(st.st_blocks, 0) << "the daemon allocated pages of a file its writer fills";
+    } else {  // it populates in 2 MiB pages, which write(2) would not ask for
+      EXPECT_GE(st.st_blocks * 512, bytes);
+    }
+    void* map = mmap(nullptr, slot.mapping_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ASSERT_NE(map, MAP_FAILED) << std::strerror(errno);
+    FillFreshFile(fd, slot.offset(), static_cast<std::byte*>(map) + slot.offset(),
+                  reinterpret_cast<const std::byte*>(data.data()), data.size());
+    munmap(map, slot.mapping_bytes());
+    ASSERT_EQ(fstat(fd, &st), 0);
+    EXPECT_GE(st.st_blocks * 512, bytes);
+    CloseAll(*fds);
+    auto info = Commit(reserved->reservation_id());
+    ASSERT_TRUE(info.ok()) << info.status();
+    id = info->id();
+  }
+  auto read = TensorClient(*alice_).DownloadBytes(id);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(read->bytes == data);
+  ASSERT_TRUE(TensorClient(*alice_).Delete({id}).ok());
+  auto reserved = Reserve(Header({bytes}));
+  ASSERT_TRUE(reserved.ok()) << reserved.status();
+  auto fds = RedeemViewToken(socket_, reserved->fd_token());
+  ASSERT_TRUE(fds.ok()) << fds.status();
+  struct stat st {};
+  ASSERT_EQ(fstat((*fds)[0], &st), 0);
+  EXPECT_EQ(st.st_ino, inode);
+  EXPECT_GE(st.st_blocks * 512, bytes);
+  EXPECT_FALSE(FileHasNoPages((*fds)[0]));
+  CloseAll(*fds);
+  EXPECT_TRUE(Cancel(reserved->reservation_id()).ok());
+}
+
 TEST_F(InPlaceUploadTest, TheClientWritesLargeSameHostUploadsInPlace) {
   auto mesh = MeshClient(*alice_).CreateDataParallel(4, "data");
   ASSERT_TRUE(mesh.ok()) << mesh.status();

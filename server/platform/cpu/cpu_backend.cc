@@ -90,7 +90,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
           "(transparent_hugepage/shmem_enabled is ",
           huge,
           "); with \"advise\" a view's first read of a large shard faults 512x less and a "
-          "first upload written in place runs several times faster (docs/operations.md)");
+          "first upload written in place runs faster (docs/operations.md)");
     }
   }
   return std::unique_ptr<CpuBackend>(

@@ -10,7 +10,8 @@ FailedPreconditionError where the daemon cannot (shards under 256 KiB, no
 region socket, an older daemon) and AUTO falls back, remembering only what
 lasts; an error while writing cancels the reservation and frees its memory;
 the mapping cache keeps to its bound; a restarted daemon gets the upload
-and the old mappings go. The MappingCache and the slot layout are also
+and the old mappings go; fresh daemon memory is filled through its fd. The
+MappingCache, the fill of a file with no pages and the slot layout are also
 checked on memfds of this process, without the daemon."""
 import os
 
@@ -126,6 +127,27 @@ def test_the_next_upload_after_a_delete_writes_through_the_kept_mapping(client):
     assert after.uploads == before.uploads + 1
     assert after.cache.hits > before.cache.hits, after  # the freed block came back
     assert after.cache.misses == before.cache.misses, after  # and nothing was mapped anew
+    np.testing.assert_array_equal(r.to_numpy(), y)
+    r.delete()
+
+
+def test_fresh_daemon_memory_is_filled_through_its_fd_and_round_trips(client):
+    # 24 MiB of a size nothing cached: the daemon hands a memory file with
+    # no pages, which the client fills (pwrite beside populate-and-copy);
+    # the next upload after a delete reuses the block and the mapping, whose
+    # first part it maps then.
+    x = sample((3 * 1024, 2048 + 1), seed=8)
+    assert x.nbytes > 16 * MIB
+    before = stats(client)
+    r = placement.device_put(x, 1)
+    assert stats(client).uploads == before.uploads + 1
+    np.testing.assert_array_equal(r.to_numpy(), x)
+    r.delete()
+    before = stats(client)
+    y = x * 2
+    r = placement.device_put(y, 1)
+    after = stats(client)
+    assert after.cache.hits > before.cache.hits, after
     np.testing.assert_array_equal(r.to_numpy(), y)
     r.delete()
 
@@ -361,6 +383,32 @@ def test_the_cache_maps_a_file_once_whatever_fd_names_it_and_evicts_lru():
         os.close(b_fd)
 
 
+@pytest.mark.parametrize("size,offset", [(5 * MIB + 123, 0), (40 * MIB, 0),
+                                         (24 * MIB + 4000, 3 * 4096)],
+                         ids=["pwrite-only", "split", "split-off-a-huge-page"])
+def test_a_file_with_no_pages_is_filled_byte_exact(size, offset):
+    fd = memfd(offset + size + 8192)
+    cache = _mapping_cache.MappingCache()
+    try:
+        assert _mapping_cache.has_no_pages(fd)
+        m = cache.acquire(fd, offset + size + 8192)
+        assert _mapping_cache.has_no_pages(fd)  # mapping it allocated nothing
+        data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+        m.fill_fresh(fd, offset, data)
+        assert not _mapping_cache.has_no_pages(fd)
+        assert os.pread(fd, size, offset) == data.tobytes()
+        assert np.array_equal(m.bytes[offset:offset + size], data)
+        assert os.pread(fd, 1, offset + size) == b"\0"
+        if offset:
+            assert os.pread(fd, 1, offset - 1) == b"\0"
+        m.populate(offset, offset + size)  # maps the part pwrite wrote; changes nothing
+        assert np.array_equal(m.bytes[offset:offset + size], data)
+        cache.release(m)
+    finally:
+        cache.close()
+        os.close(fd)
+
+
 def test_populate_skips_what_it_mapped_before():
     assert _mapping_cache._gaps([(0, 10), (20, 30)], 5, 25) == [(10, 20)]
     assert _mapping_cache._gaps([], 0, 8) == [(0, 8)]
@@ -388,7 +436,7 @@ def test_slots_are_written_row_major_at_their_offsets():
         cache = _mapping_cache.MappingCache()
         mappings = [cache.acquire(fd, 8192) for fd in fds]
         reports = []
-        _inplace._write_slots(x, response, mappings, reports.append)
+        _inplace._write_slots(x, response, fds, mappings, reports.append)
         for m in mappings:
             cache.release(m)
         cache.close()
