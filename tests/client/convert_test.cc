@@ -252,6 +252,21 @@ TEST(JsonTest, GroupsBatchesAndStatsUseTheWireNames) {
   EXPECT_THAT(ToJson(stats), ::testing::HasSubstr("\"consumer_stall\":\"1.500s\""));
 }
 
+TEST(JsonTest, ShardingIsTheWireSharding) {
+  Sharding sharding;
+  sharding.mesh_id = "m";
+  sharding.spec = {{"data"}, {}};
+  sharding.partial_axes = {"model"};
+  sharding.partial_op = ReduceOp::kSum;
+  sharding.mode = ShardingMode::kPadded;
+  const std::string json = ToJson(sharding);
+  EXPECT_THAT(json, ::testing::HasSubstr("\"mesh_id\":\"m\""));
+  EXPECT_THAT(json, ::testing::HasSubstr("\"partial_axes\":[\"model\"]"));
+  EXPECT_THAT(json, ::testing::HasSubstr("\"partial_op\":\"REDUCE_OP_SUM\""));
+  EXPECT_THAT(json, ::testing::HasSubstr("\"mode\":\"SHARDING_MODE_PADDED\""));
+  EXPECT_THAT(json, ::testing::HasSubstr("\"data\""));
+}
+
 TEST(JsonTest, ShardIsTheWireShardInfo) {
   ShardInfo shard;
   shard.device_id = 2;

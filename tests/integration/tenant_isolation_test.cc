@@ -2,7 +2,8 @@
 // daemon with --auth_file: bearer tokens good / bad / missing; tenant B sees
 // tenant A's tensors as ids that do not exist (NOT_FOUND, never the bytes) on
 // List, Describe, Download, Place, Assemble, Disassemble, Delete and every
-// collective; an admin sees and manages them; per-tenant quotas.
+// collective; names resolve within the caller's tenant; an admin sees and
+// manages them; per-tenant quotas.
 #include <signal.h>
 
 #include <fstream>
@@ -389,6 +390,47 @@ TEST_F(TenantIsolationTest, OtherTenantsTensorsAreNotFoundOnEveryRpc) {
   EXPECT_EQ(admin_bytes, bytes);
   EXPECT_TRUE(admin_->Delete(id).ok());
   EXPECT_EQ(a_->Describe(id).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
+}
+
+// Names resolve within the caller's tenant: another tenant's tensor of the
+// same name neither answers for it nor makes it ambiguous, and a name only
+// another tenant uses is as unknown as a made-up one. An admin sees every
+// tenant, so for it the shared name is ambiguous, listing both.
+TEST_F(TenantIsolationTest, NamesResolveWithinTheCallersTenant) {
+  Start();
+  auto a = a_->Upload(8, "shared");
+  auto b = b_->Upload(8, "shared");
+  auto b_only = b_->Upload(8, "b-only");
+  ASSERT_TRUE(a.ok() && b.ok() && b_only.ok());
+  EXPECT_TRUE(a_->Describe("shared").ok());
+  std::string bytes_a, bytes_b;
+  ASSERT_TRUE(a_->Download("shared", &bytes_a).ok());
+  ASSERT_TRUE(b_->Download("shared", &bytes_b).ok());
+  EXPECT_EQ(bytes_a.size(), 32u);
+  EXPECT_EQ(bytes_b.size(), 32u);
+  // Each deletes its own by name; the other's stays.
+  ASSERT_TRUE(a_->Delete("shared").ok());
+  EXPECT_TRUE(b_->Describe("shared").ok());
+  EXPECT_EQ(a_->Describe("shared").error_code(), grpc::StatusCode::NOT_FOUND);
+  grpc::Status hidden = a_->Describe("b-only");
+  EXPECT_EQ(hidden.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(hidden.error_message(), "tensor 'b-only' does not exist");
+  // A second "shared" of tenant A: ambiguous for A (its two ids), and for
+  // the admin (all three), never naming B's id to A.
+  auto a2 = a_->Upload(8, "shared");
+  auto a3 = a_->Upload(8, "shared");
+  ASSERT_TRUE(a2.ok() && a3.ok());
+  grpc::Status ambiguous = a_->Describe("shared");
+  EXPECT_EQ(ambiguous.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(ambiguous.error_message(), HasSubstr("is the name of 2 tensors"));
+  EXPECT_THAT(ambiguous.error_message(), HasSubstr(a2->id()));
+  EXPECT_THAT(ambiguous.error_message(), HasSubstr(a3->id()));
+  EXPECT_THAT(ambiguous.error_message(), ::testing::Not(HasSubstr(b->id())));
+  grpc::Status admin = admin_->Describe("shared");
+  EXPECT_EQ(admin.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(admin.error_message(), HasSubstr("is the name of 3 tensors"));
+  EXPECT_THAT(admin.error_message(), HasSubstr(b->id()));
   EXPECT_EQ(daemon_->Stop(SIGTERM), 0);
 }
 

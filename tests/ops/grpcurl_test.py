@@ -58,6 +58,13 @@ class GrpcurlTest(unittest.TestCase):
 
     def test_list_and_describe_every_service(self):
         self.assertEqual(self.grpcurl("list").split(), SERVICES)
+        # docs/grpcurl.md says how many placement.v1 services `list` prints, and names them.
+        ours = [s.split(".")[-1].removesuffix("Service") for s in SERVICES
+                if s.startswith("placement.v1.")]
+        with open(os.path.join(REPO, "docs", "grpcurl.md")) as f:
+            doc = " ".join(f.read().split())
+        words = {8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
+        self.assertIn(f"the {words[len(ours)]} `placement.v1` services ({', '.join(ours)})", doc)
         for service in SERVICES:
             described = self.grpcurl("describe", service)
             self.assertIn(f"{service} is a service:", described)
