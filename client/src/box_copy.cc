@@ -62,8 +62,17 @@ int64_t BoxBytes(const std::vector<int64_t>& shape, const std::vector<IndexRange
 
 int64_t CopyBoxToArray(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges,
                        int64_t element, const std::byte* box, std::byte* array) {
+  return CopyBoxToArray(
+      shape, ranges, element, box, array,
+      [](std::byte* to, const std::byte* from, size_t n) { ParallelCopy(to, from, n); });
+}
+
+int64_t CopyBoxToArray(
+    const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges, int64_t element,
+    const std::byte* box, std::byte* array,
+    absl::FunctionRef<void(std::byte* to, const std::byte* from, size_t n)> copy) {
   return ForEachBoxRun(shape, ranges, element, [&](int64_t at_array, int64_t at_box, size_t n) {
-    ParallelCopy(array + at_array, box + at_box, n);
+    copy(array + at_array, box + at_box, n);
   });
 }
 

@@ -27,6 +27,11 @@ int64_t BoxBytes(const std::vector<int64_t>& shape, const std::vector<IndexRange
 
 int64_t CopyBoxToArray(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges,
                        int64_t element, const std::byte* box, std::byte* array);
+// CopyBoxToArray, each run copied by copy(to, from, bytes) instead.
+int64_t CopyBoxToArray(
+    const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges, int64_t element,
+    const std::byte* box, std::byte* array,
+    absl::FunctionRef<void(std::byte* to, const std::byte* from, size_t n)> copy);
 int64_t CopyArrayToBox(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges,
                        int64_t element, const std::byte* array, std::byte* box);
 // CopyArrayToBox, each run copied by copy(to, from, bytes) instead.

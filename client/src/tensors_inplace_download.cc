@@ -13,6 +13,8 @@
 #include "client/src/box_copy.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
+#include "client/src/parallel_copy.h"
+#include "client/src/piece_progress.h"
 #include "client/src/region_pool.h"
 #include "client/src/shard_export.h"
 #include "client/src/tensors_inplace.h"
@@ -42,7 +44,8 @@ struct SealedMapping {
 // major); `tensor` is the exported tensor. FAILED_PRECONDITION (with
 // `*elsewhere` set) when the exported shards do not cover the array.
 absl::Status CopyOut(RegionPool& pool, const TensorInfo& tensor, RedeemedExport& exported,
-                     absl::Span<uint8_t> out, int64_t total, bool* elsewhere) {
+                     absl::Span<uint8_t> out, int64_t total, PieceProgress& progress,
+                     bool* elsewhere) {
   const int64_t element = ElementSize(tensor.dtype);
   // Which boxes the exported shards hold, before anything is mapped.
   std::vector<const placement::v1::ShardView*> distinct;
@@ -102,7 +105,12 @@ absl::Status CopyOut(RegionPool& pool, const TensorInfo& tensor, RedeemedExport&
       }
       base = static_cast<const std::byte*>(sealed.base) + (view.offset() - start);
     }
-    CopyBoxToArray(tensor.shape, boxes[k], element, base, array);
+    CopyBoxToArray(tensor.shape, boxes[k], element, base, array,
+                   [&progress](std::byte* to, const std::byte* from, size_t n) {
+                     progress.Copy(to, from, n, [](std::byte* t, const std::byte* f, size_t m) {
+                       ParallelCopy(t, f, m);
+                     });
+                   });
   }
   return absl::OkStatus();
 }
@@ -144,7 +152,8 @@ std::optional<absl::StatusOr<DownloadHeader>> DownloadInPlace(const Client& clie
     status = absl::InvalidArgumentError(absl::StrCat(
         "output buffer holds ", bytes, " bytes; tensor ", tensor_id, " needs ", *total));
   } else if (status.ok()) {
-    status = CopyOut(*pool, tensor, *exported, out, *total, &elsewhere);
+    PieceProgress progress(options.progress, *total);
+    status = CopyOut(*pool, tensor, *exported, out, *total, progress, &elsewhere);
   }
   for (int fd : exported->fds) {
     if (fd >= 0) close(fd);

@@ -12,6 +12,7 @@
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
 #include "client/src/parallel_copy.h"
+#include "client/src/piece_progress.h"
 #include "client/src/region_fd.h"
 #include "client/src/region_pool.h"
 #include "client/src/tensors_inplace.h"
@@ -73,7 +74,7 @@ absl::StatusOr<TensorInfo> WriteAndCommit(pb::ViewService::Stub& stub, RegionPoo
   for (const pb::UploadSlot& slot : reserved.slots()) {
     if (slot.fd_index() >= 0) total += slot.size_bytes();
   }
-  int64_t done = 0;
+  PieceProgress progress(options.progress, total);
   const auto* source = reinterpret_cast<const std::byte*>(array.data.data());
   for (const pb::UploadSlot& slot : reserved.slots()) {
     if (slot.fd_index() < 0) continue;
@@ -89,16 +90,19 @@ absl::StatusOr<TensorInfo> WriteAndCommit(pb::ViewService::Stub& stub, RegionPoo
     const int fd = (*fds)[slot.fd_index()];
     const std::vector<IndexRange>& box = planned.shards[slot.shard_index()].ranges;
     std::byte* into = mapping.base() + slot.offset();
-    if (FileHasNoPages(fd)) {
-      std::byte* const base = mapping.base();
-      done += CopyArrayToBox(array.shape, box, element, source, into,
-                             [fd, base](std::byte* to, const std::byte* from, size_t n) {
-                               FillFreshFile(fd, to - base, to, from, n);
-                             });
-    } else {
-      done += CopyArrayToBox(array.shape, box, element, source, into);
-    }
-    if (options.progress) options.progress(done, total);
+    std::byte* const base = mapping.base();
+    const bool fresh = FileHasNoPages(fd);
+    CopyArrayToBox(array.shape, box, element, source, into,
+                   [&](std::byte* to, const std::byte* from, size_t n) {
+                     progress.Copy(to, from, n, [&](std::byte* t, const std::byte* f, size_t k) {
+                       if (fresh) {
+                         FillFreshFile(fd, t - base, t, f, k);
+                       } else {
+                         ParallelCopy(t, f, k);
+                       }
+                     });
+                   });
+    progress.Flush();
   }
   grpc::ClientContext context;
   SetTimeout(options.timeout, &context);

@@ -154,8 +154,11 @@ absl::StatusOr<TensorInfo> Uploader::Finish() {
 }
 
 void Uploader::Cancel() {
-  impl_->Fail(absl::CancelledError(
-      absl::StrCat("upload of ", impl_->description, " was cancelled by the caller")));
+  // The status is the caller's to see in the next Write or Finish.
+  impl_
+      ->Fail(absl::CancelledError(
+          absl::StrCat("upload of ", impl_->description, " was cancelled by the caller")))
+      .IgnoreError();
 }
 
 absl::StatusOr<std::unique_ptr<Uploader>> TensorClient::StartUpload(

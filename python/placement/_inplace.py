@@ -49,7 +49,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from placement import _dtypes, _region_fd, _region_pool, errors
+from placement import _dtypes, _progress, _region_fd, _region_pool, errors
 from placement._inplace_read import InplaceReads, copy_box
 from placement._mapping_cache import CacheStats, Mapping, MappingCache, has_no_pages
 from placement._transport import TransferPath
@@ -102,10 +102,11 @@ class InplaceUploads:
 
     def upload(self, array: np.ndarray, header: pb.UploadHeader, socket: str,
                path: TransferPath,
-               written: Callable[[int], None]) -> Optional[types_pb2.TensorInfo]:
+               written: Optional[Callable[[int], None]]) -> Optional[types_pb2.TensorInfo]:
         """The committed tensor, or None when AUTO is to take the staged
-        path. `written(n)` is told as each slot's bytes are written (of
-        array.nbytes in all; a replicated array's replicas share them)."""
+        path. `written(n)`, when given, is told as the bytes are written,
+        piece by piece (of array.nbytes in all; a replicated array's
+        replicas share them)."""
         for attempt in (0, 1):
             try:
                 response = self._reserve(header)
@@ -170,7 +171,8 @@ class InplaceUploads:
             pass
 
     def _write_and_commit(self, array: np.ndarray, response: vpb.ReserveUploadResponse,
-                          socket: str, written: Callable[[int], None]) -> types_pb2.TensorInfo:
+                          socket: str,
+                          written: Optional[Callable[[int], None]]) -> types_pb2.TensorInfo:
         reservation = response.reservation_id
         mappings: List[Optional[Mapping]] = []
         try:
@@ -284,10 +286,12 @@ class _CommitNotFound(_Retryable):
 
 
 def _write_slots(array: np.ndarray, response: vpb.ReserveUploadResponse, fds: Sequence[int],
-                 mappings: Sequence[Optional[Mapping]], written: Callable[[int], None]) -> None:
+                 mappings: Sequence[Optional[Mapping]],
+                 written: Optional[Callable[[int], None]]) -> None:
     """Copies every slot's box of `array` into its mapping (a file with no
-    pages yet through its fd: Mapping.fill_fresh), telling `written` the
-    array's share of each slot's bytes."""
+    pages yet through its fd: Mapping.fill_fresh), telling `written` (when
+    given) the array's share of the bytes of each piece of a slot
+    (_progress.row_pieces); without it each slot is copied whole."""
     tensor = response.tensor
     dtype = _dtypes.from_proto(tensor.dtype)
     if dtype != array.dtype or tuple(tensor.shape) != array.shape:
@@ -310,18 +314,27 @@ def _write_slots(array: np.ndarray, response: vpb.ReserveUploadResponse, fds: Se
                 f"{list(box_shape)} {dtype}")
         mapping = mappings[s.fd_index]
         assert mapping is not None  # _map made one for every fd a slot writes
-        source = array[box]
-        if source.flags.c_contiguous and has_no_pages(fds[s.fd_index]):
-            mapping.fill_fresh(fds[s.fd_index], s.offset, source.reshape(-1).view(np.uint8))
-        else:
-            mapping.populate(s.offset, s.offset + s.size_bytes)
-            target = mapping.bytes[s.offset:s.offset + s.size_bytes].view(dtype).reshape(box_shape)
-            copy_box(target, source)
-            del target
-        done += s.size_bytes
-        share = done * array.nbytes // total  # replicas write the array's bytes again
-        written(share - reported)
-        reported = share
+        source = array[box].reshape(box_shape if box_shape else (1,))
+        fresh = source.flags.c_contiguous and has_no_pages(fds[s.fd_index])
+        target = mapping.bytes[s.offset:s.offset + s.size_bytes].view(dtype).reshape(source.shape)
+        row_bytes = source[:1].nbytes
+        # In pieces along the leading axis while progress is told: it moves
+        # within a slot.
+        pieces = _progress.row_pieces(len(source), row_bytes) if written is not None \
+            else [(0, len(source))]
+        for r0, r1 in pieces:
+            at = s.offset + r0 * row_bytes
+            if fresh:
+                mapping.fill_fresh(fds[s.fd_index], at, source[r0:r1].reshape(-1).view(np.uint8))
+            else:
+                mapping.populate(at, s.offset + r1 * row_bytes)
+                copy_box(target[r0:r1], source[r0:r1])
+            done += (r1 - r0) * row_bytes
+            share = done * array.nbytes // total  # replicas write the array's bytes again
+            if written is not None:
+                written(share - reported)
+            reported = share
+        del target
 
 
 def _box(shard: types_pb2.ShardInfo,

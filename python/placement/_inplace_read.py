@@ -208,9 +208,17 @@ class InplaceReads:
                 view = response.shards[view_index]
                 src = sources[view_index][view.offset:view.offset + view.size_bytes] \
                     .view(dtype).reshape(box_shape)
-                copy_box(target[slices], src)
-                src = None
-                tracker.add(view.size_bytes)
+                dst = target[slices]
+                if src.ndim == 0 or not tracker.listening:
+                    copy_box(dst, src)
+                    tracker.add(view.size_bytes)
+                else:
+                    # In pieces along the leading axis while progress is
+                    # told: it moves within a shard.
+                    for r0, r1 in _progress.row_pieces(len(src), src[:1].nbytes):
+                        copy_box(dst[r0:r1], src[r0:r1])
+                        tracker.add(src[r0:r1].nbytes)
+                src = dst = None
         finally:
             # No array of a mapping may outlive this (not even in a traceback's
             # frame): the read-only ones are unmapped now.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Tuple, Union
 
 ProgressFn = Callable[[int, int], None]
 Progress = Union[None, bool, ProgressFn]
@@ -81,6 +81,12 @@ class Tracker:
         self.total = total
         self.done = 0
 
+    @property
+    def listening(self) -> bool:
+        """Whether anyone is told (a copy need not be cut into pieces
+        otherwise: cutting a warm 256 MiB copy in four took 6-8 ms more)."""
+        return self._report is not None
+
     def add(self, n: int) -> None:
         self.done += n
         if self._report is not None and self.done < self.total:
@@ -89,3 +95,17 @@ class Tracker:
     def finish(self) -> None:
         if self._report is not None:
             self._report(self.total, self.total)
+
+
+# While progress is listened to, copies of a transfer written or read in
+# place are cut into pieces of at most this many bytes, so that progress
+# moves within one large shard (the C++ client's PieceProgress).
+PIECE_BYTES = 64 << 20
+
+
+def row_pieces(rows: int, row_bytes: int) -> Iterator[Tuple[int, int]]:
+    """[r0, r1) over `rows` rows of `row_bytes` each, at most PIECE_BYTES
+    (and at least one row) per piece."""
+    step = max(1, PIECE_BYTES // max(1, row_bytes))
+    for r0 in range(0, rows, step):
+        yield r0, min(rows, r0 + step)

@@ -122,7 +122,8 @@ class Tensors:
         socket = self.inplace.region_socket(chosen, array)
         if socket is None:
             return None
-        info = self.inplace.upload(array, header, socket, chosen, tracker.add)
+        info = self.inplace.upload(array, header, socket, chosen,
+                                   tracker.add if tracker.listening else None)
         if info is not None:
             tracker.finish()
         return info

@@ -32,7 +32,7 @@ class ClientApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto daemon = testing::DaemonProcess::Start(
-        {.extra_flags = {"--cpu_devices=4", "--cpu_device_memory=67108864"}});
+        {.extra_flags = {"--cpu_devices=4", "--cpu_device_memory=268435456"}});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = *std::move(daemon);
     ClientOptions durable;
@@ -182,6 +182,33 @@ TEST_F(ClientApiTest, ProgressCallbacksSeeEveryChunk) {
   ASSERT_TRUE(region.ok()) << region.status();
   EXPECT_THAT(seen, ElementsAre(Pair(3 * mib, 3 * mib)));
   ASSERT_TRUE(tensors.Delete({info->id, region->id}).ok());
+}
+
+// In place (a same-host daemon): the copies tell progress every 64 MiB
+// (PieceProgress), not only at the end of a shard.
+TEST_F(ClientApiTest, InPlaceTransfersTellProgressAsTheyCopy) {
+  const int64_t mib = 1 << 20;
+  std::vector<float> data = Floats(130 << 18);  // 130 MiB
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  UploadOptions upload;
+  upload.path = TransferPath::kInPlace;
+  upload.progress = [&](int64_t done, int64_t total) { seen.emplace_back(done, total); };
+  TensorClient tensors(*observer_);
+  auto info = tensors.Upload(HostArray::Of(data, {130 << 18}), Placement::Device(2), upload);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_THAT(seen, ElementsAre(Pair(64 * mib, 130 * mib), Pair(128 * mib, 130 * mib),
+                                Pair(130 * mib, 130 * mib)));
+  seen.clear();
+  DownloadOptions download;
+  download.path = TransferPath::kInPlace;
+  download.progress = upload.progress;
+  std::vector<float> back(data.size());
+  ASSERT_TRUE(
+      tensors.Download(info->id, AsWritableBytes(back), DownloadSelection::Whole(), download).ok());
+  EXPECT_THAT(seen, ElementsAre(Pair(64 * mib, 130 * mib), Pair(128 * mib, 130 * mib),
+                                Pair(130 * mib, 130 * mib)));
+  EXPECT_TRUE(back == data);
+  ASSERT_TRUE(tensors.Delete({info->id}).ok());
 }
 
 TEST_F(ClientApiTest, ListStreamsShowsAnUploadInFlight) {

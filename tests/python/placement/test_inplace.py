@@ -116,6 +116,20 @@ def test_progress_is_told_slot_by_slot(client):
     r.delete()
 
 
+def test_progress_moves_within_one_slot(client, monkeypatch):
+    # Pieces of 1 MiB (64 MiB in use): a 4 MiB single-device upload reports
+    # after every piece, into fresh daemon memory and again into kept memory.
+    from placement import _progress
+    monkeypatch.setattr(_progress, "PIECE_BYTES", MIB)
+    x = sample((1024, 1024), seed=9)
+    for _ in range(2):
+        seen = []
+        r = placement.device_put(x, 1, progress=lambda done, total: seen.append((done, total)))
+        assert [d for d, _ in seen] == [MIB, 2 * MIB, 3 * MIB, 4 * MIB], seen
+        np.testing.assert_array_equal(r.to_numpy(), x)
+        r.delete()
+
+
 def test_the_next_upload_after_a_delete_writes_through_the_kept_mapping(client):
     x = sample((1024, 1024), seed=2)
     r = placement.device_put(x, 3)

@@ -128,6 +128,19 @@ def test_progress_is_told_box_by_box(client):
     r.delete()
 
 
+def test_progress_moves_within_one_box(client, monkeypatch):
+    from placement import _progress
+    monkeypatch.setattr(_progress, "PIECE_BYTES", MIB)  # 64 MiB in use
+    x = sample((1024, 1024), seed=10)  # 4 MiB on one device: one box
+    r = placement.device_put(x, 2)
+    seen = []
+    y, taken = read(client, r, progress=lambda done, total: seen.append((done, total)))
+    assert taken == 1
+    np.testing.assert_array_equal(y, x)
+    assert [d for d, _ in seen] == [MIB, 2 * MIB, 3 * MIB, 4 * MIB], seen
+    r.delete()
+
+
 def test_a_block_read_in_place_stays_reusable(client):
     """The download of a staged upload maps the tensor's file read-write
     (a miss), unsealed: after a delete the daemon hands the same block to

@@ -112,7 +112,8 @@ struct BatchArray {
 
 // Told as a transfer moves: the tensor bytes done so far and in all. Called
 // on the calling thread after each chunk (or piece of a same-host region
-// transfer; a region transfer may report only its end), with `done` never
+// transfer; a region transfer may report only its end; a transfer written
+// or read in place after every 64 MiB it copied), with `done` never
 // decreasing and reaching `total` exactly once, when the transfer is
 // complete. It must be quick: a progress bar redraws at most a few times a
 // second itself. (placectl's progress bar and Python's progress= use it.)
