@@ -38,7 +38,7 @@ from placement import _default as default_hook
 from placement._transport import SessionPolicy, TransportOptions
 from placement.devices import Device, device_id
 from placement.sharding import Mesh, as_mesh
-from placement.types import DaemonStatus, MemoryTrim, StreamStatus
+from placement.types import DaemonStatus, MemoryTrim, StreamStatus, TensorInfo
 from placement.v1 import (collective_service_pb2_grpc, daemon_service_pb2,
                           daemon_service_pb2_grpc, device_service_pb2, device_service_pb2_grpc,
                           mesh_service_pb2, mesh_service_pb2_grpc, prefetch_service_pb2_grpc,
@@ -181,6 +181,19 @@ class Client:
         return DaemonStatus.from_proto(
             self.unary(self.daemon_stub.GetStatus, daemon_service_pb2.GetStatusRequest(),
                        idempotent=True))
+
+    def tensor_info(self, tensor: str) -> TensorInfo:
+        """What the daemon holds as `tensor` (an id, or a name unique among
+        your tensors): dtype, shape, sharding, shards (TensorService.Describe).
+        NotFoundError for an unknown one; FailedPreconditionError naming the
+        candidates for an ambiguous name."""
+        return TensorInfo.from_proto(self.tensors.describe(tensor))
+
+    def list_tensors(self, name_prefix: str = "", mesh_id: str = "") -> List[TensorInfo]:
+        """Your tensors on the daemon (every tenant's for an admin), those
+        whose name starts with `name_prefix` and, when given, on `mesh_id`;
+        every page of TensorService.List."""
+        return [TensorInfo.from_proto(t) for t in self.tensors.list(name_prefix, mesh_id)]
 
     def streams(self) -> List[StreamStatus]:
         """The uploads, downloads and prefetch streams open on the daemon now,

@@ -1,8 +1,8 @@
 """placectl as a user at a terminal meets it, driven through a pty: the
 progress bar of put / get (on a terminal only, not with --quiet),
 $PLACEMENT_TARGET, tensor names where ids are taken, and `placectl top`
-showing an upload in flight with its rate, redrawing at a new window size,
-and quitting on 'q'."""
+showing an upload and a download in flight with their rates, redrawing at
+a new window size, and quitting on 'q'."""
 import fcntl
 import os
 import pty
@@ -17,6 +17,8 @@ import time
 
 import numpy as np
 import pytest
+
+import placement
 
 from placement.v1 import tensor_service_pb2 as pb
 from placement.v1 import types_pb2
@@ -122,7 +124,7 @@ def test_placement_target_and_names(client, daemon, npy, tmp_path):
     assert nobody.returncode == 1 and "cannot reach placementd at 127.0.0.1:1" in nobody.stderr
 
 
-def test_top_shows_uploads_in_flight_resizes_and_quits(client, daemon):
+def test_top_shows_transfers_in_flight_resizes_and_quits(client, daemon):
     # An upload that stays open: its header and 4 MiB of 16, then nothing until released.
     release = threading.Event()
 
@@ -145,6 +147,12 @@ def test_top_shows_uploads_in_flight_resizes_and_quits(client, daemon):
 
     uploader = threading.Thread(target=upload)
     uploader.start()
+    # And a download that stays open: its header read, the rest held back by
+    # flow control.
+    out = client.tensors.upload(np.zeros(32 << 20, np.uint8), placement._placing.device_rule(3),
+                                name="going-out")
+    download = client.tensor_stub.Download(pb.DownloadRequest(tensor_id="going-out"), timeout=120)
+    assert next(download).HasField("header")
     master, slave = pty.openpty()
     set_size(slave, 40, 160)
     proc = subprocess.Popen([PLACECTL, "--target", daemon.address, "top", "--interval=300ms"],
@@ -154,8 +162,10 @@ def test_top_shows_uploads_in_flight_resizes_and_quits(client, daemon):
         # A frame drawn before the daemon has read the 4 MiB shows 0 B: wait
         # for one drawn after (top redraws every 300 ms).
         wide = read_until(master, lambda t: "upload" in t and "in-flight u8[16777216]" in t
-                          and "MB/s" in t and "4.0 MiB / 16.0 MiB (25%)" in t)
+                          and "MB/s" in t and "4.0 MiB / 16.0 MiB (25%)" in t
+                          and "download" in t and "going-out u8[33554432]" in t)
         assert "4.0 MiB / 16.0 MiB (25%)" in wide, wide[-3000:]
+        assert "/ 32.0 MiB" in wide, wide[-3000:]  # the download's total
         # A narrower window: the next frames fit 60 columns and 20 rows.
         set_size(master, 20, 60)
         proc.send_signal(signal.SIGWINCH)
@@ -169,8 +179,10 @@ def test_top_shows_uploads_in_flight_resizes_and_quits(client, daemon):
         assert proc.wait(timeout=30) == 0
     finally:
         release.set()
+        download.cancel()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         os.close(master)
         uploader.join(timeout=60)
+        client.delete_tensors([out.id])

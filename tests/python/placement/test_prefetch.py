@@ -1,6 +1,8 @@
 """prefetch_to_device over the daemon's Prefetch stream: order, every item
 once, at most buffer_size held, errors at their position, cancellation and
 garbage collection freeing every staged batch."""
+import dataclasses
+import datetime
 import gc
 import threading
 
@@ -8,7 +10,7 @@ import numpy as np
 import pytest
 
 import placement
-from placement import DeviceMeshManager, DevicePlacement, NamedSharding, PartitionSpec, errors
+from placement import DeviceMeshManager, DevicePlacement, NamedSharding, PartitionSpec, errors, types
 
 from conftest import wait_for_memory
 
@@ -35,6 +37,11 @@ def test_order_every_item_once_and_the_buffer_bound(client):
     assert seen == list(range(20))
     assert peak <= 2 * (BATCH_BYTES + 4 + 4096)  # at most buffer_size batches held
     assert it.stats.batches_staged == 20 and it.stats.max_batches_held <= 2
+    # A dataclass of Python values, not the wire message.
+    assert isinstance(it.stats, types.PrefetchStats) and dataclasses.is_dataclass(it.stats)
+    assert isinstance(it.stats.consumer_stall, datetime.timedelta)
+    assert isinstance(it.stats.producer_blocked, datetime.timedelta)
+    assert it.stats.bytes_staged >= 20 * BATCH_BYTES
     with pytest.raises(StopIteration):
         next(it)
 

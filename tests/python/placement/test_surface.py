@@ -1,5 +1,6 @@
 """The public surface speaks Python: dataclasses for what the daemon
-reports (TensorInfo, DaemonStatus, PrefetchStats, RegionInfo, streams),
+reports (TensorInfo -- also from Client.tensor_info and list_tensors --,
+DaemonStatus, PrefetchStats, RegionInfo, streams),
 create_mesh from Python values, errors in Python's words, progress=
 callbacks, and names where ids are taken."""
 import dataclasses
@@ -10,6 +11,7 @@ import pytest
 
 import placement
 from placement import NamedSharding, PartitionSpec, errors, types
+from placement.regions import list_regions
 
 
 def test_tensor_info_is_a_dataclass(client):
@@ -24,6 +26,31 @@ def test_tensor_info_is_a_dataclass(client):
                                               (slice(6, 8),)]
     assert info.shards[1].device_id == 1 and info.shards[1].size_bytes == 8
     x.delete()
+
+
+def test_tensor_info_and_list_tensors_are_dataclasses(client):
+    x = placement.device_put(np.arange(6, dtype=np.float32), 1)
+    y = client.tensors.upload(np.arange(4, dtype=np.int8), placement._placing.device_rule(2),
+                              name="surface-listed")  # the wire layer: a message
+    info = client.tensor_info("surface-listed")
+    assert isinstance(info, types.TensorInfo) and info.id == y.id and info.device_id == 2
+    assert (info.dtype, info.shape, info.name) == (np.dtype(np.int8), (4,), "surface-listed")
+    assert client.tensor_info(x.id) == x.info
+    listed = client.list_tensors(name_prefix="surface-")
+    assert [t.id for t in listed] == [y.id] and isinstance(listed[0], types.TensorInfo)
+    assert {x.id, y.id} <= {t.id for t in client.list_tensors()}
+    with pytest.raises(errors.NotFoundError):
+        client.tensor_info("surface-nothing")
+    x.delete()
+    client.delete_tensors([y.id])
+
+
+def test_regions_are_dataclasses(client):
+    with placement.SharedRegion(1 << 20, "surface", client=client) as region:
+        listed = [r for r in list_regions(client) if r.id == region.id]
+        assert len(listed) == 1 and isinstance(listed[0], types.RegionInfo)
+        assert dataclasses.is_dataclass(listed[0])
+        assert (listed[0].name, listed[0].size_bytes) == ("surface", 1 << 20)
 
 
 def test_status_and_streams_are_dataclasses(client):
