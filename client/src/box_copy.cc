@@ -51,6 +51,13 @@ int64_t ForEachBoxRun(const std::vector<int64_t>& shape, const std::vector<Index
 
 }  // namespace
 
+bool IsOneRun(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges) {
+  for (size_t d = 1; d < shape.size() && d < ranges.size(); ++d) {
+    if (ranges[d].begin != 0 || std::min(ranges[d].end, shape[d]) != shape[d]) return false;
+  }
+  return true;
+}
+
 int64_t BoxBytes(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges,
                  int64_t element) {
   int64_t bytes = element;

@@ -21,6 +21,10 @@ namespace placement::client {
 // the row; runs of 16 MiB or more go through ParallelCopy. They return the
 // bytes copied. REQUIRES: ranges.size() == shape.size(); the buffers hold
 // their bytes.
+// Whether the box `ranges` of an array of `shape` is one contiguous run of
+// the array's bytes (every dimension after the first taken whole).
+bool IsOneRun(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges);
+
 // The bytes of the box `ranges` clipped to `shape` (0 for an empty box).
 int64_t BoxBytes(const std::vector<int64_t>& shape, const std::vector<IndexRange>& ranges,
                  int64_t element);

@@ -32,6 +32,17 @@ void PopulateMapping(void* base, size_t n) {
                [at](size_t lo, size_t hi) { (void)madvise(at + lo, hi - lo, MADV_POPULATE_READ); });
 }
 
+void PopulateRange(std::byte* at, size_t n) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(at) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(at) + n;
+  if (end <= begin) return;
+  auto* base = reinterpret_cast<char*>(begin);
+  ForEachSlice(end - begin, {}, [base](size_t lo, size_t hi) {
+    (void)madvise(base + lo, hi - lo, MADV_POPULATE_WRITE);
+  });
+}
+
 bool FileHasNoPages(int fd) {
   struct stat st {};
   return fstat(fd, &st) == 0 && st.st_blocks == 0;

@@ -26,6 +26,12 @@ void ParallelCopy(void* dst, const void* src, size_t n);
 // or on error, the writes fault the pages in. REQUIRES: base is page-aligned.
 void PopulateMapping(void* base, size_t n);
 
+// Brings in the pages that hold [at, at + n) of a shared file mapping for
+// writing (MADV_POPULATE_WRITE, sliced as ParallelCopy; `at` need not be
+// page-aligned): for a range of a file with no pages that is written
+// piecemeal. Best effort, as PopulateMapping.
+void PopulateRange(std::byte* at, size_t n);
+
 // Whether the file `fd` holds no pages yet (st_blocks 0): a fresh memory
 // file the daemon left for its writer to fill (an upload written in place).
 bool FileHasNoPages(int fd);

@@ -27,7 +27,9 @@ class PieceProgress {
   PieceProgress(const ProgressFn& fn, int64_t total) : fn_(fn), total_(total) {}
 
   // copy(to, from, n) over [0, n) in pieces, counting each one done and
-  // telling `fn` when a piece ends before the transfer does.
+  // telling `fn` once kPieceBytes more are done than it was last told
+  // (across calls: a box of many short rows is told every 64 MiB, not every
+  // row), unless the transfer is done.
   void Copy(std::byte* to, const std::byte* from, size_t n,
             absl::FunctionRef<void(std::byte* to, const std::byte* from, size_t n)> copy) {
     const size_t piece = fn_ ? kPieceBytes : n;
@@ -35,7 +37,7 @@ class PieceProgress {
       const size_t k = std::min(piece, n - at);
       copy(to + at, from + at, k);
       done_ += static_cast<int64_t>(k);
-      if (fn_ && done_ < total_ && done_ > told_) Tell();
+      if (fn_ && done_ < total_ && done_ - told_ >= static_cast<int64_t>(kPieceBytes)) Tell();
     }
   }
   // Tells `fn` what is done, unless it was told already (at a shard's end:

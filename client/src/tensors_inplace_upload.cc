@@ -91,7 +91,14 @@ absl::StatusOr<TensorInfo> WriteAndCommit(pb::ViewService::Stub& stub, RegionPoo
     const std::vector<IndexRange>& box = planned.shards[slot.shard_index()].ranges;
     std::byte* into = mapping.base() + slot.offset();
     std::byte* const base = mapping.base();
-    const bool fresh = FileHasNoPages(fd);
+    // A box that is one run of the array fills a file with no pages through
+    // its fd (FillFreshFile); a box of many rows (cut along a later
+    // dimension) has its pages mapped in first, then is copied row by row.
+    bool fresh = FileHasNoPages(fd);
+    if (fresh && !IsOneRun(array.shape, box)) {
+      PopulateRange(into, static_cast<size_t>(slot.size_bytes()));
+      fresh = false;
+    }
     CopyArrayToBox(array.shape, box, element, source, into,
                    [&](std::byte* to, const std::byte* from, size_t n) {
                      progress.Copy(to, from, n, [&](std::byte* t, const std::byte* f, size_t k) {

@@ -47,8 +47,8 @@ inline constexpr int64_t kMaxLocalDevices = 1024;
 // While one exists on a thread, the fresh blocks that thread allocates are
 // written whole by a writer outside the daemon next (an upload written in
 // place): a platform may leave their pages for that writer to bring in
-// instead of preparing them itself (the CPU platform populates a fresh
-// memory file of 64 MiB or more; under this scope, where shared memory has
+// instead of preparing them itself (the CPU platform populates every fresh
+// memory file, on threads from 64 MiB; under this scope, where shared memory has
 // 4 KiB pages, it does not, and the trainer's client fills the file partly
 // with write(2), which allocates pages without zeroing or mapping them --
 // docs/python.md "Cold and warm transfers"). Nests; thread-local.

@@ -88,8 +88,9 @@ std::string HostBlockPool::SharedHugePageMode() {
 HostBlockPool::HostBlockPool(int64_t max_file_blocks)
     : max_file_blocks_(max_file_blocks),
       small_shared_pages_([] {
+        // No setting at all: a kernel without transparent huge pages.
         const std::string mode = SharedHugePageMode();
-        return mode == "never" || mode == "deny";
+        return mode.empty() || mode == "never" || mode == "deny";
       }()),
       classes_(new SizeClass[kClasses]) {}
 

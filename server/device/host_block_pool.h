@@ -1,10 +1,11 @@
 // HostBlockPool: page-granular host memory blocks whose pages go back to the
 // system the moment a block is freed -- the CPU platform's device memory.
 //
-// A fresh memory file of 64 MiB or more is populated on threads before it
-// is handed out -- unless an outside writer fills it (OutsideWriterScope,
+// A fresh memory file is populated (on threads from 64 MiB) before it is
+// handed out -- unless an outside writer fills it (OutsideWriterScope,
 // device_backend.h) and shared memory has 4 KiB pages: then it comes with
-// no pages at all.
+// no pages at all (a reservation that ends unwritten may give it to the
+// tenant's block cache so; its pages then fault in on its next use).
 //
 // Blocks of kMappedBlockBytes and more are mappings of their own
 // (mmap/munmap), of a memory file (memfd "placementd-device", sealed

@@ -307,15 +307,12 @@ TEST_F(InPlaceUploadTest, RequestsItCannotServeGetPreciseErrors) {
 namespace placement::client {
 namespace {
 
-// The C++ client: Upload under kAuto writes same-host arrays of 1 MiB or
-// more in place (counted by the daemon), sharded or not, byte-equal on
-// download; kInPlace refuses what the daemon cannot write in place.
 // Whether the host gives shared memory 4 KiB pages only
 // (transparent_hugepage/shmem_enabled "never" or "deny").
 bool SharedMemoryHasSmallPagesOnly() {
   std::ifstream file("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
   std::string line;
-  std::getline(file, line);
+  if (!std::getline(file, line)) return true;  // no transparent huge pages at all
   return line.find("[never]") != std::string::npos || line.find("[deny]") != std::string::npos;
 }
 
@@ -325,7 +322,7 @@ bool SharedMemoryHasSmallPagesOnly() {
 // FillFreshFile brings them in, and the tensor holds its bytes. Freed and
 // reserved again, the block comes back whole.
 TEST_F(InPlaceUploadTest, AFreshReservationIsLeftForItsWriterToFill) {
-  const int64_t bytes = int64_t{64} << 20;  // the daemon populates its own from 64 MiB
+  const int64_t bytes = int64_t{64} << 20;  // populated on threads when the daemon writes it
   const std::vector<uint8_t> data = RandomBytes(bytes, 45);
   std::string id;
   ino_t inode = 0;
@@ -373,6 +370,10 @@ TEST_F(InPlaceUploadTest, AFreshReservationIsLeftForItsWriterToFill) {
   EXPECT_TRUE(Cancel(reserved->reservation_id()).ok());
 }
 
+// The C++ client: Upload under kAuto writes same-host arrays of 1 MiB or
+// more in place (counted by the daemon), sharded or not (sharded along the
+// columns: boxes of many rows, into fresh files), byte-equal on download;
+// kInPlace refuses what the daemon cannot write in place.
 TEST_F(InPlaceUploadTest, TheClientWritesLargeSameHostUploadsInPlace) {
   auto mesh = MeshClient(*alice_).CreateDataParallel(4, "data");
   ASSERT_TRUE(mesh.ok()) << mesh.status();

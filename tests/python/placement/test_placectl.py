@@ -145,14 +145,21 @@ def test_top_shows_transfers_in_flight_resizes_and_quits(client, daemon):
         except Exception:  # ends short: INVALID_ARGUMENT, nothing kept
             pass
 
-    uploader = threading.Thread(target=upload)
-    uploader.start()
     # And a download that stays open: its header read, the rest held back by
-    # flow control.
-    out = client.tensors.upload(np.zeros(32 << 20, np.uint8), placement._placing.device_rule(3),
+    # flow control (48 MiB: far more than HTTP/2's window and the sockets hold).
+    out = client.tensors.upload(np.zeros(48 << 20, np.uint8), placement._placing.device_rule(3),
                                 name="going-out")
     download = client.tensor_stub.Download(pb.DownloadRequest(tensor_id="going-out"), timeout=120)
-    assert next(download).HasField("header")
+    uploader = threading.Thread(target=upload)
+    uploader.start()
+    try:
+        assert next(download).HasField("header")
+    except BaseException:
+        release.set()
+        download.cancel()
+        uploader.join(timeout=60)
+        client.delete_tensors([out.id])
+        raise
     master, slave = pty.openpty()
     set_size(slave, 40, 160)
     proc = subprocess.Popen([PLACECTL, "--target", daemon.address, "top", "--interval=300ms"],
@@ -163,9 +170,9 @@ def test_top_shows_transfers_in_flight_resizes_and_quits(client, daemon):
         # for one drawn after (top redraws every 300 ms).
         wide = read_until(master, lambda t: "upload" in t and "in-flight u8[16777216]" in t
                           and "MB/s" in t and "4.0 MiB / 16.0 MiB (25%)" in t
-                          and "download" in t and "going-out u8[33554432]" in t)
+                          and "download" in t and "going-out u8[50331648]" in t)
         assert "4.0 MiB / 16.0 MiB (25%)" in wide, wide[-3000:]
-        assert "/ 32.0 MiB" in wide, wide[-3000:]  # the download's total
+        assert "/ 48.0 MiB" in wide, wide[-3000:]  # the download's total
         # A narrower window: the next frames fit 60 columns and 20 rows.
         set_size(master, 20, 60)
         proc.send_signal(signal.SIGWINCH)
