@@ -26,22 +26,25 @@ void ParallelCopy(void* dst, const void* src, size_t n) {
   ForEachSlice(n, {}, [out, in](size_t lo, size_t hi) { std::memcpy(out + lo, in + lo, hi - lo); });
 }
 
-void PopulateMapping(void* base, size_t n) {
-  auto* at = static_cast<char*>(base);
-  ForEachSlice(n, {},
-               [at](size_t lo, size_t hi) { (void)madvise(at + lo, hi - lo, MADV_POPULATE_READ); });
-}
+namespace {
 
-void PopulateRange(std::byte* at, size_t n) {
+// madvise(advice) over the pages holding [at, at + n), sliced as
+// ParallelCopy; best effort.
+void AdviseSliced(const void* at, size_t n, int advice) {
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = reinterpret_cast<uintptr_t>(at) / page * page;
   const uintptr_t end = reinterpret_cast<uintptr_t>(at) + n;
   if (end <= begin) return;
   auto* base = reinterpret_cast<char*>(begin);
-  ForEachSlice(end - begin, {}, [base](size_t lo, size_t hi) {
-    (void)madvise(base + lo, hi - lo, MADV_POPULATE_WRITE);
-  });
+  ForEachSlice(end - begin, {},
+               [base, advice](size_t lo, size_t hi) { (void)madvise(base + lo, hi - lo, advice); });
 }
+
+}  // namespace
+
+void PopulateMapping(void* base, size_t n) { AdviseSliced(base, n, MADV_POPULATE_READ); }
+
+void PopulateRange(std::byte* at, size_t n) { AdviseSliced(at, n, MADV_POPULATE_WRITE); }
 
 bool FileHasNoPages(int fd) {
   struct stat st {};

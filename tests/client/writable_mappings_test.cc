@@ -125,10 +125,12 @@ TEST(FillFreshFileTest, FillsAFileWithNoPagesByteExactAtAnySizeAndOffset) {
       ASSERT_EQ(pread(fd, &edge[1], 1, offset - 1), 1);
       EXPECT_EQ(edge[1], std::byte{0});
     }
-    // Mapped again (a cached hit), every page of it is there to write.
+    // Mapped again: the cached mapping comes back (its pwritten part is
+    // mapped in then), and still reads the bytes.
     auto again = mappings.Map(fd, file_bytes);
     ASSERT_TRUE(again.ok());
     EXPECT_EQ((*again)->base(), (*mapping)->base());
+    EXPECT_EQ(std::memcmp((*again)->base() + offset, data.data(), bytes), 0);
     close(fd);
   }
 }
