@@ -184,7 +184,28 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Partici
     tensors_->AbortHere(ids);
     return Explain(ran.status(), participants);
   }
+  if (InstallsAtOnce(participants, driver)) {
+    // Presumed commit: a driver that takes part commits its own part only
+    // once every part succeeded, so a result installed here is either
+    // returned to its caller or aborted (AbortForDriver deletes it).
+    std::vector<std::unique_ptr<Tensor>> installing;
+    for (const auto& record : records) installing.push_back(RecordOf(*record));
+    const std::vector<std::string> donated = request.source == SourceHandling::kDonate
+                                                 ? request.tensor_ids
+                                                 : std::vector<std::string>{};
+    absl::Status installed = tensors_->CommitHere(std::move(installing), donated);
+    if (!installed.ok()) {
+      tensors_->AbortHere(ids);
+      return installed;
+    }
+  }
   return records;
+}
+
+bool ClusterCollectives::InstallsAtOnce(const std::vector<int32_t>& participants,
+                                        int32_t driver) const {
+  return driver != cluster_->process_index() &&
+         std::binary_search(participants.begin(), participants.end(), driver);
 }
 
 absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& participants,
@@ -243,8 +264,18 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
     return fail(absl::InternalError(
         absl::StrCat("a participant made ", commit.size(), " results, expected ", num_results)));
   }
+  // The other participants installed their results (and deleted the
+  // donated inputs) when their parts ended (InstallsAtOnce): the records go
+  // only to the daemons without shards -- none when the call spans them all.
+  std::vector<int32_t> installed;
+  if (std::binary_search(participants.begin(), participants.end(), self)) {
+    for (int32_t p : participants) {
+      if (p != self) installed.push_back(p);
+    }
+  }
   std::vector<std::shared_ptr<const Tensor>> committed;
-  absl::Status status = tensors_->CommitEverywhere(std::move(commit), donated, &committed);
+  absl::Status status =
+      tensors_->CommitEverywhere(std::move(commit), donated, &committed, installed);
   if (!status.ok()) return fail(status);
   return committed;
 }

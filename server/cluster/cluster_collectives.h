@@ -17,7 +17,11 @@
 //            (PeerTransport::StartPrepareCollective, all at once), each runs
 //            its part in that order and holds its results pending, then the
 //            driver commits them everywhere (or aborts them everywhere; a
-//            failed call moves the driver's set to a new generation).
+//            failed call moves the driver's set to a new generation). When
+//            the driver takes part, the other participants install their
+//            results as their parts succeed (presumed commit, Participate):
+//            the driver commits its own part and tells only the daemons
+//            without shards -- no commit round among the participants.
 //   multi    RunMulti: JAX multi-controller -- every participant's trainer
 //            makes the same calls on its own daemon, in the same order (as
 //            NCCL and torch.distributed require). Per (tenant, participant
@@ -118,7 +122,11 @@ class ClusterCollectives final : public DistributedCollectives {
   // shards, holds the results pending for `driver` under `result_ids`.
   // Returns the results' records. A failed part of a coordinator-issued
   // ticket is forfeited (set_forfeit); a call-ordered ticket's failure is
-  // the caller's to settle.
+  // the caller's to settle. A part for another daemon that takes part
+  // itself (InstallsAtOnce) installs its results (and deletes donated
+  // inputs) as soon as it succeeded -- presumed commit: that driver sends
+  // no Commit, only an Abort when another part failed -- so a result is
+  // readable on every participant once the driver returned it.
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> Participate(
       const std::vector<int32_t>& participants, const std::vector<std::string>& result_ids,
       int32_t driver, const CollectiveRequest& request, const CollectiveContext& context,
@@ -130,6 +138,10 @@ class ClusterCollectives final : public DistributedCollectives {
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> Drive(
       const std::vector<int32_t>& participants, const CollectiveRequest& request,
       const CollectiveContext& context);
+  // Whether this daemon's part of a single-controller call that `driver`
+  // drives installs its results when it ends: `driver` is another
+  // participant.
+  bool InstallsAtOnce(const std::vector<int32_t>& participants, int32_t driver) const;
   // A multi-controller participant set (per tenant) as this daemon knows it.
   struct MultiSet {
     explicit MultiSet(std::vector<int32_t> p) : participants(std::move(p)) {}

@@ -71,6 +71,10 @@ absl::Status ClusterTensors::AddPending(std::unique_ptr<Tensor> tensor, int32_t 
   }
   absl::MutexLock lock(&mu_);
   const std::string id = tensor->id;
+  if (aborted_.contains(id)) {
+    return absl::AbortedError(
+        absl::StrCat("tensor '", id, "' was aborted by the daemon driving its operation"));
+  }
   if (lifetime <= absl::ZeroDuration()) lifetime = pending_lifetime_;
   auto [it, inserted] =
       pending_.emplace(id, Pending{std::move(tensor), absl::Now() + lifetime, driver});
@@ -131,6 +135,15 @@ void ClusterTensors::AbortHere(const std::vector<std::string>& ids) {
   }
 }
 
+void ClusterTensors::AbortForDriver(const std::vector<std::string>& ids) {
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time expires = absl::Now() + pending_lifetime_;
+    for (const std::string& id : ids) aborted_[id] = expires;
+  }
+  DeleteHere(ids);
+}
+
 int64_t ClusterTensors::DeleteHere(const std::vector<std::string>& ids) {
   AbortHere(ids);
   return store_->DeleteHere(ids);
@@ -143,10 +156,14 @@ int64_t ClusterTensors::pending_count() const {
 
 absl::Status ClusterTensors::CommitEverywhere(std::vector<std::unique_ptr<Tensor>> tensors,
                                               const std::vector<std::string>& delete_ids,
-                                              std::vector<std::shared_ptr<const Tensor>>* out) {
+                                              std::vector<std::shared_ptr<const Tensor>>* out,
+                                              const std::vector<int32_t>& installed) {
   std::vector<const Tensor*> records;
   for (const auto& t : tensors) records.push_back(t.get());
-  const std::vector<int32_t> peers = cluster_->AlivePeers();
+  std::vector<int32_t> peers = cluster_->AlivePeers();
+  std::erase_if(peers, [&](int32_t p) {
+    return std::find(installed.begin(), installed.end(), p) != installed.end();
+  });
   absl::Status remote = FanOutCall(peers_, peers, &PeerTransport::StartCommit)(records, delete_ids);
   std::vector<std::string> ids;
   for (const auto& t : tensors) ids.push_back(t->id);
@@ -235,6 +252,7 @@ void ClusterTensors::ReapLoop() {
     std::vector<std::unique_ptr<Tensor>> expired;
     const absl::Time now = absl::Now();
     absl::MutexLock lock(&mu_);
+    std::erase_if(aborted_, [&](const auto& entry) { return entry.second <= now; });
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (it->second.expires <= now) {
         LogWarning("cluster: freeing tensor ", it->first,

@@ -56,6 +56,13 @@ class ClusterTensors {
   // the tensor at once; so does `lifetime` passing (0: the default).
   absl::Status AddPending(std::unique_ptr<Tensor> tensor, int32_t driver = -1,
                           absl::Duration lifetime = absl::ZeroDuration());
+  // Holds `ids` aborted for good: frees them where pending, deletes them
+  // where installed already (a collective's part installs its results when
+  // it ends, ClusterCollectives::Participate), and remembers them for the
+  // pending lifetime, so that a part still running here when its driver
+  // gave up cannot hold them afterwards (AddPending refuses them, ABORTED).
+  // The peer side of a driver's Abort.
+  void AbortForDriver(const std::vector<std::string>& ids);
   // Installs `records`: a pending tensor of the same id becomes committed
   // with its buffers; otherwise the record is installed as a shell, which
   // must have no shard on this daemon (FAILED_PRECONDITION: the shards were
@@ -70,10 +77,13 @@ class ClusterTensors {
 
   // --- the driver side ---------------------------------------------------------------
   // Installs `tensors` on every live daemon (this one through CommitHere,
-  // with `delete_ids` deleted too). The first error, after trying all.
+  // with `delete_ids` deleted too) but `installed`, the peers that
+  // installed them (and deleted `delete_ids`) themselves. The first error,
+  // after trying all.
   absl::Status CommitEverywhere(std::vector<std::unique_ptr<Tensor>> tensors,
                                 const std::vector<std::string>& delete_ids,
-                                std::vector<std::shared_ptr<const Tensor>>* committed);
+                                std::vector<std::shared_ptr<const Tensor>>* committed,
+                                const std::vector<int32_t>& installed = {});
   // Frees pending `ids` on `processes` (this daemon included when listed).
   void AbortOn(const std::vector<int32_t>& processes, const std::vector<std::string>& ids);
 
@@ -98,6 +108,8 @@ class ClusterTensors {
   const absl::Duration pending_lifetime_;
   mutable absl::Mutex mu_;
   std::map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  // Ids aborted by their driver (AbortForDriver), until they expire.
+  std::map<std::string, absl::Time> aborted_ ABSL_GUARDED_BY(mu_);
   absl::Notification stop_;
   std::thread reaper_;
 };

@@ -82,7 +82,7 @@ grpc::ServerUnaryReactor* PeerHandler::Abort(grpc::CallbackServerContext* contex
                                              const pb::AbortRequest* request,
                                              pb::AbortResponse* /*response*/) {
   return RunPeerUnary(context, *gate_, [&]() -> absl::Status {
-    tensors_->AbortHere(
+    tensors_->AbortForDriver(
         std::vector<std::string>(request->tensor_ids().begin(), request->tensor_ids().end()));
     return absl::OkStatus();
   });
