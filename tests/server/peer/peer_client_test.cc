@@ -85,15 +85,49 @@ TEST(PeerClientTest, RecordsCommittedListedAndDeleted) {
     EXPECT_EQ(shell->shards[0].buffer, nullptr);
   }
   EXPECT_TRUE(found);
-  // Aborting ids that are not pending is a no-op; deleting the record frees
-  // nothing on node 1 (it held no bytes).
-  EXPECT_TRUE(client.Abort(1, {"t-record", "t-nothing"}).ok());
+  // Deleting the record frees nothing on node 1 (it held no bytes).
   auto freed = client.DeleteTensors(1, {"t-record"});
   ASSERT_TRUE(freed.ok()) << freed.status();
   EXPECT_EQ(*freed, 0);
   listed = client.ListTensorRecords(1);
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(listed->size(), before);
+}
+
+// A driver's Abort ends its operation's ids for good on the daemon it
+// reaches: an installed one is deleted (a collective's part installs its
+// results when it succeeds), and one that is not there yet is refused to the
+// part that ends later (ABORTED), which keeps no memory.
+TEST(PeerClientTest, AnAbortDeletesInstalledIdsAndRefusesLaterOnes) {
+  auto nodes = StartNodes(2);
+  PeerClient& client = *nodes[0]->client;
+  const int64_t device = kNodeDevices;  // node 1's first device
+  const int64_t baseline = nodes[1]->inventory->TotalMemoryInUse();
+  std::vector<float> values(32, 1.0f);
+  const ByteRun all{0, 0, static_cast<int64_t>(values.size() * sizeof(float))};
+  auto write = [&](const Tensor& record) -> absl::Status {
+    auto writer = client.OpenShardWriter(1, record, absl::Seconds(30), absl::Seconds(10));
+    if (!writer.ok()) return writer.status();
+    absl::Status wrote =
+        (*writer)->Write({&device, 1}, {&all, 1}, reinterpret_cast<const char*>(values.data()));
+    if (!wrote.ok()) return wrote;
+    return (*writer)->Finish();
+  };
+  std::unique_ptr<Tensor> installed = Record("t-installed", device, {4, 8}, /*process=*/1);
+  ASSERT_TRUE(write(*installed).ok());
+  ASSERT_TRUE(client.Commit(1, {installed.get()}, {}).ok());
+  EXPECT_GT(nodes[1]->inventory->TotalMemoryInUse(), baseline);
+  ASSERT_TRUE(client.Abort(1, {"t-installed", "t-late"}).ok());
+  EXPECT_EQ(nodes[1]->inventory->TotalMemoryInUse(), baseline);
+  auto listed = client.ListTensorRecords(1);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  for (const auto& shell : *listed) EXPECT_NE(shell->id, "t-installed");
+  // The part of "t-late" ends after its driver's Abort.
+  absl::Status late = write(*Record("t-late", device, {4, 8}, /*process=*/1));
+  EXPECT_EQ(late.code(), absl::StatusCode::kAborted) << late;
+  EXPECT_THAT(late.message(), HasSubstr("'t-late' was aborted by the daemon driving"));
+  EXPECT_EQ(nodes[1]->services->pending_tensors(), 0);
+  EXPECT_EQ(nodes[1]->inventory->TotalMemoryInUse(), baseline);
 }
 
 TEST(PeerClientTest, ShardsWrittenToAnotherDaemonReadBackAsBoxes) {
