@@ -33,6 +33,10 @@ struct MeshAxis {
   int64_t size = 0;
 
   bool operator==(const MeshAxis&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const MeshAxis& a) {
+    return H::combine(std::move(h), a.name, a.size);
+  }
 };
 
 class Mesh {
@@ -99,6 +103,10 @@ class Mesh {
 
   // Same axes (names, sizes, order) and same device ids in the same order.
   bool operator==(const Mesh& other) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const Mesh& m) {
+    return H::combine(std::move(h), m.axes_, m.device_ids_);
+  }
 
  private:
   Mesh(std::vector<MeshAxis> axes, std::vector<int64_t> device_ids)

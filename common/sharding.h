@@ -71,6 +71,10 @@ struct PartitionSpec {
   // "P('data', None, ('x', 'y'))"; "P()" when empty.
   std::string ToString() const;
   bool operator==(const PartitionSpec&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const PartitionSpec& p) {
+    return H::combine(std::move(h), p.dims);
+  }
 };
 
 // How a dimension that is not divisible by its shard count is handled.
@@ -146,6 +150,10 @@ class NamedSharding {
   // ", mode=padded" appended when they apply.
   std::string ToString() const;
   bool operator==(const NamedSharding&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const NamedSharding& s) {
+    return H::combine(std::move(h), s.mesh_, s.spec_, s.partial_axes_, s.mode_);
+  }
 
  private:
   NamedSharding(Mesh mesh, PartitionSpec spec, std::vector<std::string> partial_axes,

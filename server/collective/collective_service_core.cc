@@ -171,9 +171,10 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::AllReduce(
     const CollectiveContext& context) const {
   ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> input, store_->Get(target.tensor_id));
   RETURN_IF_ERROR(CheckReducible(*input, CollectiveKind::kAllReduce));
-  ASSIGN_OR_RETURN(CollectivePlan plan, PlanAllReduce(LayoutOf(*input), target.axes));
+  ASSIGN_OR_RETURN(std::shared_ptr<const CollectivePlan> plan,
+                   plans_.Plan({CollectiveKind::kAllReduce, target.axes}, LayoutOf(*input)));
   const ReduceOp effective = EffectiveOp(op, *input);
-  return RunSameSize(target, std::move(input), plan, effective, context);
+  return RunSameSize(target, std::move(input), *plan, effective, context);
 }
 
 absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::Broadcast(
@@ -195,16 +196,18 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::Broadcast(
                                                    " is not in the tensor's mesh ",
                                                    mesh.DebugString()));
   }
-  ASSIGN_OR_RETURN(CollectivePlan plan,
-                   PlanBroadcast(LayoutOf(*input), target.axes, root_position));
-  return RunSameSize(target, std::move(input), plan, ReduceOp::kSum, context);
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<const CollectivePlan> plan,
+      plans_.Plan({CollectiveKind::kBroadcast, target.axes, 0, root_position}, LayoutOf(*input)));
+  return RunSameSize(target, std::move(input), *plan, ReduceOp::kSum, context);
 }
 
 absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::AllGather(
     const CollectiveTarget& target, int64_t dim, const CollectiveContext& context) const {
   ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> input, store_->Get(target.tensor_id));
-  ASSIGN_OR_RETURN(CollectivePlan plan, PlanAllGather(LayoutOf(*input), target.axes, dim));
-  return RunResized(target, std::move(input), plan, ReduceOp::kSum, context);
+  ASSIGN_OR_RETURN(std::shared_ptr<const CollectivePlan> plan,
+                   plans_.Plan({CollectiveKind::kAllGather, target.axes, dim}, LayoutOf(*input)));
+  return RunResized(target, std::move(input), *plan, ReduceOp::kSum, context);
 }
 
 absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::ReduceScatter(
@@ -212,10 +215,11 @@ absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::ReduceScatt
     const CollectiveContext& context) const {
   ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> input, store_->Get(target.tensor_id));
   RETURN_IF_ERROR(CheckReducible(*input, CollectiveKind::kReduceScatter));
-  ASSIGN_OR_RETURN(CollectivePlan plan,
-                   PlanReduceScatter(LayoutOf(*input), target.axes, scatter_dim));
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<const CollectivePlan> plan,
+      plans_.Plan({CollectiveKind::kReduceScatter, target.axes, scatter_dim}, LayoutOf(*input)));
   const ReduceOp effective = EffectiveOp(op, *input);
-  return RunResized(target, std::move(input), plan, effective, context);
+  return RunResized(target, std::move(input), *plan, effective, context);
 }
 
 absl::StatusOr<std::shared_ptr<const Tensor>> CollectiveServiceCore::RunSameSize(
@@ -301,7 +305,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore
   }
   ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const Tensor>> inputs, store_->GetMany(tensor_ids));
   const Tensor& first = *inputs[0];
-  std::vector<CollectivePlan> plans;
+  std::vector<std::shared_ptr<const CollectivePlan>> plans;
   std::vector<ReduceOp> ops;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = *inputs[i];
@@ -318,7 +322,8 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore
           DTypeName(first.dtype), "; a batch reduces one dtype"));
     }
     RETURN_IF_ERROR(WithIndex(CheckReducible(t, CollectiveKind::kAllReduce), i));
-    absl::StatusOr<CollectivePlan> plan = PlanAllReduce(LayoutOf(t), axes);
+    absl::StatusOr<std::shared_ptr<const CollectivePlan>> plan =
+        plans_.Plan({CollectiveKind::kAllReduce, axes}, LayoutOf(t));
     if (!plan.ok()) return WithIndex(plan.status(), i);
     plans.push_back(*std::move(plan));
     ops.push_back(EffectiveOp(op, t));
@@ -329,10 +334,10 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore
   if (source == SourceHandling::kKeep) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       ASSIGN_OR_RETURN(std::unique_ptr<Tensor> result,
-                       AllocateResult(store_, *inputs[i], plans[i], "", /*donated=*/false));
+                       AllocateResult(store_, *inputs[i], *plans[i], "", /*donated=*/false));
       RETURN_IF_ERROR(SameSizes(*inputs[i], *result));
       std::vector<CollectiveItem> more =
-          ItemsFor(plans[i], inputs[i]->sharding.mesh(), inputs[i]->dtype, ops[i],
+          ItemsFor(*plans[i], inputs[i]->sharding.mesh(), inputs[i]->dtype, ops[i],
                    SendBuffers(*inputs[i]), RecvBuffers(*result));
       items.insert(items.end(), more.begin(), more.end());
       results.push_back(std::move(result));
@@ -343,7 +348,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore
     ASSIGN_OR_RETURN(results, store_->TakeAllForDonation(tensor_ids));
     for (size_t i = 0; i < results.size(); ++i) {
       std::vector<CollectiveItem> more =
-          ItemsFor(plans[i], results[i]->sharding.mesh(), results[i]->dtype, ops[i],
+          ItemsFor(*plans[i], results[i]->sharding.mesh(), results[i]->dtype, ops[i],
                    SendBuffers(*results[i]), RecvBuffers(*results[i]));
       items.insert(items.end(), more.begin(), more.end());
     }
@@ -357,7 +362,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> CollectiveServiceCore
   std::vector<std::shared_ptr<const Tensor>> committed;
   for (size_t i = 0; i < results.size(); ++i) {
     if (source == SourceHandling::kDonate) {
-      RETURN_IF_ERROR(BecomeResult(results[i].get(), plans[i], ""));
+      RETURN_IF_ERROR(BecomeResult(results[i].get(), *plans[i], ""));
     }
   }
   for (size_t i = 0; i < results.size(); ++i) {
@@ -381,18 +386,20 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> CollectiveServiceCore::DeviceG
                    store_->GetMany(request.tensor_ids));
   std::vector<std::vector<int64_t>> groups;
   for (const std::shared_ptr<const Tensor>& input : inputs) {
-    const TensorLayout layout = LayoutOf(*input);
-    absl::StatusOr<CollectivePlan> plan;
+    PlanQuery query;
+    query.axes = request.axes;
     switch (request.kind) {
       case CollectiveRequestKind::kAllReduce:
       case CollectiveRequestKind::kAllReduceBatch:
-        plan = PlanAllReduce(layout, request.axes);
+        query.kind = CollectiveKind::kAllReduce;
         break;
       case CollectiveRequestKind::kAllGather:
-        plan = PlanAllGather(layout, request.axes, request.dim);
+        query.kind = CollectiveKind::kAllGather;
+        query.dim = request.dim;
         break;
       case CollectiveRequestKind::kReduceScatter:
-        plan = PlanReduceScatter(layout, request.axes, request.dim);
+        query.kind = CollectiveKind::kReduceScatter;
+        query.dim = request.dim;
         break;
       case CollectiveRequestKind::kBroadcast: {
         const int64_t root = input->sharding.mesh().PositionOf(request.root_device_id);
@@ -401,13 +408,16 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> CollectiveServiceCore::DeviceG
               absl::StrCat("broadcast: root device ", request.root_device_id,
                            " is not in the tensor's mesh ", input->sharding.mesh().DebugString()));
         }
-        plan = PlanBroadcast(layout, request.axes, root);
+        query.kind = CollectiveKind::kBroadcast;
+        query.root_position = root;
         break;
       }
     }
+    absl::StatusOr<std::shared_ptr<const CollectivePlan>> plan =
+        plans_.Plan(query, LayoutOf(*input));
     if (!plan.ok()) return plan.status();
     const std::vector<int64_t>& devices = input->sharding.mesh().device_ids();
-    for (const std::vector<int64_t>& positions : plan->groups) {
+    for (const std::vector<int64_t>& positions : (*plan)->groups) {
       std::vector<int64_t>& group = groups.emplace_back();
       group.reserve(positions.size());
       for (int64_t position : positions) group.push_back(devices[position]);

@@ -46,6 +46,7 @@
 #include "server/collective/collective_plan.h"
 #include "server/collective/collective_request.h"
 #include "server/collective/distributed_collectives.h"
+#include "server/collective/plan_cache.h"
 #include "server/metrics/metrics.h"
 #include "server/tensor/tensor_spec.h"
 #include "server/tensor/tensor_store.h"
@@ -171,6 +172,8 @@ class CollectiveServiceCore {
   std::array<CounterSeries, 4> counted_;
   std::array<CounterSeries, 4> counted_bytes_;
   DistributedCollectives* distributed_ = nullptr;
+  // Every plan goes through it: DeviceGroups and the call itself plan once.
+  PlanCache plans_;
 };
 
 }  // namespace placement::server

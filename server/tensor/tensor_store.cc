@@ -6,7 +6,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 
 namespace placement::server {
@@ -103,10 +102,15 @@ std::optional<MemoryOwnerTag> TensorStore::FindMemoryOwner(const std::string& te
 
 std::string TensorStore::NewId() {
   absl::MutexLock lock(&mu_);
+  return UnusedIdLocked();
+}
+
+std::string TensorStore::UnusedIdLocked() {
   std::string id;
   do {
-    id = absl::StrFormat("t-%016x%016x", absl::Uniform<uint64_t>(bitgen_),
-                         absl::Uniform<uint64_t>(bitgen_));
+    // StrCat of Hex: a few times cheaper than StrFormat, on every result.
+    id = absl::StrCat("t-", absl::Hex(absl::Uniform<uint64_t>(bitgen_), absl::kZeroPad16),
+                      absl::Hex(absl::Uniform<uint64_t>(bitgen_), absl::kZeroPad16));
   } while (tensors_.contains(id));
   return id;
 }
@@ -123,10 +127,7 @@ std::shared_ptr<const Tensor> TensorStore::Commit(std::unique_ptr<Tensor> tensor
   std::shared_ptr<Tensor> shared(std::move(tensor));
   {
     absl::MutexLock lock(&mu_);
-    do {
-      shared->id = absl::StrFormat("t-%016x%016x", absl::Uniform<uint64_t>(bitgen_),
-                                   absl::Uniform<uint64_t>(bitgen_));
-    } while (tensors_.contains(shared->id));
+    shared->id = UnusedIdLocked();
     tensors_.emplace(shared->id, shared);
   }
   if (hooks_.on_commit && quiet_depth == 0) hooks_.on_commit(*shared);

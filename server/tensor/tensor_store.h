@@ -184,6 +184,8 @@ class TensorStore {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Tensor>> tensors_ ABSL_GUARDED_BY(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
+  // "t-" + 32 random hex digits that no tensor here has.
+  std::string UnusedIdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   mutable absl::Mutex memory_owners_mu_;
   absl::flat_hash_map<std::string, MemoryOwnerTag> memory_owners_
       ABSL_GUARDED_BY(memory_owners_mu_);
