@@ -41,6 +41,16 @@ void OnThreads(int n, const std::function<void(int)>& fn) {
   for (auto& t : threads) t.join();
 }
 
+void SpinBarrier::ArriveAndWait() {
+  const uint64_t generation = generation_.load(std::memory_order_acquire);
+  if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+    arrived_.store(0, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    return;
+  }
+  while (generation_.load(std::memory_order_acquire) == generation) std::this_thread::yield();
+}
+
 void FirstError::Note(const absl::Status& s) {
   if (s.ok()) return;
   absl::MutexLock lock(&mu_);
