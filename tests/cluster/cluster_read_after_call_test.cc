@@ -26,23 +26,55 @@ using client::HostArray;
 using client::Placement;
 using client::SourceHandling;
 
-TEST(ClusterReadAfterCallTest, ReduceScatterResultsAreReadableEverywhereWhenTheCallReturns) {
-  ClusterOptions options;
-  options.num_processes = 2;
-  options.devices_per_process = 2;
-  options.extra_flags = {"--cluster_op_timeout=20s"};
-  auto cluster = ClusterProcesses::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  std::vector<std::unique_ptr<client::Client>> clients;
-  for (int p = 0; p < 2; ++p) {
-    auto c = (*cluster)->Connect(p);
-    ASSERT_TRUE(c.ok()) << c.status();
-    clients.push_back(*std::move(c));
+// Two daemons with two devices each, a client of each, and mesh "flat"
+// over the four devices (made through process 1).
+class ClusterReadAfterCallTest : public ::testing::Test {
+ protected:
+  static constexpr int kN = 4;  // devices, two per process
+
+  void SetUp() override {
+    ClusterOptions options;
+    options.num_processes = 2;
+    options.devices_per_process = 2;
+    options.extra_flags = {"--cluster_op_timeout=20s"};
+    auto started = ClusterProcesses::Start(options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    cluster = *std::move(started);
+    for (int p = 0; p < 2; ++p) {
+      auto c = cluster->Connect(p);
+      ASSERT_TRUE(c.ok()) << c.status();
+      clients.push_back(*std::move(c));
+    }
+    ASSERT_TRUE(client::MeshClient(*clients[1]).Create({{"data", kN}}, {.mesh_id = "flat"}).ok());
   }
-  constexpr int kN = 4;  // devices
+
+  std::unique_ptr<ClusterProcesses> cluster;
+  std::vector<std::unique_ptr<client::Client>> clients;
+};
+
+// Two threads that keep the CPUs busy while it lives.
+class CpuLoad {
+ public:
+  CpuLoad() {
+    for (int i = 0; i < 2; ++i) {
+      threads_.emplace_back([this] {
+        volatile uint64_t x = 0;
+        while (!stop_.load(std::memory_order_relaxed)) x = x * 31 + 7;
+      });
+    }
+  }
+  ~CpuLoad() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+TEST_F(ClusterReadAfterCallTest, ReduceScatterResultsAreReadableEverywhereWhenTheCallReturns) {
   constexpr int64_t kLen = kN * 256;
-  client::MeshClient meshes(*clients[1]);
-  ASSERT_TRUE(meshes.Create({{"data", kN}}, {.mesh_id = "flat"}).ok());
   // A partial tensor: device d contributes d + i.
   std::vector<std::string> pieces;
   for (int d = 0; d < kN; ++d) {
@@ -58,18 +90,11 @@ TEST(ClusterReadAfterCallTest, ReduceScatterResultsAreReadableEverywhereWhenTheC
                                    pieces, SourceHandling::kDonate);
   ASSERT_TRUE(partial.ok()) << partial.status();
 
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> load;
-  for (int i = 0; i < 2; ++i) {
-    load.emplace_back([&] {
-      volatile uint64_t x = 0;
-      while (!stop.load(std::memory_order_relaxed)) x = x * 31 + 7;
-    });
-  }
+  auto load = std::make_unique<CpuLoad>();
   // Trainer p's multi-controller reduce-scatter of `partial` on its daemon.
   auto reduce_scatter = [&](int p, pb::CollectiveResponse* response) {
     auto stub = pb::CollectiveService::NewStub(
-        grpc::CreateChannel((*cluster)->address(p), grpc::InsecureChannelCredentials()));
+        grpc::CreateChannel(cluster->address(p), grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
     pb::ReduceScatterRequest request;
@@ -149,8 +174,7 @@ TEST(ClusterReadAfterCallTest, ReduceScatterResultsAreReadableEverywhereWhenTheC
       ++failures;
     }
   }
-  stop = true;
-  for (auto& t : load) t.join();
+  load.reset();
   EXPECT_EQ(failures, 0);
   ASSERT_TRUE(tensors0.Delete({partial->id}).ok());
   EXPECT_TRUE(MemoryReturns(*clients[0], {}, std::vector<int64_t>(kN, 0)));
@@ -163,23 +187,8 @@ TEST(ClusterReadAfterCallTest, ReduceScatterResultsAreReadableEverywhereWhenTheC
 // on process 1 at once -- read, deleted, or resharded and reduced again with
 // process 1 driving -- and 50 with the input donated; every value checked, the
 // tensor lists agree and every byte comes back.
-TEST(ClusterReadAfterCallTest, SingleControllerResultsAreUsableOnTheOtherParticipantAtOnce) {
-  ClusterOptions options;
-  options.num_processes = 2;
-  options.devices_per_process = 2;
-  options.extra_flags = {"--cluster_op_timeout=20s"};
-  auto cluster = ClusterProcesses::Start(options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  std::vector<std::unique_ptr<client::Client>> clients;
-  for (int p = 0; p < 2; ++p) {
-    auto c = (*cluster)->Connect(p);
-    ASSERT_TRUE(c.ok()) << c.status();
-    clients.push_back(*std::move(c));
-  }
-  constexpr int kN = 4;  // devices, two per process
+TEST_F(ClusterReadAfterCallTest, SingleControllerResultsAreUsableOnTheOtherParticipantAtOnce) {
   constexpr int64_t kLen = kN * 1024;
-  client::MeshClient meshes(*clients[0]);
-  ASSERT_TRUE(meshes.Create({{"data", kN}}, {.mesh_id = "flat"}).ok());
   std::vector<float> ones(kLen, 1.0f);
   client::TensorClient tensors0(*clients[0]), tensors1(*clients[1]);
   client::CollectiveClient collectives0(*clients[0]), collectives1(*clients[1]);
@@ -189,14 +198,7 @@ TEST(ClusterReadAfterCallTest, SingleControllerResultsAreUsableOnTheOtherPartici
   auto x = tensors0.Upload(HostArray::Of(ones, {kLen}), sharded);
   ASSERT_TRUE(x.ok()) << x.status();
 
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> load;
-  for (int i = 0; i < 2; ++i) {
-    load.emplace_back([&] {
-      volatile uint64_t x = 0;
-      while (!stop.load(std::memory_order_relaxed)) x = x * 31 + 7;
-    });
-  }
+  auto load = std::make_unique<CpuLoad>();
   auto values_of = [](const client::TensorClient& via, const std::string& id) {
     std::vector<float> out;
     auto bytes = via.DownloadBytes(id);
@@ -273,8 +275,7 @@ TEST(ClusterReadAfterCallTest, SingleControllerResultsAreUsableOnTheOtherPartici
     }
     if (!last.empty()) tensors0.Delete({last}).IgnoreError();
   }
-  stop = true;
-  for (auto& t : load) t.join();
+  load.reset();
   EXPECT_EQ(failures, 0);
   // Both daemons know the same tensors: the input alone.
   for (const client::TensorClient* via : {&tensors0, &tensors1}) {
