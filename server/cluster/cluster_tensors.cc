@@ -104,7 +104,16 @@ absl::Status ClusterTensors::CommitHere(std::vector<std::unique_ptr<Tensor>> rec
       prepared->owner = record->owner;
       prepared->session_id = record->session_id;
       prepared->mesh_id = record->mesh_id;
+      const std::string id = prepared->id;
       store_->Install(std::move(prepared)).IgnoreError();
+      // An Abort that came while it was being installed (AbortForDriver
+      // marks the id before it deletes) may have missed it: it goes now.
+      bool aborted = false;
+      {
+        absl::MutexLock lock(&mu_);
+        aborted = aborted_.contains(id);
+      }
+      if (aborted) store_->DeleteHere({id});
       continue;
     }
     if (store_->Get(record->id).ok()) continue;
