@@ -107,6 +107,17 @@ int64_t Mappings(pid_t pid) {
   return count;
 }
 
+int64_t FileMappings(pid_t pid) {
+  std::ifstream maps(absl::StrCat("/proc/", pid, "/maps"));
+  if (!maps.good()) return -1;
+  int64_t count = 0;
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (absl::StrContains(line, "/memfd:") || absl::StrContains(line, "/dev/shm/")) ++count;
+  }
+  return count;
+}
+
 std::string LargestMappings(pid_t pid, int n) {
   std::ifstream smaps(absl::StrCat("/proc/", pid, "/smaps"));
   std::vector<std::pair<int64_t, std::string>> mappings;

@@ -26,6 +26,11 @@ int64_t OwnResidentBytes(pid_t pid);
 int64_t OpenFds(pid_t pid);
 // Lines of /proc/<pid>/maps (one per mapping), or -1.
 int64_t Mappings(pid_t pid);
+// The mappings of shared memory files among them (memfd, /dev/shm): the
+// daemon's memory-file blocks and the regions it maps -- what a region or
+// view that was not released leaves behind, apart from the thread stacks
+// and malloc arenas that Mappings also counts. -1 on failure.
+int64_t FileMappings(pid_t pid);
 // The `n` mappings of /proc/<pid>/smaps with the most resident memory, one
 // "RSS kB  address range  name" line each: what to print when a resident
 // memory bound fails.
