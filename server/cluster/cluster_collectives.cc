@@ -96,6 +96,12 @@ bool PartialGroups(const std::vector<std::vector<int64_t>>& groups,
 
 using Results = std::vector<std::shared_ptr<const Tensor>>;
 
+// The inputs a call consumes: all of them when it donates, else none.
+std::vector<std::string> DonatedIds(const CollectiveRequest& request) {
+  return request.source == SourceHandling::kDonate ? request.tensor_ids
+                                                   : std::vector<std::string>{};
+}
+
 }  // namespace
 
 absl::StatusOr<Results> ClusterCollectives::Execute(const CollectiveRequest& request,
@@ -190,9 +196,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Partici
     // returned to its caller or aborted (AbortForDriver deletes it).
     std::vector<std::unique_ptr<Tensor>> installing;
     for (const auto& record : records) installing.push_back(RecordOf(*record));
-    const std::vector<std::string> donated = request.source == SourceHandling::kDonate
-                                                 ? request.tensor_ids
-                                                 : std::vector<std::string>{};
+    const std::vector<std::string> donated = DonatedIds(request);
     absl::Status installed = tensors_->CommitHere(std::move(installing), donated);
     if (!installed.ok()) {
       tensors_->AbortHere(ids);
@@ -212,8 +216,7 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
                                                   const CollectiveRequest& request,
                                                   const CollectiveContext& context) {
   const size_t num_results = request.tensor_ids.size();
-  const std::vector<std::string> donated =
-      request.source == SourceHandling::kDonate ? request.tensor_ids : std::vector<std::string>{};
+  const std::vector<std::string> donated = DonatedIds(request);
   const std::string op_key = absl::StrCat("sc/", store_->NewId());
   std::vector<std::string> ids;
   for (size_t i = 0; i < num_results; ++i) ids.push_back(store_->NewId());
@@ -314,8 +317,7 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& tenant,
                                                      const CollectiveRequest& request,
                                                      const CollectiveContext& context) {
   const size_t num_results = request.tensor_ids.size();
-  const std::vector<std::string> donated =
-      request.source == SourceHandling::kDonate ? request.tensor_ids : std::vector<std::string>{};
+  const std::vector<std::string> donated = DonatedIds(request);
   const int32_t self = cluster_->process_index();
   if (!std::binary_search(participants.begin(), participants.end(), self)) {
     return absl::FailedPreconditionError(absl::StrCat(
