@@ -197,7 +197,50 @@ void ClusterTensors::AbortOn(const std::vector<int32_t>& processes,
       others.push_back(p);
     }
   }
-  FanOutCall(peers_, others, &PeerTransport::StartAbort)(ids).IgnoreError();
+  std::vector<absl::Status> outcomes(others.size());
+  FanOutAsync(others, [&](int32_t p, PeerTransport::Done done) {
+    const size_t i =
+        static_cast<size_t>(std::find(others.begin(), others.end(), p) - others.begin());
+    return peers_->StartAbort(p, ids, [&outcomes, i, done = std::move(done)](absl::Status s) {
+      outcomes[i] = s;
+      done(std::move(s));
+    });
+  }).IgnoreError();
+  const absl::Time until = absl::Now() + pending_lifetime_;
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < others.size(); ++i) {
+    if (!outcomes[i].ok()) abort_retries_.push_back(AbortRetry{others[i], ids, until});
+  }
+}
+
+int64_t ClusterTensors::abort_retries() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(abort_retries_.size());
+}
+
+void ClusterTensors::RetryAborts() {
+  std::vector<AbortRetry> due;
+  {
+    absl::MutexLock lock(&mu_);
+    due.swap(abort_retries_);
+  }
+  if (due.empty()) return;
+  const absl::Time now = absl::Now();
+  std::vector<AbortRetry> again;
+  for (AbortRetry& retry : due) {
+    // A lost process's tensors are freed with it (OnClusterEvent).
+    if (!cluster_->view()->IsAlive(retry.process)) continue;
+    absl::Status status = peers_->Abort(retry.process, retry.ids);
+    if (status.ok()) continue;
+    if (now >= retry.until) {
+      LogWarning("cluster: process ", retry.process, " never took the abort of ", retry.ids.size(),
+                 " tensor(s): ", status.message());
+      continue;
+    }
+    again.push_back(std::move(retry));
+  }
+  absl::MutexLock lock(&mu_);
+  for (AbortRetry& retry : again) abort_retries_.push_back(std::move(retry));
 }
 
 absl::Status ClusterTensors::SyncFrom(int32_t process) {
@@ -258,6 +301,7 @@ void ClusterTensors::OnClusterEvent(const ClusterEvent& event) {
 
 void ClusterTensors::ReapLoop() {
   while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(1))) {
+    RetryAborts();
     std::vector<std::unique_ptr<Tensor>> expired;
     const absl::Time now = absl::Now();
     absl::MutexLock lock(&mu_);

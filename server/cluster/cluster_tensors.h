@@ -84,8 +84,15 @@ class ClusterTensors {
                                 const std::vector<std::string>& delete_ids,
                                 std::vector<std::shared_ptr<const Tensor>>* committed,
                                 const std::vector<int32_t>& installed = {});
-  // Frees pending `ids` on `processes` (this daemon included when listed).
+  // Frees pending `ids` on `processes` (this daemon included when listed),
+  // and deletes them where a peer installed them already (AbortForDriver).
+  // An Abort that does not reach a process that is still a member is tried
+  // again every second until it does, the process is lost (which frees its
+  // tensors anyway) or the pending lifetime passes: a result a participant
+  // installed at once must not outlive its aborted call.
   void AbortOn(const std::vector<int32_t>& processes, const std::vector<std::string>& ids);
+  // Aborts waiting to be tried again (for status and tests).
+  int64_t abort_retries() const;
 
   // Copies the records this daemon lacks from `process` (after a rejoin).
   absl::Status SyncFrom(int32_t process);
@@ -101,6 +108,8 @@ class ClusterTensors {
   void OnDelete(const std::vector<std::string>& ids);
   void OnClusterEvent(const ClusterEvent& event);
   void ReapLoop();
+  // Tries the Aborts that failed again (AbortOn); off the lock.
+  void RetryAborts();
 
   Cluster* cluster_;
   TensorStore* store_;
@@ -110,6 +119,13 @@ class ClusterTensors {
   std::map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
   // Ids aborted by their driver (AbortForDriver), until they expire.
   std::map<std::string, absl::Time> aborted_ ABSL_GUARDED_BY(mu_);
+  // Aborts that did not reach a member, to try again until `until`.
+  struct AbortRetry {
+    int32_t process = -1;
+    std::vector<std::string> ids;
+    absl::Time until;
+  };
+  std::vector<AbortRetry> abort_retries_ ABSL_GUARDED_BY(mu_);
   absl::Notification stop_;
   std::thread reaper_;
 };

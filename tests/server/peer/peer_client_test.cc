@@ -14,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/cluster/cluster_tensors.h"
 #include "server/cluster/fan_out.h"
 #include "tests/server/peer/peer_test_node.h"
 
@@ -290,6 +291,41 @@ TEST_F(PeerClientAsyncTest, ADaemonThatIsGoneIsNamedAmongTheOthers) {
       << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("process 2"));
   EXPECT_TRUE(IsUnreachable(s));
+}
+
+// An Abort that could not reach a daemon that is still a member is tried
+// again until it does (ClusterTensors::AbortOn): here node 1's calls are
+// refused while the Abort is sent, then let in, and its installed result
+// goes within a few seconds.
+TEST(PeerClientTest, AnAbortThatDidNotReachAMemberIsTriedAgain) {
+  auto nodes = StartNodes(2);
+  const int64_t device = kNodeDevices;  // node 1's first device
+  const int64_t baseline = nodes[1]->inventory->TotalMemoryInUse();
+  std::unique_ptr<Tensor> installed = Record("t-retried", device, {4, 8}, /*process=*/1);
+  std::vector<float> values(32, 1.0f);
+  const ByteRun all{0, 0, static_cast<int64_t>(values.size() * sizeof(float))};
+  auto writer =
+      nodes[0]->client->OpenShardWriter(1, *installed, absl::Seconds(30), absl::Seconds(10));
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_TRUE(
+      (*writer)->Write({&device, 1}, {&all, 1}, reinterpret_cast<const char*>(values.data())).ok());
+  ASSERT_TRUE((*writer)->Finish().ok());
+  ASSERT_TRUE(nodes[0]->client->Commit(1, {installed.get()}, {}).ok());
+  EXPECT_GT(nodes[1]->inventory->TotalMemoryInUse(), baseline);
+  // Node 0's driver side, as the daemon's ClusterTensors would abort.
+  TensorStore store(nodes[0]->backend.get(), TensorStoreOptions{});
+  ClusterTensors driver(nodes[0]->cluster.get(), &store, nodes[0]->client.get(), absl::Seconds(30));
+  nodes[1]->gate.SetNotReady("the test holds node 1's calls");
+  driver.AbortOn({1}, {"t-retried"});
+  EXPECT_EQ(driver.abort_retries(), 1);
+  EXPECT_GT(nodes[1]->inventory->TotalMemoryInUse(), baseline);
+  nodes[1]->gate.SetReady();
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline && nodes[1]->inventory->TotalMemoryInUse() != baseline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(nodes[1]->inventory->TotalMemoryInUse(), baseline);
+  EXPECT_EQ(driver.abort_retries(), 0);
 }
 
 }  // namespace
