@@ -91,7 +91,7 @@ class ClusterTensors {
   // tensors anyway) or the pending lifetime passes: a result a participant
   // installed at once must not outlive its aborted call.
   void AbortOn(const std::vector<int32_t>& processes, const std::vector<std::string>& ids);
-  // Aborts waiting to be tried again (for status and tests).
+  // Aborts waiting to be tried again (for tests).
   int64_t abort_retries() const;
 
   // Copies the records this daemon lacks from `process` (after a rejoin).

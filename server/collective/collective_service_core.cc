@@ -414,7 +414,7 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> CollectiveServiceCore::DeviceG
       }
     }
     absl::StatusOr<std::shared_ptr<const CollectivePlan>> plan =
-        plans_.Plan(query, LayoutOf(*input));
+        plans_.Plan(std::move(query), LayoutOf(*input));
     if (!plan.ok()) return plan.status();
     const std::vector<int64_t>& devices = input->sharding.mesh().device_ids();
     for (const std::vector<int64_t>& positions : (*plan)->groups) {

@@ -28,15 +28,15 @@ bool PlanCache::Key::operator==(const Key& other) const {
          layout.sharding == other.layout.sharding;
 }
 
-absl::StatusOr<std::shared_ptr<const CollectivePlan>> PlanCache::Plan(
-    const PlanQuery& query, const TensorLayout& layout) const {
-  Key key{query, layout};
+absl::StatusOr<std::shared_ptr<const CollectivePlan>> PlanCache::Plan(PlanQuery query,
+                                                                      TensorLayout layout) const {
+  Key key{std::move(query), std::move(layout)};
   {
     absl::MutexLock lock(&mu_);
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
   }
-  absl::StatusOr<CollectivePlan> made = MakePlan(query, layout);
+  absl::StatusOr<CollectivePlan> made = MakePlan(key.query, key.layout);
   if (!made.ok()) return made.status();
   auto plan = std::make_shared<const CollectivePlan>(*std::move(made));
   absl::MutexLock lock(&mu_);

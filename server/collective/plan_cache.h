@@ -35,9 +35,10 @@ class PlanCache {
   static constexpr size_t kMaxEntries = 1024;
 
   // PlanAllReduce / PlanAllGather / PlanReduceScatter / PlanBroadcast of
-  // `layout`, as `query` names, or the same plan made before.
-  absl::StatusOr<std::shared_ptr<const CollectivePlan>> Plan(const PlanQuery& query,
-                                                             const TensorLayout& layout) const;
+  // `layout`, as `query` names, or the same plan made before. Both are
+  // taken by value: they become the lookup key without another copy.
+  absl::StatusOr<std::shared_ptr<const CollectivePlan>> Plan(PlanQuery query,
+                                                             TensorLayout layout) const;
 
  private:
   struct Key {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +64,14 @@ class ClientApiTest : public ::testing::Test {
 };
 
 std::vector<float> Floats(size_t n) { return std::vector<float>(n, 1.0f); }
+
+// Every (done, total) a transfer reports, through the callback it makes.
+struct ProgressLog {
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  std::function<void(int64_t, int64_t)> Callback() {
+    return [this](int64_t done, int64_t total) { seen.emplace_back(done, total); };
+  }
+};
 
 TEST_F(ClientApiTest, AClientsResultsLiveAsLongAsItsSession) {
   std::string kept_id;
@@ -157,10 +166,11 @@ TEST_F(ClientApiTest, AListenerThatNeverSpeaksGrpcFailsAfterTheGrace) {
 
 TEST_F(ClientApiTest, ProgressCallbacksSeeEveryChunk) {
   std::vector<float> data = Floats(3 << 18);  // 3 MiB
-  std::vector<std::pair<int64_t, int64_t>> seen;
+  ProgressLog log;
+  std::vector<std::pair<int64_t, int64_t>>& seen = log.seen;
   UploadOptions upload;
   upload.path = TransferPath::kStream;
-  upload.progress = [&](int64_t done, int64_t total) { seen.emplace_back(done, total); };
+  upload.progress = log.Callback();
   TensorClient tensors(*observer_);
   auto info = tensors.Upload(HostArray::Of(data, {3 << 18}), Placement::Device(0), upload);
   ASSERT_TRUE(info.ok()) << info.status();
@@ -189,10 +199,11 @@ TEST_F(ClientApiTest, ProgressCallbacksSeeEveryChunk) {
 TEST_F(ClientApiTest, InPlaceTransfersTellProgressAsTheyCopy) {
   const int64_t mib = 1 << 20;
   std::vector<float> data = Floats(130 << 18);  // 130 MiB
-  std::vector<std::pair<int64_t, int64_t>> seen;
+  ProgressLog log;
+  std::vector<std::pair<int64_t, int64_t>>& seen = log.seen;
   UploadOptions upload;
   upload.path = TransferPath::kInPlace;
-  upload.progress = [&](int64_t done, int64_t total) { seen.emplace_back(done, total); };
+  upload.progress = log.Callback();
   TensorClient tensors(*observer_);
   auto info = tensors.Upload(HostArray::Of(data, {130 << 18}), Placement::Device(2), upload);
   auto devices = observer_->ListDevices();

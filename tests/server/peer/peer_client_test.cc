@@ -328,5 +328,34 @@ TEST(PeerClientTest, AnAbortThatDidNotReachAMemberIsTriedAgain) {
   EXPECT_EQ(driver.abort_retries(), 0);
 }
 
+// What an Abort leaves behind is bounded by the pending lifetime: the mark
+// that refuses a late part of an aborted id, and an Abort still being
+// retried for a member that never takes it, are both gone once it passed.
+TEST(PeerClientTest, AbortMarksAndRetriesEndWithThePendingLifetime) {
+  auto nodes = StartNodes(2);
+  TensorStore store(nodes[0]->backend.get(), TensorStoreOptions{});
+  ClusterTensors tensors(nodes[0]->cluster.get(), &store, nodes[0]->client.get(), absl::Seconds(1));
+  tensors.AbortForDriver({"t-marked"});
+  EXPECT_EQ(tensors.AddPending(Record("t-marked", 0, {8}, /*process=*/0)).code(),
+            absl::StatusCode::kAborted);
+  nodes[1]->gate.SetNotReady("the test holds node 1's calls");
+  tensors.AbortOn({1}, {"t-never"});
+  EXPECT_EQ(tensors.abort_retries(), 1);
+  // The reaper runs every second; the lifetime is 1 s.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline && tensors.abort_retries() != 0) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(tensors.abort_retries(), 0);
+  absl::Status pending = absl::AbortedError("");
+  while (absl::Now() < deadline && pending.code() == absl::StatusCode::kAborted) {
+    pending = tensors.AddPending(Record("t-marked", 0, {8}, /*process=*/0));
+    if (pending.code() == absl::StatusCode::kAborted) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(pending.ok()) << pending;
+  tensors.AbortHere({"t-marked"});
+  nodes[1]->gate.SetReady();
+}
+
 }  // namespace
 }  // namespace placement::server
