@@ -106,6 +106,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
   impl->target = target;
   impl->options = options;
   impl->channel = std::move(channel);
+  impl->collective_stub = pb::CollectiveService::NewStub(impl->channel);
+  impl->tensor_stub = pb::TensorService::NewStub(impl->channel);
   impl->metadata = metadata;
   impl->session_id = options.session_id;
   std::unique_ptr<Client> client(new Client(std::move(impl)));

@@ -12,6 +12,8 @@
 #include "grpcpp/client_context.h"
 #include "placement/client/client.h"
 #include "placement/client/session.h"
+#include "placement/v1/collective_service.grpc.pb.h"
+#include "placement/v1/tensor_service.grpc.pb.h"
 
 namespace placement::client {
 
@@ -21,6 +23,12 @@ struct Client::Impl {
   std::shared_ptr<grpc::Channel> channel;
   // What the channel's interceptor adds to every call.
   std::shared_ptr<CallMetadata> metadata;
+  // Stubs of the services small, frequent calls use (a collective per
+  // gradient bucket, Describe, Delete), made once with the channel: a stub
+  // per call registers every method of its service with the channel again.
+  // Set by Client::Connect; thread-safe, as gRPC stubs are.
+  std::unique_ptr<placement::v1::CollectiveService::Stub> collective_stub;
+  std::unique_ptr<placement::v1::TensorService::Stub> tensor_stub;
   // The session calls carry ("" = none) and, with SessionPolicy::kOpen, the
   // Session object that renews and finally closes it.
   std::string session_id;

@@ -37,8 +37,8 @@ absl::StatusOr<TensorInfo> CallOne(
   request.set_name(options.name);
   ApplyCollectiveOptions(options, &request);
   pb::CollectiveResponse response;
-  auto stub = pb::CollectiveService::NewStub(client.impl().channel);
-  grpc::Status status = (stub.get()->*method)(&context, request, &response);
+  pb::CollectiveService::Stub* stub = client.impl().collective_stub.get();
+  grpc::Status status = (stub->*method)(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return FromProto(response.tensor());
 }
@@ -89,7 +89,7 @@ absl::StatusOr<std::vector<TensorInfo>> CollectiveClient::AllReduceBatchImpl(
   request.set_op_name(op_name);
   ApplyCollectiveOptions(options, &request);
   pb::AllReduceBatchResponse response;
-  auto status = pb::CollectiveService::NewStub(client_.impl().channel)
+  auto status = client_.impl().collective_stub
                     ->AllReduceBatch(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   if (response.tensors_size() != request.tensor_ids_size()) {

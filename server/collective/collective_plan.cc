@@ -153,6 +153,7 @@ absl::Status PlanReplicatingResult(const TensorLayout& in, const std::vector<std
                    NamedSharding::Create(s.mesh(), TrimSpec(std::move(spec)),
                                          Without(s.partial_axes(), axes), s.mode()));
   RETURN_IF_ERROR(plan->result_sharding.ValidateFor(plan->result_shape));
+  ASSIGN_OR_RETURN(plan->result_domains, plan->result_sharding.IndexDomains(plan->result_shape));
   plan->axes = axes;
   ASSIGN_OR_RETURN(plan->groups, s.mesh().AxisGroups(axes));
   return absl::OkStatus();
@@ -262,9 +263,8 @@ absl::StatusOr<CollectivePlan> PlanAllGather(const TensorLayout& in,
   plan.axes = suffix;
   ASSIGN_OR_RETURN(plan.groups, s.mesh().AxisGroups(suffix));
   ASSIGN_OR_RETURN(std::vector<ShardDomain> in_domains, s.IndexDomains(in.shape));
-  ASSIGN_OR_RETURN(std::vector<ShardDomain> out_domains,
-                   plan.result_sharding.IndexDomains(plan.result_shape));
-  RETURN_IF_ERROR(CheckBlocks(plan, in_domains, out_domains, in));
+  ASSIGN_OR_RETURN(plan.result_domains, plan.result_sharding.IndexDomains(plan.result_shape));
+  RETURN_IF_ERROR(CheckBlocks(plan, in_domains, plan.result_domains, in));
   plan.contiguous = OuterExtent(in_domains[0].box, plan.dim) == 1;
   return plan;
 }
@@ -309,9 +309,8 @@ absl::StatusOr<CollectivePlan> PlanReduceScatter(const TensorLayout& in,
   RETURN_IF_ERROR(plan.result_sharding.ValidateFor(plan.result_shape));
   plan.axes = resolved;
   ASSIGN_OR_RETURN(plan.groups, s.mesh().AxisGroups(resolved));
-  ASSIGN_OR_RETURN(std::vector<ShardDomain> out_domains,
-                   plan.result_sharding.IndexDomains(plan.result_shape));
-  RETURN_IF_ERROR(CheckBlocks(plan, out_domains, in_domains, in));
+  ASSIGN_OR_RETURN(plan.result_domains, plan.result_sharding.IndexDomains(plan.result_shape));
+  RETURN_IF_ERROR(CheckBlocks(plan, plan.result_domains, in_domains, in));
   plan.contiguous = OuterExtent(in_domains[0].box, plan.dim) == 1;
   return plan;
 }

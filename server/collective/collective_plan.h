@@ -62,6 +62,9 @@ struct CollectivePlan {
   std::vector<std::vector<int64_t>> groups;
   Shape result_shape;
   NamedSharding result_sharding = NamedSharding::SingleDevice(0);
+  // result_sharding.IndexDomains(result_shape), worked out once per plan
+  // (plans are cached) rather than once per result.
+  std::vector<ShardDomain> result_domains;
   // AllGather / ReduceScatter: the dimension; Broadcast: the root's rank in
   // every group.
   int dim = 0;

@@ -75,9 +75,9 @@ std::optional<ReduceOp> ResultPartialOp(const Tensor& input, const CollectivePla
 
 // Turns a donated input whose buffers now hold the result into the result.
 absl::Status BecomeResult(Tensor* t, const CollectivePlan& plan, const std::string& name) {
-  ASSIGN_OR_RETURN(std::vector<ShardDomain> domains,
-                   plan.result_sharding.IndexDomains(plan.result_shape));
-  for (size_t i = 0; i < domains.size(); ++i) t->shards[i].domain = std::move(domains[i]);
+  for (size_t i = 0; i < plan.result_domains.size(); ++i) {
+    t->shards[i].domain = plan.result_domains[i];
+  }
   t->partial_op = ResultPartialOp(*t, plan);
   t->shape = plan.result_shape;
   t->sharding = plan.result_sharding;
@@ -91,7 +91,8 @@ absl::StatusOr<std::unique_ptr<Tensor>> AllocateResult(TensorStore* store, const
                                                        const std::string& name, bool donated) {
   ASSIGN_OR_RETURN(
       std::unique_ptr<Tensor> result,
-      store->Allocate(input.dtype, plan.result_shape, plan.result_sharding, input.mesh_id,
+      store->AllocateOver(input.dtype, plan.result_shape, plan.result_sharding,
+                          plan.result_domains, input.mesh_id,
                       DerivedTensorName(name, input.name, CollectiveKindName(plan.kind), donated),
                       input.owner));
   result->partial_op = ResultPartialOp(input, plan);

@@ -41,6 +41,13 @@ absl::StatusOr<std::unique_ptr<Tensor>> TensorStore::Allocate(DType dtype, Shape
                                                               TensorOwner owner) {
   RETURN_IF_ERROR(ValidateShape(shape, dtype));
   ASSIGN_OR_RETURN(std::vector<ShardDomain> domains, sharding.IndexDomains(shape));
+  return AllocateOver(dtype, std::move(shape), std::move(sharding), std::move(domains),
+                      std::move(mesh_id), std::move(name), std::move(owner));
+}
+
+absl::StatusOr<std::unique_ptr<Tensor>> TensorStore::AllocateOver(
+    DType dtype, Shape shape, NamedSharding sharding, std::vector<ShardDomain> domains,
+    std::string mesh_id, std::string name, TensorOwner owner) {
   // Only this daemon's shards are allocated (and charged) here.
   auto remote = [this](int64_t device) { return hooks_.is_remote && hooks_.is_remote(device); };
   int64_t total = 0;

@@ -84,6 +84,14 @@ class TensorStore {
   absl::StatusOr<std::unique_ptr<Tensor>> Allocate(DType dtype, Shape shape, NamedSharding sharding,
                                                    std::string mesh_id, std::string name,
                                                    TensorOwner owner);
+  // Allocate with the shard domains already worked out (a cached collective
+  // plan's, an assembler's). REQUIRES: domains ==
+  // sharding.IndexDomains(shape), which the caller got without error.
+  absl::StatusOr<std::unique_ptr<Tensor>> AllocateOver(DType dtype, Shape shape,
+                                                       NamedSharding sharding,
+                                                       std::vector<ShardDomain> domains,
+                                                       std::string mesh_id, std::string name,
+                                                       TensorOwner owner);
 
   // REQUIRES: called before the store is shared.
   void set_hooks(TensorStoreHooks hooks) { hooks_ = std::move(hooks); }

@@ -134,5 +134,23 @@ TEST(PlanBroadcastTest, RootRankAndLayouts) {
   EXPECT_EQ(sharded.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// Every plan carries its result's shard domains (AllocateOver uses them
+// without working them out again): they are the result sharding's.
+TEST(CollectivePlanTest, ResultDomainsAreTheResultShardingsDomains) {
+  std::vector<absl::StatusOr<CollectivePlan>> plans = {
+      PlanAllReduce(Layout(Mesh24(), {{{"model"}}}, {"data"}, {8, 3}), {"data"}),
+      PlanAllReduce(Layout(Mesh24(), {{{"data", "model"}}}, {}, {16, 5}), {}),
+      PlanAllGather(Layout(Mesh222(), {{{}, {"x", "y"}}}, {}, {3, 8}), {"y"}, 1),
+      PlanReduceScatter(Layout(Mesh24(), {{{"data"}}}, {"model"}, {8, 12}), {}, 1),
+      PlanBroadcast(Layout(Mesh24(), {}, {"model"}, {4}), {"model"}, /*root=*/6)};
+  for (const absl::StatusOr<CollectivePlan>& plan : plans) {
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    auto domains = plan->result_sharding.IndexDomains(plan->result_shape);
+    ASSERT_TRUE(domains.ok()) << domains.status();
+    EXPECT_EQ(plan->result_domains, *domains) << CollectiveKindName(plan->kind);
+    EXPECT_EQ(plan->result_domains.size(), 8u);
+  }
+}
+
 }  // namespace
 }  // namespace placement::server
