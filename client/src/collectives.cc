@@ -89,8 +89,7 @@ absl::StatusOr<std::vector<TensorInfo>> CollectiveClient::AllReduceBatchImpl(
   request.set_op_name(op_name);
   ApplyCollectiveOptions(options, &request);
   pb::AllReduceBatchResponse response;
-  auto status = client_.impl().collective_stub
-                    ->AllReduceBatch(&context, request, &response);
+  auto status = client_.impl().collective_stub->AllReduceBatch(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   if (response.tensors_size() != request.tensor_ids_size()) {
     return absl::InternalError(absl::StrCat("AllReduceBatch of ", request.tensor_ids_size(),

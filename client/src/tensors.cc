@@ -61,8 +61,7 @@ absl::StatusOr<TensorInfo> TensorClient::Describe(const std::string& tensor_id) 
   pb::DescribeRequest request;
   request.set_tensor_id(tensor_id);
   pb::DescribeResponse response;
-  auto status =
-      client_.impl().tensor_stub->Describe(&context, request, &response);
+  auto status = client_.impl().tensor_stub->Describe(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return FromProto(response.tensor());
 }
@@ -77,8 +76,7 @@ absl::StatusOr<std::vector<TensorInfo>> TensorClient::List(const std::string& na
     grpc::ClientContext context;
     client_.impl().PrepareContext(&context);
     pb::ListTensorsResponse response;
-    auto status =
-        client_.impl().tensor_stub->List(&context, request, &response);
+    auto status = client_.impl().tensor_stub->List(&context, request, &response);
     if (!status.ok()) return FromGrpcStatus(status);
     for (TensorInfo& tensor : FromProtos(response.tensors())) out.push_back(std::move(tensor));
     request.set_page_token(response.next_page_token());
@@ -92,8 +90,7 @@ absl::StatusOr<int64_t> TensorClient::Delete(const std::vector<std::string>& ten
   pb::DeleteTensorsRequest request;
   for (const auto& id : tensor_ids) request.add_tensor_ids(id);
   pb::DeleteTensorsResponse response;
-  auto status =
-      client_.impl().tensor_stub->Delete(&context, request, &response);
+  auto status = client_.impl().tensor_stub->Delete(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response.freed_bytes();
 }
@@ -119,8 +116,7 @@ absl::StatusOr<std::vector<TensorInfo>> TensorClient::Place(
   request.set_source(ToProto(source));
   request.set_name(name);
   pb::PlaceResponse response;
-  auto status =
-      client_.impl().tensor_stub->Place(&context, request, &response);
+  auto status = client_.impl().tensor_stub->Place(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   if (response.tensors_size() != static_cast<int>(tensor_ids.size())) {
     return absl::InternalError(absl::StrCat("Place of ", tensor_ids.size(), " tensors returned ",
@@ -151,8 +147,7 @@ absl::StatusOr<TensorInfo> TensorClient::Assemble(const std::vector<int64_t>& sh
   request.set_source(ToProto(source));
   request.set_name(name);
   pb::AssembleResponse response;
-  auto status =
-      client_.impl().tensor_stub->Assemble(&context, request, &response);
+  auto status = client_.impl().tensor_stub->Assemble(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return FromProto(response.tensor());
 }
@@ -165,8 +160,7 @@ absl::StatusOr<std::vector<TensorInfo>> TensorClient::Disassemble(const std::str
   request.set_tensor_id(tensor_id);
   request.set_source(ToProto(source));
   pb::DisassembleResponse response;
-  auto status =
-      client_.impl().tensor_stub->Disassemble(&context, request, &response);
+  auto status = client_.impl().tensor_stub->Disassemble(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return FromProtos(response.tensors());
 }
