@@ -31,7 +31,7 @@ struct DaemonClusterConfig {
   absl::Duration heartbeat_interval = absl::Seconds(10);
   int32_t heartbeat_misses = 10;
   absl::Duration op_timeout = absl::Seconds(60);
-  bool check_collectives = true;
+  bool check_collectives = false;
   std::string peer_tls_server_name;
   std::string peer_token_file;
 

@@ -25,14 +25,16 @@ ABSL_FLAG(int32_t, heartbeat_misses, 10,
 ABSL_FLAG(absl::Duration, cluster_op_timeout, absl::Seconds(60),
           "Bound on one cross-daemon operation: multi-controller barriers, prepared shards "
           "waiting for their commit, Gloo operations.");
-ABSL_FLAG(bool, cluster_check_collectives, true,
+ABSL_FLAG(bool, cluster_check_collectives, false,
           "Check every multi-controller collective before it runs: one small exchange between "
-          "the daemons (about one network round trip) that turns calls issued in a different "
-          "order or with different arguments into INVALID_ARGUMENT and keeps every daemon at the "
-          "same call when a part fails. false: a call whose groups each span all of its daemons "
-          "(e.g. an all-reduce over every mesh axis) runs alone (faster for small calls), calls "
-          "whose groups leave a daemon out are checked all the same, and calls that differ wait "
-          "out --cluster_op_timeout, as NCCL does");
+          "the daemons (about one network round trip per call) that turns calls issued in a "
+          "different order or with different arguments into INVALID_ARGUMENT at once -- a "
+          "debugging aid, as TORCH_DISTRIBUTED_DEBUG=DETAIL is for torch.distributed. false (the "
+          "default, NCCL's and torch.distributed's rule: every trainer issues a set's calls in "
+          "the same order with the same arguments): a call whose groups each span all of its "
+          "daemons (e.g. an all-reduce over every mesh axis) runs alone, calls whose groups "
+          "leave a daemon out are checked all the same, and calls that differ wait out "
+          "--cluster_op_timeout and fail DEADLINE_EXCEEDED saying so");
 ABSL_FLAG(std::string, peer_tls_server_name, "",
           "The name checked in other daemons' certificates (default: the host dialled).");
 ABSL_FLAG(std::string, peer_token_file, "",

@@ -75,8 +75,9 @@ struct ClusterConfig {
   // tensors waiting for their commit, Gloo operations.
   absl::Duration op_timeout = absl::Seconds(60);
   // Multi-controller calls are checked alike on every process before they
-  // run (ClusterEngineOptions::check_calls).
-  bool check_collectives = true;
+  // run (ClusterEngineOptions::check_calls); off, only the calls that need
+  // it are (a group that leaves a process of the set out).
+  bool check_collectives = false;
 
   bool enabled() const { return num_processes > 1 || !coordinator.empty(); }
   absl::Duration detection_bound() const { return heartbeat_interval * heartbeat_misses; }

@@ -165,6 +165,14 @@ absl::Status ClusterEngine::RunOrdered(CollectiveKind kind, absl::Span<const Col
   std::optional<absl::Status> cause =
       ForfeitedBy(ticket, std::min(options_.timeout, absl::Seconds(2)));
   if (!cause.has_value()) {
+    if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+      // Unchecked calls that differ never exchange bytes: say so.
+      status = absl::DeadlineExceededError(absl::StrCat(
+          status.message(), "; call ", ticket.ticket, " of set ", ticket.set_key,
+          " ran unchecked: if the trainers issued this set's collectives in different orders "
+          "or with different arguments, each daemon waited for a call the others never made "
+          "(--cluster_check_collectives names them at once)"));
+    }
     // This part's own failure in its items: the others' next call fails
     // (Settle marks this one late); tell them now, before they look.
     CrossProcessTicket next = ticket;

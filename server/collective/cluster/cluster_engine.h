@@ -146,7 +146,7 @@ struct ClusterEngineOptions {
   // the forfeit notice below -- except a call whose ticket says
   // partial_groups, which is checked all the same (its groups could not
   // carry the forfeit to every process of the set).
-  bool check_calls = true;
+  bool check_calls = false;
   // Where a call-ordered part that fails first leaves its forfeit notice for
   // the others (the coordinator's key-value store). Not owned; outlives the
   // engine. Null: the others' error is the transport's ("Connection closed
