@@ -91,10 +91,10 @@ absl::StatusOr<std::unique_ptr<Tensor>> AllocateResult(TensorStore* store, const
                                                        const std::string& name, bool donated) {
   ASSIGN_OR_RETURN(
       std::unique_ptr<Tensor> result,
-      store->AllocateOver(input.dtype, plan.result_shape, plan.result_sharding,
-                          plan.result_domains, input.mesh_id,
-                      DerivedTensorName(name, input.name, CollectiveKindName(plan.kind), donated),
-                      input.owner));
+      store->AllocateOver(
+          input.dtype, plan.result_shape, plan.result_sharding, plan.result_domains, input.mesh_id,
+          DerivedTensorName(name, input.name, CollectiveKindName(plan.kind), donated),
+          input.owner));
   result->partial_op = ResultPartialOp(input, plan);
   return result;
 }
