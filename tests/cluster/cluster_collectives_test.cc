@@ -332,5 +332,56 @@ TEST_P(UncheckedClusterCollectivesTest, MultiControllerCallsRunCallAfterCall) {
 INSTANTIATE_TEST_SUITE_P(Clusters, UncheckedClusterCollectivesTest,
                          ::testing::Values(ClusterLayout{2, 4}, ClusterLayout{4, 2}), LayoutName);
 
+// By default (no --cluster_check_collectives) a steady-state multi-
+// controller call runs unchecked, as NCCL's do: trainers that disagree (a
+// MAX against SUMs) never exchange bytes and wait out --cluster_op_timeout,
+// DEADLINE_EXCEEDED saying the call ran unchecked (UNAVAILABLE where
+// another daemon gave up first and closed its connections); the next call
+// fails on every daemon, and the one after it runs on the set formed again.
+class DefaultClusterCollectivesTest : public ClusterCollectivesTest {
+ protected:
+  void SetUp() override { StartCluster(GetParam(), {"--cluster_op_timeout=3s"}); }
+};
+
+TEST_P(DefaultClusterCollectivesTest, CallsThatDifferTimeOutSayingTheyRanUnchecked) {
+  const std::string id = Blocks(1, 5, [](int d, int64_t i) { return 2.0 * d + i; });
+  const auto sum = [](int) { return pb::REDUCE_OP_SUM; };
+  std::vector<pb::CollectiveResponse> responses;
+  std::vector<grpc::Status> statuses;
+  MultiAllReduce(id, sum, statuses, responses);  // forms the set
+  for (int p = 0; p < cluster_->size(); ++p) {
+    ASSERT_TRUE(statuses[p].ok()) << p << ": " << statuses[p].error_message();
+  }
+  ASSERT_TRUE(tensors_[0]->Delete({responses[0].tensor().id()}).ok());
+  MultiAllReduce(
+      id, [](int p) { return p == 0 ? pb::REDUCE_OP_MAX : pb::REDUCE_OP_SUM; }, statuses,
+      responses);
+  int timed_out = 0;
+  for (int p = 0; p < cluster_->size(); ++p) {
+    const grpc::StatusCode code = statuses[p].error_code();
+    EXPECT_TRUE(code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                code == grpc::StatusCode::UNAVAILABLE)
+        << p << ": " << code << " " << statuses[p].error_message();
+    if (code != grpc::StatusCode::DEADLINE_EXCEEDED) continue;
+    ++timed_out;
+    EXPECT_THAT(statuses[p].error_message(),
+                HasSubstr("ran unchecked: if the trainers issued this set's collectives in "
+                          "different orders or with different arguments"));
+  }
+  EXPECT_GT(timed_out, 0);
+  MultiAllReduce(id, sum, statuses, responses);  // told everywhere
+  for (int p = 0; p < cluster_->size(); ++p) EXPECT_FALSE(statuses[p].ok()) << p;
+  MultiAllReduce(id, sum, statuses, responses);  // the set formed again
+  for (int p = 0; p < cluster_->size(); ++p) {
+    ASSERT_TRUE(statuses[p].ok()) << p << ": " << statuses[p].error_message();
+  }
+  std::vector<double> got = Doubles(responses[0].tensor().id());
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(got[i], n_ * (n_ - 1) + n_ * i);
+  ASSERT_TRUE(tensors_[0]->Delete({responses[0].tensor().id()}).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Clusters, DefaultClusterCollectivesTest,
+                         ::testing::Values(ClusterLayout{2, 4}), LayoutName);
+
 }  // namespace
 }  // namespace placement::testing
