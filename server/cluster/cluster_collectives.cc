@@ -396,8 +396,9 @@ absl::StatusOr<ClusterCollectives::MultiCall> ClusterCollectives::Number(
   const std::string encoded = request.Encode();
   // From the request and the inputs' records, the same on every
   // participant. A request that cannot be planned fails in every part
-  // before its items: the round says so. Checked calls (the default) have
-  // the round anyway and skip the planning.
+  // before its items: the round says so. Checked calls
+  // (--cluster_check_collectives) have the round anyway and skip the
+  // planning.
   bool partial = false;
   if (!cluster_->config().check_collectives) {
     absl::StatusOr<std::vector<std::vector<int64_t>>> groups = core_->DeviceGroups(request);
@@ -436,7 +437,11 @@ absl::Status ClusterCollectives::Form(MultiSet& set, const std::string& set_key,
   arrival.barrier_id = absl::StrCat("mcs/", set_key, "/form");
   arrival.process_index = cluster_->process_index();
   arrival.participants = set.participants;
-  arrival.payload = encoded;
+  // The first call, and whether this daemon checks calls: daemons that
+  // differ there would each wait for the other's kind of round.
+  const bool check = cluster_->config().check_collectives;
+  const std::string payload = absl::StrCat(check ? "c" : "u", encoded);
+  arrival.payload = payload;
   arrival.timeout = cluster_->config().op_timeout;
   arrival.sequence_key = set_key;
   absl::StatusOr<BarrierResult> formed = cluster_->coordinator()->Barrier(arrival);
@@ -450,7 +455,16 @@ absl::Status ClusterCollectives::Form(MultiSet& set, const std::string& set_key,
   set.token = formed->token;
   set.next = 0;
   for (size_t i = 0; i < formed->payloads.size(); ++i) {
-    if (formed->payloads[i] != encoded) {
+    const std::string& theirs = formed->payloads[i];
+    if (!theirs.empty() && theirs[0] != payload[0] && (theirs[0] == 'c' || theirs[0] == 'u')) {
+      set.stale = true;  // every call forms (and fails) again until they agree
+      return absl::InvalidArgumentError(absl::StrCat(
+          "process ", cluster_->process_index(), " runs with --cluster_check_collectives=",
+          check ? "true" : "false", " and process ", formed->participants[i], " with ",
+          check ? "false" : "true", " (set ", set_key,
+          "); every daemon of a cluster needs the same setting"));
+    }
+    if (theirs != payload) {
       return absl::InvalidArgumentError(absl::StrCat(
           "process ", cluster_->process_index(), " and process ", formed->participants[i],
           " asked for different collectives as the first call of set ", set_key,

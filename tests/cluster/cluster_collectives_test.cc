@@ -334,10 +334,11 @@ INSTANTIATE_TEST_SUITE_P(Clusters, UncheckedClusterCollectivesTest,
 
 // By default (no --cluster_check_collectives) a steady-state multi-
 // controller call runs unchecked, as NCCL's do: trainers that disagree (a
-// MAX against SUMs) never exchange bytes and wait out --cluster_op_timeout,
-// DEADLINE_EXCEEDED saying the call ran unchecked (UNAVAILABLE where
-// another daemon gave up first and closed its connections); the next call
-// fails on every daemon, and the one after it runs on the set formed again.
+// MAX against SUMs) never exchange bytes and wait out --cluster_op_timeout
+// (DEADLINE_EXCEEDED, or UNAVAILABLE where another daemon gave up first and
+// closed its connections), every one told that the call ran unchecked; the
+// next call fails on every daemon, and the one after it runs on the set
+// formed again.
 class DefaultClusterCollectivesTest : public ClusterCollectivesTest {
  protected:
   void SetUp() override { StartCluster(GetParam(), {"--cluster_op_timeout=3s"}); }
@@ -362,11 +363,10 @@ TEST_P(DefaultClusterCollectivesTest, CallsThatDifferTimeOutSayingTheyRanUncheck
     EXPECT_TRUE(code == grpc::StatusCode::DEADLINE_EXCEEDED ||
                 code == grpc::StatusCode::UNAVAILABLE)
         << p << ": " << code << " " << statuses[p].error_message();
-    if (code != grpc::StatusCode::DEADLINE_EXCEEDED) continue;
-    ++timed_out;
+    if (code == grpc::StatusCode::DEADLINE_EXCEEDED) ++timed_out;
     EXPECT_THAT(statuses[p].error_message(),
-                HasSubstr("ran unchecked: if the trainers issued this set's collectives in "
-                          "different orders or with different arguments"));
+                HasSubstr("of set mc/0,1 ran unchecked: trainers that issue a set's collectives "
+                          "in different orders or with different arguments wait like this"));
   }
   EXPECT_GT(timed_out, 0);
   MultiAllReduce(id, sum, statuses, responses);  // told everywhere
@@ -381,6 +381,37 @@ TEST_P(DefaultClusterCollectivesTest, CallsThatDifferTimeOutSayingTheyRanUncheck
 }
 
 INSTANTIATE_TEST_SUITE_P(Clusters, DefaultClusterCollectivesTest,
+                         ::testing::Values(ClusterLayout{2, 4}), LayoutName);
+
+// Daemons that differ in --cluster_check_collectives would each wait for
+// the other's kind of call: the set's formation compares the setting, and
+// every call fails INVALID_ARGUMENT naming it until they agree.
+class MixedCheckClusterCollectivesTest : public ClusterCollectivesTest {
+ protected:
+  void SetUp() override {
+    StartCluster(GetParam(), {"--cluster_op_timeout=20s"}, /*meshes=*/true,
+                 {{"--cluster_check_collectives"}, {}});
+  }
+};
+
+TEST_P(MixedCheckClusterCollectivesTest, EveryCallFailsNamingTheSetting) {
+  const std::string id = Blocks(1, 5, [](int d, int64_t i) { return 2.0 * d + i; });
+  for (int round = 0; round < 2; ++round) {
+    std::vector<pb::CollectiveResponse> responses;
+    std::vector<grpc::Status> statuses;
+    MultiAllReduce(
+        id, [](int) { return pb::REDUCE_OP_SUM; }, statuses, responses);
+    for (int p = 0; p < cluster_->size(); ++p) {
+      EXPECT_EQ(statuses[p].error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+          << round << " " << p << ": " << statuses[p].error_message();
+      EXPECT_THAT(statuses[p].error_message(),
+                  HasSubstr(absl::StrCat("process ", p, " runs with --cluster_check_collectives=",
+                                         p == 0 ? "true" : "false", " and process ", 1 - p)));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Clusters, MixedCheckClusterCollectivesTest,
                          ::testing::Values(ClusterLayout{2, 4}), LayoutName);
 
 }  // namespace

@@ -111,13 +111,15 @@ inline std::string LayoutName(const ::testing::TestParamInfo<ClusterLayout>& inf
 class ClusterFixture {
  protected:
   // Fatal-fails (or skips: namespaces without root) the calling test.
+  // `per_process`: more flags for daemon i (entry i), on top of extra_flags.
   void StartCluster(const ClusterLayout& layout, std::vector<std::string> extra_flags = {},
-                    bool meshes = true) {
+                    bool meshes = true, std::vector<std::vector<std::string>> per_process = {}) {
     ClusterOptions options;
     options.num_processes = layout.processes;
     options.devices_per_process = layout.devices;
     options.namespaces = layout.namespaces;
     options.extra_flags = std::move(extra_flags);
+    options.per_process = std::move(per_process);
     auto cluster = ClusterProcesses::Start(options);
     if (!cluster.ok() && layout.namespaces && !NetworkNamespaces::Usable().ok()) {
       GTEST_SKIP() << "network namespaces cannot be made on this machine ("

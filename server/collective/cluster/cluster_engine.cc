@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "server/logging.h"
@@ -42,6 +43,16 @@ uint64_t OrderedTagBase(const CrossProcessTicket& t) {
 std::string ForfeitPrefix(const std::string& set_key, uint64_t epoch, uint64_t generation) {
   return absl::StrCat("forfeit/", set_key, "/e", epoch, "/g", generation, "/");
 }
+
+// What an unchecked call that timed out (or saw its peer give up) adds for
+// its caller: Run appends it, Settle leaves it out of what the others read.
+std::string UncheckedHint(const CrossProcessTicket& t) {
+  return absl::StrCat("; call ", t.ticket, " of set ", t.set_key,
+                      " ran unchecked: trainers that issue a set's collectives in different "
+                      "orders or with different arguments wait like this "
+                      "(--cluster_check_collectives names them)");
+}
+
 std::string ForfeitKey(const CrossProcessTicket& t) {
   return absl::StrCat(ForfeitPrefix(t.set_key, t.epoch, t.generation), "notice");
 }
@@ -165,14 +176,6 @@ absl::Status ClusterEngine::RunOrdered(CollectiveKind kind, absl::Span<const Col
   std::optional<absl::Status> cause =
       ForfeitedBy(ticket, std::min(options_.timeout, absl::Seconds(2)));
   if (!cause.has_value()) {
-    if (status.code() == absl::StatusCode::kDeadlineExceeded) {
-      // Unchecked calls that differ never exchange bytes: say so.
-      status = absl::DeadlineExceededError(absl::StrCat(
-          status.message(), "; call ", ticket.ticket, " of set ", ticket.set_key,
-          " ran unchecked: if the trainers issued this set's collectives in different orders "
-          "or with different arguments, each daemon waited for a call the others never made "
-          "(--cluster_check_collectives names them at once)"));
-    }
     // This part's own failure in its items: the others' next call fails
     // (Settle marks this one late); tell them now, before they look.
     CrossProcessTicket next = ticket;
@@ -181,6 +184,13 @@ absl::Status ClusterEngine::RunOrdered(CollectiveKind kind, absl::Span<const Col
                                   absl::StrCat("its part of call ", ticket.ticket, " of set ",
                                                ticket.set_key,
                                                " failed in the collective: ", status.message())));
+    // Unchecked calls that differ never exchange bytes: the first daemon to
+    // give up times out, the others see it close its connections. Only
+    // this caller is told (the notice and Settle's late word carry the
+    // plain status).
+    if (absl::IsDeadlineExceeded(status) || absl::IsUnavailable(status)) {
+      return absl::Status(status.code(), absl::StrCat(status.message(), UncheckedHint(ticket)));
+    }
     return status;
   }
   absl::MutexLock lock(&mu_);
@@ -344,7 +354,7 @@ absl::Status ClusterEngine::Settle(const CrossProcessTicket& ticket, const absl:
           here.code(), absl::StrCat("its part of call ", ticket.ticket, " of set ", ticket.set_key,
                                     " failed after the collective ran (the others' results "
                                     "of that call lack its shards): ",
-                                    here.message()));
+                                    absl::StripSuffix(here.message(), UncheckedHint(ticket))));
       if (late != nullptr) *late = true;
     }
   }
