@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "server/cluster/cluster_data.h"
 #include "server/cluster/fan_out.h"
@@ -440,7 +441,8 @@ absl::Status ClusterCollectives::Form(MultiSet& set, const std::string& set_key,
   // The first call, and whether this daemon checks calls: daemons that
   // differ there would each wait for the other's kind of round.
   const bool check = cluster_->config().check_collectives;
-  const std::string payload = absl::StrCat(check ? "c" : "u", encoded);
+  constexpr absl::string_view kChecked = "checked|", kUnchecked = "unchecked|";
+  const std::string payload = absl::StrCat(check ? kChecked : kUnchecked, encoded);
   arrival.payload = payload;
   arrival.timeout = cluster_->config().op_timeout;
   arrival.sequence_key = set_key;
@@ -456,13 +458,13 @@ absl::Status ClusterCollectives::Form(MultiSet& set, const std::string& set_key,
   set.next = 0;
   for (size_t i = 0; i < formed->payloads.size(); ++i) {
     const std::string& theirs = formed->payloads[i];
-    if (!theirs.empty() && theirs[0] != payload[0] && (theirs[0] == 'c' || theirs[0] == 'u')) {
+    if (absl::StartsWith(theirs, check ? kUnchecked : kChecked)) {
       set.stale = true;  // every call forms (and fails) again until they agree
-      return absl::InvalidArgumentError(absl::StrCat(
-          "process ", cluster_->process_index(), " runs with --cluster_check_collectives=",
-          check ? "true" : "false", " and process ", formed->participants[i], " with ",
-          check ? "false" : "true", " (set ", set_key,
-          "); every daemon of a cluster needs the same setting"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("process ", cluster_->process_index(),
+                       " runs with --cluster_check_collectives=", check ? "true" : "false",
+                       " and process ", formed->participants[i], " with ", check ? "false" : "true",
+                       " (set ", set_key, "); every daemon of a cluster needs the same setting"));
     }
     if (theirs != payload) {
       return absl::InvalidArgumentError(absl::StrCat(
