@@ -64,8 +64,13 @@ class ThreeDaemonsOneSmall : public ::testing::Test {
 
 class ClusterForfeitTest : public ThreeDaemonsOneSmall {
  protected:
+  // More daemon flags (the checked variant below).
+  virtual std::vector<std::string> MoreFlags() const { return {}; }
+
   void SetUp() override {
-    StartCluster(/*small=*/1, {kOpTimeout});
+    std::vector<std::string> flags = MoreFlags();
+    flags.push_back(kOpTimeout);
+    StartCluster(/*small=*/1, std::move(flags));
     if (HasFatalFailure()) return;
     client::MeshClient meshes(*client_);
     ASSERT_TRUE(meshes.Create({{"data", 6}}, {.mesh_id = "flat"}).ok());
@@ -106,6 +111,43 @@ class ClusterForfeitTest : public ThreeDaemonsOneSmall {
     EXPECT_EQ(sum.status().code(), absl::StatusCode::kResourceExhausted) << sum.status();
     EXPECT_LT(took, kBound) << sum.status();
   }
+
+  // Every trainer calls a multi-controller all-reduce that process 1
+  // cannot hold: it gets RESOURCE_EXHAUSTED, the others ABORTED naming it,
+  // all well before the operation timeout; memory returns and the next
+  // call runs.
+  void ExpectTrainersLearnWhichProcessFailed() {
+    client::TensorInfo big = Upload(kColumns);
+    client::TensorInfo small = Upload(4);
+    ExpectSumWorks(small.id, 4);  // contexts connected
+    const std::vector<int64_t> with_inputs = MemoryOf(*client_);
+
+    std::vector<grpc::Status> statuses(3);
+    std::vector<absl::Duration> took(3);
+    std::vector<std::thread> trainers;
+    for (int p = 0; p < 3; ++p) {
+      trainers.emplace_back([&, p] {
+        pb::AllReduceRequest request;
+        request.set_tensor_id(big.id);
+        request.set_controller(pb::CONTROLLER_MULTI);
+        pb::CollectiveResponse response;
+        const absl::Time start = absl::Now();
+        statuses[p] = AllReduceOn(cluster_->address(p), request, &response, absl::Seconds(100));
+        took[p] = absl::Now() - start;
+      });
+    }
+    for (auto& t : trainers) t.join();
+    EXPECT_EQ(statuses[1].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << statuses[1].error_message();
+    for (int p : {0, 2}) {
+      EXPECT_EQ(statuses[p].error_code(), grpc::StatusCode::ABORTED) << statuses[p].error_message();
+      EXPECT_THAT(statuses[p].error_message(), HasSubstr("process 1 failed its part"));
+      EXPECT_THAT(statuses[p].error_message(), HasSubstr("RESOURCE_EXHAUSTED"));
+    }
+    for (int p = 0; p < 3; ++p) EXPECT_LT(took[p], kBound) << "process " << p;
+    EXPECT_TRUE(MemoryReturns(*client_, {}, with_inputs));
+    ExpectSumWorks(small.id, 4);
+  }
 };
 
 TEST_F(ClusterForfeitTest, SingleControllerFailsEverywhereAtOnceThenRecovers) {
@@ -132,36 +174,19 @@ TEST_F(ClusterForfeitTest, SingleControllerFailsEverywhereAtOnceThenRecovers) {
 }
 
 TEST_F(ClusterForfeitTest, MultiControllerTrainersLearnWhichProcessFailed) {
-  client::TensorInfo big = Upload(kColumns);
-  client::TensorInfo small = Upload(4);
-  ExpectSumWorks(small.id, 4);  // contexts connected
-  const std::vector<int64_t> with_inputs = MemoryOf(*client_);
+  // Unchecked (the default): process 1 forfeits, closing the connections.
+  ExpectTrainersLearnWhichProcessFailed();
+}
 
-  std::vector<grpc::Status> statuses(3);
-  std::vector<absl::Duration> took(3);
-  std::vector<std::thread> trainers;
-  for (int p = 0; p < 3; ++p) {
-    trainers.emplace_back([&, p] {
-      pb::AllReduceRequest request;
-      request.set_tensor_id(big.id);
-      request.set_controller(pb::CONTROLLER_MULTI);
-      pb::CollectiveResponse response;
-      const absl::Time start = absl::Now();
-      statuses[p] = AllReduceOn(cluster_->address(p), request, &response, absl::Seconds(100));
-      took[p] = absl::Now() - start;
-    });
-  }
-  for (auto& t : trainers) t.join();
-  EXPECT_EQ(statuses[1].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
-      << statuses[1].error_message();
-  for (int p : {0, 2}) {
-    EXPECT_EQ(statuses[p].error_code(), grpc::StatusCode::ABORTED) << statuses[p].error_message();
-    EXPECT_THAT(statuses[p].error_message(), HasSubstr("process 1 failed its part"));
-    EXPECT_THAT(statuses[p].error_message(), HasSubstr("RESOURCE_EXHAUSTED"));
-  }
-  for (int p = 0; p < 3; ++p) EXPECT_LT(took[p], kBound) << "process " << p;
-  EXPECT_TRUE(MemoryReturns(*client_, {}, with_inputs));
-  ExpectSumWorks(small.id, 4);
+// With --cluster_check_collectives the failing part says so in the call's
+// word exchange and nobody runs the collective.
+class CheckedClusterForfeitTest : public ClusterForfeitTest {
+ protected:
+  std::vector<std::string> MoreFlags() const override { return {"--cluster_check_collectives"}; }
+};
+
+TEST_F(CheckedClusterForfeitTest, MultiControllerTrainersLearnWhichProcessFailed) {
+  ExpectTrainersLearnWhichProcessFailed();
 }
 
 // --cluster_check_collectives=false, and calls whose groups leave a daemon
