@@ -68,6 +68,11 @@ int Run(const std::string& transport) {
 
   auto client = client::Client::Connect((*daemon)->address());
   if (!client.ok()) return 1;
+  // The same library without a session of its own (so without the
+  // session header on every call): what carrying the session costs.
+  auto sessionless = client::Client::Connect(
+      (*daemon)->address(), client::ClientOptions{.session_policy = client::SessionPolicy::kNone});
+  if (!sessionless.ok()) return 1;
   auto echo_channel = grpc::CreateChannel(echo_address, grpc::InsecureChannelCredentials());
   auto echo_stub = v1::EchoService::NewStub(echo_channel);
 
@@ -92,6 +97,7 @@ int Run(const std::string& transport) {
   client::MeshClient meshes(**client);
   client::TensorClient tensors(**client);
   client::CollectiveClient collectives(**client);
+  client::CollectiveClient sessionless_collectives(**sessionless);
   std::vector<float> values(256, 1.0f);
   auto mesh = meshes.Create({{"data", 8}}, {.mesh_id = "bench"});
   auto input = tensors.Upload(client::HostArray::Of(values, {256}),
@@ -106,7 +112,7 @@ int Run(const std::string& transport) {
   auto daemon_channel =
       grpc::CreateChannel((*daemon)->address(), grpc::InsecureChannelCredentials());
   auto collective_stub = ::placement::v1::CollectiveService::NewStub(daemon_channel);
-  std::vector<absl::Duration> collective, raw_collective, echo_1k;
+  std::vector<absl::Duration> collective, raw_collective, echo_1k, no_session;
   v1::EchoMessage kib;
   kib.set_payload(std::string(1024, 'x'));
   // Deletes the results a timed loop made, 256 per call.
@@ -148,11 +154,20 @@ int Run(const std::string& transport) {
         grpc::ClientContext context;
         v1::EchoMessage response;
         if (!echo_stub->Echo(&context, kib, &response).ok()) ++errors;
+      },
+      [&] {  // the client library without a session
+        auto sum = sessionless_collectives.AllReduce(input->id, client::ReduceOp::kSum);
+        if (sum.ok()) {
+          made.push_back(sum->id);
+        } else {
+          ++errors;
+        }
       }};
-  std::vector<absl::Duration>* samples[] = {&collective, &raw_collective, &echo_1k};
+  std::vector<absl::Duration>* samples[] = {&collective, &raw_collective, &echo_1k, &no_session};
+  constexpr int kCalls = 4;
   for (int i = 0; i < warmup + iterations; ++i) {
-    for (int k = 0; k < 3; ++k) {
-      const int which = (i + k) % 3;
+    for (int k = 0; k < kCalls; ++k) {
+      const int which = (i + k) % kCalls;
       const absl::Time start = absl::Now();
       calls[which]();
       if (i >= warmup) samples[which]->push_back(absl::Now() - start);
@@ -161,6 +176,7 @@ int Run(const std::string& transport) {
   }
   DeleteMade(made);
   LatencySummary c = Summarize(collective), k = Summarize(echo_1k), r = Summarize(raw_collective);
+  LatencySummary ns = Summarize(no_session);
   LatencySummary o = Summarize(ours), e = Summarize(bare);
   std::printf("transport=%s iterations=%d errors=%d\n", transport.c_str(), iterations, errors);
   std::printf("  ListDevices (8 cpu devices): p50 %s  p99 %s  mean %s\n", Micros(o.p50).c_str(),
@@ -179,6 +195,10 @@ int Run(const std::string& transport) {
               Micros(r.p99).c_str(), Micros(r.mean).c_str());
   std::printf("  ratio stub AllReduce / echo: p50 %.2f  p99 %.2f\n",
               absl::FDivDuration(r.p50, k.p50), absl::FDivDuration(r.p99, k.p99));
+  std::printf("  AllReduce, no session:       p50 %s  p99 %s  mean %s\n", Micros(ns.p50).c_str(),
+              Micros(ns.p99).c_str(), Micros(ns.mean).c_str());
+  std::printf("  ratio no-session / echo:     p50 %.2f  p99 %.2f\n",
+              absl::FDivDuration(ns.p50, k.p50), absl::FDivDuration(ns.p99, k.p99));
   echo_server->Shutdown();
   (*daemon)->Drain();
   std::filesystem::remove_all(dir);
