@@ -46,64 +46,68 @@ void TargetToProto(const CollectiveRequest& request, Message* out) {
                                                                : pb::CONTROLLER_SINGLE);
 }
 
-int ControllerOf(const pb::CollectiveOp& op) {
-  switch (op.request_case()) {
-    case pb::CollectiveOp::kAllReduce:
-      return op.all_reduce().controller();
-    case pb::CollectiveOp::kAllReduceBatch:
-      return op.all_reduce_batch().controller();
-    case pb::CollectiveOp::kAllGather:
-      return op.all_gather().controller();
-    case pb::CollectiveOp::kReduceScatter:
-      return op.reduce_scatter().controller();
-    case pb::CollectiveOp::kBroadcast:
-      return op.broadcast().controller();
-    case pb::CollectiveOp::REQUEST_NOT_SET:
-      break;
-  }
-  return pb::CONTROLLER_UNSPECIFIED;
-}
-
 }  // namespace
 
-absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(const pb::CollectiveOp& op) {
+absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(const pb::AllReduceRequest& r) {
   CollectiveRequest out;
-  ASSIGN_OR_RETURN(out.controller, ControllerFromProto(ControllerOf(op)));
+  ASSIGN_OR_RETURN(out.controller, ControllerFromProto(r.controller()));
+  out.kind = CollectiveRequestKind::kAllReduce;
+  RETURN_IF_ERROR(TargetFromProto(r, &out));
+  ASSIGN_OR_RETURN(out.op, RequestedReduceOp(r.op(), r.op_name()));
+  return out;
+}
+
+absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(const pb::AllReduceBatchRequest& r) {
+  CollectiveRequest out;
+  ASSIGN_OR_RETURN(out.controller, ControllerFromProto(r.controller()));
+  out.kind = CollectiveRequestKind::kAllReduceBatch;
+  out.tensor_ids.assign(r.tensor_ids().begin(), r.tensor_ids().end());
+  out.axes.assign(r.axes().begin(), r.axes().end());
+  ASSIGN_OR_RETURN(out.op, RequestedReduceOp(r.op(), r.op_name()));
+  ASSIGN_OR_RETURN(out.source, SourceHandlingFromProto(r.source()));
+  return out;
+}
+
+absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(const pb::AllGatherRequest& r) {
+  CollectiveRequest out;
+  ASSIGN_OR_RETURN(out.controller, ControllerFromProto(r.controller()));
+  out.kind = CollectiveRequestKind::kAllGather;
+  RETURN_IF_ERROR(TargetFromProto(r, &out));
+  out.dim = r.dim();
+  return out;
+}
+
+absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(const pb::ReduceScatterRequest& r) {
+  CollectiveRequest out;
+  ASSIGN_OR_RETURN(out.controller, ControllerFromProto(r.controller()));
+  out.kind = CollectiveRequestKind::kReduceScatter;
+  RETURN_IF_ERROR(TargetFromProto(r, &out));
+  ASSIGN_OR_RETURN(out.op, RequestedReduceOp(r.op(), r.op_name()));
+  out.dim = r.scatter_dim();
+  return out;
+}
+
+absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(const pb::BroadcastRequest& r) {
+  CollectiveRequest out;
+  ASSIGN_OR_RETURN(out.controller, ControllerFromProto(r.controller()));
+  out.kind = CollectiveRequestKind::kBroadcast;
+  RETURN_IF_ERROR(TargetFromProto(r, &out));
+  out.root_device_id = r.root_device_id();
+  return out;
+}
+
+absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(const pb::CollectiveOp& op) {
   switch (op.request_case()) {
-    case pb::CollectiveOp::kAllReduce: {
-      const pb::AllReduceRequest& r = op.all_reduce();
-      out.kind = CollectiveRequestKind::kAllReduce;
-      RETURN_IF_ERROR(TargetFromProto(r, &out));
-      ASSIGN_OR_RETURN(out.op, RequestedReduceOp(r.op(), r.op_name()));
-      return out;
-    }
-    case pb::CollectiveOp::kAllReduceBatch: {
-      const pb::AllReduceBatchRequest& r = op.all_reduce_batch();
-      out.kind = CollectiveRequestKind::kAllReduceBatch;
-      out.tensor_ids.assign(r.tensor_ids().begin(), r.tensor_ids().end());
-      out.axes.assign(r.axes().begin(), r.axes().end());
-      ASSIGN_OR_RETURN(out.op, RequestedReduceOp(r.op(), r.op_name()));
-      ASSIGN_OR_RETURN(out.source, SourceHandlingFromProto(r.source()));
-      return out;
-    }
+    case pb::CollectiveOp::kAllReduce:
+      return CollectiveRequestFromProto(op.all_reduce());
+    case pb::CollectiveOp::kAllReduceBatch:
+      return CollectiveRequestFromProto(op.all_reduce_batch());
     case pb::CollectiveOp::kAllGather:
-      out.kind = CollectiveRequestKind::kAllGather;
-      RETURN_IF_ERROR(TargetFromProto(op.all_gather(), &out));
-      out.dim = op.all_gather().dim();
-      return out;
-    case pb::CollectiveOp::kReduceScatter: {
-      const pb::ReduceScatterRequest& r = op.reduce_scatter();
-      out.kind = CollectiveRequestKind::kReduceScatter;
-      RETURN_IF_ERROR(TargetFromProto(r, &out));
-      ASSIGN_OR_RETURN(out.op, RequestedReduceOp(r.op(), r.op_name()));
-      out.dim = r.scatter_dim();
-      return out;
-    }
+      return CollectiveRequestFromProto(op.all_gather());
+    case pb::CollectiveOp::kReduceScatter:
+      return CollectiveRequestFromProto(op.reduce_scatter());
     case pb::CollectiveOp::kBroadcast:
-      out.kind = CollectiveRequestKind::kBroadcast;
-      RETURN_IF_ERROR(TargetFromProto(op.broadcast(), &out));
-      out.root_device_id = op.broadcast().root_device_id();
-      return out;
+      return CollectiveRequestFromProto(op.broadcast());
     case pb::CollectiveOp::REQUEST_NOT_SET:
       break;
   }

@@ -21,6 +21,18 @@ namespace placement::server {
 // kMaxTensorNameLength, an unknown or contradictory op / op_name, an empty
 // union ("the collective request is empty").
 absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(const placement::v1::CollectiveOp& op);
+// The same for each request of the union (the public handler's, which
+// needs no union).
+absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(
+    const placement::v1::AllReduceRequest& request);
+absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(
+    const placement::v1::AllReduceBatchRequest& request);
+absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(
+    const placement::v1::AllGatherRequest& request);
+absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(
+    const placement::v1::ReduceScatterRequest& request);
+absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(
+    const placement::v1::BroadcastRequest& request);
 
 // Sets the request union of `out` (op as the enum, op_name empty); the
 // other fields of `out` are left as they are.

@@ -6,6 +6,7 @@
 
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "server/convert/collective_request_proto.h"
 #include "server/service/creating_reactor.h"
 #include "server/service/from_proto.h"
 #include "server/service/to_proto.h"
@@ -86,39 +87,14 @@ CollectiveContext ContextOf(grpc::CallbackServerContext* context) {
 
 }  // namespace
 
-absl::Status CollectiveHandler::Execute(const Caller& caller, const pb::CollectiveOp& op,
+absl::Status CollectiveHandler::Execute(const Caller& caller, const CollectiveRequest& request,
                                         grpc::CallbackServerContext* context,
                                         std::vector<std::shared_ptr<const Tensor>>* out) const {
-  ASSIGN_OR_RETURN(CollectiveRequest request, CollectiveRequestFromProto(op));
   ASSIGN_OR_RETURN(*out, core_->Execute(request, caller.tenant, ContextOf(context)));
   return absl::OkStatus();
 }
 
 namespace {
-
-// `op` naming the tensors by the ids their ids or names resolved to.
-pb::CollectiveOp WithIds(pb::CollectiveOp op, const std::vector<std::string>& ids) {
-  switch (op.request_case()) {
-    case pb::CollectiveOp::kAllReduce:
-      op.mutable_all_reduce()->set_tensor_id(ids.front());
-      break;
-    case pb::CollectiveOp::kAllReduceBatch:
-      op.mutable_all_reduce_batch()->mutable_tensor_ids()->Assign(ids.begin(), ids.end());
-      break;
-    case pb::CollectiveOp::kAllGather:
-      op.mutable_all_gather()->set_tensor_id(ids.front());
-      break;
-    case pb::CollectiveOp::kReduceScatter:
-      op.mutable_reduce_scatter()->set_tensor_id(ids.front());
-      break;
-    case pb::CollectiveOp::kBroadcast:
-      op.mutable_broadcast()->set_tensor_id(ids.front());
-      break;
-    default:
-      break;
-  }
-  return op;
-}
 
 void WriteResults(const std::vector<std::shared_ptr<const Tensor>>& out,
                   pb::CollectiveResponse* response) {
@@ -135,13 +111,18 @@ void WriteResults(const std::vector<std::shared_ptr<const Tensor>>& out,
 template <typename Response>
 grpc::ServerUnaryReactor* CollectiveHandler::Serve(grpc::CallbackServerContext* context,
                                                    const std::vector<std::string>& tensor_ids,
-                                                   pb::CollectiveOp op, Response* response) {
+                                                   absl::StatusOr<CollectiveRequest> request,
+                                                   Response* response) {
+  // A request that does not convert fails after admission and name
+  // resolution, as every call's errors are ordered.
   return RunAdmitted(
       context, *gate_, *core_, *dispatch_, tensor_ids, response,
-      [=, this, op = std::move(op)](const Caller& caller,
-                                    const std::vector<std::string>& ids) -> absl::Status {
+      [=, this, request = std::move(request)](
+          const Caller& caller, const std::vector<std::string>& ids) mutable -> absl::Status {
+        if (!request.ok()) return request.status();
+        request->tensor_ids = ids;  // the ids the ids or names resolved to
         std::vector<std::shared_ptr<const Tensor>> out;
-        RETURN_IF_ERROR(Execute(caller, WithIds(op, ids), context, &out));
+        RETURN_IF_ERROR(Execute(caller, *request, context, &out));
         WriteResults(out, response);
         return absl::OkStatus();
       });
@@ -150,42 +131,32 @@ grpc::ServerUnaryReactor* CollectiveHandler::Serve(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* CollectiveHandler::AllReduce(grpc::CallbackServerContext* context,
                                                        const pb::AllReduceRequest* request,
                                                        pb::CollectiveResponse* response) {
-  pb::CollectiveOp op;
-  *op.mutable_all_reduce() = *request;
-  return Serve(context, {request->tensor_id()}, std::move(op), response);
+  return Serve(context, {request->tensor_id()}, CollectiveRequestFromProto(*request), response);
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::AllReduceBatch(
     grpc::CallbackServerContext* context, const pb::AllReduceBatchRequest* request,
     pb::AllReduceBatchResponse* response) {
-  pb::CollectiveOp op;
-  *op.mutable_all_reduce_batch() = *request;
-  return Serve(context, {request->tensor_ids().begin(), request->tensor_ids().end()}, std::move(op),
-               response);
+  return Serve(context, {request->tensor_ids().begin(), request->tensor_ids().end()},
+               CollectiveRequestFromProto(*request), response);
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::AllGather(grpc::CallbackServerContext* context,
                                                        const pb::AllGatherRequest* request,
                                                        pb::CollectiveResponse* response) {
-  pb::CollectiveOp op;
-  *op.mutable_all_gather() = *request;
-  return Serve(context, {request->tensor_id()}, std::move(op), response);
+  return Serve(context, {request->tensor_id()}, CollectiveRequestFromProto(*request), response);
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::ReduceScatter(grpc::CallbackServerContext* context,
                                                            const pb::ReduceScatterRequest* request,
                                                            pb::CollectiveResponse* response) {
-  pb::CollectiveOp op;
-  *op.mutable_reduce_scatter() = *request;
-  return Serve(context, {request->tensor_id()}, std::move(op), response);
+  return Serve(context, {request->tensor_id()}, CollectiveRequestFromProto(*request), response);
 }
 
 grpc::ServerUnaryReactor* CollectiveHandler::Broadcast(grpc::CallbackServerContext* context,
                                                        const pb::BroadcastRequest* request,
                                                        pb::CollectiveResponse* response) {
-  pb::CollectiveOp op;
-  *op.mutable_broadcast() = *request;
-  return Serve(context, {request->tensor_id()}, std::move(op), response);
+  return Serve(context, {request->tensor_id()}, CollectiveRequestFromProto(*request), response);
 }
 
 }  // namespace placement::server

@@ -17,7 +17,6 @@
 #define PLACEMENT_SERVER_SERVICE_COLLECTIVE_HANDLER_H_
 
 #include "placement/v1/collective_service.grpc.pb.h"
-#include "placement/v1/peer_service.pb.h"
 #include "server/collective/collective_service_core.h"
 #include "server/common/worker_pool.h"
 #include "server/service/call_gate.h"
@@ -52,8 +51,8 @@ class CollectiveHandler final : public placement::v1::CollectiveService::Callbac
   template <typename Response>
   grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context,
                                   const std::vector<std::string>& tensor_ids,
-                                  placement::v1::CollectiveOp op, Response* response);
-  absl::Status Execute(const Caller& caller, const placement::v1::CollectiveOp& op,
+                                  absl::StatusOr<CollectiveRequest> request, Response* response);
+  absl::Status Execute(const Caller& caller, const CollectiveRequest& request,
                        grpc::CallbackServerContext* context,
                        std::vector<std::shared_ptr<const Tensor>>* out) const;
 
