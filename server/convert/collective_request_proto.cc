@@ -36,6 +36,17 @@ absl::Status TargetFromProto(const Message& message, CollectiveRequest* out) {
   return absl::OkStatus();
 }
 
+// The controller, kind and target a one-tensor request starts with.
+template <typename Message>
+absl::StatusOr<CollectiveRequest> OneTensorRequest(CollectiveRequestKind kind,
+                                                   const Message& message) {
+  CollectiveRequest out;
+  ASSIGN_OR_RETURN(out.controller, ControllerFromProto(message.controller()));
+  out.kind = kind;
+  RETURN_IF_ERROR(TargetFromProto(message, &out));
+  return out;
+}
+
 template <typename Message>
 void TargetToProto(const CollectiveRequest& request, Message* out) {
   if (!request.tensor_ids.empty()) out->set_tensor_id(request.tensor_ids.front());
@@ -49,10 +60,7 @@ void TargetToProto(const CollectiveRequest& request, Message* out) {
 }  // namespace
 
 absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(const pb::AllReduceRequest& r) {
-  CollectiveRequest out;
-  ASSIGN_OR_RETURN(out.controller, ControllerFromProto(r.controller()));
-  out.kind = CollectiveRequestKind::kAllReduce;
-  RETURN_IF_ERROR(TargetFromProto(r, &out));
+  ASSIGN_OR_RETURN(CollectiveRequest out, OneTensorRequest(CollectiveRequestKind::kAllReduce, r));
   ASSIGN_OR_RETURN(out.op, RequestedReduceOp(r.op(), r.op_name()));
   return out;
 }
@@ -69,29 +77,21 @@ absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(const pb::AllReduce
 }
 
 absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(const pb::AllGatherRequest& r) {
-  CollectiveRequest out;
-  ASSIGN_OR_RETURN(out.controller, ControllerFromProto(r.controller()));
-  out.kind = CollectiveRequestKind::kAllGather;
-  RETURN_IF_ERROR(TargetFromProto(r, &out));
+  ASSIGN_OR_RETURN(CollectiveRequest out, OneTensorRequest(CollectiveRequestKind::kAllGather, r));
   out.dim = r.dim();
   return out;
 }
 
 absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(const pb::ReduceScatterRequest& r) {
-  CollectiveRequest out;
-  ASSIGN_OR_RETURN(out.controller, ControllerFromProto(r.controller()));
-  out.kind = CollectiveRequestKind::kReduceScatter;
-  RETURN_IF_ERROR(TargetFromProto(r, &out));
+  ASSIGN_OR_RETURN(CollectiveRequest out,
+                   OneTensorRequest(CollectiveRequestKind::kReduceScatter, r));
   ASSIGN_OR_RETURN(out.op, RequestedReduceOp(r.op(), r.op_name()));
   out.dim = r.scatter_dim();
   return out;
 }
 
 absl::StatusOr<CollectiveRequest> CollectiveRequestFromProto(const pb::BroadcastRequest& r) {
-  CollectiveRequest out;
-  ASSIGN_OR_RETURN(out.controller, ControllerFromProto(r.controller()));
-  out.kind = CollectiveRequestKind::kBroadcast;
-  RETURN_IF_ERROR(TargetFromProto(r, &out));
+  ASSIGN_OR_RETURN(CollectiveRequest out, OneTensorRequest(CollectiveRequestKind::kBroadcast, r));
   out.root_device_id = r.root_device_id();
   return out;
 }
