@@ -151,8 +151,11 @@ def test_unary_deadline_against_a_stopped_daemon(daemon):
                           "commits its result, which nobody can name or free")
 def test_place_past_its_deadline_keeps_nothing(client):
     hurried = placement.Client(client.target, TransportOptions(timeout=0.002))
-    source = placement.device_put(np.ones(16 << 20, np.uint8), 0, client=hurried)  # a stream
     try:
+        # Inside the try: under load the upload itself can miss the 2 ms and
+        # fail; the cleanup below (and closing `hurried`'s session) must
+        # still run, or its tensor stays for the next tests.
+        source = placement.device_put(np.ones(16 << 20, np.uint8), 0, client=hurried)  # a stream
         with pytest.raises(errors.DeadlineExceededError):  # unary Place: 8 x 16 MiB to copy
             _placing.place_tree(hurried, source, _placing.replicate_rule(None))
         source.delete()
