@@ -130,16 +130,18 @@ int Run(const std::string& transport) {
   // identical runs on a 2-core VM).
   std::vector<std::string> made;
   made.reserve(256);
+  // One all-reduce through a client library, its result kept for DeleteMade.
+  auto library_call = [&](const client::CollectiveClient& through) {
+    auto sum = through.AllReduce(input->id, client::ReduceOp::kSum);
+    if (sum.ok()) {
+      made.push_back(sum->id);
+    } else {
+      ++errors;
+    }
+  };
   const std::function<void()> calls[] = {
-      [&] {  // the client library
-        auto sum = collectives.AllReduce(input->id, client::ReduceOp::kSum);
-        if (sum.ok()) {
-          made.push_back(sum->id);
-        } else {
-          ++errors;
-        }
-      },
-      [&] {  // the generated stub
+      [&] { library_call(collectives); },  // the client library
+      [&] {                                // the generated stub
         grpc::ClientContext context;
         ::placement::v1::AllReduceRequest request;
         request.set_tensor_id(input->id);
@@ -155,14 +157,7 @@ int Run(const std::string& transport) {
         v1::EchoMessage response;
         if (!echo_stub->Echo(&context, kib, &response).ok()) ++errors;
       },
-      [&] {  // the client library without a session
-        auto sum = sessionless_collectives.AllReduce(input->id, client::ReduceOp::kSum);
-        if (sum.ok()) {
-          made.push_back(sum->id);
-        } else {
-          ++errors;
-        }
-      }};
+      [&] { library_call(sessionless_collectives); }};  // without a session
   std::vector<absl::Duration>* samples[] = {&collective, &raw_collective, &echo_1k, &no_session};
   constexpr int kCalls = 4;
   for (int i = 0; i < warmup + iterations; ++i) {

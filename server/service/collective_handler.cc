@@ -56,7 +56,7 @@ grpc::ServerUnaryReactor* RunAdmitted(grpc::CallbackServerContext* context, Call
   // Runs the collective and hands its results to the caller's session.
   auto run = [&gate, response, caller = *admitted, ids = *std::move(ids),
               fn = std::move(fn)]() mutable {
-    absl::Status status = fn(caller, ids);
+    absl::Status status = fn(caller, std::move(ids));
     std::vector<std::string> created;
     if (status.ok()) created = CreatedIds(*response);
     if (status.ok()) status = gate.AdoptCreated(caller, created);
@@ -118,9 +118,9 @@ grpc::ServerUnaryReactor* CollectiveHandler::Serve(grpc::CallbackServerContext* 
   return RunAdmitted(
       context, *gate_, *core_, *dispatch_, tensor_ids, response,
       [=, this, request = std::move(request)](
-          const Caller& caller, const std::vector<std::string>& ids) mutable -> absl::Status {
+          const Caller& caller, std::vector<std::string> ids) mutable -> absl::Status {
         if (!request.ok()) return request.status();
-        request->tensor_ids = ids;  // the ids the ids or names resolved to
+        request->tensor_ids = std::move(ids);  // the ids the ids or names resolved to
         std::vector<std::shared_ptr<const Tensor>> out;
         RETURN_IF_ERROR(Execute(caller, *request, context, &out));
         WriteResults(out, response);
