@@ -24,6 +24,7 @@
 #include "placement/v1/tensor_service.grpc.pb.h"
 #include "tests/cluster/cluster_test_util.h"
 #include "tests/common/process_local_cases.h"
+#include "tests/testing/trainer_call.h"
 
 #ifndef PLACEMENT_TEST_DATA_DIR
 #error "PLACEMENT_TEST_DATA_DIR must name the tests/data directory"
@@ -97,7 +98,7 @@ UploadResult UploadPart(const std::string& address, const std::string& mesh_id,
   auto stub =
       pb::TensorService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  PrepareTrainerCall(&context, absl::Seconds(60));
   UploadResult result;
   auto writer = stub->Upload(&context, &result.response);
   pb::UploadRequest header;
@@ -210,9 +211,14 @@ TEST_P(ClusterProcessLocalTest, LayoutsAndBytesAreJaxs) {
       });
     }
     for (auto& t : trainers) t.join();
+    // Every process's outcome, so that a failure names them all.
+    std::string outcomes;
     for (size_t i = 0; i < results.size(); ++i) {
-      ASSERT_TRUE(results[i].status.ok())
-          << "process " << participants[i] << ": " << results[i].status.error_message();
+      absl::StrAppend(&outcomes, "\n  process ", participants[i], ": ",
+                      results[i].status.ok() ? "ok" : results[i].status.error_message());
+    }
+    for (size_t i = 0; i < results.size(); ++i) {
+      ASSERT_TRUE(results[i].status.ok()) << outcomes;
       EXPECT_EQ(results[i].response.tensor().id(), results[0].response.tensor().id());
     }
     const std::string id = results[0].response.tensor().id();

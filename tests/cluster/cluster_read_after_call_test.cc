@@ -17,6 +17,7 @@
 #include "placement/client/tensors.h"
 #include "placement/v1/collective_service.grpc.pb.h"
 #include "tests/cluster/cluster_test_util.h"
+#include "tests/testing/trainer_call.h"
 
 namespace placement::testing {
 namespace {
@@ -96,7 +97,7 @@ TEST_F(ClusterReadAfterCallTest, ReduceScatterResultsAreReadableEverywhereWhenTh
     auto stub = pb::CollectiveService::NewStub(
         grpc::CreateChannel(cluster->address(p), grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    PrepareTrainerCall(&context, absl::Seconds(60));
     pb::ReduceScatterRequest request;
     request.set_tensor_id(partial->id);
     request.set_op(pb::REDUCE_OP_SUM);

@@ -19,6 +19,7 @@
 #include "placement/v1/mesh_service.grpc.pb.h"
 #include "placement/v1/tensor_service.grpc.pb.h"
 #include "tests/cluster/cluster_test_util.h"
+#include "tests/testing/trainer_call.h"
 
 namespace placement::testing {
 namespace {
@@ -137,7 +138,7 @@ TEST_F(ClusterScaleTest, AMultiControllerUploadOver100ProcessesCommits) {
       auto stub = pb::TensorService::NewStub(
           grpc::CreateChannel(cluster_->address(p), grpc::InsecureChannelCredentials()));
       grpc::ClientContext context;
-      context.set_deadline(In(absl::Seconds(120)));
+      PrepareTrainerCall(&context, absl::Seconds(120));
       auto writer = stub->Upload(&context, &responses[p]);
       pb::UploadRequest header;
       pb::UploadHeader* h = header.mutable_header();

@@ -24,6 +24,7 @@
 #include "placement/v1/collective_service.grpc.pb.h"
 #include "tests/testing/cluster_processes.h"
 #include "tests/testing/network_namespaces.h"
+#include "tests/testing/trainer_call.h"
 
 namespace placement::testing {
 
@@ -81,7 +82,7 @@ inline grpc::Status AllReduceOn(const std::string& address,
   auto stub = placement::v1::CollectiveService::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  PrepareTrainerCall(&context, timeout);
   return stub->AllReduce(&context, request, response);
 }
 

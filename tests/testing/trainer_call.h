@@ -1,0 +1,30 @@
+// The ClientContext of a raw gRPC call that a test's "trainer" thread makes
+// on a channel of its own, to a daemon that is up.
+//
+// gRPC 1.51's TCP client (src/core/lib/iomgr/tcp_client_posix.cc) reads
+// errno after other calls once connect() has returned, so now and then a
+// fresh channel's first connection fails with a stray errno ("UNKNOWN:
+// ipv4:127.0.0.1:P: No such file or directory", syscall connect, errno 2)
+// and a call without wait_for_ready fails UNAVAILABLE at once without
+// reaching the daemon: 3 of 29 runs of cluster_process_local_test's 4x2
+// case (about 120 fresh channels a run) beside a parallel cluster test,
+// each leaving the other processes to wait 30 s at their barrier. A
+// trainer's call waits for its channel instead (the channel tries again
+// after its backoff); `timeout` still bounds it.
+#ifndef PLACEMENT_TESTS_TESTING_TRAINER_CALL_H_
+#define PLACEMENT_TESTS_TESTING_TRAINER_CALL_H_
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/client_context.h"
+
+namespace placement::testing {
+
+inline void PrepareTrainerCall(grpc::ClientContext* context, absl::Duration timeout) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  context->set_wait_for_ready(true);
+}
+
+}  // namespace placement::testing
+
+#endif  // PLACEMENT_TESTS_TESTING_TRAINER_CALL_H_
