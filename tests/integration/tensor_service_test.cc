@@ -17,6 +17,7 @@
 #include "placement/v1/mesh_service.grpc.pb.h"
 #include "placement/v1/tensor_service.grpc.pb.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/trainer_call.h"
 
 namespace placement {
 namespace {
@@ -56,7 +57,7 @@ int64_t DTypeBytes(pb::DType dtype) {
 class Conn {
  public:
   explicit Conn(const std::string& address)
-      : channel_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+      : channel_(testing::ReadyChannel(address)),
         tensors_(pb::TensorService::NewStub(channel_)),
         meshes_(pb::MeshService::NewStub(channel_)),
         devices_(pb::DeviceService::NewStub(channel_)) {}

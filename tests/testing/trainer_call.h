@@ -1,5 +1,5 @@
-// The ClientContext of a raw gRPC call that a test's "trainer" thread makes
-// on a channel of its own, to a daemon that is up.
+// Raw gRPC calls and channels that a test's threads (a "trainer" each) make
+// fresh, to a daemon that is up.
 //
 // gRPC 1.51's TCP client (src/core/lib/iomgr/tcp_client_posix.cc) reads
 // errno after other calls once connect() has returned, so now and then a
@@ -8,21 +8,35 @@
 // and a call without wait_for_ready fails UNAVAILABLE at once without
 // reaching the daemon: 3 of 29 runs of cluster_process_local_test's 4x2
 // case (about 120 fresh channels a run) beside a parallel cluster test,
-// each leaving the other processes to wait 30 s at their barrier. A
-// trainer's call waits for its channel instead (the channel tries again
-// after its backoff); `timeout` still bounds it.
+// each leaving the other processes to wait 30 s at their barrier. So a
+// trainer's one call waits for its channel (the channel tries again after
+// its backoff), and a thread's channel for many calls is connected first.
 #ifndef PLACEMENT_TESTS_TESTING_TRAINER_CALL_H_
 #define PLACEMENT_TESTS_TESTING_TRAINER_CALL_H_
 
+#include <memory>
+#include <string>
+
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "grpcpp/client_context.h"
+#include "grpcpp/grpcpp.h"
 
 namespace placement::testing {
 
 inline void PrepareTrainerCall(grpc::ClientContext* context, absl::Duration timeout) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   context->set_wait_for_ready(true);
+}
+
+// A plaintext channel to `address` that a thread of its own uses for many
+// calls: connected before it is handed out (through one failed connection
+// as above), or as it stands after `timeout`.
+inline std::shared_ptr<grpc::Channel> ReadyChannel(const std::string& address,
+                                                   absl::Duration timeout = absl::Seconds(30)) {
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout));
+  return channel;
 }
 
 }  // namespace placement::testing
