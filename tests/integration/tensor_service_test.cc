@@ -25,6 +25,7 @@ namespace {
 namespace pb = placement::v1;
 using ::placement::testing::DaemonOptions;
 using ::placement::testing::DaemonProcess;
+using ::placement::testing::ReadyChannel;
 
 std::string Pattern(int64_t n, uint32_t seed, bool boolean = false) {
   std::string out(static_cast<size_t>(n), '\0');
@@ -57,7 +58,7 @@ int64_t DTypeBytes(pb::DType dtype) {
 class Conn {
  public:
   explicit Conn(const std::string& address)
-      : channel_(testing::ReadyChannel(address)),
+      : channel_(ReadyChannel(address)),
         tensors_(pb::TensorService::NewStub(channel_)),
         meshes_(pb::MeshService::NewStub(channel_)),
         devices_(pb::DeviceService::NewStub(channel_)) {}

@@ -20,22 +20,29 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 
 namespace placement::testing {
 
+// Sets `timeout` as the call's deadline and wait_for_ready. Only for a
+// daemon that is up: against one that is gone the call waits out its whole
+// deadline (DEADLINE_EXCEEDED) instead of failing UNAVAILABLE at once.
 inline void PrepareTrainerCall(grpc::ClientContext* context, absl::Duration timeout) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   context->set_wait_for_ready(true);
 }
 
 // A plaintext channel to `address` that a thread of its own uses for many
-// calls: connected before it is handed out (through one failed connection
-// as above), or as it stands after `timeout`.
+// calls, connected before it is handed out (gRPC reconnects after each
+// failed attempt until `timeout`). A channel still unconnected then is a
+// test failure (ADD_FAILURE naming the address) and is returned as it is.
 inline std::shared_ptr<grpc::Channel> ReadyChannel(const std::string& address,
-                                                   absl::Duration timeout = absl::Seconds(30)) {
+                                                   absl::Duration timeout = absl::Seconds(10)) {
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout));
+  if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout))) {
+    ADD_FAILURE() << "no connection to " << address << " within " << timeout;
+  }
   return channel;
 }
 
