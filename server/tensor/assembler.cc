@@ -107,9 +107,11 @@ absl::StatusOr<std::unique_ptr<Tensor>> AssembleTensor(TensorStore* store, Shape
   const TensorOwner owner = pieces.front()->owner;
 
   if (source == SourceHandling::kKeep) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Tensor> out,
-                     store->AllocateOver(dtype, std::move(global_shape), target.sharding, domains,
-                                         target.mesh_id, std::move(name), owner));
+    // This branch returns: the domains go to the result as they are.
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<Tensor> out,
+        store->AllocateOver(dtype, std::move(global_shape), target.sharding, std::move(domains),
+                            target.mesh_id, std::move(name), owner));
     out->partial_op = target.partial_op;
     for (size_t i = 0; i < out->shards.size(); ++i) {
       // In a cluster, each daemon copies the pieces of its own devices.
