@@ -129,11 +129,17 @@ class SessionManager {
 
   std::vector<SessionSnapshot> List(const Caller& caller) const;
   int64_t size() const;
-  // Tensors held by open sessions, over all of them.
+  // Tensors held by open sessions and still in the store, over all of them
+  // (O(ids held): for metrics and status, not per call).
   int64_t tensor_count() const;
   // The same for one tenant's sessions.
   int64_t size(const std::string& tenant) const;
   int64_t tensor_count(const std::string& tenant) const;
+  // The tensor ids open sessions remember, including those deleted since
+  // their last prune (Adopt): at most twice a session's live tensors plus
+  // kPruneFloor per session, however many it adopted over its life.
+  int64_t ids_held() const;
+  static constexpr size_t kPruneFloor = 1024;
 
   // Ends every session whose lease passed before `now`; returns how many.
   int64_t SweepExpired(absl::Time now);
@@ -144,8 +150,15 @@ class SessionManager {
     std::string name;
     absl::Duration ttl;
     absl::Time expire_time;
+    // Adopted ids; a tensor deleted by a call (or DONATEd) stays here
+    // until the next prune.
     absl::flat_hash_set<std::string> tensors;
+    // Adopt prunes `tensors` to the ids still in the store when it reaches
+    // this size, then sets it to twice what is left (>= kPruneFloor).
+    size_t prune_at = kPruneFloor;
   };
+  // Tensors of `session` still in the store.
+  int64_t LiveCountLocked(const Session& session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Session*> FindLocked(const Caller& caller, const std::string& id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SessionSnapshot SnapshotLocked(const std::string& id, const Session& session) const

@@ -148,6 +148,11 @@ absl::StatusOr<std::shared_ptr<const Tensor>> TensorStore::Get(const std::string
   return std::shared_ptr<const Tensor>(it->second);
 }
 
+bool TensorStore::Contains(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  return tensors_.contains(id);
+}
+
 absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> TensorStore::GetMany(
     const std::vector<std::string>& ids) const {
   std::vector<std::shared_ptr<const Tensor>> out;

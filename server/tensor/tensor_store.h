@@ -126,6 +126,8 @@ class TensorStore {
 
   // NOT_FOUND: "tensor 't-…' does not exist".
   absl::StatusOr<std::shared_ptr<const Tensor>> Get(const std::string& id) const;
+  // Whether a committed tensor has `id` (no reference, no error message).
+  bool Contains(const std::string& id) const;
   // Get for every id, in order; NOT_FOUND names the first unknown id.
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> GetMany(
       const std::vector<std::string>& ids) const;

@@ -1,7 +1,8 @@
 // SessionManager over a real TensorStore on CPU virtual devices: leases per
 // tenant (other tenants see NOT_FOUND, admins see all), ttl and name bounds,
 // tensors adopted by a session freed when it is closed or expires (device
-// memory back to its baseline), persisting, adopting into an ended session,
+// memory back to its baseline), persisting, a long session forgetting the
+// tensors its calls deleted, adopting into an ended session,
 // watchers and end listeners run once, and the background sweeper.
 #include "server/session/session_manager.h"
 
@@ -138,6 +139,41 @@ TEST(SessionManagerTest, CloseFreesTheSessionsTensorsAndKeepsDurableOnes) {
   ASSERT_TRUE(rig.store->Delete({kept}).ok());
   EXPECT_EQ(rig.MemoryInUse(), baseline);
   EXPECT_EQ(sessions.tensor_count(), 0);
+}
+
+TEST(SessionManagerTest, ALongSessionForgetsTheTensorsItsCallsDeleted) {
+  // A training loop's session: every step makes a result and deletes it.
+  TestRig rig;
+  const int64_t baseline = rig.MemoryInUse();
+  SessionManager sessions(rig.store.get(), Quick());
+  auto s = sessions.Open(Tenant("t"), absl::Seconds(30), "");
+  ASSERT_TRUE(s.ok());
+  std::vector<std::string> live;
+  for (int step = 0; step < 10000; ++step) {
+    const std::string result = MakeTensor(rig, "t");
+    ASSERT_TRUE(sessions.Adopt(s->id, {result}).ok());
+    if (step % 100 == 0) {
+      live.push_back(result);  // one in a hundred stays
+    } else {
+      ASSERT_TRUE(rig.store->Delete({result}).ok());
+    }
+    // Remembered ids stay within twice the live ones plus the floor.
+    ASSERT_LE(sessions.ids_held(),
+              2 * static_cast<int64_t>(live.size()) + SessionManager::kPruneFloor)
+        << "step " << step;
+  }
+  EXPECT_EQ(sessions.tensor_count(), 100);
+  EXPECT_EQ(sessions.tensor_count("t"), 100);
+  auto listed = sessions.List(Tenant("t"));
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].num_tensors, 100);
+  // Pruning forgot no live tensor: closing the session frees every one.
+  auto closed = sessions.Close(Tenant("t"), s->id);
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  EXPECT_EQ(*closed, 100);
+  for (const std::string& id : live) EXPECT_FALSE(rig.store->Contains(id)) << id;
+  EXPECT_EQ(rig.MemoryInUse(), baseline);
+  EXPECT_EQ(sessions.ids_held(), 0);
 }
 
 TEST(SessionManagerTest, AdoptingIntoAnEndedSessionDeletesTheTensors) {
