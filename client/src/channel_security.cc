@@ -7,12 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "grpcpp/support/client_interceptor.h"
 
 namespace placement::client {
 namespace {
-
-using grpc::experimental::InterceptionHookPoints;
 
 absl::StatusOr<std::string> ReadPem(const char* option, const std::string& path) {
   std::ifstream in(path);
@@ -24,40 +21,6 @@ absl::StatusOr<std::string> ReadPem(const char* option, const std::string& path)
   text << in.rdbuf();
   return text.str();
 }
-
-// Adds the client's metadata to every call before its initial metadata is
-// sent.
-class MetadataInterceptor final : public grpc::experimental::Interceptor {
- public:
-  explicit MetadataInterceptor(std::shared_ptr<const CallMetadata::Entries> metadata)
-      : metadata_(std::move(metadata)) {}
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
-      auto* sent = methods->GetSendInitialMetadata();
-      for (const auto& [key, value] : *metadata_) sent->emplace(key, value);
-    }
-    methods->Proceed();
-  }
-
- private:
-  // Owned: grpc's metadata map keeps references to these strings until the
-  // call's initial metadata is sent.
-  const std::shared_ptr<const CallMetadata::Entries> metadata_;
-};
-
-class MetadataInterceptorFactory final
-    : public grpc::experimental::ClientInterceptorFactoryInterface {
- public:
-  explicit MetadataInterceptorFactory(std::shared_ptr<const CallMetadata> metadata)
-      : metadata_(std::move(metadata)) {}
-  grpc::experimental::Interceptor* CreateClientInterceptor(
-      grpc::experimental::ClientRpcInfo* /*info*/) override {
-    return new MetadataInterceptor(metadata_->Get());
-  }
-
- private:
-  const std::shared_ptr<const CallMetadata> metadata_;
-};
 
 }  // namespace
 
@@ -85,9 +48,9 @@ std::shared_ptr<CallMetadata> MetadataOf(const ClientOptions& options) {
   return metadata;
 }
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
-    const std::string& target, const ClientOptions& options, grpc::ChannelArguments args,
-    std::shared_ptr<const CallMetadata> metadata) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& target,
+                                                           const ClientOptions& options,
+                                                           grpc::ChannelArguments args) {
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (options.tls) {
     if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
@@ -113,10 +76,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
       args.SetSslTargetNameOverride(options.tls_server_name);
     }
   }
-  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
-  factories.push_back(std::make_unique<MetadataInterceptorFactory>(std::move(metadata)));
-  std::shared_ptr<grpc::Channel> channel = grpc::experimental::CreateCustomChannelWithInterceptors(
-      target, credentials, args, std::move(factories));
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(target, credentials, args);
   if (channel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to '", target, "'"));
   }

@@ -1,10 +1,10 @@
-// The channel a Client dials: plaintext or TLS / mutual TLS credentials from
-// ClientOptions, and an interceptor that adds the bearer token and the
-// session id to every call's metadata (so each typed call, stream or unary,
-// carries them without knowing). Not installed.
+// The channel a Client dials (plaintext or TLS / mutual TLS credentials from
+// ClientOptions) and the metadata every call on it carries (bearer token,
+// session id; Client::Impl::Prepare adds it to each call). Not installed.
 //
 // CallMetadata is thread-safe: the client's own session id is set once the
-// session is open, after the channel exists.
+// session is open, after the channel exists (and the session's renewal
+// thread may already be making calls).
 #ifndef PLACEMENT_CLIENT_SRC_CHANNEL_SECURITY_H_
 #define PLACEMENT_CLIENT_SRC_CHANNEL_SECURITY_H_
 
@@ -40,9 +40,9 @@ std::shared_ptr<CallMetadata> MetadataOf(const ClientOptions& options);
 
 // INVALID_ARGUMENT when a named PEM file cannot be read, or a client
 // certificate comes without its key (or the reverse).
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
-    const std::string& target, const ClientOptions& options, grpc::ChannelArguments args,
-    std::shared_ptr<const CallMetadata> metadata);
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& target,
+                                                           const ClientOptions& options,
+                                                           grpc::ChannelArguments args);
 
 }  // namespace placement::client
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/src/call_context.h"
 #include "client/src/channel_security.h"
 #include "client/src/client_impl.h"
 #include "client/src/connect_probe.h"
@@ -19,10 +20,9 @@
 namespace placement::client {
 namespace pb = placement::v1;
 
-void Client::Impl::PrepareContext(grpc::ClientContext* context) const {
-  if (options.default_deadline > absl::ZeroDuration()) {
-    context->set_deadline(absl::ToChronoTime(absl::Now() + options.default_deadline));
-  }
+void Client::Impl::Prepare(grpc::ClientContext* context, absl::Duration timeout) const {
+  for (const auto& [key, value] : *metadata->Get()) context->AddMetadata(key, value);
+  SetTimeout(timeout, context);
 }
 
 namespace {
@@ -90,8 +90,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
                 static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
   }
   std::shared_ptr<CallMetadata> metadata = MetadataOf(options);
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> made =
-      MakeChannel(target, options, args, metadata);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> made = MakeChannel(target, options, args);
   if (!made.ok()) return made.status();
   std::shared_ptr<grpc::Channel> channel = *std::move(made);
   if (channel == nullptr) {

@@ -1,12 +1,13 @@
 // Client::Impl: what a Client holds (the channel every typed call uses, the
 // target, the options, the metadata every call carries and the client's own
-// session). For the library's own sources; not installed.
+// session), and how each call is prepared. For the library's own sources; not installed.
 #ifndef PLACEMENT_CLIENT_SRC_CLIENT_IMPL_H_
 #define PLACEMENT_CLIENT_SRC_CLIENT_IMPL_H_
 
 #include <memory>
 #include <string>
 
+#include "absl/time/time.h"
 #include "client/src/channel_security.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -21,7 +22,7 @@ struct Client::Impl {
   std::string target;
   ClientOptions options;
   std::shared_ptr<grpc::Channel> channel;
-  // What the channel's interceptor adds to every call.
+  // What every call carries (Prepare adds it).
   std::shared_ptr<CallMetadata> metadata;
   // Stubs of the services small, frequent calls use (a collective per
   // gradient bucket, Describe, Delete), made once with the channel: a stub
@@ -34,8 +35,15 @@ struct Client::Impl {
   std::string session_id;
   std::unique_ptr<Session> own_session;
 
-  // Sets options.default_deadline (when positive) on `context`.
-  void PrepareContext(grpc::ClientContext* context) const;
+  // Every call the library makes starts here (the channel has no
+  // interceptor: one costs every call ~3 us on a 2-core VM): adds
+  // `metadata` to `context` and sets the deadline now + `timeout` when
+  // `timeout` is positive and finite.
+  void Prepare(grpc::ClientContext* context, absl::Duration timeout) const;
+  // Prepare with options.default_deadline.
+  void PrepareContext(grpc::ClientContext* context) const {
+    Prepare(context, options.default_deadline);
+  }
 };
 
 }  // namespace placement::client

@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/src/call_context.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
 #include "common/grpc_status.h"
@@ -17,11 +16,9 @@ namespace {
 
 // The options' own deadline, or the Client's default.
 void Prepare(const Client& client, const CollectiveOptions& options, grpc::ClientContext* context) {
-  if (options.timeout > absl::ZeroDuration()) {
-    SetTimeout(options.timeout, context);
-  } else {
-    client.impl().PrepareContext(context);
-  }
+  client.impl().Prepare(context, options.timeout > absl::ZeroDuration()
+                                     ? options.timeout
+                                     : client.options().default_deadline);
 }
 
 // One single-tensor collective RPC: the options' deadline, name, axes and

@@ -229,7 +229,7 @@ absl::StatusOr<std::unique_ptr<PrefetchStream>> PrefetchStream::Open(
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->buffer_size = options.buffer_size == 0 ? kDefaultPrefetchBufferSize : options.buffer_size;
-  SetTimeout(options.timeout, &impl->context);
+  client.impl().Prepare(&impl->context, options.timeout);
   if (options.path != TransferPath::kStream) impl->pool = RegionPool::For(client);
   impl->stub = pb::PrefetchService::NewStub(client.impl().channel);
   impl->stream = impl->stub->Prefetch(&impl->context);

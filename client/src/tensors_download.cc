@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/src/call_context.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
 #include "client/src/tensors_inplace.h"
@@ -52,7 +51,7 @@ absl::StatusOr<DownloadHeader> TensorClient::Download(const std::string& tensor_
 
   auto stub = pb::TensorService::NewStub(client_.impl().channel);
   grpc::ClientContext context;
-  SetTimeout(options.timeout, &context);
+  client_.impl().Prepare(&context, options.timeout);
   auto reader = stub->Download(&context, request);
 
   // Stops the stream early with `status` (the caller's, or ours).

@@ -8,7 +8,6 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "client/src/box_copy.h"
-#include "client/src/call_context.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
 #include "client/src/parallel_copy.h"
@@ -24,9 +23,9 @@ namespace placement::client {
 namespace pb = placement::v1;
 namespace {
 
-void CancelQuietly(pb::ViewService::Stub& stub, const std::string& id) {
+void CancelQuietly(const Client& client, pb::ViewService::Stub& stub, const std::string& id) {
   grpc::ClientContext context;
-  SetTimeout(absl::Seconds(10), &context);
+  client.impl().Prepare(&context, absl::Seconds(10));
   pb::CancelUploadRequest request;
   request.set_reservation_id(id);
   pb::CancelUploadResponse response;
@@ -34,8 +33,9 @@ void CancelQuietly(pb::ViewService::Stub& stub, const std::string& id) {
 }
 
 // Writes every slot of `reserved` from `array` and commits.
-absl::StatusOr<TensorInfo> WriteAndCommit(pb::ViewService::Stub& stub, RegionPool& pool,
-                                          const std::string& socket, const HostArray& array,
+absl::StatusOr<TensorInfo> WriteAndCommit(const Client& client, pb::ViewService::Stub& stub,
+                                          RegionPool& pool, const std::string& socket,
+                                          const HostArray& array,
                                           const pb::ReserveUploadResponse& reserved,
                                           const UploadOptions& options) {
   absl::StatusOr<std::vector<int>> fds = RedeemViewToken(socket, reserved.fd_token());
@@ -112,7 +112,7 @@ absl::StatusOr<TensorInfo> WriteAndCommit(pb::ViewService::Stub& stub, RegionPoo
     progress.Flush();
   }
   grpc::ClientContext context;
-  SetTimeout(options.timeout, &context);
+  client.impl().Prepare(&context, options.timeout);
   pb::CommitUploadRequest request;
   request.set_reservation_id(reserved.reservation_id());
   pb::CommitUploadResponse response;
@@ -142,7 +142,7 @@ std::optional<absl::StatusOr<TensorInfo>> UploadInPlace(const Client& client,
   pb::ReserveUploadResponse reserved;
   {
     grpc::ClientContext context;
-    SetTimeout(options.timeout, &context);
+    client.impl().Prepare(&context, options.timeout);
     grpc::Status status = stub->ReserveUpload(&context, request, &reserved);
     if (!status.ok()) {
       absl::Status error = FromGrpcStatus(status);
@@ -152,8 +152,9 @@ std::optional<absl::StatusOr<TensorInfo>> UploadInPlace(const Client& client,
       return std::nullopt;
     }
   }
-  absl::StatusOr<TensorInfo> info = WriteAndCommit(*stub, *pool, socket, array, reserved, options);
-  if (!info.ok()) CancelQuietly(*stub, reserved.reservation_id());
+  absl::StatusOr<TensorInfo> info =
+      WriteAndCommit(client, *stub, *pool, socket, array, reserved, options);
+  if (!info.ok()) CancelQuietly(client, *stub, reserved.reservation_id());
   return info;
 }
 

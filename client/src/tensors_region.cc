@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "client/src/call_context.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
 #include "client/src/parallel_copy.h"
@@ -39,7 +38,7 @@ absl::StatusOr<TensorInfo> UploadSlice(const Client& client, const SharedRegion&
   if (!header_ok.ok()) return header_ok;
   auto stub = pb::TensorService::NewStub(client.impl().channel);
   grpc::ClientContext context;
-  SetTimeout(options.timeout, &context);
+  client.impl().Prepare(&context, options.timeout);
   pb::UploadResponse response;
   auto writer = stub->Upload(&context, &response);
   bool ok = writer->Write(message);
@@ -78,7 +77,7 @@ absl::StatusOr<DownloadHeader> TensorClient::DownloadToRegion(
   if (offset < 0 || offset > region.size()) request.mutable_destination()->set_size(0);
   auto stub = pb::TensorService::NewStub(client_.impl().channel);
   grpc::ClientContext context;
-  SetTimeout(options.timeout, &context);
+  client_.impl().Prepare(&context, options.timeout);
   auto reader = stub->Download(&context, request);
   pb::DownloadResponse message;
   pb::DownloadHeader header;
@@ -129,7 +128,7 @@ std::optional<absl::StatusOr<DownloadHeader>> DownloadThroughStaging(
   if (bytes == 0) return std::nullopt;  // size 0 means "any"; let the stream check
   auto stub = pb::TensorService::NewStub(client.impl().channel);
   grpc::ClientContext context;
-  SetTimeout(options.timeout, &context);
+  client.impl().Prepare(&context, options.timeout);
   auto reader = stub->Download(&context, request);
   pb::DownloadResponse message;
   pb::DownloadHeader header;
@@ -236,7 +235,7 @@ std::optional<absl::StatusOr<DownloadHeader>> DownloadToSinksThroughStaging(
   SetSlice(lease->region(), 0, lease->region().size(), request.mutable_destination());
   auto stub = pb::TensorService::NewStub(client.impl().channel);
   grpc::ClientContext context;
-  SetTimeout(options.timeout, &context);
+  client.impl().Prepare(&context, options.timeout);
   auto reader = stub->Download(&context, request);
   pb::DownloadResponse message;
   pb::DownloadHeader header;

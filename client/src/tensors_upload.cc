@@ -177,7 +177,7 @@ absl::StatusOr<std::unique_ptr<Uploader>> TensorClient::StartUpload(
   impl->chunk_bytes = options.chunk_bytes;
   impl->progress = options.progress;
   impl->stub = pb::TensorService::NewStub(client_.impl().channel);
-  SetTimeout(options.timeout, &impl->context);
+  client_.impl().Prepare(&impl->context, options.timeout);
   impl->writer = impl->stub->Upload(&impl->context, &impl->response);
   if (!impl->writer->Write(impl->message)) {
     grpc::Status status = impl->writer->Finish();
@@ -262,7 +262,7 @@ absl::StatusOr<std::vector<NamedTensor>> TensorClient::UploadBatch(
   int64_t sent = 0;
   auto stub = pb::TensorService::NewStub(client_.impl().channel);
   grpc::ClientContext context;
-  SetTimeout(options.timeout, &context);
+  client_.impl().Prepare(&context, options.timeout);
   pb::UploadBatchResponse response;
   auto writer = stub->UploadBatch(&context, &response);
   bool ok = writer->Write(message);

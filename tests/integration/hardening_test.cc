@@ -86,6 +86,7 @@ TEST(HardeningTest, AHugeUnknownHardwareNameIsInvalidArgumentWithoutEcho) {
   pb::GetBatchSizeRecommendationRequest request;
   request.set_hardware_name(std::string(1 << 20, 'z'));
   grpc::ClientContext context;
+  client->impl().PrepareContext(&context);
   pb::GetBatchSizeRecommendationResponse response;
   grpc::Status status = stub->GetBatchSizeRecommendation(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -95,6 +96,7 @@ TEST(HardeningTest, AHugeUnknownHardwareNameIsInvalidArgumentWithoutEcho) {
   // A short unknown name is still echoed whole; the daemon serves on.
   request.set_hardware_name("tpu-v9");
   grpc::ClientContext again;
+  client->impl().PrepareContext(&again);
   status = stub->GetBatchSizeRecommendation(&again, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("unknown hardware type 'tpu-v9'"));
@@ -231,6 +233,7 @@ TEST(HardeningTest, APrefetchBufferSizeIsBounded) {
   auto stub = pb::PrefetchService::NewStub(client->impl().channel);
   for (int32_t size : {std::numeric_limits<int32_t>::max(), 1025}) {
     grpc::ClientContext context;
+    client->impl().PrepareContext(&context);
     auto stream = stub->Prefetch(&context);
     pb::PrefetchRequest open;
     open.mutable_open()->set_buffer_size(size);

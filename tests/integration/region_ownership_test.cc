@@ -76,6 +76,7 @@ absl::StatusOr<std::string> OpenSession(const Client& client, int ttl_seconds) {
 // Uploads u8[size] from `region_id` at 0 as `client`; the status.
 grpc::Status UploadFrom(const Client& client, const std::string& region_id, int64_t size) {
   grpc::ClientContext context;
+  client.impl().PrepareContext(&context);
   pb::UploadResponse response;
   auto writer = pb::TensorService::NewStub(client.impl().channel)->Upload(&context, &response);
   pb::UploadRequest message;
@@ -131,6 +132,7 @@ TEST_F(RegionOwnershipTest, AnotherTenantsRegionIsNotFoundEverywhere) {
   request.set_tensor_id(bobs->id);
   request.mutable_destination()->set_region_id(id);
   grpc::ClientContext context;
+  bob->impl().PrepareContext(&context);
   auto reader = pb::TensorService::NewStub(bob->impl().channel)->Download(&context, request);
   pb::DownloadResponse ignored;
   while (reader->Read(&ignored)) {

@@ -64,6 +64,7 @@ class RegionTest : public ClientDaemonTest {
   // `slices`; the final status.
   grpc::Status UploadSlices(int64_t total, const std::vector<pb::RegionSlice>& slices) {
     grpc::ClientContext context;
+    client_->impl().PrepareContext(&context);
     pb::UploadResponse response;
     auto writer = stub_->Upload(&context, &response);
     pb::UploadRequest message;
@@ -198,6 +199,7 @@ TEST_F(RegionTest, UploadBatchTakesChunksFromRegions) {
   std::memcpy(region->data(), images.data(), images.size());
   std::memcpy(region->data() + 500000, labels.data(), labels.size());
   grpc::ClientContext context;
+  client_->impl().PrepareContext(&context);
   pb::UploadBatchResponse response;
   auto writer = stub_->UploadBatch(&context, &response);
   pb::UploadBatchRequest message;
@@ -280,6 +282,7 @@ TEST_F(RegionTest, SlicesOutsideTheRegionFailWithTheirNumbersAndKeepNothing) {
   request.set_tensor_id(info->id);
   *request.mutable_destination() = Slice(id, kMax - 10, 0);
   grpc::ClientContext context;
+  client_->impl().PrepareContext(&context);
   auto reader = stub_->Download(&context, request);
   pb::DownloadResponse ignored;
   while (reader->Read(&ignored)) {
@@ -295,6 +298,7 @@ TEST_F(RegionTest, SlicesOutsideTheRegionFailWithTheirNumbersAndKeepNothing) {
   roomy.set_tensor_id(info->id);
   *roomy.mutable_destination() = Slice(id, 0, (1 << 20) + 1);
   grpc::ClientContext roomy_context;
+  client_->impl().PrepareContext(&roomy_context);
   auto roomy_reader = stub_->Download(&roomy_context, roomy);
   while (roomy_reader->Read(&ignored)) {
   }
@@ -307,6 +311,7 @@ TEST_F(RegionTest, SlicesOutsideTheRegionFailWithTheirNumbersAndKeepNothing) {
   // Exactly the region's room is fine.
   *roomy.mutable_destination() = Slice(id, 0, 1 << 20);
   grpc::ClientContext exact_context;
+  client_->impl().PrepareContext(&exact_context);
   auto exact_reader = stub_->Download(&exact_context, roomy);
   while (exact_reader->Read(&ignored)) {
   }
@@ -317,6 +322,7 @@ TEST_F(RegionTest, BatchChunksCarryDataOrARegionNotBoth) {
   auto region = NewRegion(1 << 20);
   ASSERT_NE(region, nullptr);
   grpc::ClientContext context;
+  client_->impl().PrepareContext(&context);
   pb::UploadBatchResponse response;
   auto writer = stub_->UploadBatch(&context, &response);
   pb::UploadBatchRequest message;
@@ -340,6 +346,7 @@ TEST_F(RegionTest, UnregisterDuringAnUploadFailsItCleanly) {
   auto region = NewRegion(1 << 20);
   ASSERT_NE(region, nullptr);
   grpc::ClientContext context;
+  client_->impl().PrepareContext(&context);
   pb::UploadResponse response;
   auto writer = stub_->Upload(&context, &response);
   pb::UploadRequest message;
