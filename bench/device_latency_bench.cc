@@ -3,7 +3,10 @@
 // in the same process on the same transport; and a small collective (an
 // all-reduce of a 1 KiB f32 tensor sharded over the 8 devices, through
 // CollectiveService, KEEP: the result is deleted untimed) against an echo
-// of 1 KiB. Prints p50/p99 and the ratios.
+// of 1 KiB: through the client library (with and without its session), on
+// the generated stub, and on the stub sending what the library sends (the
+// session header and a deadline), which parts the library's own cost from
+// gRPC's. Prints p50/p99 and the ratios.
 //
 //   build/bin/device_latency_bench [--iterations=20000] [--transport=tcp|unix|both]
 #include <algorithm>
@@ -112,7 +115,10 @@ int Run(const std::string& transport) {
   auto daemon_channel =
       grpc::CreateChannel((*daemon)->address(), grpc::InsecureChannelCredentials());
   auto collective_stub = ::placement::v1::CollectiveService::NewStub(daemon_channel);
-  std::vector<absl::Duration> collective, raw_collective, echo_1k, no_session;
+  std::vector<absl::Duration> collective, raw_collective, echo_1k, no_session, stub_as_library;
+  // What the library sends on every call: its session and a deadline.
+  const std::string session_id = (*client)->session_id();
+  const absl::Duration deadline = (*client)->options().default_deadline;
   v1::EchoMessage kib;
   kib.set_payload(std::string(1024, 'x'));
   // Deletes the results a timed loop made, 256 per call.
@@ -125,7 +131,7 @@ int Run(const std::string& transport) {
     made.clear();
   };
   // One call of each kind in turn, the order rotating, so that the
-  // machine's slow and fast moments hit the three alike (blocks of
+  // machine's slow and fast moments hit every kind alike (blocks of
   // thousands of calls of one kind saw the ratio swing 1.3-2.0x between
   // identical runs on a 2-core VM).
   std::vector<std::string> made;
@@ -157,9 +163,24 @@ int Run(const std::string& transport) {
         v1::EchoMessage response;
         if (!echo_stub->Echo(&context, kib, &response).ok()) ++errors;
       },
-      [&] { library_call(sessionless_collectives); }};  // without a session
-  std::vector<absl::Duration>* samples[] = {&collective, &raw_collective, &echo_1k, &no_session};
-  constexpr int kCalls = 4;
+      [&] { library_call(sessionless_collectives); },  // without a session
+      [&] {                                            // the stub sending what the library sends
+        grpc::ClientContext context;
+        context.AddMetadata("placement-session", session_id);
+        context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+        ::placement::v1::AllReduceRequest request;
+        request.set_tensor_id(input->id);
+        request.set_op(::placement::v1::REDUCE_OP_SUM);
+        ::placement::v1::CollectiveResponse response;
+        if (collective_stub->AllReduce(&context, request, &response).ok()) {
+          made.push_back(response.tensor().id());
+        } else {
+          ++errors;
+        }
+      }};
+  std::vector<absl::Duration>* samples[] = {&collective, &raw_collective, &echo_1k, &no_session,
+                                            &stub_as_library};
+  constexpr int kCalls = 5;
   for (int i = 0; i < warmup + iterations; ++i) {
     for (int k = 0; k < kCalls; ++k) {
       const int which = (i + k) % kCalls;
@@ -171,7 +192,7 @@ int Run(const std::string& transport) {
   }
   DeleteMade(made);
   LatencySummary c = Summarize(collective), k = Summarize(echo_1k), r = Summarize(raw_collective);
-  LatencySummary ns = Summarize(no_session);
+  LatencySummary ns = Summarize(no_session), sl = Summarize(stub_as_library);
   LatencySummary o = Summarize(ours), e = Summarize(bare);
   std::printf("transport=%s iterations=%d errors=%d\n", transport.c_str(), iterations, errors);
   std::printf("  ListDevices (8 cpu devices): p50 %s  p99 %s  mean %s\n", Micros(o.p50).c_str(),
@@ -194,6 +215,10 @@ int Run(const std::string& transport) {
               Micros(ns.p99).c_str(), Micros(ns.mean).c_str());
   std::printf("  ratio no-session / echo:     p50 %.2f  p99 %.2f\n",
               absl::FDivDuration(ns.p50, k.p50), absl::FDivDuration(ns.p99, k.p99));
+  std::printf("  stub, session + deadline:    p50 %s  p99 %s  mean %s\n", Micros(sl.p50).c_str(),
+              Micros(sl.p99).c_str(), Micros(sl.mean).c_str());
+  std::printf("  ratio that stub / echo:      p50 %.2f  p99 %.2f\n",
+              absl::FDivDuration(sl.p50, k.p50), absl::FDivDuration(sl.p99, k.p99));
   echo_server->Shutdown();
   (*daemon)->Drain();
   std::filesystem::remove_all(dir);
