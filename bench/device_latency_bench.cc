@@ -167,7 +167,9 @@ int Run(const std::string& transport) {
       [&] {                                            // the stub sending what the library sends
         grpc::ClientContext context;
         context.AddMetadata("placement-session", session_id);
-        context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+        if (deadline > absl::ZeroDuration() && deadline != absl::InfiniteDuration()) {
+          context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+        }
         ::placement::v1::AllReduceRequest request;
         request.set_tensor_id(input->id);
         request.set_op(::placement::v1::REDUCE_OP_SUM);

@@ -21,7 +21,9 @@ namespace placement::client {
 namespace pb = placement::v1;
 
 void Client::Impl::Prepare(grpc::ClientContext* context, absl::Duration timeout) const {
-  for (const auto& [key, value] : *metadata->Get()) context->AddMetadata(key, value);
+  // Held for the loop: a concurrent CallMetadata::Set replaces the entries.
+  const std::shared_ptr<const CallMetadata::Entries> entries = metadata->Get();
+  for (const auto& [key, value] : *entries) context->AddMetadata(key, value);
   SetTimeout(timeout, context);
 }
 

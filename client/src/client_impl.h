@@ -36,7 +36,7 @@ struct Client::Impl {
   std::unique_ptr<Session> own_session;
 
   // Every call the library makes starts here (the channel has no
-  // interceptor: one costs every call ~3 us on a 2-core VM): adds
+  // interceptor: one cost every call 3-5 us on a 2-core VM): adds
   // `metadata` to `context` and sets the deadline now + `timeout` when
   // `timeout` is positive and finite.
   void Prepare(grpc::ClientContext* context, absl::Duration timeout) const;

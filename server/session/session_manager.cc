@@ -57,14 +57,13 @@ absl::StatusOr<SessionManager::Session*> SessionManager::FindLocked(const Caller
 SessionSnapshot SessionManager::SnapshotLocked(const std::string& id,
                                                const Session& session) const {
   SessionSnapshot out{id, session.tenant, session.name, session.ttl, session.expire_time, 0};
-  out.num_tensors = LiveCountLocked(session);
+  out.num_tensors = store_->CountExisting(session.tensors);
   return out;
 }
 
-int64_t SessionManager::LiveCountLocked(const Session& session) const {
-  int64_t n = 0;
-  for (const std::string& tensor : session.tensors) n += store_->Contains(tensor);
-  return n;
+void SessionManager::PruneLocked(Session& session) {
+  store_->RetainExisting(&session.tensors);
+  session.prune_at = std::max(kPruneFloor, 2 * session.tensors.size());
 }
 
 absl::StatusOr<SessionSnapshot> SessionManager::Open(const Caller& caller, absl::Duration ttl,
@@ -114,6 +113,9 @@ absl::StatusOr<SessionSnapshot> SessionManager::Renew(const Caller& caller, cons
   absl::StatusOr<Session*> session = FindLocked(caller, id);
   if (!session.ok()) return session.status();
   (*session)->expire_time = absl::Now() + (*session)->ttl;
+  // An idle session forgets its deleted tensors too (the snapshot counts
+  // the same ids anyway).
+  PruneLocked(**session);
   return SnapshotLocked(id, **session);
 }
 
@@ -223,11 +225,7 @@ absl::Status SessionManager::Adopt(const std::string& id,
       // Deleting a tensor does not tell its session: a session of a long
       // training loop would remember every result it ever made. Pruning
       // when the set doubled costs O(1) amortized per adopted id.
-      if (session.tensors.size() >= session.prune_at) {
-        absl::erase_if(session.tensors,
-                       [this](const std::string& t) { return !store_->Contains(t); });
-        session.prune_at = std::max(kPruneFloor, 2 * session.tensors.size());
-      }
+      if (session.tensors.size() >= session.prune_at) PruneLocked(session);
       return absl::OkStatus();
     }
   }
@@ -278,19 +276,12 @@ int64_t SessionManager::tensor_count(const std::string& tenant) const {
   absl::MutexLock lock(&mu_);
   int64_t n = 0;
   for (const auto& [id, session] : sessions_) {
-    if (session.tenant == tenant) n += LiveCountLocked(session);
+    if (session.tenant == tenant) n += static_cast<int64_t>(session.tensors.size());
   }
   return n;
 }
 
 int64_t SessionManager::tensor_count() const {
-  absl::MutexLock lock(&mu_);
-  int64_t n = 0;
-  for (const auto& [id, session] : sessions_) n += LiveCountLocked(session);
-  return n;
-}
-
-int64_t SessionManager::ids_held() const {
   absl::MutexLock lock(&mu_);
   int64_t n = 0;
   for (const auto& [id, session] : sessions_) n += static_cast<int64_t>(session.tensors.size());

@@ -107,6 +107,8 @@ class SessionManager {
   absl::Status CheckJoin(const Caller& caller, const std::string& id) const;
   // Adds committed tensors to session `id`. When the session ended since the
   // call joined it, deletes them and returns FAILED_PRECONDITION.
+  // REQUIRES: the ids are committed (in the store): a prune forgets an id
+  // the store does not have.
   absl::Status Adopt(const std::string& id, const std::vector<std::string>& tensor_ids);
   // Makes the tensors durable (takes them out of their sessions). Ids must
   // be visible to the caller (NOT_FOUND otherwise, nothing changed).
@@ -129,20 +131,20 @@ class SessionManager {
 
   std::vector<SessionSnapshot> List(const Caller& caller) const;
   int64_t size() const;
-  // Tensors held by open sessions and still in the store, over all of them
-  // (O(ids held): for metrics and status, not per call).
+  // Tensors open sessions remember, over all of them: a tensor deleted since
+  // its session's last prune (its lease renewal, or Adopt finding the set
+  // doubled) still counts. O(sessions).
   int64_t tensor_count() const;
   // The same for one tenant's sessions.
   int64_t size(const std::string& tenant) const;
   int64_t tensor_count(const std::string& tenant) const;
-  // The tensor ids open sessions remember, including those deleted since
-  // their last prune (Adopt): at most twice a session's live tensors plus
-  // kPruneFloor per session, however many it adopted over its life.
-  int64_t ids_held() const;
-  static constexpr size_t kPruneFloor = 1024;
 
   // Ends every session whose lease passed before `now`; returns how many.
   int64_t SweepExpired(absl::Time now);
+
+  // A session remembers at most twice the tensors it had at its last prune
+  // plus this many, however many it adopted over its life.
+  static constexpr size_t kPruneFloor = 1024;
 
  private:
   struct Session {
@@ -153,12 +155,12 @@ class SessionManager {
     // Adopted ids; a tensor deleted by a call (or DONATEd) stays here
     // until the next prune.
     absl::flat_hash_set<std::string> tensors;
-    // Adopt prunes `tensors` to the ids still in the store when it reaches
-    // this size, then sets it to twice what is left (>= kPruneFloor).
+    // Adopt prunes when `tensors` reaches this size.
     size_t prune_at = kPruneFloor;
   };
-  // Tensors of `session` still in the store.
-  int64_t LiveCountLocked(const Session& session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps the ids of `session` still in the store (one store lock) and
+  // sets prune_at to twice what is left (>= kPruneFloor).
+  void PruneLocked(Session& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Session*> FindLocked(const Caller& caller, const std::string& id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SessionSnapshot SnapshotLocked(const std::string& id, const Session& session) const

@@ -153,6 +153,24 @@ bool TensorStore::Contains(const std::string& id) const {
   return tensors_.contains(id);
 }
 
+void TensorStore::RetainExisting(absl::flat_hash_set<std::string>* ids) const {
+  absl::MutexLock lock(&mu_);
+  for (auto it = ids->begin(); it != ids->end();) {
+    if (tensors_.contains(*it)) {
+      ++it;
+    } else {
+      ids->erase(it++);  // erasing does not move the other elements
+    }
+  }
+}
+
+int64_t TensorStore::CountExisting(const absl::flat_hash_set<std::string>& ids) const {
+  absl::MutexLock lock(&mu_);
+  int64_t n = 0;
+  for (const std::string& id : ids) n += tensors_.contains(id);
+  return n;
+}
+
 absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> TensorStore::GetMany(
     const std::vector<std::string>& ids) const {
   std::vector<std::shared_ptr<const Tensor>> out;

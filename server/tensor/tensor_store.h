@@ -26,6 +26,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -128,6 +129,10 @@ class TensorStore {
   absl::StatusOr<std::shared_ptr<const Tensor>> Get(const std::string& id) const;
   // Whether a committed tensor has `id` (no reference, no error message).
   bool Contains(const std::string& id) const;
+  // Removes from `ids` every id no committed tensor has; how many of `ids`
+  // are committed tensors. One lock for all the ids.
+  void RetainExisting(absl::flat_hash_set<std::string>* ids) const;
+  int64_t CountExisting(const absl::flat_hash_set<std::string>& ids) const;
   // Get for every id, in order; NOT_FOUND names the first unknown id.
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> GetMany(
       const std::vector<std::string>& ids) const;

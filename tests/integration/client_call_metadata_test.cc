@@ -1,10 +1,12 @@
 // Every call the C++ client library makes carries the client's bearer token
 // and its session (Client::Impl::Prepare adds them call by call; the channel
 // has no interceptor that would catch a call that forgot). Against a real
-// placementd that requires tokens: each typed call, unary or stream, over
-// every transfer path, must be admitted (a call without the token fails
-// UNAUTHENTICATED), and everything it creates must belong to the client's
-// session (closing the session leaves none of it behind).
+// placementd that requires tokens: the typed calls of every family (devices,
+// meshes, tensors, regions, collectives, views, prefetch, sessions), unary
+// and streams, uploads and downloads over every transfer path, must be
+// admitted (a call without the token fails UNAUTHENTICATED), and everything
+// they create must belong to the client's session (closing the session
+// leaves none of it behind).
 #include <cstring>
 #include <string>
 #include <vector>
@@ -39,6 +41,7 @@ TEST_F(ClientCallMetadataTest, EveryLibraryCallCarriesTheTokenAndTheSession) {
   EXPECT_TRUE(alice.GetDeviceInfo().ok());
   EXPECT_TRUE(alice.GetStatus().ok());
   EXPECT_TRUE(alice.ListStreams().ok());
+  EXPECT_TRUE(alice.ValidateBatchSize(64).ok());
 
   // Meshes.
   MeshClient meshes(alice);
@@ -73,6 +76,22 @@ TEST_F(ClientCallMetadataTest, EveryLibraryCallCarriesTheTokenAndTheSession) {
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_TRUE(tensors.Describe(made.front()).ok());
   EXPECT_TRUE(tensors.List().ok());
+
+  // Regions named explicitly.
+  auto region = SharedRegion::Create(alice, 1 << 20);
+  ASSERT_TRUE(region.ok()) << region.status();
+  std::memcpy((*region)->data(), values.data(), 1 << 20);
+  keep(tensors.UploadFromRegion(**region, 0, DType::kF32, {262144}), "UploadFromRegion");
+  EXPECT_TRUE(tensors.DownloadToRegion(made.back(), **region, 0).ok());
+  EXPECT_TRUE(RegionClient(alice).List().ok());
+  EXPECT_TRUE((*region)->Unregister().ok());
+
+  // Delete and Persist (a persisted tensor outlives the session).
+  ASSERT_TRUE(tensors.Delete({made.back()}).ok());
+  made.pop_back();
+  auto durable = tensors.Upload(array);
+  ASSERT_TRUE(durable.ok()) << durable.status();
+  ASSERT_TRUE(tensors.Persist({durable->id}).ok());
 
   // Placement, collectives and views on a tensor sharded over the mesh.
   auto sharded = tensors.Upload(array, Placement::Sharded("metadata-mesh", {{"data"}}));
@@ -130,6 +149,7 @@ TEST_F(ClientCallMetadataTest, EveryLibraryCallCarriesTheTokenAndTheSession) {
     }
     return true;
   })) << "tensors of alice's calls outlived her session";
+  EXPECT_TRUE(TensorClient(*root_).Describe(durable->id).ok());
 }
 
 // The same calls without the token are refused: the daemon does require it,

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "gtest/gtest.h"
 #include "tests/server/tensor/tensor_test_util.h"
 
@@ -59,6 +60,18 @@ TEST(TensorStoreTest, GetAndDeleteAreAllOrNothing) {
   EXPECT_EQ(*freed, 32);
   EXPECT_EQ(rig.MemoryInUse(), 0);
   EXPECT_EQ(*rig.store->Delete({}), 0);
+}
+
+TEST(TensorStoreTest, ContainsCountsAndRetainsOnlyCommittedIds) {
+  TestRig rig;
+  auto a = Make(rig, "a", 0), b = Make(rig, "b", 1);
+  EXPECT_TRUE(rig.store->Contains(a->id));
+  EXPECT_FALSE(rig.store->Contains("t-0"));
+  ASSERT_TRUE(rig.store->Delete({b->id}).ok());
+  absl::flat_hash_set<std::string> ids = {a->id, b->id, "t-0"};
+  EXPECT_EQ(rig.store->CountExisting(ids), 1);
+  rig.store->RetainExisting(&ids);
+  EXPECT_EQ(ids, absl::flat_hash_set<std::string>({a->id}));
 }
 
 TEST(TensorStoreTest, DeletedTensorIsFreedWhenTheLastReaderLetsGo) {
