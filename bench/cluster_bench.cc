@@ -12,11 +12,16 @@
 //              with its own Gloo TCP device) over 127.0.0.1 on one buffer of
 //              the same size per rank: the same ranks on the wire as the
 //              daemons' Gloo participants (one per process). Three more Gloo
-//              rows add, one at a time, what the daemons' data path
-//              (server/collective/transport/gloo/hierarchical_collectives.cc) does
-//              around the same Gloo call: staging copies in and out of a
+//              rows add, one at a time, what the daemons' multi-device data
+//              path (server/collective/transport/gloo/hierarchical_collectives.cc)
+//              does around the same Gloo call: staging copies in and out of a
 //              scratch, the daemons' reduce kernels, and a fresh scratch per
-//              call. busbw = 2(n-1)/n * block bytes / time, n = processes.
+//              call (with one device per process the daemons skip all three
+//              and reduce in place). "Gloo in processes" runs the direct
+//              ring all-reduce with each rank a process of its own, as
+//              torch.distributed's gloo backend does (gloo_rank_processes.h),
+//              and the daemons' rows give their ratio to it too.
+//              busbw = 2(n-1)/n * block bytes / time, n = processes.
 //   commit     multi-controller host_to_global commit: every process's
 //              thread uploads a small process-local part to its own daemon
 //              (header.process_local), against a bare gRPC echo of the same
@@ -104,6 +109,17 @@ Settings FromFlags() {
 int Run(int argc, char** argv) {
   const Settings s = FromFlags();
   // Children first: nothing gRPC may exist in this process when it forks.
+#if PLACEMENT_WITH_GLOO
+  std::unique_ptr<GlooRankProcesses> gloo_processes;
+  if (s.allreduce) {
+    auto started = GlooRankProcesses::Start(s.processes);
+    if (!started.ok()) {
+      std::fprintf(stderr, "gloo rank processes: %s\n", started.status().ToString().c_str());
+      return 1;
+    }
+    gloo_processes = *std::move(started);
+  }
+#endif
   auto echo = EchoProcess::Start("127.0.0.1:0");
   if (!echo.ok()) {
     std::fprintf(stderr, "echo server: %s\n", echo.status().ToString().c_str());
@@ -126,6 +142,9 @@ int Run(int argc, char** argv) {
   }
   Cluster cluster;
   cluster.daemons = daemons->get();
+#if PLACEMENT_WITH_GLOO
+  cluster.gloo_processes = gloo_processes.get();
+#endif
   cluster.devices_per_process = s.devices_per_process;
   for (int i = 0; i < s.processes; ++i) {
     auto client = pc::Client::Connect((*daemons)->address(i));

@@ -173,9 +173,10 @@ absl::Status RunAllReduce(const Cluster& cluster, const Settings& s) {
   const double bus = 2.0 * (n - 1) / n;
   std::printf(
       "| block per device | iters x reps | Gloo direct us | Gloo busbw GB/s | + copies us | "
-      "+ our kernels us | + fresh scratch (daemon data path) us | single-controller us | "
-      "busbw GB/s | single / Gloo busbw | multi-controller us | busbw GB/s | multi / Gloo "
-      "busbw |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "+ our kernels us | + fresh scratch us | Gloo in processes us | single-controller us | "
+      "busbw GB/s | single / Gloo busbw | single / processes | multi-controller us | busbw GB/s | "
+      "multi / Gloo busbw | multi / processes |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int64_t bytes : s.sizes) {
     if (absl::Status st = daemons.UploadInput(bytes); !st.ok()) return st;
     // Warm-up (Gloo contexts, first-touch pages) and the iteration count.
@@ -185,13 +186,16 @@ absl::Status RunAllReduce(const Cluster& cluster, const Settings& s) {
       (*gloo)->Time(bytes, 1, staging);
     }
     gloo_first = (*gloo)->Time(bytes, 1, Staging::kNone);
+    if (cluster.gloo_processes != nullptr) {
+      if (auto t = cluster.gloo_processes->Time(bytes, 1); !t.ok()) return t.status();
+    }
 #endif
     auto single_first = daemons.TimeSingle(1);
     if (!single_first.ok()) return single_first.status();
     if (auto multi = daemons.TimeMulti(1); !multi.ok()) return multi.status();
     const double first = gloo_first > 0 ? gloo_first : *single_first;
     const int iters = std::clamp(static_cast<int>(Seconds(s.min_time) / first), 2, s.max_iters);
-    std::vector<double> direct, copies, kernels, staged, single, multi;
+    std::vector<double> direct, copies, kernels, staged, processes, single, multi;
     // One measurement of each row per rep, the order rotating from rep to
     // rep: the row right after the daemons' calls shares the cores with
     // their leftover work (replies, frees), and at small sizes a fixed order
@@ -204,6 +208,14 @@ absl::Status RunAllReduce(const Cluster& cluster, const Settings& s) {
           std::pair{Staging::kKernels, &kernels}, std::pair{Staging::kFresh, &staged}}) {
       rows.push_back([&, staging, out]() -> absl::Status {
         out->push_back((*gloo)->Time(bytes, iters, staging));
+        return absl::OkStatus();
+      });
+    }
+    if (cluster.gloo_processes != nullptr) {
+      rows.push_back([&]() -> absl::Status {
+        auto t = cluster.gloo_processes->Time(bytes, iters);
+        if (!t.ok()) return t.status();
+        processes.push_back(*t);
         return absl::OkStatus();
       });
     }
@@ -227,19 +239,22 @@ absl::Status RunAllReduce(const Cluster& cluster, const Settings& s) {
     }
     if (absl::Status st = daemons.DeleteInput(); !st.ok()) return st;
     const double g = Median(direct), cp = Median(copies), kn = Median(kernels);
-    const double st = Median(staged);
+    const double st = Median(staged), gp = Median(processes);
     const double sc = Median(single), mc = Median(multi);
     auto us = [](double t) { return t > 0 ? absl::StrFormat("%.0f", t * 1e6) : std::string("-"); };
     auto bw = [&](double t) {
       return t > 0 ? absl::StrFormat("%.3f", bus * bytes / t / 1e9) : std::string("-");
     };
-    auto ratio = [&](double t) {
-      return g > 0 && t > 0 ? absl::StrFormat("%.2f", g / t) : std::string("-");
+    auto ratio = [&](double base, double t) {
+      return base > 0 && t > 0 ? absl::StrFormat("%.2f", base / t) : std::string("-");
     };
-    std::printf("| %s | %d x %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-                SizeName(bytes).c_str(), iters, s.reps, us(g).c_str(), bw(g).c_str(),
-                us(cp).c_str(), us(kn).c_str(), us(st).c_str(), us(sc).c_str(), bw(sc).c_str(),
-                ratio(sc).c_str(), us(mc).c_str(), bw(mc).c_str(), ratio(mc).c_str());
+    std::printf(
+        "| %s | %d x %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
+        "|\n",
+        SizeName(bytes).c_str(), iters, s.reps, us(g).c_str(), bw(g).c_str(), us(cp).c_str(),
+        us(kn).c_str(), us(st).c_str(), us(gp).c_str(), us(sc).c_str(), bw(sc).c_str(),
+        ratio(g, sc).c_str(), ratio(gp, sc).c_str(), us(mc).c_str(), bw(mc).c_str(),
+        ratio(g, mc).c_str(), ratio(gp, mc).c_str());
     std::fflush(stdout);
   }
   return absl::OkStatus();

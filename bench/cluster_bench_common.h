@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "bench/cluster_daemons.h"
+#include "bench/gloo_rank_processes.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/client/placement.h"
 
@@ -41,6 +42,11 @@ struct Settings {
 
 struct Cluster {
   ClusterDaemons* daemons = nullptr;
+#if PLACEMENT_WITH_GLOO
+  // Gloo ranks as processes (the all-reduce section's second baseline);
+  // null when not started.
+  GlooRankProcesses* gloo_processes = nullptr;
+#endif
   int devices_per_process = 1;
   std::vector<std::unique_ptr<pc::Client>> clients;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
