@@ -1,7 +1,8 @@
 // Sessions with leases against a real daemon: tensors created by calls that
 // join a session are freed when it closes or its lease runs out -- here after
 // the client process is killed with SIGKILL -- while durable and persisted
-// tensors stay; sessions are per tenant; GetStatus counts them.
+// tensors stay; sessions are per tenant; GetStatus counts them; a long
+// session does not remember the results it made and deleted.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -104,6 +105,14 @@ class Calls {
     if (status != nullptr) *status = s;
     return s.ok() ? response.tensor().id() : "";
   }
+  grpc::Status Delete(const std::string& id) const {
+    grpc::ClientContext context;
+    Prepare(&context);
+    pb::DeleteTensorsRequest request;
+    request.add_tensor_ids(id);
+    pb::DeleteTensorsResponse response;
+    return tensors_->Delete(&context, request, &response);
+  }
   bool Exists(const std::string& id) const {
     grpc::ClientContext context;
     Prepare(&context);
@@ -183,6 +192,28 @@ TEST(SessionTest, CloseFreesTheSessionsTensorsOnly) {
 // The child side of KilledClientsTensorsAreFreedAfterItsLease: opens a
 // session with a 2 s lease, uploads 1 MiB into it, writes the tensor id to
 // the file named by the environment, and keeps renewing until killed.
+// A training loop's session: each step makes a result in the session and
+// deletes it. The session must not remember every result it ever made
+// (until stop 40 it did: num_session_tensors grew by one a step).
+TEST(SessionTest, ALongSessionForgetsTheResultsItDeleted) {
+  auto daemon = StartDaemon();
+  ASSERT_NE(daemon, nullptr);
+  Calls calls(daemon->address());
+  auto session = calls.Open(60);
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int step = 0; step < 2500; ++step) {
+    const std::string id = calls.Upload(16, session->id());
+    ASSERT_FALSE(id.empty()) << "step " << step;
+    ASSERT_TRUE(calls.Delete(id).ok()) << "step " << step;
+  }
+  // None lives: a session prunes when its ids reach 1024 (then twice what
+  // lives), so it remembers at most 1024 of the 2500.
+  EXPECT_LE(calls.Status().num_session_tensors(), 1024);
+  ASSERT_TRUE(calls.Renew(session->id()).ok());  // a renewal forgets them all
+  EXPECT_EQ(calls.Status().num_session_tensors(), 0);
+  EXPECT_EQ(calls.MemoryInUse(), 0);
+}
+
 TEST(SessionChild, HoldsASessionUntilKilled) {
   const char* spec = std::getenv(kChildEnv);
   if (spec == nullptr) GTEST_SKIP() << "runs only as the child of SessionTest";
