@@ -34,32 +34,28 @@ struct Command {
 // each Command; negative when Gloo failed.
 using Answer = double;
 
-bool ReadFull(int fd, void* out, size_t n) {
-  auto* p = static_cast<char*>(out);
-  while (n > 0) {
-    const ssize_t got = read(fd, p, n);
-    if (got <= 0) {
-      if (got < 0 && errno == EINTR) continue;
-      return false;
-    }
-    p += got;
-    n -= static_cast<size_t>(got);
+// Calls io(offset, remaining) -- a read or write of the bytes from
+// `offset` -- until `n` bytes moved; false on end of file or an error.
+template <typename Io>
+bool MoveAll(size_t n, Io io) {
+  for (size_t done = 0; done < n;) {
+    const ssize_t moved = io(done, n - done);
+    if (moved < 0 && errno == EINTR) continue;
+    if (moved <= 0) return false;
+    done += static_cast<size_t>(moved);
   }
   return true;
 }
 
+bool ReadFull(int fd, void* out, size_t n) {
+  return MoveAll(
+      n, [&](size_t at, size_t left) { return read(fd, static_cast<char*>(out) + at, left); });
+}
+
 bool WriteFull(int fd, const void* in, size_t n) {
-  const auto* p = static_cast<const char*>(in);
-  while (n > 0) {
-    const ssize_t put = write(fd, p, n);
-    if (put <= 0) {
-      if (put < 0 && errno == EINTR) continue;
-      return false;
-    }
-    p += put;
-    n -= static_cast<size_t>(put);
-  }
-  return true;
+  return MoveAll(n, [&](size_t at, size_t left) {
+    return write(fd, static_cast<const char*>(in) + at, left);
+  });
 }
 
 // A rank's whole life: connect, answer 0, then one answer per command.

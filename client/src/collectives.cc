@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
 #include "common/grpc_status.h"

@@ -54,11 +54,10 @@ absl::StatusOr<SessionManager::Session*> SessionManager::FindLocked(const Caller
   return const_cast<Session*>(&it->second);
 }
 
-SessionSnapshot SessionManager::SnapshotLocked(const std::string& id,
-                                               const Session& session) const {
-  SessionSnapshot out{id, session.tenant, session.name, session.ttl, session.expire_time, 0};
-  out.num_tensors = store_->CountExisting(session.tensors);
-  return out;
+SessionSnapshot SessionManager::SnapshotLocked(const std::string& id, const Session& session,
+                                               int64_t num_tensors) const {
+  return SessionSnapshot{id,          session.tenant,      session.name,
+                         session.ttl, session.expire_time, num_tensors};
 }
 
 void SessionManager::PruneLocked(Session& session) {
@@ -105,7 +104,7 @@ absl::StatusOr<SessionSnapshot> SessionManager::Open(const Caller& caller, absl:
   session.name = std::move(name);
   session.ttl = ttl;
   session.expire_time = absl::Now() + ttl;
-  return SnapshotLocked(id, session);
+  return SnapshotLocked(id, session, 0);
 }
 
 absl::StatusOr<SessionSnapshot> SessionManager::Renew(const Caller& caller, const std::string& id) {
@@ -113,10 +112,9 @@ absl::StatusOr<SessionSnapshot> SessionManager::Renew(const Caller& caller, cons
   absl::StatusOr<Session*> session = FindLocked(caller, id);
   if (!session.ok()) return session.status();
   (*session)->expire_time = absl::Now() + (*session)->ttl;
-  // An idle session forgets its deleted tensors too (the snapshot counts
-  // the same ids anyway).
+  // An idle session forgets its deleted tensors too; what is left lives.
   PruneLocked(**session);
-  return SnapshotLocked(id, **session);
+  return SnapshotLocked(id, **session, static_cast<int64_t>((*session)->tensors.size()));
 }
 
 absl::StatusOr<int64_t> SessionManager::Close(const Caller& caller, const std::string& id) {
@@ -250,7 +248,9 @@ std::vector<SessionSnapshot> SessionManager::List(const Caller& caller) const {
   absl::MutexLock lock(&mu_);
   std::vector<SessionSnapshot> out;
   for (const auto& [id, session] : sessions_) {
-    if (caller.Sees(session.tenant)) out.push_back(SnapshotLocked(id, session));
+    if (caller.Sees(session.tenant)) {
+      out.push_back(SnapshotLocked(id, session, store_->CountExisting(session.tensors)));
+    }
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   return out;

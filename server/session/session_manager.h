@@ -163,8 +163,9 @@ class SessionManager {
   void PruneLocked(Session& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Session*> FindLocked(const Caller& caller, const std::string& id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  SessionSnapshot SnapshotLocked(const std::string& id, const Session& session) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `session` as listed, with `num_tensors` of its tensors alive.
+  SessionSnapshot SnapshotLocked(const std::string& id, const Session& session,
+                                 int64_t num_tensors) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct Watcher {
     absl::Mutex mu;
     bool done ABSL_GUARDED_BY(mu) = false;   // ran, or unregistered

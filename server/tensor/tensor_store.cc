@@ -148,11 +148,6 @@ absl::StatusOr<std::shared_ptr<const Tensor>> TensorStore::Get(const std::string
   return std::shared_ptr<const Tensor>(it->second);
 }
 
-bool TensorStore::Contains(const std::string& id) const {
-  absl::MutexLock lock(&mu_);
-  return tensors_.contains(id);
-}
-
 void TensorStore::RetainExisting(absl::flat_hash_set<std::string>* ids) const {
   absl::MutexLock lock(&mu_);
   for (auto it = ids->begin(); it != ids->end();) {

@@ -127,8 +127,6 @@ class TensorStore {
 
   // NOT_FOUND: "tensor 't-…' does not exist".
   absl::StatusOr<std::shared_ptr<const Tensor>> Get(const std::string& id) const;
-  // Whether a committed tensor has `id` (no reference, no error message).
-  bool Contains(const std::string& id) const;
   // Removes from `ids` every id no committed tensor has; how many of `ids`
   // are committed tensors. One lock for all the ids.
   void RetainExisting(absl::flat_hash_set<std::string>* ids) const;

@@ -62,11 +62,11 @@ TEST(TensorStoreTest, GetAndDeleteAreAllOrNothing) {
   EXPECT_EQ(*rig.store->Delete({}), 0);
 }
 
-TEST(TensorStoreTest, ContainsCountsAndRetainsOnlyCommittedIds) {
+TEST(TensorStoreTest, CountsAndRetainsOnlyCommittedIds) {
   TestRig rig;
   auto a = Make(rig, "a", 0), b = Make(rig, "b", 1);
-  EXPECT_TRUE(rig.store->Contains(a->id));
-  EXPECT_FALSE(rig.store->Contains("t-0"));
+  EXPECT_EQ(rig.store->CountExisting({a->id}), 1);
+  EXPECT_EQ(rig.store->CountExisting({"t-0"}), 0);
   ASSERT_TRUE(rig.store->Delete({b->id}).ok());
   absl::flat_hash_set<std::string> ids = {a->id, b->id, "t-0"};
   EXPECT_EQ(rig.store->CountExisting(ids), 1);
