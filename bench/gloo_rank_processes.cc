@@ -9,6 +9,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -149,9 +150,12 @@ absl::StatusOr<std::unique_ptr<GlooRankProcesses>> GlooRankProcesses::Start(int 
 }
 
 GlooRankProcesses::~GlooRankProcesses() {
-  for (const Rank& rank : ranks_) close(rank.command_fd);  // EOF: the child exits
+  // A rank may be stuck in Gloo (a peer failed or never connected, Start's
+  // error paths): killed rather than waited for until its 120 s timeout.
   for (const Rank& rank : ranks_) {
+    close(rank.command_fd);
     close(rank.result_fd);
+    kill(rank.pid, SIGKILL);
     int status = 0;
     waitpid(rank.pid, &status, 0);
   }

@@ -9,7 +9,8 @@
 //
 // Start() forks: call it before this process creates any gRPC object or
 // thread (like EchoProcess). The children serve Time() requests over pipes
-// until this object is destroyed (or this process dies). Not thread-safe.
+// until this object is destroyed (or this process dies: a child whose pipe
+// closes exits). Not thread-safe.
 #ifndef PLACEMENT_BENCH_GLOO_RANK_PROCESSES_H_
 #define PLACEMENT_BENCH_GLOO_RANK_PROCESSES_H_
 
@@ -31,7 +32,7 @@ class GlooRankProcesses {
   // Forks `n` ranks and waits until they have connected (a full mesh each);
   // an error naming the rank that could not.
   static absl::StatusOr<std::unique_ptr<GlooRankProcesses>> Start(int n);
-  // Tells the children to exit and waits for them.
+  // Kills the children and waits for them.
   ~GlooRankProcesses();
   GlooRankProcesses(const GlooRankProcesses&) = delete;
   GlooRankProcesses& operator=(const GlooRankProcesses&) = delete;
