@@ -33,8 +33,8 @@ bundle=.gpu-bundle
 # --- what the run needs --------------------------------------------------------------------
 # Entries are "binary [arguments]"; the conformance suites run their cuda
 # instances (ctest's NAME_cuda).
-gpu_tests=(cuda_backend_test nccl_engine_test gpu_daemon_test region_gpu_test tensor_gpu_test
-  view_gpu_test "backend_conformance_test --gtest_filter=*/cuda" "daemon_conformance_test --gtest_filter=*/cuda")
+gpu_tests=(cuda_backend_test nccl_engine_test nccl_transport_test gpu_daemon_test region_gpu_test
+  tensor_gpu_test view_gpu_test "backend_conformance_test --gtest_filter=*/cuda" "daemon_conformance_test --gtest_filter=*/cuda")
 cluster_tests=(cluster_tensors_test cluster_collectives_test)
 benches=(tensor_transfer_bench prefetch_bench collective_bench)
 # memcheck: the tests that drive CUDA memory directly (daemons included).

@@ -303,7 +303,10 @@ absl::Status CreateServices(DaemonState* state, std::unique_ptr<CollectiveEngine
   options.cluster = state->cluster.get();
   options.peer_channels = state->peer_channels.get();
   options.peer_gate = &state->peer_gate;
-  options.cross_process_transport = state->platform->cross_process_transport();
+  options.cross_process_transport = config.cluster.transport.empty()
+                                        ? state->platform->cross_process_transport()
+                                        : config.cluster.transport;
+  options.cross_process_transport_required = !config.cluster.transport.empty();
   ASSIGN_OR_RETURN(state->services, ServiceSet::Create(state->inventory.get(), std::move(engine),
                                                        &state->gate, &state->metrics, options));
   state->identity.region_socket = state->services->region_socket();
@@ -428,7 +431,9 @@ absl::Status JoinCluster(DaemonState* state) {
   if (config.transport.tls() && transport != nullptr && !transport->encrypted()) {
     LogWarning("cluster: TLS (--tls_*) protects the gRPC and peer ports, not the ",
                transport->Name(), " connections between daemons: the bytes of collectives that ",
-               "span daemons cross the network in plaintext (Debian's Gloo has no TLS). Keep ",
+               "span daemons cross the network in plaintext (",
+               transport->Name() == "gloo" ? "Debian's Gloo has no TLS" : "it does not encrypt",
+               "). Keep ",
                "them on a private cluster network or encrypt it below the daemons (WireGuard, "
                "IPsec); see docs/security.md");
   }

@@ -2,13 +2,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "server/collective/transport/transport_registry.h"
 
 namespace placement::server {
 
@@ -32,6 +35,14 @@ absl::StatusOr<PeerListen> ResolvePeerListen(const DaemonClusterConfig& config,
   if (config.init_timeout <= absl::ZeroDuration() || config.op_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "--cluster_init_timeout and --cluster_op_timeout must be positive");
+  }
+  if (!config.transport.empty()) {
+    const std::vector<std::string> names = TransportRegistry::Global().Names();
+    if (std::find(names.begin(), names.end(), config.transport) == names.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--cluster_transport='", config.transport, "' is not a transport of this build; it has: ",
+          names.empty() ? std::string("none") : absl::StrJoin(names, ", ")));
+    }
   }
   if (process_index != 0 && config.coordinator.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -32,6 +32,8 @@ struct DaemonClusterConfig {
   int32_t heartbeat_misses = 10;
   absl::Duration op_timeout = absl::Seconds(60);
   bool check_collectives = false;
+  // The cross-process transport by registered name; empty = the platform's.
+  std::string transport;
   std::string peer_tls_server_name;
   std::string peer_token_file;
 
@@ -51,7 +53,7 @@ struct PeerListen {
 // the peer listen address. INVALID_ARGUMENT naming the flag: num_processes
 // < 1, process_index outside [0, num_processes), no --coordinator for a
 // process other than 0, a unix --listen without --peer_listen, heartbeat
-// settings out of range.
+// settings out of range, a --cluster_transport this build does not have.
 absl::StatusOr<PeerListen> ResolvePeerListen(const DaemonClusterConfig& config,
                                              int32_t process_index, const std::string& listen_flag,
                                              const ListenAddress& listen);

@@ -35,6 +35,10 @@ ABSL_FLAG(bool, cluster_check_collectives, false,
           "daemons (e.g. an all-reduce over every mesh axis) runs alone, calls whose groups "
           "leave a daemon out are checked all the same, and calls that differ wait out "
           "--cluster_op_timeout and fail DEADLINE_EXCEEDED saying so");
+ABSL_FLAG(std::string, cluster_transport, "",
+          "What moves collectives' bytes between daemons, by name (--version lists the "
+          "transports this build has): empty = the platform's choice (gloo); nccl = NCCL "
+          "across daemons, experimental, GPU daemons only (docs/cluster.md).");
 ABSL_FLAG(std::string, peer_tls_server_name, "",
           "The name checked in other daemons' certificates (default: the host dialled).");
 ABSL_FLAG(std::string, peer_token_file, "",
@@ -54,6 +58,7 @@ DaemonClusterConfig DaemonClusterConfigFromFlags() {
   config.heartbeat_misses = absl::GetFlag(FLAGS_heartbeat_misses);
   config.op_timeout = absl::GetFlag(FLAGS_cluster_op_timeout);
   config.check_collectives = absl::GetFlag(FLAGS_cluster_check_collectives);
+  config.transport = absl::GetFlag(FLAGS_cluster_transport);
   config.peer_tls_server_name = absl::GetFlag(FLAGS_peer_tls_server_name);
   config.peer_token_file = absl::GetFlag(FLAGS_peer_token_file);
   return config;

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/cluster/cluster.h"
 #include "server/cluster/cluster_collectives.h"
@@ -450,6 +451,10 @@ absl::Status ServiceSet::Impl::CreateClusterEngine() {
     LogInfo("cluster: collectives between daemons over ", transport->Name(), " on ",
             transport->ListenAddress().empty() ? std::string("(no listener)")
                                                : transport->ListenAddress());
+  } else if (options.cross_process_transport_required) {
+    return absl::Status(made.status().code(),
+                        absl::StrCat("--cluster_transport=", options.cross_process_transport, ": ",
+                                     made.status().message()));
   } else if (absl::IsFailedPrecondition(made.status())) {
     // A build without it: collectives that span daemons are refused.
     LogWarning("cluster: ", made.status().message(),

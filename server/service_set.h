@@ -51,8 +51,13 @@ struct ServiceSetOptions {
   PeerChannels* peer_channels = nullptr;
   CallGate* peer_gate = nullptr;
   // The registered cross-process transport the platform moves its buffers
-  // between daemons with (Platform::cross_process_transport).
+  // between daemons with (Platform::cross_process_transport), or the one an
+  // operator chose (--cluster_transport).
   std::string cross_process_transport = "gloo";
+  // Whether the daemon must not run without it: chosen by the operator. The
+  // platform's default may be missing from a build (no Gloo); then
+  // collectives that span daemons fail and the daemon still serves.
+  bool cross_process_transport_required = false;
 };
 
 class ServiceSet {

@@ -31,6 +31,24 @@ using testing::Ticket;
 
 class TransportConformanceTest : public ::testing::TestWithParam<std::string> {
  protected:
+  // The suite's processes hold CPU devices (SimulatedCluster); a transport
+  // made for another platform's buffers (nccl: GPUs) refuses them, and its
+  // own tests cover it (tests/gpu/nccl_transport_test.cc).
+  void SetUp() override {
+    CpuBackendOptions cpu;
+    cpu.num_devices = 1;
+    auto backend = CpuBackend::Create(cpu);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    InMemoryRendezvousStore store;
+    CrossProcessTransportOptions options;
+    options.store = &store;
+    options.backend = backend->get();
+    auto made = TransportRegistry::Global().Create(GetParam(), options);
+    if (absl::IsFailedPrecondition(made.status())) {
+      GTEST_SKIP() << GetParam() << " cannot serve CPU devices: " << made.status();
+    }
+  }
+
   ClusterOptions Options(int processes) const {
     ClusterOptions options;
     options.processes = processes;

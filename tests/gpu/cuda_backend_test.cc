@@ -2,9 +2,12 @@
 // Skips when no GPU is usable.
 #include "server/platform/cuda/cuda_backend.h"
 
+#include <cuda_runtime_api.h>
+
 #include <numeric>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -119,6 +122,35 @@ TEST(CudaLogicalDevicesTest, BadOptionsNameTheNumbers) {
   EXPECT_THAT(std::string(s.message()),
               ::testing::StartsWith("device memory 1125899906842624 bytes x 2 logical devices "
                                     "exceeds the "));
+}
+
+// Several daemons on one host each own their GPUs (--cuda_gpus).
+TEST(CudaGpuSubsetTest, ABackendOwnsOnlyTheGpusItWasGiven) {
+  std::string reason;
+  if (!CudaDevicesPresent(&reason)) GTEST_SKIP() << "no GPU: " << reason;
+  int count = 0;
+  cudaGetDeviceCount(&count);
+  CudaBackendOptions last;
+  last.gpus = {count - 1};
+  last.logical_devices_per_gpu = 2;
+  last.process_index = 3;
+  auto backend = CudaBackend::Create(last);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_EQ((*backend)->Devices().size(), 2u);
+  for (int k = 0; k < 2; ++k) {
+    const DeviceDescription& d = (*backend)->Devices()[k];
+    EXPECT_EQ(d.local_index, k);
+    EXPECT_EQ(d.id, 3 * kMaxLocalDevices + k);
+    EXPECT_EQ((*backend)->Ordinal(d.id), count - 1);
+  }
+  CudaBackendOptions missing;
+  missing.gpus = {count};
+  EXPECT_EQ(CudaBackend::Create(missing).status().message(),
+            absl::StrCat("GPU ", count, " does not exist; the CUDA runtime reports ", count,
+                         " (0..", count - 1, ")"));
+  CudaBackendOptions twice;
+  twice.gpus = {0, 0};
+  EXPECT_EQ(CudaBackend::Create(twice).status().message(), "GPU 0 is listed twice");
 }
 
 }  // namespace

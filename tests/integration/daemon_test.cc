@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -16,6 +17,7 @@
 #include "placement/client/client.h"
 #include "placement/client/device_placement.h"
 #include "placement/v1/device_service.grpc.pb.h"
+#include "tests/testing/cluster_processes.h"
 #include "tests/testing/daemon_process.h"
 
 namespace placement {
@@ -260,6 +262,10 @@ TEST(DaemonStartupTest, BadFlagsFailWithClearMessages) {
        "cpu_devices must be in [1, 1024], got 0"},
       {{"--listen=127.0.0.1:0", "--backend=tpu"}, 2, "--backend must be auto, cpu or cuda"},
       {{"--listen=127.0.0.1:0", "--log_level=loud"}, 2, "--log_level must be"},
+      {{"--listen=127.0.0.1:0", "--backend=cpu", "--num_processes=2", "--process_index=1",
+        "--coordinator=127.0.0.1:1", "--cluster_transport=carrier-pigeon"},
+       2,
+       "--cluster_transport='carrier-pigeon' is not a transport of this build; it has: "},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {testing::PlacementdBinary()};
@@ -268,6 +274,26 @@ TEST(DaemonStartupTest, BadFlagsFailWithClearMessages) {
     EXPECT_EQ(result.exit_code, c.exit_code) << c.flags[0] << "\n" << result.err;
     EXPECT_THAT(result.err, HasSubstr(c.message)) << c.flags[0];
   }
+}
+
+// A transport the operator names must work: a CPU daemon cannot run NCCL
+// between daemons (a CUDA build has it; another build refuses the name).
+TEST(DaemonStartupTest, AChosenTransportTheDevicesCannotUseStopsTheDaemon) {
+  auto result = testing::RunCommand(
+      {testing::PlacementdBinary(), "--listen=127.0.0.1:0", "--backend=cpu", "--num_processes=1",
+       absl::StrCat("--coordinator=127.0.0.1:", testing::PickFreePort()),
+       "--cluster_transport=nccl"});
+  if (PLACEMENT_WITH_CUDA) {
+    EXPECT_EQ(result.exit_code, 1) << result.err;
+    EXPECT_THAT(result.err, HasSubstr("cluster: formed with 1 processes"));
+    EXPECT_THAT(result.err,
+                HasSubstr("--cluster_transport=nccl: nccl transport: needs the cuda platform's "
+                          "GPUs; this daemon's devices are cpu (use gloo)"));
+  } else {
+    EXPECT_EQ(result.exit_code, 2) << result.err;
+    EXPECT_THAT(result.err, HasSubstr("--cluster_transport='nccl' is not a transport"));
+  }
+  EXPECT_THAT(result.err, ::testing::Not(HasSubstr("serving on")));
 }
 
 TEST(DaemonStartupTest, CudaBackendWithoutGpuExitsNonZero) {

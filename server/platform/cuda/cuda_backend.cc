@@ -96,14 +96,30 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   }
   int count = 0;
   cudaGetDeviceCount(&count);
-  if (int64_t{count} * per_gpu > kMaxLocalDevices) {
-    return absl::InvalidArgumentError(absl::StrCat(count, " GPUs x ", per_gpu,
+  std::vector<int> gpus = options.gpus;
+  if (gpus.empty()) {
+    for (int i = 0; i < count; ++i) gpus.push_back(i);
+  }
+  for (size_t j = 0; j < gpus.size(); ++j) {
+    if (gpus[j] < 0 || gpus[j] >= count) {
+      return absl::InvalidArgumentError(absl::StrCat("GPU ", gpus[j],
+                                                     " does not exist; the CUDA "
+                                                     "runtime reports ",
+                                                     count, " (0..", count - 1, ")"));
+    }
+    if (std::find(gpus.begin(), gpus.begin() + j, gpus[j]) != gpus.begin() + j) {
+      return absl::InvalidArgumentError(absl::StrCat("GPU ", gpus[j], " is listed twice"));
+    }
+  }
+  if (static_cast<int64_t>(gpus.size()) * per_gpu > kMaxLocalDevices) {
+    return absl::InvalidArgumentError(absl::StrCat(gpus.size(), " GPUs x ", per_gpu,
                                                    " logical devices exceed ", kMaxLocalDevices,
                                                    " devices per process"));
   }
   std::vector<DeviceDescription> devices;
   std::vector<int> ordinals;
-  for (int i = 0; i < count; ++i) {
+  for (size_t j = 0; j < gpus.size(); ++j) {
+    const int i = gpus[j];
     cudaDeviceProp prop{};
     if (cudaError_t err = cudaGetDeviceProperties(&prop, i); err != cudaSuccess) {
       return CudaError(err, absl::StrCat("cudaGetDeviceProperties(", i, ")"));
@@ -129,7 +145,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), i);
     for (int k = 0; k < per_gpu; ++k) {
       DeviceDescription d;
-      d.local_index = i * per_gpu + k;
+      d.local_index = static_cast<int32_t>(j) * per_gpu + k;
       d.id = options.process_index * kMaxLocalDevices + d.local_index;
       d.process_index = options.process_index;
       d.platform = "gpu";

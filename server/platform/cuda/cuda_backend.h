@@ -38,6 +38,11 @@ struct CudaBackendOptions {
   int32_t process_index = 0;
   // Devices each GPU is presented as (>= 1).
   int32_t logical_devices_per_gpu = 1;
+  // The CUDA ordinals this backend owns, in the order given (empty: every
+  // GPU the runtime reports), so that several daemons can share one host, a
+  // GPU set each. INVALID_ARGUMENT for an ordinal the runtime does not
+  // report or one listed twice.
+  std::vector<int> gpus;
   // Budget of each (logical) device in bytes; 0 = memory_fraction of the
   // GPU's free memory split evenly among its logical devices.
   // INVALID_ARGUMENT when the devices of one GPU would exceed its free memory.

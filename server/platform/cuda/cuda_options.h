@@ -1,5 +1,5 @@
 // The "cuda" platform's settings (--cuda_memory_fraction,
-// --cuda_logical_devices, --cuda_device_memory), found by the platform in
+// --cuda_logical_devices, --cuda_device_memory, --cuda_gpus), found by the platform in
 // PlatformConfig::options; the flags are declared and read in
 // cuda_flags.cc, which every build has (a build without CUDA keeps the
 // flags, so flag files work on both).
@@ -9,6 +9,8 @@
 #define PLACEMENT_SERVER_PLATFORM_CUDA_CUDA_OPTIONS_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace placement::server {
 
@@ -20,6 +22,8 @@ struct CudaPlatformOptions {
   int64_t device_memory_bytes = 0;
   // Freed blocks kept per device; -1 = the backend's default.
   int64_t cache_bytes_per_device = -1;
+  // The CUDA ordinals the daemon owns, as given ("0", "2"); empty = all.
+  std::vector<std::string> gpus;
 };
 
 // The values of the --cuda_* flags.

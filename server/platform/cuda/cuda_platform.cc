@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/platform/cuda/cuda_backend.h"
 #include "server/platform/cuda/cuda_options.h"
@@ -24,9 +25,9 @@ class CudaPlatform final : public Platform {
   int auto_priority() const override { return 100; }
   std::string BuildNote() const override { return "cuda (NCCL collectives)"; }
   // Host-staged Gloo: CUDA shards go through pinned host memory
-  // (CudaBackend::Read / Write). An NCCL transport (the unique id through the
-  // same rendezvous store) is one class beside GlooTransport once two GPUs
-  // can test it.
+  // (CudaBackend::Read / Write). NcclTransport ("nccl", nccl_transport.h)
+  // is experimental until it has run on two GPUs: an operator chooses it
+  // with --cluster_transport=nccl.
   std::string cross_process_transport() const override { return "gloo"; }
 
   void ReadFlags(PlatformOptions* options) const override {
@@ -53,6 +54,14 @@ class CudaPlatform final : public Platform {
     options.process_index = config.process_index;
     options.logical_devices_per_gpu = cuda.logical_devices;
     options.device_memory_bytes = cuda.device_memory_bytes;
+    for (const std::string& gpu : cuda.gpus) {
+      int ordinal = 0;
+      if (!absl::SimpleAtoi(gpu, &ordinal)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--cuda_gpus: '", gpu, "' is not a CUDA ordinal (0, 1, ...)"));
+      }
+      options.gpus.push_back(ordinal);
+    }
     if (cuda.cache_bytes_per_device >= 0) {
       options.cache_bytes_per_device = cuda.cache_bytes_per_device;
     }

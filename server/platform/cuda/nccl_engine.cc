@@ -13,77 +13,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/logging.h"
+#include "server/platform/cuda/nccl_support.h"
 
 namespace placement::server {
-namespace {
-
-std::string NcclText(ncclResult_t result, ncclComm_t comm) {
-  std::string text =
-      absl::StrCat("nccl error ", static_cast<int>(result), ": ", ncclGetErrorString(result));
-  const char* last = ncclGetLastError(comm);
-  if (last != nullptr && last[0] != '\0') absl::StrAppend(&text, "; last error: ", last);
-  return text;
-}
-
-// ncclSystemError / ncclRemoteError are failures of the transport or a
-// peer (UNAVAILABLE); anything else is a bug or a broken installation.
-absl::Status NcclStatus(ncclResult_t result, ncclComm_t comm, absl::string_view what) {
-  std::string message = absl::StrCat(what, ": ", NcclText(result, comm));
-  if (result == ncclSystemError || result == ncclRemoteError) {
-    return absl::UnavailableError(message);
-  }
-  return absl::InternalError(message);
-}
-
-absl::Status CudaStatus(cudaError_t err, absl::string_view what) {
-  return absl::InternalError(
-      absl::StrCat(what, ": ", cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
-}
-
-absl::StatusOr<ncclDataType_t> NcclType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return ncclFloat32;
-    case DType::kF64:
-      return ncclFloat64;
-    case DType::kF16:
-      return ncclFloat16;
-    case DType::kBF16:
-      return ncclBfloat16;
-    case DType::kI8:
-      return ncclInt8;
-    case DType::kI32:
-      return ncclInt32;
-    case DType::kI64:
-      return ncclInt64;
-    case DType::kU8:
-      return ncclUint8;
-    case DType::kI16:
-    case DType::kBool:
-      break;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("NCCL cannot reduce dtype ", DTypeName(dtype),
-                   "; supported: f32, f64, f16, bf16, i8, i32, i64, u8"));
-}
-
-ncclRedOp_t NcclOp(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return ncclSum;
-    case ReduceOp::kMean:
-      return ncclAvg;
-    case ReduceOp::kMax:
-      return ncclMax;
-    case ReduceOp::kMin:
-      return ncclMin;
-    case ReduceOp::kProd:
-      return ncclProd;
-  }
-  return ncclSum;
-}
-
-}  // namespace
 
 // The communicators of one device group with their streams and events.
 // `mu` serialises calls on the group; the vectors are written only while
@@ -212,42 +144,13 @@ absl::Status NcclEngine::AbortGroup(const std::vector<int64_t>& device_ids) {
 namespace {
 
 // Enqueues one item on its group's communicators (inside a group call).
+// REQUIRES: item.local in rank order (ValidateLocalItems).
 absl::Status Enqueue(CollectiveKind kind, const CollectiveItem& item,
                      const std::vector<ncclComm_t>& comms,
                      const std::vector<cudaStream_t>& streams) {
-  const bool reduces = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter;
-  ncclDataType_t type = ncclInt8;  // data movement: bytes
-  size_t elem = 1;
-  if (reduces) {
-    absl::StatusOr<ncclDataType_t> t = NcclType(item.dtype);
-    if (!t.ok()) return t.status();
-    type = *t;
-    elem = static_cast<size_t>(DTypeSize(item.dtype));
-  }
-  const ncclRedOp_t op = NcclOp(item.op);
-  // REQUIRES: item.local in rank order (ValidateLocalItems).
   for (size_t r = 0; r < item.local.size(); ++r) {
-    const RankBuffers& rank = item.local[r];
-    void* recv = rank.recv->data();
-    const void* send = rank.send != nullptr ? rank.send->data() : recv;
-    ncclResult_t result = ncclSuccess;
-    switch (kind) {
-      case CollectiveKind::kAllReduce:
-        result =
-            ncclAllReduce(send, recv, rank.recv->size() / elem, type, op, comms[r], streams[r]);
-        break;
-      case CollectiveKind::kReduceScatter:
-        result =
-            ncclReduceScatter(send, recv, rank.recv->size() / elem, type, op, comms[r], streams[r]);
-        break;
-      case CollectiveKind::kAllGather:
-        result = ncclAllGather(send, recv, rank.send->size(), type, comms[r], streams[r]);
-        break;
-      case CollectiveKind::kBroadcast:
-        result =
-            ncclBroadcast(send, recv, rank.recv->size(), type, item.root, comms[r], streams[r]);
-        break;
-    }
+    const ncclResult_t result =
+        EnqueueNcclRank(kind, item.dtype, item.op, item.root, item.local[r], comms[r], streams[r]);
     if (result != ncclSuccess) {
       return NcclStatus(result, comms[r],
                         absl::StrCat(CollectiveKindName(kind), " enqueue on rank ", r));
@@ -279,10 +182,8 @@ absl::Status NcclEngine::Run(CollectiveKind kind, absl::Span<const CollectiveIte
 
 absl::Status NcclEngine::RunNccl(CollectiveKind kind, absl::Span<const CollectiveItem> items,
                                  const CollectiveContext& context) {
-  if (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter) {
-    for (const CollectiveItem& item : items) {
-      if (absl::StatusOr<ncclDataType_t> t = NcclType(item.dtype); !t.ok()) return t.status();
-    }
+  for (const CollectiveItem& item : items) {
+    if (absl::Status s = CheckNcclKind(kind, item.dtype); !s.ok()) return s;
   }
   if (absl::Status s = context.Check(); !s.ok()) return s;
 
