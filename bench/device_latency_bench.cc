@@ -6,7 +6,8 @@
 // of 1 KiB: through the client library (with and without its session), on
 // the generated stub, and on the stub sending what the library sends (the
 // session header and a deadline), which parts the library's own cost from
-// gRPC's. Prints p50/p99 and the ratios.
+// gRPC's; and the echo sending that header and deadline too, the baseline
+// that carries gRPC's cost of them. Prints p50/p99 and the ratios.
 //
 //   build/bin/device_latency_bench [--iterations=20000] [--transport=tcp|unix|both]
 #include <algorithm>
@@ -115,10 +116,17 @@ int Run(const std::string& transport) {
   auto daemon_channel =
       grpc::CreateChannel((*daemon)->address(), grpc::InsecureChannelCredentials());
   auto collective_stub = ::placement::v1::CollectiveService::NewStub(daemon_channel);
-  std::vector<absl::Duration> collective, raw_collective, echo_1k, no_session, stub_as_library;
+  std::vector<absl::Duration> collective, raw_collective, echo_1k, no_session, stub_as_library,
+      echo_as_library;
   // What the library sends on every call: its session and a deadline.
   const std::string session_id = (*client)->session_id();
   const absl::Duration deadline = (*client)->options().default_deadline;
+  auto AsTheLibrary = [&](grpc::ClientContext& context) {
+    context.AddMetadata("placement-session", session_id);
+    if (deadline > absl::ZeroDuration() && deadline != absl::InfiniteDuration()) {
+      context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    }
+  };
   v1::EchoMessage kib;
   kib.set_payload(std::string(1024, 'x'));
   // Deletes the results a timed loop made, 256 per call.
@@ -166,10 +174,7 @@ int Run(const std::string& transport) {
       [&] { library_call(sessionless_collectives); },  // without a session
       [&] {                                            // the stub sending what the library sends
         grpc::ClientContext context;
-        context.AddMetadata("placement-session", session_id);
-        if (deadline > absl::ZeroDuration() && deadline != absl::InfiniteDuration()) {
-          context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-        }
+        AsTheLibrary(context);
         ::placement::v1::AllReduceRequest request;
         request.set_tensor_id(input->id);
         request.set_op(::placement::v1::REDUCE_OP_SUM);
@@ -179,10 +184,16 @@ int Run(const std::string& transport) {
         } else {
           ++errors;
         }
+      },
+      [&] {  // the echo sending what the library sends
+        grpc::ClientContext context;
+        AsTheLibrary(context);
+        v1::EchoMessage response;
+        if (!echo_stub->Echo(&context, kib, &response).ok()) ++errors;
       }};
-  std::vector<absl::Duration>* samples[] = {&collective, &raw_collective, &echo_1k, &no_session,
-                                            &stub_as_library};
-  constexpr int kCalls = 5;
+  std::vector<absl::Duration>* samples[] = {&collective, &raw_collective,  &echo_1k,
+                                            &no_session, &stub_as_library, &echo_as_library};
+  constexpr int kCalls = 6;
   for (int i = 0; i < warmup + iterations; ++i) {
     for (int k = 0; k < kCalls; ++k) {
       const int which = (i + k) % kCalls;
@@ -195,6 +206,7 @@ int Run(const std::string& transport) {
   DeleteMade(made);
   LatencySummary c = Summarize(collective), k = Summarize(echo_1k), r = Summarize(raw_collective);
   LatencySummary ns = Summarize(no_session), sl = Summarize(stub_as_library);
+  LatencySummary el = Summarize(echo_as_library);
   LatencySummary o = Summarize(ours), e = Summarize(bare);
   std::printf("transport=%s iterations=%d errors=%d\n", transport.c_str(), iterations, errors);
   std::printf("  ListDevices (8 cpu devices): p50 %s  p99 %s  mean %s\n", Micros(o.p50).c_str(),
@@ -221,6 +233,11 @@ int Run(const std::string& transport) {
               Micros(sl.p99).c_str(), Micros(sl.mean).c_str());
   std::printf("  ratio that stub / echo:      p50 %.2f  p99 %.2f\n",
               absl::FDivDuration(sl.p50, k.p50), absl::FDivDuration(sl.p99, k.p99));
+  // gRPC's cost of the session header and the deadline in both.
+  std::printf("  echo, session + deadline:    p50 %s  p99 %s  mean %s\n", Micros(el.p50).c_str(),
+              Micros(el.p99).c_str(), Micros(el.mean).c_str());
+  std::printf("  ratio AllReduce / that echo: p50 %.2f  p99 %.2f\n",
+              absl::FDivDuration(c.p50, el.p50), absl::FDivDuration(c.p99, el.p99));
   echo_server->Shutdown();
   (*daemon)->Drain();
   std::filesystem::remove_all(dir);

@@ -109,6 +109,7 @@ absl::Status CheckAddresses(DaemonState* state) {
     }
   }
   if (state->listen.is_unix) RETURN_IF_ERROR(CheckUnixSocketFree(state->listen.path));
+  RETURN_IF_ERROR(CheckClusterTransport(config.cluster));
   state->in_cluster = config.cluster.enabled();
   if (state->in_cluster) {
     ASSIGN_OR_RETURN(state->peer_listen, ResolvePeerListen(config.cluster, config.process_index,

@@ -15,6 +15,17 @@
 
 namespace placement::server {
 
+absl::Status CheckClusterTransport(const DaemonClusterConfig& config) {
+  if (config.transport.empty()) return absl::OkStatus();
+  const std::vector<std::string> names = TransportRegistry::Global().Names();
+  if (std::find(names.begin(), names.end(), config.transport) != names.end()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--cluster_transport='", config.transport, "' is not a transport of this build; it has: ",
+      names.empty() ? std::string("none") : absl::StrJoin(names, ", ")));
+}
+
 absl::StatusOr<PeerListen> ResolvePeerListen(const DaemonClusterConfig& config,
                                              int32_t process_index, const std::string& listen_flag,
                                              const ListenAddress& listen) {
@@ -35,14 +46,6 @@ absl::StatusOr<PeerListen> ResolvePeerListen(const DaemonClusterConfig& config,
   if (config.init_timeout <= absl::ZeroDuration() || config.op_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "--cluster_init_timeout and --cluster_op_timeout must be positive");
-  }
-  if (!config.transport.empty()) {
-    const std::vector<std::string> names = TransportRegistry::Global().Names();
-    if (std::find(names.begin(), names.end(), config.transport) == names.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--cluster_transport='", config.transport, "' is not a transport of this build; it has: ",
-          names.empty() ? std::string("none") : absl::StrJoin(names, ", ")));
-    }
   }
   if (process_index != 0 && config.coordinator.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -43,6 +43,11 @@ struct DaemonClusterConfig {
 // The cluster flags' values (declared in daemon_cluster_flags.cc).
 DaemonClusterConfig DaemonClusterConfigFromFlags();
 
+// INVALID_ARGUMENT naming the transports of this build when
+// --cluster_transport names none of them (checked in and out of a
+// cluster, so that a typo never waits for the cluster to show).
+absl::Status CheckClusterTransport(const DaemonClusterConfig& config);
+
 // Where the peer services listen, and whether that is the public server.
 struct PeerListen {
   std::string address;  // host:port (port may be 0)
@@ -53,7 +58,7 @@ struct PeerListen {
 // the peer listen address. INVALID_ARGUMENT naming the flag: num_processes
 // < 1, process_index outside [0, num_processes), no --coordinator for a
 // process other than 0, a unix --listen without --peer_listen, heartbeat
-// settings out of range, a --cluster_transport this build does not have.
+// settings out of range.
 absl::StatusOr<PeerListen> ResolvePeerListen(const DaemonClusterConfig& config,
                                              int32_t process_index, const std::string& listen_flag,
                                              const ListenAddress& listen);

@@ -24,7 +24,7 @@ ABSL_FLAG(int32_t, heartbeat_misses, 10,
           "Missed heartbeats in a row after which a process counts as lost.");
 ABSL_FLAG(absl::Duration, cluster_op_timeout, absl::Seconds(60),
           "Bound on one cross-daemon operation: multi-controller barriers, prepared shards "
-          "waiting for their commit, Gloo operations.");
+          "waiting for their commit, the cross-process transport's (gloo, nccl) operations.");
 ABSL_FLAG(bool, cluster_check_collectives, false,
           "Check every multi-controller collective before it runs: one small exchange between "
           "the daemons (about one network round trip per call) that turns calls issued in a "

@@ -184,9 +184,11 @@ CudaBackend::CudaBackend(std::vector<DeviceDescription> devices, std::vector<int
 CudaBackend::~CudaBackend() {
   ReleaseCache();
   for (size_t i = 0; i < staging_.size(); ++i) {
-    cudaSetDevice(static_cast<int>(i));
     Staging& s = *staging_[i];
+    // A GPU this backend never staged through (--cuda_gpus left it to
+    // another daemon) gets no context.
     if (!s.ready) continue;
+    cudaSetDevice(static_cast<int>(i));
     cudaStreamSynchronize(s.stream);
     for (int k = 0; k < 2; ++k) {
       cudaFreeHost(s.pinned[k]);

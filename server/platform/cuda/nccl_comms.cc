@@ -74,10 +74,16 @@ absl::Status NcclComms::WaitIssued(absl::Time deadline, Interrupt interrupted,
                                    absl::string_view what) {
   for (int polls = 0;; ++polls) {
     bool issued = true;
-    for (ncclComm_t comm : comms_) {
+    for (size_t j = 0; j < comms_.size(); ++j) {
       ncclResult_t state = ncclSuccess;
-      ncclCommGetAsyncError(comm, &state);
-      if (state == ncclInProgress) issued = false;
+      ncclCommGetAsyncError(comms_[j], &state);
+      if (state == ncclInProgress) {
+        issued = false;
+      } else if (state != ncclSuccess) {
+        // A failed init or launch queues no kernel: the events would
+        // complete at once over untouched buffers.
+        return NcclStatus(state, comms_[j], absl::StrCat(what, " (rank ", local_[j].rank, ")"));
+      }
     }
     if (issued) return absl::OkStatus();
     if (absl::Status s = Stop(deadline, interrupted, what); !s.ok()) return s;
@@ -171,7 +177,11 @@ absl::Status NcclComms::Run(
           return CudaStatus(err, absl::StrCat(what, " (rank ", local_[j].rank, ")"));
         }
       }
-      if (done) return absl::OkStatus();
+      if (done) {
+        // An error NCCL reported while the kernels ran.
+        return Stop(
+            absl::InfiniteFuture(), [] { return absl::OkStatus(); }, what);
+      }
       if (absl::Status s = Stop(deadline, interrupted, what); !s.ok()) return s;
       Pause(polls);
     }

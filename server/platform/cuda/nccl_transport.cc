@@ -81,6 +81,9 @@ struct NcclTransport::Entry {
   const std::vector<int32_t> processes;  // the key's subset, ascending
   RendezvousAbort interrupt;
   absl::Mutex mu;
+  // The exchange's device buffer (a block per process), made by the first
+  // exchange; freed after the communicators (declared first).
+  std::unique_ptr<DeviceBuffer> exchange_scratch ABSL_GUARDED_BY(mu);
   // By the ranks' device ids; {} is the exchange communicator.
   std::map<std::vector<int64_t>, std::unique_ptr<NcclComms>> comms ABSL_GUARDED_BY(mu);
   bool failed ABSL_GUARDED_BY(mu) = false;
@@ -147,12 +150,11 @@ std::shared_ptr<NcclTransport::Entry> NcclTransport::Find(const TransportGroupKe
 }
 
 void NcclTransport::Interrupt(Entry& entry, const absl::Status& why) {
+  // Only flagged here: ncclCommAbort may take a while, and this runs on
+  // the cluster's threads. A call inside the key's communicators sees the
+  // flag at its next poll and aborts them; idle ones are aborted by the
+  // key's next call (refused) or when their epoch is dropped.
   entry.interrupt.Abort(why);
-  // A call holding the lock sees the interrupt at its next poll and aborts
-  // the communicators itself.
-  if (!entry.mu.TryLock()) return;
-  entry.AbortAll();
-  entry.mu.Unlock();
 }
 
 absl::StatusOr<NcclComms*> NcclTransport::CommsFor(Entry& entry, const TransportGroupKey& key,
@@ -222,17 +224,9 @@ absl::Status NcclTransport::WithEntry(const TransportGroupKey& key, absl::string
   return status;
 }
 
-absl::Status NcclTransport::Connect(const TransportGroupKey& key, absl::Duration budget) {
+absl::Status NcclTransport::Connect(const TransportGroupKey& key, absl::Duration /*budget*/) {
   return WithEntry(key, absl::StrCat("nccl connect of processes ", ProcessListKey(key.processes)),
-                   [&](Entry& entry) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                     const auto mine = std::lower_bound(key.processes.begin(), key.processes.end(),
-                                                        process_index_);
-                     const int position = static_cast<int>(mine - key.processes.begin());
-                     const int ordinal = backend_->Ordinal(backend_->Devices().front().id);
-                     return CommsFor(entry, key, {}, static_cast<int>(key.processes.size()),
-                                     {{position, ordinal}}, budget)
-                         .status();
-                   });
+                   [](Entry&) { return absl::OkStatus(); });
 }
 
 absl::Status NcclTransport::Run(CollectiveKind kind, const CollectiveItem& item,
@@ -240,22 +234,26 @@ absl::Status NcclTransport::Run(CollectiveKind kind, const CollectiveItem& item,
                                 uint32_t /*tag*/, absl::Duration budget, absl::string_view what) {
   const std::string call = absl::StrCat("nccl ", CollectiveKindName(kind), " over processes ",
                                         ProcessListKey(plan.processes), " (", what, ")");
-  return WithEntry(key, call, [&](Entry& entry) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
-    if (absl::Status s = CheckNcclKind(kind, item.dtype); !s.ok()) return s;
-    if (plan.block == 0) return absl::OkStatus();
-    // (rank, CUDA ordinal) of this process's ranks, one GPU each.
-    std::vector<std::pair<int, int>> ranks;
-    for (const RankBuffers& r : plan.local) {
-      const int ordinal = backend_->Ordinal(item.group[r.rank]);
-      for (const auto& [other, used] : ranks) {
-        if (used == ordinal) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "ranks ", other, " and ", r.rank, " are both on GPU ", ordinal,
-              " (logical devices); NCCL takes one rank per GPU: use --cluster_transport=gloo"));
-        }
+  // What this process alone can tell is wrong fails before the group:
+  // the same on every process, and no reason to spend the key.
+  if (absl::Status s = CheckNcclKind(kind, item.dtype); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(call, ": ", s.message()));
+  }
+  if (plan.block == 0) return absl::OkStatus();
+  // (rank, CUDA ordinal) of this process's ranks, one GPU each.
+  std::vector<std::pair<int, int>> ranks;
+  for (const RankBuffers& r : plan.local) {
+    const int ordinal = backend_->Ordinal(item.group[r.rank]);
+    for (const auto& [other, used] : ranks) {
+      if (used == ordinal) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            call, ": ranks ", other, " and ", r.rank, " are both on GPU ", ordinal,
+            " (logical devices); NCCL takes one rank per GPU: use --cluster_transport=gloo"));
       }
-      ranks.emplace_back(r.rank, ordinal);
     }
+    ranks.emplace_back(r.rank, ordinal);
+  }
+  return WithEntry(key, call, [&](Entry& entry) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
     const absl::Time deadline = absl::Now() + budget;
     absl::StatusOr<NcclComms*> comms =
         CommsFor(entry, key, item.group, static_cast<int>(plan.ranks), ranks, budget);
@@ -294,12 +292,18 @@ absl::StatusOr<std::vector<std::string>> NcclTransport::Exchange(const Transport
         absl::StatusOr<NcclComms*> comms = CommsFor(
             entry, key, {}, static_cast<int>(n), {{position, backend_->Ordinal(device)}}, budget);
         if (!comms.ok()) return comms.status();
-        absl::StatusOr<std::unique_ptr<DeviceBuffer>> buffer =
-            backend_->Allocate(device, len * static_cast<int64_t>(n));
-        if (!buffer.ok()) return buffer.status();
+        // One scratch per key, for the largest block: no allocation (which
+        // may synchronise the GPU) per exchange.
+        if (entry.exchange_scratch == nullptr) {
+          absl::StatusOr<std::unique_ptr<DeviceBuffer>> scratch =
+              backend_->Allocate(device, static_cast<int64_t>(kMaxBlock * n));
+          if (!scratch.ok()) return scratch.status();
+          entry.exchange_scratch = *std::move(scratch);
+        }
+        DeviceBuffer& buffer = *entry.exchange_scratch;
         const ByteRun in{0, position * len, len};
-        if (absl::Status s = backend_->Write(block.data(), **buffer, {&in, 1}); !s.ok()) return s;
-        std::byte* base = static_cast<std::byte*>((*buffer)->data());
+        if (absl::Status s = backend_->Write(block.data(), buffer, {&in, 1}); !s.ok()) return s;
+        std::byte* base = static_cast<std::byte*>(buffer.data());
         absl::Status ran = (*comms)->Run(
             [&](size_t, ncclComm_t comm, cudaStream_t stream) {
               // In place: this process's block already sits at its slot.
@@ -309,7 +313,7 @@ absl::StatusOr<std::vector<std::string>> NcclTransport::Exchange(const Transport
             std::max(deadline - absl::Now(), absl::ZeroDuration()),
             [&entry] { return entry.interrupt.status(); }, "the exchange");
         if (!ran.ok()) return ran;
-        return backend_->ReadBytes(**buffer, 0, gathered.data(), len * static_cast<int64_t>(n));
+        return backend_->ReadBytes(buffer, 0, gathered.data(), len * static_cast<int64_t>(n));
       });
   if (!status.ok()) return status;
   std::vector<std::string> blocks;

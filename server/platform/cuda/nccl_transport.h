@@ -29,14 +29,20 @@
 // (until the budget aborts them); a trainer should give such sets
 // distinct call phases.
 //
-// Failure. A failed connect or operation (timeout, NCCL error, a lost peer)
-// aborts every communicator of the key (ncclCommAbort) and refuses the key
-// from then on, as with Gloo; the cluster bumps the set's generation.
-// AbortProcess interrupts an operation or rendezvous in flight on a group
-// with the lost process within one poll (~20 us) of being told. A
-// forfeited call's peers wait in their item's rendezvous until their
-// budget (Gloo's peers fail at once): their communicators' key is one this
-// process never joins.
+// Failure. A failed rendezvous or operation (timeout, NCCL error, a lost
+// peer) aborts every communicator of the key (ncclCommAbort) and refuses
+// the key from then on, as with Gloo; the cluster bumps the set's
+// generation. Abort, AbortGeneration and AbortProcess only flag the keys
+// (ncclCommAbort may take a while; they run on the cluster's threads): a
+// call inside a flagged key's communicators ends within one poll -- 20 us
+// in NCCL's waits, AbortableRendezvousStore::kPoll in the store's -- and
+// aborts them; idle ones are aborted by the key's next call, which is
+// refused, or when their epoch is dropped. Argument errors this process
+// can tell alone (a dtype NCCL cannot reduce, ranks that share a GPU) fail
+// before the key is touched. A forfeited call's peers wait in their
+// item's rendezvous until their budget (Gloo's peers fail at once): NCCL
+// has no connection this process could close under them, so Connect,
+// which the cluster engine calls for them, makes nothing.
 //
 // Numerics are NCCL's: f16 / bf16 reduce in their own precision at every
 // step (gloo: f32 accumulation, one rounding), integer MEAN is ncclAvg in
@@ -88,7 +94,8 @@ class NcclTransport final : public CrossProcessTransport {
   // address is not known here.
   std::string ListenAddress() const override { return ""; }
   bool encrypted() const override { return false; }
-  // Makes the key's exchange communicator.
+  // Makes nothing (communicators are made per item, on first use); fails
+  // UNAVAILABLE when the key was refused.
   absl::Status Connect(const TransportGroupKey& key, absl::Duration budget) override;
   absl::Status Run(CollectiveKind kind, const CollectiveItem& item, const ClusterItemPlan& plan,
                    const TransportGroupKey& key, uint32_t tag, absl::Duration budget,
@@ -111,8 +118,7 @@ class NcclTransport final : public CrossProcessTransport {
 
   std::shared_ptr<Entry> EntryFor(const TransportGroupKey& key);
   std::shared_ptr<Entry> Find(const TransportGroupKey& key) const;
-  // Interrupts `entry` with `why` and aborts its communicators now unless a
-  // call holds them (that call aborts them at its next poll).
+  // Flags `entry` with `why` (see "Failure").
   static void Interrupt(Entry& entry, const absl::Status& why);
   // The communicators of `key` over `ranks` (rank -> CUDA ordinal of the
   // ranks this process holds; ascending ranks), made on first use.
