@@ -25,6 +25,17 @@ using ::testing::HasSubstr;
 using testing::kNodeDevices;
 using testing::StartNodes;
 
+// Waits (up to 10 s) until `node`'s devices hold `bytes` in use: a stream
+// the client closed lets go of its tensor when the server's side of the
+// call ends, moments later.
+int64_t MemoryInUseSettlesAt(const testing::PeerTestNode& node, int64_t bytes) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline && node.inventory->TotalMemoryInUse() != bytes) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return node.inventory->TotalMemoryInUse();
+}
+
 // A record of f32[shape] on one device (no buffer: a shell).
 std::unique_ptr<Tensor> Record(const std::string& id, int64_t device, Shape shape,
                                int32_t process) {
@@ -158,7 +169,7 @@ TEST(PeerClientTest, ShardsWrittenToAnotherDaemonReadBackAsBoxes) {
   auto freed = client.DeleteTensors(1, {"t-written"});
   ASSERT_TRUE(freed.ok()) << freed.status();
   EXPECT_GT(*freed, 0);
-  EXPECT_EQ(nodes[1]->inventory->TotalMemoryInUse(), baseline);
+  EXPECT_EQ(MemoryInUseSettlesAt(*nodes[1], baseline), baseline);
   // A box of a tensor node 1 does not have is its NOT_FOUND.
   auto none = client.OpenBox(1, "t-written", device, Box{{0, 1}, {0, 1}}, absl::Seconds(10));
   if (none.ok()) {
