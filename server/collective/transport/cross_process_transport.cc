@@ -4,6 +4,19 @@
 
 namespace placement::server {
 
+absl::Status CheckTransportOptions(absl::string_view name,
+                                   const CrossProcessTransportOptions& options) {
+  if (options.store == nullptr || options.backend == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " transport: store and backend are required"));
+  }
+  if (options.process_index < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " transport: process index ", options.process_index, " is negative"));
+  }
+  return absl::OkStatus();
+}
+
 std::string TransportGroupKey::Name() const {
   return absl::StrCat(GenerationStem(), ProcessListKey(processes));
 }

@@ -90,6 +90,12 @@ struct CrossProcessTransportOptions {
   std::string hostname = "127.0.0.1";
 };
 
+// INVALID_ARGUMENT "<name> transport: ..." for options without a store or
+// backend, or with a negative process index: what every factory checks
+// first.
+absl::Status CheckTransportOptions(absl::string_view name,
+                                   const CrossProcessTransportOptions& options);
+
 class CrossProcessTransport {
  public:
   virtual ~CrossProcessTransport() = default;

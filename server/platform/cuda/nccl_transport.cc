@@ -10,7 +10,6 @@
 #include <cstring>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/collective/transport/abortable_rendezvous_store.h"
@@ -96,13 +95,7 @@ struct NcclTransport::Entry {
 
 absl::StatusOr<std::unique_ptr<CrossProcessTransport>> NcclTransport::Create(
     const CrossProcessTransportOptions& options) {
-  if (options.store == nullptr || options.backend == nullptr) {
-    return absl::InvalidArgumentError("nccl transport: store and backend are required");
-  }
-  if (options.process_index < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("nccl transport: process index ", options.process_index, " is negative"));
-  }
+  if (absl::Status s = CheckTransportOptions("nccl", options); !s.ok()) return s;
   auto* cuda = dynamic_cast<CudaBackend*>(options.backend);
   if (cuda == nullptr) {
     return absl::FailedPreconditionError(
@@ -135,18 +128,8 @@ NcclTransport::NcclTransport(const CrossProcessTransportOptions& options, CudaBa
 NcclTransport::~NcclTransport() = default;
 
 std::shared_ptr<NcclTransport::Entry> NcclTransport::EntryFor(const TransportGroupKey& key) {
-  absl::MutexLock lock(&mu_);
-  std::shared_ptr<Entry>& entry = entries_[key.epoch][key.Name()];
-  if (entry == nullptr) entry = std::make_shared<Entry>(key.processes);
-  return entry;
-}
-
-std::shared_ptr<NcclTransport::Entry> NcclTransport::Find(const TransportGroupKey& key) const {
-  absl::MutexLock lock(&mu_);
-  auto by_name = entries_.find(key.epoch);
-  if (by_name == entries_.end()) return nullptr;
-  auto it = by_name->second.find(key.Name());
-  return it == by_name->second.end() ? nullptr : it->second;
+  return entries_.GetOrMake(key.epoch, key.Name(),
+                            [&] { return std::make_shared<Entry>(key.processes); });
 }
 
 void NcclTransport::Interrupt(Entry& entry, const absl::Status& why) {
@@ -331,65 +314,34 @@ void NcclTransport::Abort(const TransportGroupKey& key) {
 void NcclTransport::AbortGeneration(uint64_t epoch, const std::string& set_key,
                                     uint64_t generation) {
   const std::string stem = TransportGroupKey{epoch, set_key, generation, {}}.GenerationStem();
-  std::vector<std::shared_ptr<Entry>> matching;
-  {
-    absl::MutexLock lock(&mu_);
-    auto by_name = entries_.find(epoch);
-    if (by_name == entries_.end()) return;
-    for (const auto& [name, entry] : by_name->second) {
-      if (absl::StartsWith(name, stem)) matching.push_back(entry);
-    }
-  }
-  for (const auto& entry : matching) {
+  for (const auto& entry : entries_.WithPrefix(epoch, stem)) {
     Interrupt(*entry, absl::UnavailableError(absl::StrCat("generation ", generation, " of set ",
                                                           set_key, " was aborted")));
   }
 }
 
 void NcclTransport::AbortProcess(int32_t process, const std::string& why) {
-  std::vector<std::shared_ptr<Entry>> matching;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [epoch, by_name] : entries_) {
-      for (const auto& [name, entry] : by_name) {
-        if (std::binary_search(entry->processes.begin(), entry->processes.end(), process)) {
-          matching.push_back(entry);
-        }
-      }
-    }
+  for (const auto& entry : entries_.All([process](const Entry& e) {
+         return std::binary_search(e.processes.begin(), e.processes.end(), process);
+       })) {
+    Interrupt(*entry, absl::UnavailableError(why));
   }
-  for (const auto& entry : matching) Interrupt(*entry, absl::UnavailableError(why));
 }
 
 bool NcclTransport::Connected(const TransportGroupKey& key) const {
-  std::shared_ptr<Entry> entry = Find(key);
+  std::shared_ptr<Entry> entry = entries_.Find(key.epoch, key.Name());
   if (entry == nullptr || !entry->mu.TryLock()) return false;
   const bool connected = !entry->failed && !entry->comms.empty();
   entry->mu.Unlock();
   return connected;
 }
 
-void NcclTransport::DropEpochsBefore(uint64_t epoch) {
-  std::map<uint64_t, absl::flat_hash_map<std::string, std::shared_ptr<Entry>>> dropped;
-  {
-    absl::MutexLock lock(&mu_);
-    auto end = entries_.lower_bound(epoch);
-    dropped.insert(std::make_move_iterator(entries_.begin()), std::make_move_iterator(end));
-    entries_.erase(entries_.begin(), end);
-  }
-  // Their communicators are aborted as the last holder lets go.
-}
+// Their communicators are aborted as the last holder lets go.
+void NcclTransport::DropEpochsBefore(uint64_t epoch) { entries_.DropEpochsBefore(epoch); }
 
 size_t NcclTransport::connected_groups() const {
-  std::vector<std::shared_ptr<Entry>> entries;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [epoch, by_name] : entries_) {
-      for (const auto& [name, entry] : by_name) entries.push_back(entry);
-    }
-  }
   size_t n = 0;
-  for (const auto& entry : entries) {
+  for (const auto& entry : entries_.All()) {
     if (entry->mu.TryLock()) {
       n += !entry->failed && !entry->comms.empty() ? 1 : 0;
       entry->mu.Unlock();

@@ -58,16 +58,15 @@
 #define PLACEMENT_SERVER_PLATFORM_CUDA_NCCL_TRANSPORT_H_
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "server/collective/transport/cross_process_transport.h"
+#include "server/collective/transport/transport_groups.h"
 #include "server/platform/cuda/cuda_backend.h"
 
 namespace placement::server {
@@ -117,7 +116,6 @@ class NcclTransport final : public CrossProcessTransport {
   NcclTransport(const CrossProcessTransportOptions& options, CudaBackend* backend);
 
   std::shared_ptr<Entry> EntryFor(const TransportGroupKey& key);
-  std::shared_ptr<Entry> Find(const TransportGroupKey& key) const;
   // Flags `entry` with `why` (see "Failure").
   static void Interrupt(Entry& entry, const absl::Status& why);
   // The communicators of `key` over `ranks` (rank -> CUDA ordinal of the
@@ -126,8 +124,7 @@ class NcclTransport final : public CrossProcessTransport {
   absl::StatusOr<NcclComms*> CommsFor(Entry& entry, const TransportGroupKey& key,
                                       const std::vector<int64_t>& device_ids, int size,
                                       const std::vector<std::pair<int, int>>& ranks,
-                                      absl::Duration budget)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(entry.mu);
+                                      absl::Duration budget);
   // Runs `fn` on the entry of `key` under its lock; a failure aborts the
   // key's communicators and refuses the key.
   absl::Status WithEntry(const TransportGroupKey& key, absl::string_view call,
@@ -136,10 +133,8 @@ class NcclTransport final : public CrossProcessTransport {
   RendezvousStore* const store_;
   CudaBackend* const backend_;
   const int32_t process_index_;
-  mutable absl::Mutex mu_;
-  // epoch -> key name -> entry.
-  std::map<uint64_t, absl::flat_hash_map<std::string, std::shared_ptr<Entry>>> entries_
-      ABSL_GUARDED_BY(mu_);
+  // By epoch and key name.
+  TransportGroups<Entry> entries_;
 };
 
 }  // namespace placement::server

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/collective/cluster/cluster_item.h"
@@ -28,10 +27,8 @@ GlooContextCache::~GlooContextCache() = default;
 
 std::shared_ptr<GlooContextCache::Entry> GlooContextCache::EntryFor(const TransportGroupKey& key,
                                                                     const std::string& prefix) {
-  absl::MutexLock lock(&mu_);
-  std::shared_ptr<Entry>& entry = entries_[key.epoch][prefix];
-  if (entry == nullptr) entry = std::make_shared<Entry>(key.processes);
-  return entry;
+  return entries_.GetOrMake(key.epoch, prefix,
+                            [&] { return std::make_shared<Entry>(key.processes); });
 }
 
 absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Get(const TransportGroupKey& key,
@@ -131,15 +128,7 @@ void GlooContextCache::FailGeneration(uint64_t epoch, const std::string& set_key
   // Every subset's prefix starts with the set's, up to "/p".
   const std::string stem =
       absl::StrCat("gloo/", TransportGroupKey{epoch, set_key, generation, {}}.GenerationStem());
-  std::vector<std::shared_ptr<Entry>> matching;
-  {
-    absl::MutexLock lock(&mu_);
-    auto by_prefix = entries_.find(epoch);
-    if (by_prefix == entries_.end()) return;
-    for (const auto& [prefix, entry] : by_prefix->second) {
-      if (absl::StartsWith(prefix, stem)) matching.push_back(entry);
-    }
-  }
+  const std::vector<std::shared_ptr<Entry>> matching = entries_.WithPrefix(epoch, stem);
   std::vector<std::shared_ptr<gloo::Context>> dropped;
   for (const std::shared_ptr<Entry>& entry : matching) {
     absl::MutexLock lock(&entry->mu);
@@ -151,18 +140,9 @@ void GlooContextCache::FailGeneration(uint64_t epoch, const std::string& set_key
 }
 
 void GlooContextCache::FailProcess(int32_t process, const std::string& why) {
-  std::vector<std::shared_ptr<Entry>> matching;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [epoch, by_prefix] : entries_) {
-      for (const auto& [prefix, entry] : by_prefix) {
-        if (std::binary_search(entry->processes.begin(), entry->processes.end(), process)) {
-          matching.push_back(entry);
-        }
-      }
-    }
-  }
-  for (const std::shared_ptr<Entry>& entry : matching) {
+  for (const std::shared_ptr<Entry>& entry : entries_.All([process](const Entry& e) {
+         return std::binary_search(e.processes.begin(), e.processes.end(), process);
+       })) {
     std::shared_ptr<gloo::Context> context;
     // A key that is connecting holds its lock for its rendezvous: its waits
     // on the store end with `why`, and Get fails the key. One whose
@@ -180,15 +160,8 @@ void GlooContextCache::FailProcess(int32_t process, const std::string& why) {
 }
 
 std::string GlooContextCache::AbortReason(const TransportGroupKey& key, absl::Duration wait) {
-  std::shared_ptr<Entry> entry;
-  {
-    absl::MutexLock lock(&mu_);
-    auto by_prefix = entries_.find(key.epoch);
-    if (by_prefix == entries_.end()) return "";
-    auto it = by_prefix->second.find(GlooPrefix(key));
-    if (it == by_prefix->second.end()) return "";
-    entry = it->second;
-  }
+  std::shared_ptr<Entry> entry = entries_.Find(key.epoch, GlooPrefix(key));
+  if (entry == nullptr) return "";
   const auto said = [](Entry* e)
                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu) { return !e->abort_reason.empty(); };
   entry->mu.LockWhenWithTimeout(absl::Condition(+said, entry.get()), wait);
@@ -198,42 +171,19 @@ std::string GlooContextCache::AbortReason(const TransportGroupKey& key, absl::Du
 }
 
 bool GlooContextCache::Connected(const TransportGroupKey& key) const {
-  std::shared_ptr<Entry> entry;
-  {
-    absl::MutexLock lock(&mu_);
-    auto by_prefix = entries_.find(key.epoch);
-    if (by_prefix == entries_.end()) return false;
-    auto it = by_prefix->second.find(GlooPrefix(key));
-    if (it == by_prefix->second.end()) return false;
-    entry = it->second;
-  }
+  std::shared_ptr<Entry> entry = entries_.Find(key.epoch, GlooPrefix(key));
   // A key that is connecting holds its lock: not connected yet.
-  if (!entry->mu.TryLock()) return false;
+  if (entry == nullptr || !entry->mu.TryLock()) return false;
   const bool connected = entry->context != nullptr;
   entry->mu.Unlock();
   return connected;
 }
 
-void GlooContextCache::DropEpochsBefore(uint64_t epoch) {
-  std::map<uint64_t, absl::flat_hash_map<std::string, std::shared_ptr<Entry>>> dropped;
-  {
-    absl::MutexLock lock(&mu_);
-    auto end = entries_.lower_bound(epoch);
-    dropped.insert(std::make_move_iterator(entries_.begin()), std::make_move_iterator(end));
-    entries_.erase(entries_.begin(), end);
-  }
-}
+void GlooContextCache::DropEpochsBefore(uint64_t epoch) { entries_.DropEpochsBefore(epoch); }
 
 size_t GlooContextCache::connected() const {
-  std::vector<std::shared_ptr<Entry>> entries;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [epoch, by_prefix] : entries_) {
-      for (const auto& [prefix, entry] : by_prefix) entries.push_back(entry);
-    }
-  }
   size_t n = 0;
-  for (const auto& entry : entries) {
+  for (const auto& entry : entries_.All()) {
     // A key that is connecting holds its lock: not connected yet.
     if (entry->mu.TryLock()) {
       n += entry->context != nullptr ? 1 : 0;

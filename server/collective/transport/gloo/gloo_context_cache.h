@@ -22,19 +22,18 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/collective/transport/abortable_rendezvous_store.h"
 #include "server/collective/transport/cross_process_transport.h"
+#include "server/collective/transport/transport_groups.h"
 
 namespace gloo {
 class Context;
@@ -146,10 +145,8 @@ class GlooContextCache {
   RendezvousStore* const store_;
   const std::shared_ptr<gloo::transport::Device> device_;
   const int32_t process_index_;
-  mutable absl::Mutex mu_;
-  // epoch -> prefix -> entry.
-  std::map<uint64_t, absl::flat_hash_map<std::string, std::shared_ptr<Entry>>> entries_
-      ABSL_GUARDED_BY(mu_);
+  // By epoch and rendezvous prefix.
+  TransportGroups<Entry> entries_;
 };
 
 }  // namespace placement::server

@@ -16,13 +16,7 @@ namespace placement::server {
 
 absl::StatusOr<std::unique_ptr<CrossProcessTransport>> GlooTransport::Create(
     const CrossProcessTransportOptions& options) {
-  if (options.store == nullptr || options.backend == nullptr) {
-    return absl::InvalidArgumentError("gloo transport: store and backend are required");
-  }
-  if (options.process_index < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gloo transport: process index ", options.process_index, " is negative"));
-  }
+  if (absl::Status s = CheckTransportOptions("gloo", options); !s.ok()) return s;
   absl::StatusOr<std::string> address = ResolveGlooAddress(options.hostname);
   if (!address.ok()) {
     return absl::UnavailableError(
