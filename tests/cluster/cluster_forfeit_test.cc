@@ -173,6 +173,46 @@ TEST_F(ClusterForfeitTest, SingleControllerFailsEverywhereAtOnceThenRecovers) {
   EXPECT_TRUE(MemoryReturns(*client_, {}, baseline));
 }
 
+// Groups that each leave a daemon out (the "y" axis of a 2 x 3 grid over
+// the 3 daemons: devices of processes 0,1 and of 1,2): process 1 fails its
+// part before it reaches either group, so its peers wait for it in
+// rendezvous it never joins. It says in the coordinator's store that it
+// gave the generation up, and their waits end there (before, they lasted
+// --cluster_op_timeout, 120 s here).
+TEST_F(ClusterForfeitTest, PeersWaitingInAGroupTheFailingDaemonNeverJoinedFailAtOnce) {
+  client::MeshClient meshes(*client_);
+  ASSERT_TRUE(meshes.Create({{"x", 2}, {"y", 3}}, {.mesh_id = "grid"}).ok());
+  client::TensorClient tensors(*client_);
+  // [3, 2 x columns] ones, a [1, columns] block per device: the sum of
+  // dimension 0's blocks over "y" is [1, 2 x columns] of 3s, a block on
+  // every device.
+  auto upload = [&](int64_t columns) {
+    std::vector<float> values(6 * columns, 1.f);
+    auto info = tensors.Upload(HostArray::Of(values, {3, 2 * columns}),
+                               Placement::Sharded("grid", {{"y"}, {"x"}}));
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? *info : client::TensorInfo();
+  };
+  client::TensorInfo big = upload(kColumns);
+  client::TensorInfo small = upload(4);
+  const std::vector<int64_t> with_inputs = MemoryOf(*client_);
+  client::CollectiveClient collectives(*client_);
+  const absl::Time start = absl::Now();
+  auto sum = collectives.AllReduce(big.id, client::ReduceOp::kSum, {.axes = {"y"}});
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_FALSE(sum.ok());
+  EXPECT_EQ(sum.status().code(), absl::StatusCode::kResourceExhausted) << sum.status();
+  EXPECT_LT(took, kBound) << sum.status();
+  EXPECT_TRUE(MemoryReturns(*client_, {}, with_inputs));
+  // The set's next generation runs, and the key it left is gone then.
+  auto ok = collectives.AllReduce(small.id, client::ReduceOp::kSum, {.axes = {"y"}});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  std::vector<float> got(8);
+  ASSERT_TRUE(tensors.Download(ok->id, client::AsWritableBytes(got)).ok());
+  EXPECT_THAT(got, ::testing::Each(3.f));
+  ASSERT_TRUE(tensors.Delete({ok->id, big.id, small.id}).ok());
+}
+
 TEST_F(ClusterForfeitTest, MultiControllerTrainersLearnWhichProcessFailed) {
   // Unchecked (the default): process 1 forfeits, closing the connections.
   ExpectTrainersLearnWhichProcessFailed();

@@ -104,6 +104,7 @@ absl::Status ClusterEngine::Run(CollectiveKind kind, absl::Span<const Collective
     }
     return options_.local->Run(kind, items, context);
   }
+  RetireAbandoned(*ticket);
   if (ticket->call_ordered) return RunOrdered(kind, items, context);
   absl::StatusOr<std::shared_ptr<TicketSequencer>> sequencer = SequencerFor(*ticket);
   if (!sequencer.ok()) return sequencer.status();
@@ -245,7 +246,7 @@ absl::Status ClusterEngine::TakeLate(const std::string& set_key) {
 void ClusterEngine::ForfeitOrdered(const CrossProcessTicket& ticket, const absl::Status& why) {
   if (ticket.processes.size() < 2) return;
   PostNotice(ticket, why);
-  CloseForfeited(ticket, ticket.processes, why);
+  CloseForfeited(ticket, why);
 }
 
 std::optional<absl::Status> ClusterEngine::ForfeitedBy(const CrossProcessTicket& ticket,
@@ -418,24 +419,45 @@ void ClusterEngine::Forfeit(const CrossProcessTicket& ticket,
   turn.deadline = absl::Now() + options_.gap_timeout;
   // Refused when the ticket ran (or was refused) here: nothing to undo.
   if (!(*sequencer)->Acquire(ticket.ticket, turn).ok()) return;
-  CloseForfeited(ticket, participants, why);
+  CloseForfeited(ticket, why);
   (*sequencer)->Finish(ticket.ticket);
 }
 
-void ClusterEngine::CloseForfeited(const CrossProcessTicket& ticket,
-                                   const std::vector<int32_t>& participants,
-                                   const absl::Status& why) {
+void ClusterEngine::CloseForfeited(const CrossProcessTicket& ticket, const absl::Status& why) {
+  // Peers inside an operation with this process fail as its connections
+  // close; peers waiting for it in a rendezvous of the generation (the full
+  // set's, or a subset's it never reached) read the key below.
   if (options_.transport != nullptr) {
-    const TransportGroupKey full{ticket.epoch, ticket.set_key, ticket.generation, participants};
-    if (!options_.transport->Connected(full) && RefuseLost(full, "forfeit").ok()) {
-      // Peers may wait in the full set's rendezvous for this process (not
-      // for a group with a lost member: their calls are refused).
-      options_.transport->Connect(full, std::min(options_.gap_timeout, options_.timeout))
-          .IgnoreError();
-    }
     options_.transport->AbortGeneration(ticket.epoch, ticket.set_key, ticket.generation);
   }
+  if (options_.store != nullptr) {
+    {
+      absl::MutexLock lock(&mu_);
+      abandoned_[ticket.set_key] = {ticket.epoch, ticket.generation};
+    }
+    options_.store
+        ->Set(GenerationAbandonedKey(ticket.epoch, ticket.set_key, ticket.generation),
+              absl::StrCat("process ", options_.process_index, " gave up ", TicketName(ticket),
+                           ": ", why.message()))
+        .IgnoreError();
+  }
   ReportFailure(ticket, absl::Status(why.code(), absl::StrCat("forfeited here: ", why.message())));
+}
+
+void ClusterEngine::RetireAbandoned(const CrossProcessTicket& ticket) {
+  std::pair<uint64_t, uint64_t> given_up;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = abandoned_.find(ticket.set_key);
+    if (it == abandoned_.end() || it->second == std::make_pair(ticket.epoch, ticket.generation)) {
+      return;
+    }
+    given_up = it->second;
+    abandoned_.erase(it);
+  }
+  options_.store
+      ->DeletePrefix(GenerationAbandonedKey(given_up.first, ticket.set_key, given_up.second))
+      .IgnoreError();
 }
 
 void ClusterEngine::ReportFailure(const CrossProcessTicket& ticket, const absl::Status& status) {

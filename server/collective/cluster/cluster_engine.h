@@ -172,15 +172,18 @@ class ClusterEngine final : public CollectiveEngine {
                    const CollectiveContext& context) override;
 
   // This process will not run `ticket` (its caller failed before calling
-  // Run, e.g. allocating a result): in the ticket's turn here, the set's
-  // contexts of the ticket's generation are closed -- the full set's
-  // (`participants`, ascending, this process included) connected first if
-  // it was not, so peers still in its rendezvous get through it -- and the
-  // failure is reported (on_failure: a new generation). Peers inside the
-  // ticket's operations then fail at once (UNAVAILABLE, "Connection closed
-  // by peer") rather than after `timeout`. Waits at most `gap_timeout` for
-  // the turn and for that connection. No-op when the ticket already ran or
-  // was refused here (its turn passed), or for a set of one process.
+  // Run, e.g. allocating a result): in the ticket's turn here, this
+  // process's groups of the ticket's generation are closed, the store is
+  // told that the generation was given up (GenerationAbandonedKey, with
+  // `why`), and the failure is reported (on_failure: a new generation).
+  // Peers inside the ticket's operations then fail at once (UNAVAILABLE,
+  // "Connection closed by peer"), and peers waiting for this process in a
+  // rendezvous of the generation -- of the set (`participants`, ascending,
+  // this process included) or of a subset it never reached -- within one
+  // poll, with `why`, rather than after `timeout`. Waits at most
+  // `gap_timeout` for the turn. No-op when the ticket already ran or was
+  // refused here (its turn passed), or for a set of one process. The key
+  // is deleted at this process's first call of the set's next generation.
   void Forfeit(const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
                const absl::Status& why);
 
@@ -244,10 +247,12 @@ class ClusterEngine final : public CollectiveEngine {
   // The notice another process left for `ticket`, as the error to report,
   // waiting up to `wait` for one; nullopt when there is none.
   std::optional<absl::Status> ForfeitedBy(const CrossProcessTicket& ticket, absl::Duration wait);
-  // Closes the connections of `ticket`'s generation (the full set's
-  // context connected first if it was not) and reports the forfeit.
-  void CloseForfeited(const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
-                      const absl::Status& why);
+  // Closes this process's connections of `ticket`'s generation, says in
+  // the store that the generation was given up (GenerationAbandonedKey:
+  // peers waiting for this process in a rendezvous of the generation --
+  // the full set's or a subset's it never reached -- fail at once), and
+  // reports the forfeit.
+  void CloseForfeited(const CrossProcessTicket& ticket, const absl::Status& why);
   // Leaves this process's notice that its part of `ticket` fails with `why`.
   void PostNotice(const CrossProcessTicket& ticket, const absl::Status& why);
   // Takes the failure of the set's previous call that its next call must
@@ -299,6 +304,16 @@ class ClusterEngine final : public CollectiveEngine {
     absl::Status late;
   };
   std::map<std::string, Formation> formations_ ABSL_GUARDED_BY(mu_);
+  // Per set: the (epoch, generation) this process gave up last, whose
+  // GenerationAbandonedKey it deletes at the set's first call of another
+  // generation here -- every process has left the abandoned call by then
+  // (a driver numbers a new generation only once every part of the failed
+  // call returned; a call-ordered set forms again with every process).
+  // RetireAbandoned.
+  std::map<std::string, std::pair<uint64_t, uint64_t>> abandoned_ ABSL_GUARDED_BY(mu_);
+  // Deletes the key of `ticket`'s set's abandoned generation once `ticket`
+  // is of another one.
+  void RetireAbandoned(const CrossProcessTicket& ticket);
 };
 
 }  // namespace placement::server

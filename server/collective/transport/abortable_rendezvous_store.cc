@@ -58,6 +58,14 @@ absl::StatusOr<std::string> AbortableRendezvousStore::Get(const std::string& key
     // A slice's own DEADLINE_EXCEEDED is not the caller's until its
     // timeout has passed; every other outcome is.
     if (!absl::IsDeadlineExceeded(value.status())) return value;
+    if (!watch_.empty()) {
+      // A look, not a wait (the coordinator reads a zero wait as its
+      // default).
+      if (absl::StatusOr<std::string> given_up = store_->Get(watch_, absl::Milliseconds(1));
+          given_up.ok()) {
+        return absl::UnavailableError(*given_up);
+      }
+    }
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "rendezvous: key '", key, "' not published within ", absl::FormatDuration(timeout)));

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -65,14 +66,19 @@ class AbortableRendezvousStore final : public RendezvousStore {
   static constexpr absl::Duration kPoll = absl::Milliseconds(200);
 
   // REQUIRES: `store` and `abort` outlive this store; poll > 0.
+  // `watch`, when not empty, is a key of the underlying store that ends the
+  // rendezvous too once someone publishes it (GenerationAbandonedKey: a
+  // process gave up the call the rendezvous is for).
   AbortableRendezvousStore(RendezvousStore* store, const RendezvousAbort* abort,
-                           absl::Duration poll = kPoll)
-      : store_(store), abort_(abort), poll_(poll) {}
+                           absl::Duration poll = kPoll, std::string watch = "")
+      : store_(store), abort_(abort), poll_(poll), watch_(std::move(watch)) {}
 
   // The abort's status once aborted, else the underlying store's.
   absl::Status Set(const std::string& key, const std::string& value) override;
-  // The abort's status once aborted (checked before each slice), else as
-  // RendezvousStore::Get.
+  // The abort's status once aborted (checked before each slice); UNAVAILABLE
+  // with the watched key's value once it is published (looked up after
+  // each slice that found nothing: one more underlying Get per `poll` while
+  // the key is missing); else as RendezvousStore::Get.
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
   // The underlying store's, whether aborted or not (clean-up still runs).
   absl::StatusOr<int64_t> DeletePrefix(const std::string& prefix) override;
@@ -81,6 +87,7 @@ class AbortableRendezvousStore final : public RendezvousStore {
   RendezvousStore* const store_;
   const RendezvousAbort* const abort_;
   const absl::Duration poll_;
+  const std::string watch_;
 };
 
 }  // namespace placement::server

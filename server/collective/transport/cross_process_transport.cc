@@ -17,6 +17,11 @@ absl::Status CheckTransportOptions(absl::string_view name,
   return absl::OkStatus();
 }
 
+std::string GenerationAbandonedKey(uint64_t epoch, const std::string& set_key,
+                                   uint64_t generation) {
+  return absl::StrCat("abandoned/e", epoch, "/s", set_key, "/g", generation, "/why");
+}
+
 std::string TransportGroupKey::Name() const {
   return absl::StrCat(GenerationStem(), ProcessListKey(processes));
 }

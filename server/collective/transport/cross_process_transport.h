@@ -77,6 +77,15 @@ struct TransportGroupKey {
   std::string GenerationStem() const;
 };
 
+// "abandoned/e3/s0,1,3/g0/why": where a process that gave up a call of the
+// set's generation before its items (the cluster engine's forfeit) says
+// why. A transport's rendezvous for a group of that generation watches it
+// (AbortableRendezvousStore's `watch`): peers waiting for that process's
+// entry in a group it never joins -- a subset of the set, for an item it
+// did not reach -- fail UNAVAILABLE with those words within one poll,
+// instead of waiting out their budget.
+std::string GenerationAbandonedKey(uint64_t epoch, const std::string& set_key, uint64_t generation);
+
 // What every transport is made from.
 struct CrossProcessTransportOptions {
   // The coordinator's key-value store. Not owned; outlives the transport.
@@ -111,7 +120,10 @@ class CrossProcessTransport {
 
   // Connects the group of `key` on first use (a later call finds it),
   // waiting up to `budget` for the others' rendezvous entries and as long
-  // again for each connection. REQUIRES: key.processes holds this process.
+  // again for each connection: a group warmed up ahead of its first item
+  // (Run and Exchange connect on their own; the cluster engine relies on
+  // that). A transport whose groups are per item may make nothing (nccl).
+  // REQUIRES: key.processes holds this process.
   virtual absl::Status Connect(const TransportGroupKey& key, absl::Duration budget) = 0;
 
   // Runs `item` as planned for this process (PlanClusterItem) on the group

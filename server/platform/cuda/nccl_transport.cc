@@ -65,6 +65,34 @@ std::string InterfaceOf(const std::string& host) {
   return name;
 }
 
+// What ends a wait inside NCCL (init or an operation) besides its budget:
+// the key's interrupt, checked at every poll, and the generation's
+// abandonment (a process gave the call up before joining: its peers would
+// wait for it), looked up in the store at most every
+// AbortableRendezvousStore::kPoll.
+class Interruption {
+ public:
+  Interruption(const RendezvousAbort& interrupt, RendezvousStore* store, std::string abandoned)
+      : interrupt_(interrupt), store_(store), abandoned_(std::move(abandoned)) {}
+
+  absl::Status operator()() const {
+    if (absl::Status s = interrupt_.status(); !s.ok()) return s;
+    const absl::Time now = absl::Now();
+    if (now < next_look_) return absl::OkStatus();
+    next_look_ = now + AbortableRendezvousStore::kPoll;
+    absl::StatusOr<std::string> why = store_->Get(abandoned_, absl::Milliseconds(1));
+    return why.ok() ? absl::UnavailableError(*why) : absl::OkStatus();
+  }
+
+ private:
+  const RendezvousAbort& interrupt_;
+  RendezvousStore* const store_;
+  const std::string abandoned_;
+  // The first look waits a poll: a call that is quick never reaches it.
+  // (Mutable: absl::FunctionRef calls it as const.)
+  mutable absl::Time next_look_ = absl::Now() + AbortableRendezvousStore::kPoll;
+};
+
 }  // namespace
 
 std::string NcclPrefix(const TransportGroupKey& key, const std::vector<int64_t>& device_ids) {
@@ -149,7 +177,8 @@ absl::StatusOr<NcclComms*> NcclTransport::CommsFor(Entry& entry, const Transport
   const std::string id_key = absl::StrCat(prefix, "/id");
   const bool draws = ranks.front().first == 0;
   const absl::Time deadline = absl::Now() + budget;
-  AbortableRendezvousStore store(store_, &entry.interrupt);
+  AbortableRendezvousStore store(store_, &entry.interrupt, AbortableRendezvousStore::kPoll,
+                                 GenerationAbandonedKey(key.epoch, key.set_key, key.generation));
   ncclUniqueId id;
   if (draws) {
     if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
@@ -171,7 +200,9 @@ absl::StatusOr<NcclComms*> NcclTransport::CommsFor(Entry& entry, const Transport
   for (const auto& [rank, ordinal] : ranks) local.push_back({rank, ordinal});
   absl::StatusOr<std::unique_ptr<NcclComms>> made = NcclComms::Create(
       id, size, std::move(local), std::max(deadline - absl::Now(), absl::ZeroDuration()),
-      [&entry] { return entry.interrupt.status(); }, absl::StrCat("nccl communicators ", prefix));
+      Interruption(entry.interrupt, store_,
+                   GenerationAbandonedKey(key.epoch, key.set_key, key.generation)),
+      absl::StrCat("nccl communicators ", prefix));
   // Every rank joined, or this process gave up: the id is spent either way.
   if (draws) {
     if (absl::StatusOr<int64_t> deleted = store_->DeletePrefix(absl::StrCat(prefix, "/"));
@@ -247,7 +278,9 @@ absl::Status NcclTransport::Run(CollectiveKind kind, const CollectiveItem& item,
                                  plan.local[j], comm, stream);
         },
         std::max(deadline - absl::Now(), absl::ZeroDuration()),
-        [&entry] { return entry.interrupt.status(); }, "the collective");
+        Interruption(entry.interrupt, store_,
+                     GenerationAbandonedKey(key.epoch, key.set_key, key.generation)),
+        "the collective");
   });
 }
 
@@ -294,7 +327,9 @@ absl::StatusOr<std::vector<std::string>> NcclTransport::Exchange(const Transport
                                    comm, stream);
             },
             std::max(deadline - absl::Now(), absl::ZeroDuration()),
-            [&entry] { return entry.interrupt.status(); }, "the exchange");
+            Interruption(entry.interrupt, store_,
+                         GenerationAbandonedKey(key.epoch, key.set_key, key.generation)),
+            "the exchange");
         if (!ran.ok()) return ran;
         return backend_->ReadBytes(buffer, 0, gathered.data(), len * static_cast<int64_t>(n));
       });

@@ -39,10 +39,12 @@
 // aborts them; idle ones are aborted by the key's next call, which is
 // refused, or when their epoch is dropped. Argument errors this process
 // can tell alone (a dtype NCCL cannot reduce, ranks that share a GPU) fail
-// before the key is touched. A forfeited call's peers wait in their
-// item's rendezvous until their budget (Gloo's peers fail at once): NCCL
-// has no connection this process could close under them, so Connect,
-// which the cluster engine calls for them, makes nothing.
+// before the key is touched. A process that forfeits a call never joins
+// its communicators; its peers read the generation's
+// GenerationAbandonedKey while they wait for the unique id
+// (AbortableRendezvousStore's watch) and inside NCCL (Interruption: at
+// most every AbortableRendezvousStore::kPoll), and fail UNAVAILABLE with
+// its words. Connect makes nothing.
 //
 // Numerics are NCCL's: f16 / bf16 reduce in their own precision at every
 // step (gloo: f32 accumulation, one rounding), integer MEAN is ncclAvg in

@@ -216,6 +216,43 @@ TEST(ClusterEngineTest, DropEpochsBeforeFreesContextsAndRetiresTickets) {
   ExpectResult(g);
 }
 
+// A process that gives a call up before its items (Forfeit) never joins
+// the groups its peers wait in for it -- here one over a subset of the
+// set. It says so in the store: their rendezvous end with its words (not
+// at the 60 s timeout), and the key goes at its first call of the set's
+// next generation.
+TEST(ClusterEngineTest, AForfeitEndsThePeersRendezvousInGroupsItNeverJoined) {
+  InMemoryRendezvousStore store;
+  SimulatedCluster c({.processes = 3, .timeout = absl::Seconds(60), .store = &store});
+  Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 16, 0, 5);
+  const CrossProcessTicket ticket = Ticket(c.AllKey(), 0);
+  auto statuses = OnProcesses({0, 1}, [&](int p) {
+    if (p == 1) {
+      c.engine(1).Forfeit(ticket, {0, 1, 2},
+                          absl::ResourceExhaustedError("device 1025: cannot allocate 64 bytes"));
+      return absl::OkStatus();
+    }
+    CollectiveItem item = ItemFor(g, 0);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    return c.engine(0).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+  });
+  EXPECT_EQ(statuses[0].code(), absl::StatusCode::kUnavailable) << statuses[0];
+  EXPECT_THAT(std::string(statuses[0].message()), HasSubstr("process 1 gave up"));
+  EXPECT_THAT(std::string(statuses[0].message()),
+              HasSubstr("device 1025: cannot allocate 64 bytes"));
+  const std::string key = GenerationAbandonedKey(0, c.AllKey(), 0);
+  EXPECT_TRUE(store.Get(key, absl::ZeroDuration()).ok());
+  // Process 1's next call of the set, of generation 1 (none of its items
+  // here): every part of the abandoned call has ended, the key goes.
+  const CrossProcessTicket next = Ticket(c.AllKey(), 1, /*generation=*/1);
+  CollectiveContext context;
+  context.ticket = &next;
+  ASSERT_TRUE(c.engine(1).Run(CollectiveKind::kAllReduce, {}, context).ok());
+  EXPECT_EQ(store.Get(key, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
 TEST(ClusterEngineTest, RejectsInvalidItemsWithoutBlockingTheTicketOrder) {
   // A long gap timeout: an invalid call must not leave a gap behind it.
   SimulatedCluster c({.processes = 2, .gap_timeout = absl::Seconds(30)});

@@ -78,8 +78,10 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Connect(
   const std::string what =
       absl::StrCat("gloo rendezvous of processes ", ProcessListKey(key.processes), " under ",
                    prefix, " (Gloo rank ", rank, " of ", size, ")");
-  // Through a store that FailProcess can cut short.
-  AbortableRendezvousStore store(store_, &abort);
+  // Through a store that FailProcess, or a process that gave the
+  // generation up, can cut short.
+  AbortableRendezvousStore store(store_, &abort, AbortableRendezvousStore::kPoll,
+                                 GenerationAbandonedKey(key.epoch, key.set_key, key.generation));
   absl::StatusOr<std::shared_ptr<gloo::Context>> context =
       GlooRingContext::Connect(store, prefix, rank, size, device_, budget, &abort);
   if (!context.ok()) {

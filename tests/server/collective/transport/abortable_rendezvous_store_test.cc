@@ -7,6 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/collective/transport/cross_process_transport.h"
 
 namespace placement::server {
 namespace {
@@ -68,6 +69,37 @@ TEST(AbortableRendezvousStoreTest, AbortEndsAWaitingGetWithItsStatus) {
   // The first abort's status stays.
   EXPECT_TRUE(abort.Abort(absl::UnavailableError("another")));
   EXPECT_THAT(std::string(abort.status().message()), HasSubstr("process 2"));
+}
+
+// A process that gave the call up publishes the watched key: a peer
+// waiting for that process's entry fails with its words, not its timeout.
+TEST(AbortableRendezvousStoreTest, TheWatchedKeyEndsAWaitingGetWithItsWords) {
+  InMemoryRendezvousStore inner;
+  RendezvousAbort abort;
+  const std::string watched = GenerationAbandonedKey(3, "0,1,2", 0);
+  EXPECT_EQ(watched, "abandoned/e3/s0,1,2/g0/why");
+  AbortableRendezvousStore store(&inner, &abort, kPoll, watched);
+  // Present keys pass through; an absent watched key changes nothing.
+  ASSERT_TRUE(inner.Set("gloo/e3/s0,1,2/g0/p0,1/ring/0", "address").ok());
+  EXPECT_EQ(*store.Get("gloo/e3/s0,1,2/g0/p0,1/ring/0", absl::Seconds(60)), "address");
+  EXPECT_EQ(store.Get("gloo/e3/s0,1,2/g0/p0,1/ring/2", 4 * kPoll).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  absl::Notification done;
+  absl::StatusOr<std::string> got;
+  std::thread waiter([&] {
+    // Far longer than the test may take: only the watched key ends it.
+    got = store.Get("gloo/e3/s0,1,2/g0/p0,1/ring/1", absl::Seconds(600));
+    done.Notify();
+  });
+  ASSERT_TRUE(inner.Set(watched, "process 1 gave up call 7: RESOURCE_EXHAUSTED: ...").ok());
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  waiter.join();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(got.status().message(), "process 1 gave up call 7: RESOURCE_EXHAUSTED: ...");
+  // Another generation's rendezvous does not watch it.
+  AbortableRendezvousStore next(&inner, &abort, kPoll, GenerationAbandonedKey(3, "0,1,2", 1));
+  EXPECT_EQ(next.Get("gloo/e3/s0,1,2/g1/p0,1/ring/1", 4 * kPoll).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
 }
 
 TEST(AbortableRendezvousStoreTest, AnAbortAfterTheEndChangesNothing) {
