@@ -51,6 +51,18 @@ std::vector<absl::Duration> Time(int warmup, int iterations, Fn&& call) {
   return samples;
 }
 
+// "  <label> p50 .. p99 .. mean ..", labels in one column.
+void PrintLatency(const char* label, const LatencySummary& s) {
+  std::printf("  %-28s p50 %s  p99 %s  mean %s\n", label, Micros(s.p50).c_str(),
+              Micros(s.p99).c_str(), Micros(s.mean).c_str());
+}
+
+// "  <label> p50 a/b  p99 a/b".
+void PrintRatio(const char* label, const LatencySummary& a, const LatencySummary& b) {
+  std::printf("  %-28s p50 %.2f  p99 %.2f\n", label, absl::FDivDuration(a.p50, b.p50),
+              absl::FDivDuration(a.p99, b.p99));
+}
+
 int Run(const std::string& transport) {
   std::string dir =
       std::filesystem::temp_directory_path() / absl::StrCat("placement-bench-", getpid());
@@ -209,35 +221,21 @@ int Run(const std::string& transport) {
   LatencySummary el = Summarize(echo_as_library);
   LatencySummary o = Summarize(ours), e = Summarize(bare);
   std::printf("transport=%s iterations=%d errors=%d\n", transport.c_str(), iterations, errors);
-  std::printf("  ListDevices (8 cpu devices): p50 %s  p99 %s  mean %s\n", Micros(o.p50).c_str(),
-              Micros(o.p99).c_str(), Micros(o.mean).c_str());
-  std::printf("  bare gRPC echo:              p50 %s  p99 %s  mean %s\n", Micros(e.p50).c_str(),
-              Micros(e.p99).c_str(), Micros(e.mean).c_str());
-  std::printf("  ratio ListDevices / echo:    p50 %.2f  p99 %.2f\n",
-              absl::FDivDuration(o.p50, e.p50), absl::FDivDuration(o.p99, e.p99));
-  std::printf("  AllReduce 1 KiB (8 devices): p50 %s  p99 %s  mean %s\n", Micros(c.p50).c_str(),
-              Micros(c.p99).c_str(), Micros(c.mean).c_str());
-  std::printf("  bare gRPC echo of 1 KiB:     p50 %s  p99 %s  mean %s\n", Micros(k.p50).c_str(),
-              Micros(k.p99).c_str(), Micros(k.mean).c_str());
-  std::printf("  ratio AllReduce / echo:      p50 %.2f  p99 %.2f\n",
-              absl::FDivDuration(c.p50, k.p50), absl::FDivDuration(c.p99, k.p99));
-  std::printf("  AllReduce on the stub:       p50 %s  p99 %s  mean %s\n", Micros(r.p50).c_str(),
-              Micros(r.p99).c_str(), Micros(r.mean).c_str());
-  std::printf("  ratio stub AllReduce / echo: p50 %.2f  p99 %.2f\n",
-              absl::FDivDuration(r.p50, k.p50), absl::FDivDuration(r.p99, k.p99));
-  std::printf("  AllReduce, no session:       p50 %s  p99 %s  mean %s\n", Micros(ns.p50).c_str(),
-              Micros(ns.p99).c_str(), Micros(ns.mean).c_str());
-  std::printf("  ratio no-session / echo:     p50 %.2f  p99 %.2f\n",
-              absl::FDivDuration(ns.p50, k.p50), absl::FDivDuration(ns.p99, k.p99));
-  std::printf("  stub, session + deadline:    p50 %s  p99 %s  mean %s\n", Micros(sl.p50).c_str(),
-              Micros(sl.p99).c_str(), Micros(sl.mean).c_str());
-  std::printf("  ratio that stub / echo:      p50 %.2f  p99 %.2f\n",
-              absl::FDivDuration(sl.p50, k.p50), absl::FDivDuration(sl.p99, k.p99));
+  PrintLatency("ListDevices (8 cpu devices):", o);
+  PrintLatency("bare gRPC echo:", e);
+  PrintRatio("ratio ListDevices / echo:", o, e);
+  PrintLatency("AllReduce 1 KiB (8 devices):", c);
+  PrintLatency("bare gRPC echo of 1 KiB:", k);
+  PrintRatio("ratio AllReduce / echo:", c, k);
+  PrintLatency("AllReduce on the stub:", r);
+  PrintRatio("ratio stub AllReduce / echo:", r, k);
+  PrintLatency("AllReduce, no session:", ns);
+  PrintRatio("ratio no-session / echo:", ns, k);
+  PrintLatency("stub, session + deadline:", sl);
+  PrintRatio("ratio that stub / echo:", sl, k);
   // gRPC's cost of the session header and the deadline in both.
-  std::printf("  echo, session + deadline:    p50 %s  p99 %s  mean %s\n", Micros(el.p50).c_str(),
-              Micros(el.p99).c_str(), Micros(el.mean).c_str());
-  std::printf("  ratio AllReduce / that echo: p50 %.2f  p99 %.2f\n",
-              absl::FDivDuration(c.p50, el.p50), absl::FDivDuration(c.p99, el.p99));
+  PrintLatency("echo, session + deadline:", el);
+  PrintRatio("ratio AllReduce / that echo:", c, el);
   echo_server->Shutdown();
   (*daemon)->Drain();
   std::filesystem::remove_all(dir);

@@ -45,11 +45,12 @@
 //
 // An unchecked call's part that fails before its items (nothing
 // allocated; Settle without Run, or Run refusing its items) forfeits the
-// call: it leaves a notice in `store` (its process, the call, the failure)
-// and closes the set's connections of that generation, so the others' items
-// fail at once; they read the notice and fail ABORTED "process P failed its
-// part: ...". That reaches every process only because every spanning group
-// of an unchecked call holds the whole set: each other process has an item
+// call: it leaves a notice in `store` (its process, the call, the failure),
+// closes its connections of that generation and marks the generation given
+// up (GenerationAbandonedKey, as Forfeit does), so the others' items fail
+// at once, inside an operation or still in its rendezvous; they read the
+// notice and fail ABORTED "process P failed its part: ...". That reaches every process only because
+// every spanning group of an unchecked call holds the whole set: each other process has an item
 // with the failing one, which cannot complete. (A checked call tells the
 // failure in the round instead and nobody runs the items -- hence
 // partial_groups.) A part that fails after its items started (the items, or

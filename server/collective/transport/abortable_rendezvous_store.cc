@@ -43,6 +43,11 @@ absl::Status RendezvousAbort::status() const {
   return why_;
 }
 
+absl::Status WatchedKeyStatus(RendezvousStore& store, const std::string& key) {
+  absl::StatusOr<std::string> value = store.Get(key, absl::Milliseconds(1));
+  return value.ok() ? absl::UnavailableError(*value) : absl::OkStatus();
+}
+
 absl::Status AbortableRendezvousStore::Set(const std::string& key, const std::string& value) {
   if (absl::Status aborted = abort_->status(); !aborted.ok()) return aborted;
   return store_->Set(key, value);
@@ -59,11 +64,8 @@ absl::StatusOr<std::string> AbortableRendezvousStore::Get(const std::string& key
     // timeout has passed; every other outcome is.
     if (!absl::IsDeadlineExceeded(value.status())) return value;
     if (!watch_.empty()) {
-      // A look, not a wait (the coordinator reads a zero wait as its
-      // default).
-      if (absl::StatusOr<std::string> given_up = store_->Get(watch_, absl::Milliseconds(1));
-          given_up.ok()) {
-        return absl::UnavailableError(*given_up);
+      if (absl::Status given_up = WatchedKeyStatus(*store_, watch_); !given_up.ok()) {
+        return given_up;
       }
     }
     if (absl::Now() >= deadline) {

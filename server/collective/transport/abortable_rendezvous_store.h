@@ -59,6 +59,11 @@ class RendezvousAbort {
   std::function<void(const absl::Status&)> hook_ ABSL_GUARDED_BY(mu_);
 };
 
+// UNAVAILABLE with the value of `key` once someone published it in `store`
+// (a look, not a wait: at most 1 ms; the coordinator reads a zero wait as
+// its default); OK otherwise. What a rendezvous that watches a key checks.
+absl::Status WatchedKeyStatus(RendezvousStore& store, const std::string& key);
+
 class AbortableRendezvousStore final : public RendezvousStore {
  public:
   // How long a Get waits on the underlying store between two looks at the

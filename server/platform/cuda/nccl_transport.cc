@@ -80,8 +80,7 @@ class Interruption {
     const absl::Time now = absl::Now();
     if (now < next_look_) return absl::OkStatus();
     next_look_ = now + AbortableRendezvousStore::kPoll;
-    absl::StatusOr<std::string> why = store_->Get(abandoned_, absl::Milliseconds(1));
-    return why.ok() ? absl::UnavailableError(*why) : absl::OkStatus();
+    return WatchedKeyStatus(*store_, abandoned_);
   }
 
  private:
