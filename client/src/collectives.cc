@@ -6,6 +6,7 @@
 #include "client/src/client_impl.h"
 #include "client/src/convert.h"
 #include "common/grpc_status.h"
+#include "common/inline_arena.h"
 #include "grpcpp/grpcpp.h"
 #include "placement/v1/collective_service.grpc.pb.h"
 
@@ -32,11 +33,13 @@ absl::StatusOr<TensorInfo> CallOne(
   Prepare(client, options, &context);
   request.set_name(options.name);
   ApplyCollectiveOptions(options, &request);
-  pb::CollectiveResponse response;
+  // The response's shards parse into one arena (common/inline_arena.h).
+  InlineArena arena;
+  auto* response = arena.Create<pb::CollectiveResponse>();
   pb::CollectiveService::Stub* stub = client.impl().collective_stub.get();
-  grpc::Status status = (stub->*method)(&context, request, &response);
+  grpc::Status status = (stub->*method)(&context, request, response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return FromProto(response.tensor());
+  return FromProto(response->tensor());
 }
 
 }  // namespace

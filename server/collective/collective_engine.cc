@@ -55,45 +55,49 @@ bool InRankOrder(const CollectiveItem& item) {
 }
 
 // REQUIRES: item.local in rank order.
-absl::Status ValidateItem(CollectiveKind kind, const CollectiveItem& item,
-                          const std::string& where) {
+// `index` names the item in errors; the words are built only on an error
+// (this runs on every collective).
+absl::Status ValidateItem(CollectiveKind kind, const CollectiveItem& item, size_t index) {
+  const auto where = [kind, index] {
+    return absl::StrCat(CollectiveKindName(kind), " item ", index);
+  };
   const size_t n = item.group.size();
-  if (n == 0) return absl::InvalidArgumentError(absl::StrCat(where, ": no ranks"));
+  if (n == 0) return absl::InvalidArgumentError(absl::StrCat(where(), ": no ranks"));
   if (item.local.size() != n) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": ", item.local.size(), " local contributions for a group of ", n,
+        absl::StrCat(where(), ": ", item.local.size(), " local contributions for a group of ", n,
                      " ranks; this engine serves groups whose every rank is in this process"));
   }
   for (size_t i = 0; i < n; ++i) {
     const int32_t rank = item.local[i].rank;
     if (rank != static_cast<int32_t>(i)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": rank ", rank, " outside [0, ", n, ") or listed twice"));
+          absl::StrCat(where(), ": rank ", rank, " outside [0, ", n, ") or listed twice"));
     }
   }
   const bool reduces = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter;
   if (reduces && item.dtype == DType::kBool) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": dtype bool cannot be reduced with ", ReduceOpName(item.op)));
+        absl::StrCat(where(), ": dtype bool cannot be reduced with ", ReduceOpName(item.op)));
   }
   if (kind == CollectiveKind::kBroadcast &&
       (item.root < 0 || static_cast<size_t>(item.root) >= n)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": root rank ", item.root, " outside [0, ", n, ")"));
+        absl::StrCat(where(), ": root rank ", item.root, " outside [0, ", n, ")"));
   }
   for (size_t i = 0; i < n; ++i) {
     const RankBuffers& rank = item.local[i];
     if (rank.recv == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": recv[", i, "] is null"));
+      return absl::InvalidArgumentError(absl::StrCat(where(), ": recv[", i, "] is null"));
     }
     if (rank.recv->device_id() != item.group[i]) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": recv[", i, "] is on device ",
+      return absl::InvalidArgumentError(absl::StrCat(where(), ": recv[", i, "] is on device ",
                                                      rank.recv->device_id(), " but rank ", i,
                                                      " of the group is device ", item.group[i]));
     }
     const bool needs_send = kind != CollectiveKind::kBroadcast || static_cast<int>(i) == item.root;
     if (needs_send && rank.send == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": send[", i, "] is null"));
+      return absl::InvalidArgumentError(absl::StrCat(where(), ": send[", i, "] is null"));
     }
   }
   const int64_t elem = DTypeSize(item.dtype);
@@ -111,7 +115,7 @@ absl::Status ValidateItem(CollectiveKind kind, const CollectiveItem& item,
       break;
   }
   if (block % elem != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", block,
+    return absl::InvalidArgumentError(absl::StrCat(where(), ": ", block,
                                                    " bytes is not a multiple of ",
                                                    DTypeName(item.dtype), "'s ", elem, " bytes"));
   }
@@ -122,18 +126,18 @@ absl::Status ValidateItem(CollectiveKind kind, const CollectiveItem& item,
     if (rank.send != nullptr && rank.send->size() != send_size &&
         (kind != CollectiveKind::kBroadcast || static_cast<int>(i) == item.root)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": send[", i, "] is ", rank.send->size(), " bytes, expected ", send_size));
+          where(), ": send[", i, "] is ", rank.send->size(), " bytes, expected ", send_size));
     }
     if (rank.recv->size() != recv_size) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": recv[", i, "] is ", rank.recv->size(), " bytes, expected ", recv_size));
+          where(), ": recv[", i, "] is ", rank.recv->size(), " bytes, expected ", recv_size));
     }
   }
   if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter) {
     for (size_t i = 0; i < n; ++i) {
       for (size_t j = 0; j < n; ++j) {
         if (item.local[i].recv == item.local[j].send) {
-          return absl::InvalidArgumentError(absl::StrCat(where, ": recv[", i, "] is send[", j,
+          return absl::InvalidArgumentError(absl::StrCat(where(), ": recv[", i, "] is send[", j,
                                                          "]; ", CollectiveKindName(kind),
                                                          " cannot run in place"));
         }
@@ -158,8 +162,7 @@ absl::StatusOr<absl::Span<const CollectiveItem>> ValidateLocalItems(
     ordered = *storage;
   }
   for (size_t i = 0; i < ordered.size(); ++i) {
-    absl::Status status =
-        ValidateItem(kind, ordered[i], absl::StrCat(CollectiveKindName(kind), " item ", i));
+    absl::Status status = ValidateItem(kind, ordered[i], i);
     if (!status.ok()) return status;
   }
   return ordered;

@@ -4,25 +4,26 @@
 
 namespace placement::server {
 
-BlockCache::Map::iterator BlockCache::Erase(Map::iterator it) {
-  const int64_t size = it->first.first;
-  const MemoryOwnerTag owner = it->first.second;
+void BlockCache::Uncount(int64_t size, MemoryOwnerTag owner) {
   bytes_ -= size;
   auto held = owner_bytes_.find(owner);
   held->second -= size;
   if (held->second == 0) owner_bytes_.erase(held);
-  return blocks_.erase(it);
+}
+
+void* BlockCache::PopLast(Map::iterator it) {
+  void* block = it->second.back().block;
+  it->second.pop_back();
+  Uncount(it->first.first, it->first.second);
+  return block;
 }
 
 void* BlockCache::Take(int64_t size, MemoryOwnerTag owner) {
   absl::MutexLock lock(&mu_);
-  const Key key{size, owner};
-  auto last = blocks_.upper_bound(key);
-  if (last == blocks_.begin()) return nullptr;
-  --last;  // the most recently cached block of this key, if any
-  if (last->first != key) return nullptr;
-  void* block = last->second.block;
-  Erase(last);
+  auto it = blocks_.find(Key{size, owner});
+  if (it == blocks_.end() || it->second.empty()) return nullptr;
+  void* block = PopLast(it);  // the most recently cached block of this key
+  if (it->second.empty() && blocks_.size() > kMaxSlots) blocks_.erase(it);
   return block;
 }
 
@@ -40,8 +41,14 @@ BlockCache::PutResult BlockCache::Put(int64_t size, void* block, MemoryOwnerTag 
     auto mine = owner_bytes_.find(owner);
     const int64_t will_hold = (mine == owner_bytes_.end() ? 0 : mine->second) + size;
     absl::flat_hash_map<MemoryOwnerTag, int64_t> held = owner_bytes_;
-    // Per owner, where its next-largest block is looked for (from the end).
-    absl::flat_hash_map<MemoryOwnerTag, Map::reverse_iterator> cursor;
+    // Per owner, the key its next-largest block is looked for in (from the
+    // end) and how many of that key's blocks (from the back) are planned.
+    struct Cursor {
+      Map::reverse_iterator key;
+      size_t planned = 0;
+    };
+    absl::flat_hash_map<MemoryOwnerTag, Cursor> cursor;
+    // One entry per block to take: the key whose last block it is then.
     std::vector<Map::iterator> victims;
     while (need > 0) {
       MemoryOwnerTag richest = owner;
@@ -53,21 +60,24 @@ BlockCache::PutResult BlockCache::Put(int64_t size, void* block, MemoryOwnerTag 
         }
       }
       if (richest == owner) return result;  // no one holds more: not kept
-      auto [at, fresh] = cursor.try_emplace(richest, blocks_.rbegin());
-      while (at->second->first.second != richest) ++at->second;  // held[richest] > 0
-      const int64_t victim_size = at->second->first.first;
-      victims.push_back(std::prev(at->second.base()));
-      ++at->second;
+      Cursor& at = cursor.try_emplace(richest, Cursor{blocks_.rbegin()}).first->second;
+      // held[richest] > 0: a block of `richest` not yet planned exists.
+      while (at.key->first.second != richest || at.planned == at.key->second.size()) {
+        ++at.key;
+        at.planned = 0;
+      }
+      const int64_t victim_size = at.key->first.first;
+      victims.push_back(std::prev(at.key.base()));
+      ++at.planned;
       held[richest] -= victim_size;
       need -= victim_size;
     }
     for (Map::iterator victim : victims) {
-      result.evicted.emplace_back(victim->first.first, victim->second.block);
-      Erase(victim);
+      const int64_t victim_size = victim->first.first;
+      result.evicted.emplace_back(victim_size, PopLast(victim));
     }
   }
-  const Key key{size, owner};
-  blocks_.emplace_hint(blocks_.upper_bound(key), key, Entry{block, now});
+  blocks_[Key{size, owner}].push_back(Entry{block, now});
   bytes_ += size;
   owner_bytes_[owner] += size;
   result.kept = true;
@@ -76,7 +86,9 @@ BlockCache::PutResult BlockCache::Put(int64_t size, void* block, MemoryOwnerTag 
 
 void BlockCache::Clear(absl::FunctionRef<void(void*)> release) {
   absl::MutexLock lock(&mu_);
-  for (auto& [key, entry] : blocks_) release(entry.block);
+  for (auto& [key, entries] : blocks_) {
+    for (const Entry& entry : entries) release(entry.block);
+  }
   blocks_.clear();
   bytes_ = 0;
   owner_bytes_.clear();
@@ -86,12 +98,12 @@ BlockCache::Blocks BlockCache::TakeLargest(int64_t bytes) {
   absl::MutexLock lock(&mu_);
   Blocks taken;
   int64_t removed = 0;
-  while (!blocks_.empty() && removed < bytes) {
-    auto it = std::prev(blocks_.end());
+  for (auto it = blocks_.rbegin(); it != blocks_.rend() && removed < bytes; ++it) {
     const int64_t size = it->first.first;
-    taken.emplace_back(size, it->second.block);
-    removed += size;
-    Erase(it);
+    while (!it->second.empty() && removed < bytes) {
+      taken.emplace_back(size, PopLast(std::prev(it.base())));
+      removed += size;
+    }
   }
   return taken;
 }
@@ -100,12 +112,17 @@ BlockCache::Blocks BlockCache::TakeCachedBefore(absl::Time cutoff) {
   absl::MutexLock lock(&mu_);
   Blocks taken;
   for (auto it = blocks_.begin(); it != blocks_.end();) {
-    if (it->second.cached < cutoff) {
-      taken.emplace_back(it->first.first, it->second.block);
-      it = Erase(it);
-    } else {
-      ++it;
-    }
+    const auto [size, owner] = it->first;
+    std::vector<Entry>& entries = it->second;
+    auto kept = std::remove_if(entries.begin(), entries.end(), [&](const Entry& entry) {
+      if (entry.cached >= cutoff) return false;
+      taken.emplace_back(size, entry.block);
+      Uncount(size, owner);
+      return true;
+    });
+    entries.erase(kept, entries.end());
+    // Keys left empty go here, so sizes no longer in use hold no slot.
+    it = entries.empty() ? blocks_.erase(it) : std::next(it);
   }
   return taken;
 }
@@ -114,14 +131,23 @@ BlockCache::Blocks BlockCache::TakeOwnedBy(MemoryOwnerTag owner) {
   absl::MutexLock lock(&mu_);
   Blocks taken;
   for (auto it = blocks_.begin(); it != blocks_.end();) {
-    if (it->first.second == owner) {
-      taken.emplace_back(it->first.first, it->second.block);
-      it = Erase(it);
-    } else {
+    const auto [size, key_owner] = it->first;
+    if (key_owner != owner) {
       ++it;
+      continue;
     }
+    for (const Entry& entry : it->second) {
+      taken.emplace_back(size, entry.block);
+      Uncount(size, owner);
+    }
+    it = blocks_.erase(it);
   }
   return taken;
+}
+
+size_t BlockCache::slots() const {
+  absl::MutexLock lock(&mu_);
+  return blocks_.size();
 }
 
 int64_t BlockCache::bytes() const {

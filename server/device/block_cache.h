@@ -71,6 +71,10 @@ class BlockCache {
   // The cached bytes of `owner`.
   int64_t bytes_of(MemoryOwnerTag owner) const;
   int64_t limit() const { return limit_; }
+  // Keys (size, owner) the cache holds a slot for, empty ones included:
+  // at most kMaxSlots once blocks of more keys than that were taken.
+  static constexpr size_t kMaxSlots = 256;
+  size_t slots() const;
 
  private:
   struct Entry {
@@ -78,12 +82,20 @@ class BlockCache {
     absl::Time cached;
   };
   using Key = std::pair<int64_t, MemoryOwnerTag>;  // (size, owner)
-  using Map = std::multimap<Key, Entry>;
-  // Erases `it` from blocks_ and its bytes from the counts; returns the next.
-  Map::iterator Erase(Map::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // By size and owner; a key's blocks in the order they were cached. A key
+  // whose blocks were all taken keeps its empty slot (while there are at
+  // most kMaxSlots, and until the next TakeCachedBefore), so a size in
+  // steady reuse (a training step's shapes) costs no map node per Take and
+  // Put.
+  using Map = std::map<Key, std::vector<Entry>>;
+  // Takes the last (most recently cached) block of `it`'s key out of the
+  // counts and the cache; REQUIRES: the key has a block.
+  void* PopLast(Map::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes `size` bytes of `owner` from the counts.
+  void Uncount(int64_t size, MemoryOwnerTag owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const int64_t limit_;
   mutable absl::Mutex mu_;
-  // By size and owner; blocks of one key in the order they were cached.
   Map blocks_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Cached bytes per owner (owners with none are absent).

@@ -87,6 +87,16 @@ CollectiveContext ContextOf(grpc::CallbackServerContext* context) {
 
 }  // namespace
 
+CollectiveHandler::CollectiveHandler(const CollectiveServiceCore* core, WorkerPool* dispatch,
+                                     CallGate* gate)
+    : core_(core), dispatch_(dispatch), gate_(gate) {
+  SetMessageAllocatorFor_AllReduce(&all_reduce_messages_);
+  SetMessageAllocatorFor_AllReduceBatch(&all_reduce_batch_messages_);
+  SetMessageAllocatorFor_AllGather(&all_gather_messages_);
+  SetMessageAllocatorFor_ReduceScatter(&reduce_scatter_messages_);
+  SetMessageAllocatorFor_Broadcast(&broadcast_messages_);
+}
+
 absl::Status CollectiveHandler::Execute(const Caller& caller, const CollectiveRequest& request,
                                         grpc::CallbackServerContext* context,
                                         std::vector<std::shared_ptr<const Tensor>>* out) const {

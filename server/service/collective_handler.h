@@ -19,6 +19,7 @@
 #include "placement/v1/collective_service.grpc.pb.h"
 #include "server/collective/collective_service_core.h"
 #include "server/common/worker_pool.h"
+#include "server/service/arena_messages.h"
 #include "server/service/call_gate.h"
 
 namespace placement::server {
@@ -27,8 +28,7 @@ class CollectiveHandler final : public placement::v1::CollectiveService::Callbac
  public:
   // REQUIRES: core, dispatch and gate outlive the handler; dispatch has at
   // least one thread.
-  CollectiveHandler(const CollectiveServiceCore* core, WorkerPool* dispatch, CallGate* gate)
-      : core_(core), dispatch_(dispatch), gate_(gate) {}
+  CollectiveHandler(const CollectiveServiceCore* core, WorkerPool* dispatch, CallGate* gate);
   grpc::ServerUnaryReactor* AllReduce(grpc::CallbackServerContext* context,
                                       const placement::v1::AllReduceRequest* request,
                                       placement::v1::CollectiveResponse* response) override;
@@ -59,6 +59,17 @@ class CollectiveHandler final : public placement::v1::CollectiveService::Callbac
   const CollectiveServiceCore* core_;
   WorkerPool* dispatch_;
   CallGate* gate_;
+  // Every method's request and response live on one arena per call.
+  ArenaMessages<placement::v1::AllReduceRequest, placement::v1::CollectiveResponse>
+      all_reduce_messages_;
+  ArenaMessages<placement::v1::AllReduceBatchRequest, placement::v1::AllReduceBatchResponse>
+      all_reduce_batch_messages_;
+  ArenaMessages<placement::v1::AllGatherRequest, placement::v1::CollectiveResponse>
+      all_gather_messages_;
+  ArenaMessages<placement::v1::ReduceScatterRequest, placement::v1::CollectiveResponse>
+      reduce_scatter_messages_;
+  ArenaMessages<placement::v1::BroadcastRequest, placement::v1::CollectiveResponse>
+      broadcast_messages_;
 };
 
 }  // namespace placement::server

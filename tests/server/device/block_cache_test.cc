@@ -169,5 +169,43 @@ TEST(BlockCacheTest, TakeOwnedByTakesOneOwnersBlocksOnly) {
   EXPECT_EQ(cache.Take(20, /*owner=*/2), &b);
 }
 
+TEST(BlockCacheTest, MakingRoomTakesSeveralBlocksOfOneSizeNewestFirst) {
+  BlockCache cache(40);
+  int a = 0, b = 0, c = 0, d = 0, e = 0;
+  for (int* block : {&a, &b, &c, &e}) ASSERT_TRUE(cache.Put(10, block, /*owner=*/1, kT0).kept);
+  BlockCache::PutResult put = cache.Put(20, &d, /*owner=*/2, kT0);
+  ASSERT_TRUE(put.kept);  // owner 1 holds 40, then 30, > 20: two of its blocks make way
+  ASSERT_EQ(put.evicted.size(), 2u);
+  EXPECT_EQ(put.evicted[0].second, &e);
+  EXPECT_EQ(put.evicted[1].second, &c);
+  EXPECT_EQ(cache.bytes_of(1), 20);
+  EXPECT_EQ(cache.Take(10, /*owner=*/1), &b);
+  EXPECT_EQ(cache.Take(10, /*owner=*/1), &a);
+  EXPECT_EQ(cache.Take(10, /*owner=*/1), nullptr);
+  EXPECT_EQ(cache.Take(20, /*owner=*/2), &d);
+  EXPECT_EQ(cache.bytes(), 0);
+}
+
+TEST(BlockCacheTest, SlotsOfTakenSizesAreBoundedAndDecayDropsThem) {
+  BlockCache cache(1 << 20);
+  int block = 0;
+  // A reused size keeps its slot.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(cache.Put(64, &block, /*owner=*/1, kT0).kept);
+    ASSERT_EQ(cache.Take(64, /*owner=*/1), &block);
+  }
+  EXPECT_EQ(cache.slots(), 1u);
+  // Many sizes, each taken again: the empty slots stop growing at the cap.
+  for (int64_t size = 1; size <= 1000; ++size) {
+    ASSERT_TRUE(cache.Put(size, &block, /*owner=*/1, kT0).kept);
+    ASSERT_EQ(cache.Take(size, /*owner=*/1), &block);
+  }
+  EXPECT_LE(cache.slots(), BlockCache::kMaxSlots + 1);
+  EXPECT_EQ(cache.bytes(), 0);
+  // Decay drops every empty slot.
+  EXPECT_TRUE(cache.TakeCachedBefore(kT0).empty());
+  EXPECT_EQ(cache.slots(), 0u);
+}
+
 }  // namespace
 }  // namespace placement::server
