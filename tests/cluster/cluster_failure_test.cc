@@ -17,6 +17,7 @@
 #include "placement/client/tensors.h"
 #include "placement/v1/collective_service.grpc.pb.h"
 #include "tests/cluster/cluster_test_util.h"
+#include "tests/testing/process_probe.h"
 
 namespace placement::testing {
 namespace {
@@ -34,7 +35,7 @@ class ClusterFailureTest : public ::testing::Test {
     options.num_processes = 3;
     options.devices_per_process = 2;
     options.device_memory = int64_t{256} << 20;
-    options.extra_flags = {"--cluster_op_timeout=20s"};
+    options.extra_flags = {"--cluster_op_timeout=20s", "--metrics_listen=127.0.0.1:0"};
     auto cluster = ClusterProcesses::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
@@ -54,6 +55,17 @@ class ClusterFailureTest : public ::testing::Test {
     std::vector<float> values(6 * cols, 0.5f);
     return client::TensorClient(*clients_[0])
         .Upload(HostArray::Of(values, {6, cols}), Placement::Sharded("flat", {{"data"}}));
+  }
+
+  // Polls daemon p's placementd_inflight_calls until it has a call running
+  // (bounded: 30 s); false if it never does.
+  bool HasCallInFlight(int p) {
+    const int port = MetricsPort(cluster_->daemon(p).ReadyValue("metrics"));
+    for (int i = 0; i < 600; ++i) {
+      if (MetricValue(HttpGet(port, "/metrics"), "placementd_inflight_calls") >= 1) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
   }
 
   std::unique_ptr<ClusterProcesses> cluster_;
@@ -83,7 +95,8 @@ TEST_F(ClusterFailureTest, KilledDaemonFailsWaitingMultiControllerCallsAndRejoin
       ended[p] = absl::Now();
     });
   }
-  absl::SleepFor(absl::Milliseconds(500));  // both are waiting at the barrier
+  // Both calls are in their daemons, waiting for process 2.
+  for (int p = 0; p < 2; ++p) EXPECT_TRUE(HasCallInFlight(p)) << "no call in flight on " << p;
   const absl::Time killed = absl::Now();
   cluster_->Kill(2);
   for (auto& t : trainers) t.join();

@@ -433,7 +433,7 @@ void ClusterEngine::CloseForfeited(const CrossProcessTicket& ticket, const absl:
   if (options_.store != nullptr) {
     {
       absl::MutexLock lock(&mu_);
-      abandoned_[ticket.set_key] = {ticket.epoch, ticket.generation};
+      abandoned_[ticket.set_key] = {ticket.epoch, ticket.generation, absl::Now()};
     }
     options_.store
         ->Set(GenerationAbandonedKey(ticket.epoch, ticket.set_key, ticket.generation),
@@ -445,19 +445,35 @@ void ClusterEngine::CloseForfeited(const CrossProcessTicket& ticket, const absl:
 }
 
 void ClusterEngine::RetireAbandoned(const CrossProcessTicket& ticket) {
-  std::pair<uint64_t, uint64_t> given_up;
   {
     absl::MutexLock lock(&mu_);
-    auto it = abandoned_.find(ticket.set_key);
-    if (it == abandoned_.end() || it->second == std::make_pair(ticket.epoch, ticket.generation)) {
-      return;
-    }
-    given_up = it->second;
-    abandoned_.erase(it);
+    if (abandoned_.empty()) return;
   }
-  options_.store
-      ->DeletePrefix(GenerationAbandonedKey(given_up.first, ticket.set_key, given_up.second))
-      .IgnoreError();
+  const absl::Time stale = absl::Now() - 2 * options_.timeout;
+  DeleteAbandoned([&](const std::string& set, const Abandoned& given_up) {
+    const bool next_generation =
+        set == ticket.set_key &&
+        (given_up.epoch != ticket.epoch || given_up.generation != ticket.generation);
+    return next_generation || given_up.at < stale;
+  });
+}
+
+void ClusterEngine::DeleteAbandoned(
+    absl::FunctionRef<bool(const std::string& set, const Abandoned&)> over) {
+  std::vector<std::string> keys;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = abandoned_.begin(); it != abandoned_.end();) {
+      if (!over(it->first, it->second)) {
+        ++it;
+        continue;
+      }
+      keys.push_back(GenerationAbandonedKey(it->second.epoch, it->first, it->second.generation));
+      it = abandoned_.erase(it);
+    }
+  }
+  if (options_.store == nullptr) return;
+  for (const std::string& key : keys) options_.store->DeletePrefix(key).IgnoreError();
 }
 
 void ClusterEngine::ReportFailure(const CrossProcessTicket& ticket, const absl::Status& status) {
@@ -556,6 +572,9 @@ void ClusterEngine::DropEpochsBefore(uint64_t epoch) {
   }
   for (const auto& sequencer : retired) sequencer->Close();
   if (options_.transport != nullptr) options_.transport->DropEpochsBefore(keep_from);
+  DeleteAbandoned([keep_from](const std::string&, const Abandoned& given_up) {
+    return given_up.epoch < keep_from;
+  });
 }
 
 }  // namespace placement::server

@@ -112,6 +112,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -184,7 +185,9 @@ class ClusterEngine final : public CollectiveEngine {
   // poll, with `why`, rather than after `timeout`. Waits at most
   // `gap_timeout` for the turn. No-op when the ticket already ran or was
   // refused here (its turn passed), or for a set of one process. The key
-  // is deleted at this process's first call of the set's next generation.
+  // is deleted at this process's first call of the set's next generation,
+  // at its first call of any set 2 x `timeout` later, or when
+  // DropEpochsBefore retires the key's epoch.
   void Forfeit(const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
                const absl::Status& why);
 
@@ -310,11 +313,22 @@ class ClusterEngine final : public CollectiveEngine {
   // generation here -- every process has left the abandoned call by then
   // (a driver numbers a new generation only once every part of the failed
   // call returned; a call-ordered set forms again with every process).
-  // RetireAbandoned.
-  std::map<std::string, std::pair<uint64_t, uint64_t>> abandoned_ ABSL_GUARDED_BY(mu_);
-  // Deletes the key of `ticket`'s set's abandoned generation once `ticket`
-  // is of another one.
+  // A set never called again has its key deleted by the first call of any
+  // set here once 2 x `timeout` passed since (every peer's wait in that
+  // generation began within a budget of `timeout` of it, or found the key
+  // at once), or when DropEpochsBefore retires the key's epoch.
+  struct Abandoned {
+    uint64_t epoch = 0;
+    uint64_t generation = 0;
+    absl::Time at;  // when this process gave it up
+  };
+  std::map<std::string, Abandoned> abandoned_ ABSL_GUARDED_BY(mu_);
+  // Deletes the keys of abandoned generations that `ticket` (a call here)
+  // shows are over, as above.
   void RetireAbandoned(const CrossProcessTicket& ticket);
+  // Takes the entries `over` says are over out of abandoned_ and deletes
+  // their keys in the store.
+  void DeleteAbandoned(absl::FunctionRef<bool(const std::string& set, const Abandoned&)> over);
 };
 
 }  // namespace placement::server

@@ -253,6 +253,39 @@ TEST(ClusterEngineTest, AForfeitEndsThePeersRendezvousInGroupsItNeverJoined) {
             absl::StatusCode::kDeadlineExceeded);
 }
 
+// A set whose forfeited generation is never called again here: its key
+// goes when its epoch is retired, or at a call of any other set once
+// 2 x timeout passed (every peer's wait in it has ended by then).
+TEST(ClusterEngineTest, AnAbandonedKeyOfASetNeverCalledAgainGoesWithItsEpochOrItsAge) {
+  InMemoryRendezvousStore store;
+  const absl::Duration timeout = absl::Milliseconds(300);
+  SimulatedCluster c({.processes = 2, .timeout = timeout, .store = &store});
+  auto gone = [&](const std::string& key) {
+    return store.Get(key, absl::ZeroDuration()).status().code() ==
+           absl::StatusCode::kDeadlineExceeded;
+  };
+  auto call_another_set = [&](uint64_t epoch, uint64_t number) {
+    const CrossProcessTicket other = Ticket("1", number, 0, epoch);
+    CollectiveContext context;
+    context.ticket = &other;
+    return c.engine(1).Run(CollectiveKind::kAllReduce, {}, context);
+  };
+  c.engine(1).Forfeit(Ticket("0,1", 0, 0, /*epoch=*/0), {0, 1}, absl::InternalError("lost"));
+  const std::string epoch0 = GenerationAbandonedKey(0, "0,1", 0);
+  ASSERT_FALSE(gone(epoch0));
+  c.engine(1).DropEpochsBefore(1);
+  EXPECT_TRUE(gone(epoch0));
+
+  const absl::Time forfeited = absl::Now();
+  c.engine(1).Forfeit(Ticket("0,1", 0, 0, /*epoch=*/1), {0, 1}, absl::InternalError("lost"));
+  const std::string epoch1 = GenerationAbandonedKey(1, "0,1", 0);
+  ASSERT_TRUE(call_another_set(1, 0).ok());
+  if (absl::Now() - forfeited < 2 * timeout) EXPECT_FALSE(gone(epoch1));
+  absl::SleepFor(2 * timeout);
+  ASSERT_TRUE(call_another_set(1, 1).ok());
+  EXPECT_TRUE(gone(epoch1));
+}
+
 TEST(ClusterEngineTest, RejectsInvalidItemsWithoutBlockingTheTicketOrder) {
   // A long gap timeout: an invalid call must not leave a gap behind it.
   SimulatedCluster c({.processes = 2, .gap_timeout = absl::Seconds(30)});
