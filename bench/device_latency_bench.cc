@@ -7,7 +7,10 @@
 // the generated stub, and on the stub sending what the library sends (the
 // session header and a deadline), which parts the library's own cost from
 // gRPC's; and the echo sending that header and deadline too, the baseline
-// that carries gRPC's cost of them. Prints p50/p99 and the ratios.
+// that carries gRPC's cost of them; and Describe of the input on the stub,
+// which answers the same TensorInfo (8 shards) with no collective behind it,
+// so the collective's own cost shows apart from its response's. Prints
+// p50/p99 and the ratios.
 //
 //   build/bin/device_latency_bench [--iterations=20000] [--transport=tcp|unix|both]
 #include <algorithm>
@@ -28,6 +31,7 @@
 #include "placement/client/meshes.h"
 #include "placement/client/tensors.h"
 #include "placement/v1/collective_service.grpc.pb.h"
+#include "placement/v1/tensor_service.grpc.pb.h"
 #include "server/daemon.h"
 #include "server/logging.h"
 
@@ -128,8 +132,9 @@ int Run(const std::string& transport) {
   auto daemon_channel =
       grpc::CreateChannel((*daemon)->address(), grpc::InsecureChannelCredentials());
   auto collective_stub = ::placement::v1::CollectiveService::NewStub(daemon_channel);
+  auto tensor_stub = ::placement::v1::TensorService::NewStub(daemon_channel);
   std::vector<absl::Duration> collective, raw_collective, echo_1k, no_session, stub_as_library,
-      echo_as_library;
+      echo_as_library, describe;
   // What the library sends on every call: its session and a deadline.
   const std::string session_id = (*client)->session_id();
   const absl::Duration deadline = (*client)->options().default_deadline;
@@ -202,10 +207,18 @@ int Run(const std::string& transport) {
         AsTheLibrary(context);
         v1::EchoMessage response;
         if (!echo_stub->Echo(&context, kib, &response).ok()) ++errors;
+      },
+      [&] {  // the input's TensorInfo (8 shards, as a result's) on the stub: no collective
+        grpc::ClientContext context;
+        ::placement::v1::DescribeRequest request;
+        request.set_tensor_id(input->id);
+        ::placement::v1::DescribeResponse response;
+        if (!tensor_stub->Describe(&context, request, &response).ok()) ++errors;
       }};
   std::vector<absl::Duration>* samples[] = {&collective, &raw_collective,  &echo_1k,
-                                            &no_session, &stub_as_library, &echo_as_library};
-  constexpr int kCalls = 6;
+                                            &no_session, &stub_as_library, &echo_as_library,
+                                            &describe};
+  constexpr int kCalls = 7;
   for (int i = 0; i < warmup + iterations; ++i) {
     for (int k = 0; k < kCalls; ++k) {
       const int which = (i + k) % kCalls;
@@ -218,7 +231,7 @@ int Run(const std::string& transport) {
   DeleteMade(made);
   LatencySummary c = Summarize(collective), k = Summarize(echo_1k), r = Summarize(raw_collective);
   LatencySummary ns = Summarize(no_session), sl = Summarize(stub_as_library);
-  LatencySummary el = Summarize(echo_as_library);
+  LatencySummary el = Summarize(echo_as_library), d = Summarize(describe);
   LatencySummary o = Summarize(ours), e = Summarize(bare);
   std::printf("transport=%s iterations=%d errors=%d\n", transport.c_str(), iterations, errors);
   PrintLatency("ListDevices (8 cpu devices):", o);
@@ -236,6 +249,11 @@ int Run(const std::string& transport) {
   // gRPC's cost of the session header and the deadline in both.
   PrintLatency("echo, session + deadline:", el);
   PrintRatio("ratio AllReduce / that echo:", c, el);
+  // A call answering the same TensorInfo with no collective behind it: what
+  // the collective itself adds on the daemon.
+  PrintLatency("Describe on the stub:", d);
+  PrintRatio("ratio Describe / echo:", d, k);
+  PrintRatio("ratio stub AllReduce / Describe:", r, d);
   echo_server->Shutdown();
   (*daemon)->Drain();
   std::filesystem::remove_all(dir);
