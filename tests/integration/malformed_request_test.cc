@@ -11,10 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "placement/v1/collective_service.pb.h"
 #include "placement/v1/tensor_service.pb.h"
 #include "tests/testing/daemon_process.h"
 
@@ -56,7 +58,10 @@ TEST(MalformedRequestTest, UnparsableBytesAreInvalidArgument) {
   const std::string garbage(8, '\xff');
   for (const char* method :
        {"/placement.v1.TensorService/Describe", "/placement.v1.DeviceService/ListDevices",
-        "/placement.v1.MeshService/CreateMesh", "/placement.v1.TensorService/Download"}) {
+        "/placement.v1.MeshService/CreateMesh", "/placement.v1.TensorService/Download",
+        // Collectives parse into a per-call arena (server/service/arena_messages.h).
+        "/placement.v1.CollectiveService/AllReduce",
+        "/placement.v1.CollectiveService/AllReduceBatch"}) {
     grpc::Status status = CallWithBytes(stub, method, garbage);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method;
     EXPECT_THAT(status.error_message(), HasSubstr("malformed request: the request bytes do not "
@@ -68,6 +73,15 @@ TEST(MalformedRequestTest, UnparsableBytesAreInvalidArgument) {
             grpc::StatusCode::UNIMPLEMENTED);
   // Well-formed bytes still work (an empty ListDevicesRequest).
   EXPECT_TRUE(CallWithBytes(stub, "/placement.v1.DeviceService/ListDevices", "").ok());
+  // A collective request past the arena's inline 4 KiB parses whole: its
+  // first unknown id is the answer.
+  v1::AllReduceBatchRequest batch;
+  for (int i = 0; i < 2000; ++i) batch.add_tensor_ids(absl::StrCat("t-unknown-", i));
+  ASSERT_GT(batch.ByteSizeLong(), 4096u);
+  grpc::Status unknown = CallWithBytes(stub, "/placement.v1.CollectiveService/AllReduceBatch",
+                                       batch.SerializeAsString());
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND) << unknown.error_message();
+  EXPECT_THAT(unknown.error_message(), HasSubstr("t-unknown-0"));
   EXPECT_EQ((*daemon)->Stop(SIGTERM), 0);
 }
 
