@@ -10,9 +10,12 @@
 // that carries gRPC's cost of them; and Describe of the input on the stub,
 // which answers the same TensorInfo (8 shards) with no collective behind it,
 // so the collective's own cost shows apart from its response's. Prints
-// p50/p99 and the ratios.
+// p50/p99 and the ratios, then the process's CPU per call of four of the
+// kinds (blocks of 128 calls) and their ratios to the echo's.
 //
 //   build/bin/device_latency_bench [--iterations=20000] [--transport=tcp|unix|both]
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -59,6 +62,17 @@ std::vector<absl::Duration> Time(int warmup, int iterations, Fn&& call) {
 void PrintLatency(const char* label, const LatencySummary& s) {
   std::printf("  %-28s p50 %s  p99 %s  mean %s\n", label, Micros(s.p50).c_str(),
               Micros(s.p99).c_str(), Micros(s.mean).c_str());
+}
+
+// CPU time (user + system) this process has used: the client, the daemon
+// and the echo server all run in it.
+absl::Duration ProcessCpu() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto of = [](const timeval& t) {
+    return absl::Seconds(t.tv_sec) + absl::Microseconds(t.tv_usec);
+  };
+  return of(usage.ru_utime) + of(usage.ru_stime);
 }
 
 // "  <label> p50 a/b  p99 a/b".
@@ -229,6 +243,22 @@ int Run(const std::string& transport) {
     if (made.size() >= 256) DeleteMade(made);  // untimed
   }
   DeleteMade(made);
+  // CPU per call of four of the kinds, each in blocks of 128 calls (rotating
+  // between the kinds; deleting results stays outside the blocks): less
+  // sensitive to this VM's scheduling noise than latency, so a change in the
+  // work done per call shows here first.
+  constexpr int kCpuKinds[] = {2, 0, 1, 6};  // echo 1 KiB, library, stub, Describe
+  absl::Duration cpu[kCalls] = {};
+  int cpu_calls[kCalls] = {};
+  for (int block = 0; block < std::max(4, iterations / 128); ++block) {
+    const int which = kCpuKinds[block % 4];
+    const absl::Duration before = ProcessCpu();
+    for (int i = 0; i < 128; ++i) calls[which]();
+    cpu[which] += ProcessCpu() - before;
+    cpu_calls[which] += 128;
+    DeleteMade(made);
+  }
+  auto cpu_per_call = [&](int which) { return cpu[which] / cpu_calls[which]; };
   LatencySummary c = Summarize(collective), k = Summarize(echo_1k), r = Summarize(raw_collective);
   LatencySummary ns = Summarize(no_session), sl = Summarize(stub_as_library);
   LatencySummary el = Summarize(echo_as_library), d = Summarize(describe);
@@ -254,6 +284,13 @@ int Run(const std::string& transport) {
   PrintLatency("Describe on the stub:", d);
   PrintRatio("ratio Describe / echo:", d, k);
   PrintRatio("ratio stub AllReduce / Describe:", r, d);
+  std::printf(
+      "  CPU per call (this process, blocks of 128): echo 1 KiB %s, AllReduce library %s (%.2fx), "
+      "stub %s (%.2fx), Describe %s (%.2fx)\n",
+      Micros(cpu_per_call(2)).c_str(), Micros(cpu_per_call(0)).c_str(),
+      absl::FDivDuration(cpu_per_call(0), cpu_per_call(2)), Micros(cpu_per_call(1)).c_str(),
+      absl::FDivDuration(cpu_per_call(1), cpu_per_call(2)), Micros(cpu_per_call(6)).c_str(),
+      absl::FDivDuration(cpu_per_call(6), cpu_per_call(2)));
   echo_server->Shutdown();
   (*daemon)->Drain();
   std::filesystem::remove_all(dir);
