@@ -175,6 +175,17 @@ int Run(const std::string& transport) {
   // identical runs on a 2-core VM).
   std::vector<std::string> made;
   made.reserve(256);
+  // The kinds of call, in the order of calls[] and samples[].
+  enum Kind {
+    kLibrary,
+    kStub,
+    kEcho,
+    kNoSession,
+    kStubAsLibrary,
+    kEchoAsLibrary,
+    kDescribe,
+    kCalls
+  };
   // One all-reduce through a client library, its result kept for DeleteMade.
   auto library_call = [&](const client::CollectiveClient& through) {
     auto sum = through.AllReduce(input->id, client::ReduceOp::kSum);
@@ -232,7 +243,6 @@ int Run(const std::string& transport) {
   std::vector<absl::Duration>* samples[] = {&collective, &raw_collective,  &echo_1k,
                                             &no_session, &stub_as_library, &echo_as_library,
                                             &describe};
-  constexpr int kCalls = 7;
   for (int i = 0; i < warmup + iterations; ++i) {
     for (int k = 0; k < kCalls; ++k) {
       const int which = (i + k) % kCalls;
@@ -247,11 +257,11 @@ int Run(const std::string& transport) {
   // between the kinds; deleting results stays outside the blocks): less
   // sensitive to this VM's scheduling noise than latency, so a change in the
   // work done per call shows here first.
-  constexpr int kCpuKinds[] = {2, 0, 1, 6};  // echo 1 KiB, library, stub, Describe
+  constexpr Kind kCpuKinds[] = {kEcho, kLibrary, kStub, kDescribe};
   absl::Duration cpu[kCalls] = {};
   int cpu_calls[kCalls] = {};
   for (int block = 0; block < std::max(4, iterations / 128); ++block) {
-    const int which = kCpuKinds[block % 4];
+    const Kind which = kCpuKinds[block % std::size(kCpuKinds)];
     const absl::Duration before = ProcessCpu();
     for (int i = 0; i < 128; ++i) calls[which]();
     cpu[which] += ProcessCpu() - before;
@@ -284,13 +294,14 @@ int Run(const std::string& transport) {
   PrintLatency("Describe on the stub:", d);
   PrintRatio("ratio Describe / echo:", d, k);
   PrintRatio("ratio stub AllReduce / Describe:", r, d);
-  std::printf(
-      "  CPU per call (this process, blocks of 128): echo 1 KiB %s, AllReduce library %s (%.2fx), "
-      "stub %s (%.2fx), Describe %s (%.2fx)\n",
-      Micros(cpu_per_call(2)).c_str(), Micros(cpu_per_call(0)).c_str(),
-      absl::FDivDuration(cpu_per_call(0), cpu_per_call(2)), Micros(cpu_per_call(1)).c_str(),
-      absl::FDivDuration(cpu_per_call(1), cpu_per_call(2)), Micros(cpu_per_call(6)).c_str(),
-      absl::FDivDuration(cpu_per_call(6), cpu_per_call(2)));
+  std::printf("  CPU per call (this process, blocks of 128): echo 1 KiB %s",
+              Micros(cpu_per_call(kEcho)).c_str());
+  for (const auto& [kind, label] : {std::pair{kLibrary, "AllReduce library"},
+                                    std::pair{kStub, "stub"}, std::pair{kDescribe, "Describe"}}) {
+    std::printf(", %s %s (%.2fx)", label, Micros(cpu_per_call(kind)).c_str(),
+                absl::FDivDuration(cpu_per_call(kind), cpu_per_call(kEcho)));
+  }
+  std::printf("\n");
   echo_server->Shutdown();
   (*daemon)->Drain();
   std::filesystem::remove_all(dir);

@@ -18,8 +18,8 @@ namespace placement {
 
 class InlineArena {
  public:
-  // Large enough for a collective's response over 8 shards (about 2 KiB of
-  // messages) and its request.
+  // Large enough for a collective's response over 8 shards and its request
+  // (2,176 bytes of arena for a 1 KiB all-reduce's over 8 CPU devices).
   static constexpr size_t kInlineBytes = 4096;
 
   InlineArena() : arena_(Options(block_)) {}

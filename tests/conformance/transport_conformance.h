@@ -15,6 +15,7 @@
 #include "server/collective/transport/transport_registry.h"
 #include "tests/server/collective/collective_test_util.h"
 #include "tests/server/collective/simulated_cluster.h"
+#include "tests/server/collective/transport_test_util.h"
 
 namespace placement::server::conformance {
 
@@ -35,17 +36,9 @@ class TransportConformanceTest : public ::testing::TestWithParam<std::string> {
   // made for another platform's buffers (nccl: GPUs) refuses them, and its
   // own tests cover it (tests/gpu/nccl_transport_test.cc).
   void SetUp() override {
-    CpuBackendOptions cpu;
-    cpu.num_devices = 1;
-    auto backend = CpuBackend::Create(cpu);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    InMemoryRendezvousStore store;
-    CrossProcessTransportOptions options;
-    options.store = &store;
-    options.backend = backend->get();
-    auto made = TransportRegistry::Global().Create(GetParam(), options);
-    if (absl::IsFailedPrecondition(made.status())) {
-      GTEST_SKIP() << GetParam() << " cannot serve CPU devices: " << made.status();
+    const absl::Status made = testing::CreateOverCpuDevices(GetParam(), 1);
+    if (absl::IsFailedPrecondition(made)) {
+      GTEST_SKIP() << GetParam() << " cannot serve CPU devices: " << made;
     }
   }
 

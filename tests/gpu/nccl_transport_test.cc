@@ -19,9 +19,9 @@
 #include "server/collective/cluster/cluster_item.h"
 #include "server/collective/transport/rendezvous_store.h"
 #include "server/collective/transport/transport_registry.h"
-#include "server/platform/cpu/cpu_backend.h"
 #include "server/platform/cuda/cuda_backend.h"
 #include "tests/server/collective/collective_test_util.h"
+#include "tests/server/collective/transport_test_util.h"
 
 namespace placement::server {
 namespace {
@@ -42,17 +42,9 @@ int GpuCount() {
 }
 
 TEST(NcclTransportCreateTest, RefusesDevicesThatAreNotGpus) {
-  CpuBackendOptions cpu;
-  cpu.num_devices = 2;
-  auto backend = CpuBackend::Create(cpu);
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  InMemoryRendezvousStore store;
-  CrossProcessTransportOptions options;
-  options.store = &store;
-  options.backend = backend->get();
-  auto made = TransportRegistry::Global().Create("nccl", options);
-  EXPECT_EQ(made.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(made.status().message()),
+  const absl::Status made = testing::CreateOverCpuDevices("nccl", 2);
+  EXPECT_EQ(made.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(made.message()),
               HasSubstr("needs the cuda platform's GPUs; this daemon's devices are cpu"));
 }
 
