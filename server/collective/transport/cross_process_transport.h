@@ -2,15 +2,14 @@
 // between the daemons (processes) of a cluster, as the cluster engine
 // (server/collective/cluster/cluster_engine.h) uses it:
 //
-//   Connect  the group of a participant subset, through the coordinator's
-//            RendezvousStore (each process publishes what the others need
-//            -- Gloo: its listening address; NCCL: rank 0 its unique id, as
-//            XLA's nccl_id_store does -- under the group's prefix and reads
-//            the others');
 //   Run      one collective item, as planned for this process
 //            (ClusterItemPlan: its ranks, their buffers, the subset), with
 //            every process of the subset running the same item with the
-//            same tag;
+//            same tag; the first operation on a group connects it, through
+//            the coordinator's RendezvousStore (each process publishes what
+//            the others need -- Gloo: its listening address; NCCL: rank 0
+//            its unique id, as XLA's nccl_id_store does -- under the
+//            group's prefix and reads the others'), and later ones find it;
 //   Exchange a small fixed-size block with every process of a group (an
 //            all-gather of a few hundred bytes): the cluster engine's
 //            agreement rounds of multi-controller calls with
@@ -33,7 +32,7 @@
 // (Platform::CrossProcessTransport): "gloo" moves host memory and stages
 // device buffers through the DeviceBackend, so every platform can use it.
 //
-// Errors of Connect and Run (a failure aborts the group):
+// Errors of Run and Exchange (a failure aborts the group):
 //   DEADLINE_EXCEEDED  a process of the subset did not publish within the
 //                      budget, or an operation timed out;
 //   UNAVAILABLE        a peer died or closed its connections; the key failed
@@ -118,19 +117,11 @@ class CrossProcessTransport {
   // when TLS is on and they are not).
   virtual bool encrypted() const = 0;
 
-  // Connects the group of `key` on first use (a later call finds it),
-  // waiting up to `budget` for the others' rendezvous entries and as long
-  // again for each connection: a group warmed up ahead of its first item
-  // (Run and Exchange connect on their own; the cluster engine relies on
-  // that). A transport whose groups are per item may make nothing (nccl).
-  // REQUIRES: key.processes holds this process.
-  virtual absl::Status Connect(const TransportGroupKey& key, absl::Duration budget) = 0;
-
   // Runs `item` as planned for this process (PlanClusterItem) on the group
-  // of `key` (connected first if needed) with `tag`, each operation bounded
-  // by `budget`. `what` names the call in error messages ("item 0, set
-  // 0,1, epoch 3, generation 0, ticket 7"). On failure the group is
-  // aborted. REQUIRES: plan.processes == key.processes.
+  // of `key` with `tag`, each operation bounded by `budget` (so is a first
+  // call's wait for the others' rendezvous entries, and each connection).
+  // `what` names the call in error messages ("item 0, set 0,1, epoch 3,
+  // generation 0, ticket 7"). On failure the group is aborted. REQUIRES: plan.processes == key.processes.
   virtual absl::Status Run(CollectiveKind kind, const CollectiveItem& item,
                            const ClusterItemPlan& plan, const TransportGroupKey& key, uint32_t tag,
                            absl::Duration budget, absl::string_view what) = 0;

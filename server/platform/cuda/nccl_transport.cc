@@ -237,11 +237,6 @@ absl::Status NcclTransport::WithEntry(const TransportGroupKey& key, absl::string
   return status;
 }
 
-absl::Status NcclTransport::Connect(const TransportGroupKey& key, absl::Duration /*budget*/) {
-  return WithEntry(key, absl::StrCat("nccl connect of processes ", ProcessListKey(key.processes)),
-                   [](Entry&) { return absl::OkStatus(); });
-}
-
 absl::Status NcclTransport::Run(CollectiveKind kind, const CollectiveItem& item,
                                 const ClusterItemPlan& plan, const TransportGroupKey& key,
                                 uint32_t /*tag*/, absl::Duration budget, absl::string_view what) {

@@ -44,7 +44,7 @@
 // GenerationAbandonedKey while they wait for the unique id
 // (AbortableRendezvousStore's watch) and inside NCCL (Interruption: at
 // most every AbortableRendezvousStore::kPoll), and fail UNAVAILABLE with
-// its words. Connect makes nothing.
+// its words.
 //
 // Numerics are NCCL's: f16 / bf16 reduce in their own precision at every
 // step (gloo: f32 accumulation, one rounding), integer MEAN is ncclAvg in
@@ -95,9 +95,8 @@ class NcclTransport final : public CrossProcessTransport {
   // address is not known here.
   std::string ListenAddress() const override { return ""; }
   bool encrypted() const override { return false; }
-  // Makes nothing (communicators are made per item, on first use); fails
+  // Makes the item's communicators on first use (see Groups); fails
   // UNAVAILABLE when the key was refused.
-  absl::Status Connect(const TransportGroupKey& key, absl::Duration budget) override;
   absl::Status Run(CollectiveKind kind, const CollectiveItem& item, const ClusterItemPlan& plan,
                    const TransportGroupKey& key, uint32_t tag, absl::Duration budget,
                    absl::string_view what) override;

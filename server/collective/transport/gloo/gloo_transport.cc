@@ -49,10 +49,6 @@ GlooTransport::GlooTransport(const CrossProcessTransportOptions& options, std::s
 
 GlooTransport::~GlooTransport() = default;
 
-absl::Status GlooTransport::Connect(const TransportGroupKey& key, absl::Duration budget) {
-  return contexts_.Get(key, budget).status();
-}
-
 // How long a call that failed on a closed connection waits to hear of a
 // lost process (GlooContextCache::AbortReason) before it reports Gloo's
 // words: survivors learn of a loss on their own heartbeats, within one

@@ -42,7 +42,6 @@ class GlooTransport final : public CrossProcessTransport {
   std::string ListenAddress() const override { return address_; }
   // Debian's Gloo has no TLS transport.
   bool encrypted() const override { return false; }
-  absl::Status Connect(const TransportGroupKey& key, absl::Duration budget) override;
   absl::Status Run(CollectiveKind kind, const CollectiveItem& item, const ClusterItemPlan& plan,
                    const TransportGroupKey& key, uint32_t tag, absl::Duration budget,
                    absl::string_view what) override;
