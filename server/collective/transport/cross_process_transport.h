@@ -121,7 +121,8 @@ class CrossProcessTransport {
   // of `key` with `tag`, each operation bounded by `budget` (so is a first
   // call's wait for the others' rendezvous entries, and each connection).
   // `what` names the call in error messages ("item 0, set 0,1, epoch 3,
-  // generation 0, ticket 7"). On failure the group is aborted. REQUIRES: plan.processes == key.processes.
+  // generation 0, ticket 7"). On failure the group is aborted.
+  // REQUIRES: plan.processes == key.processes.
   virtual absl::Status Run(CollectiveKind kind, const CollectiveItem& item,
                            const ClusterItemPlan& plan, const TransportGroupKey& key, uint32_t tag,
                            absl::Duration budget, absl::string_view what) = 0;
