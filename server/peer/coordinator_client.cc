@@ -1,5 +1,7 @@
 #include "server/peer/coordinator_client.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
@@ -98,6 +100,9 @@ absl::Status CoordinatorClient::Set(const std::string& key, const std::string& v
 }
 
 absl::StatusOr<std::string> CoordinatorClient::Get(const std::string& key, absl::Duration timeout) {
+  // No wait (or a spent one) looks once: the coordinator reads an unset
+  // (zero) wait as its default of seconds.
+  timeout = std::max(timeout, absl::Milliseconds(1));
   pb::KeyValueGetRequest request;
   request.set_key(key);
   DurationToProto(timeout, request.mutable_timeout());

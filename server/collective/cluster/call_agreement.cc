@@ -81,9 +81,13 @@ std::string EncodeCallWord(const CallWord& word) {
 }
 
 absl::StatusOr<CallWord> DecodeCallWord(absl::string_view block) {
-  if (block.size() != kCallWordBytes || Get<uint32_t>(block, 0) != kMagic) {
+  if (block.size() != kCallWordBytes) {
     return absl::InternalError(absl::StrCat("a malformed agreement word of ", block.size(),
                                             " bytes (expected ", kCallWordBytes, ")"));
+  }
+  if (const uint32_t magic = Get<uint32_t>(block, 0); magic != kMagic) {
+    return absl::InternalError(absl::StrCat("a malformed agreement word: it starts with 0x",
+                                            absl::Hex(magic), ", not 0x", absl::Hex(kMagic)));
   }
   CallWord word;
   word.call = Get<uint64_t>(block, 4);

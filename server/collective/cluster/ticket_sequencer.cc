@@ -24,10 +24,20 @@ absl::Status TicketSequencer::Acquire(uint64_t ticket, const CollectiveContext& 
     return absl::FailedPreconditionError(
         absl::StrCat("ticket ", ticket, " of ", name_, ": the epoch was retired"));
   }
-  if (ticket < next_ || (running_ && ticket == next_) || finished_.contains(ticket)) {
+  if (ticket < next_) {
     return absl::FailedPreconditionError(
         absl::StrCat("ticket ", ticket, " of ", name_,
                      " is older than what already ran here (next ticket: ", next_, ")"));
+  }
+  if (running_ && ticket == next_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ticket ", ticket, " of ", name_, " is running here already"));
+  }
+  if (finished_.contains(ticket)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ticket ", ticket, " of ", name_,
+                     " was given up here already (refused, cancelled or abandoned while ticket ",
+                     next_, " was next)"));
   }
   if (!waiting_.insert(ticket).second) {
     return absl::FailedPreconditionError(

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -34,10 +35,15 @@ TEST(CallAgreementTest, WordsRoundTripAndLongMessagesAreCut) {
   EXPECT_LT(cut->status.message().size(), kCallWordBytes);
   EXPECT_THAT(std::string(cut->status.message()), HasSubstr("..."));
 
-  EXPECT_EQ(DecodeCallWord("short").status().code(), absl::StatusCode::kInternal);
+  const absl::Status short_word = DecodeCallWord("short").status();
+  EXPECT_EQ(short_word.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(short_word.message()),
+              HasSubstr(absl::StrCat("of 5 bytes (expected ", kCallWordBytes, ")")));
   std::string bad = block;
   bad[0] ^= 1;
-  EXPECT_EQ(DecodeCallWord(bad).status().code(), absl::StatusCode::kInternal);
+  const absl::Status bad_magic = DecodeCallWord(bad).status();
+  EXPECT_EQ(bad_magic.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(bad_magic.message()), HasSubstr("it starts with 0x"));
 }
 
 TEST(CallAgreementTest, SameCallEverywhereAgrees) {

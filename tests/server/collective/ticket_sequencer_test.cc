@@ -51,6 +51,7 @@ TEST(TicketSequencerTest, RunsInOrderAndRefusesPassedTickets) {
     // Running: the same ticket again is refused.
     absl::Status again = seq.Acquire(t, {});
     EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition) << again;
+    EXPECT_THAT(std::string(again.message()), HasSubstr("is running here already"));
     seq.Finish(t);
   }
   EXPECT_EQ(seq.next(), 3u);
@@ -58,6 +59,12 @@ TEST(TicketSequencerTest, RunsInOrderAndRefusesPassedTickets) {
   EXPECT_EQ(old.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(old.message()),
               HasSubstr("ticket 1 of set 0,1 epoch 0 is older than what already ran"));
+  // A later ticket given up before its turn: refused as such, not as older.
+  seq.Abandon(5);
+  absl::Status abandoned = seq.Acquire(5, {});
+  EXPECT_EQ(abandoned.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(abandoned.message()),
+              HasSubstr("ticket 5 of set 0,1 epoch 0 was given up here already"));
 }
 
 TEST(TicketSequencerTest, LaterTicketWaitsForItsPredecessor) {

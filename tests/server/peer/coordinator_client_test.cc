@@ -81,6 +81,15 @@ TEST(CoordinatorClientTest, KeyValueStoreWaitsForKeysAndNamesMissingOnes) {
   auto missing = one->Get("rendezvous/never", absl::Milliseconds(200));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kDeadlineExceeded) << missing.status();
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("rendezvous/never"));
+  // No wait (a rendezvous whose budget is spent) looks once: the key's
+  // value, or the coordinator's word naming it -- not the coordinator's
+  // default wait cut short by the call's deadline.
+  auto now = one->Get("rendezvous/a", absl::ZeroDuration());
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_EQ(*now, "127.0.0.1:9");
+  auto spent = one->Get("rendezvous/never", -absl::Seconds(1));
+  EXPECT_EQ(spent.status().code(), absl::StatusCode::kDeadlineExceeded) << spent.status();
+  EXPECT_THAT(std::string(spent.status().message()), HasSubstr("rendezvous/never"));
 }
 
 TEST(CoordinatorClientTest, BarriersAgreeAndHandOutTicketsInOrder) {
