@@ -6,6 +6,7 @@
 // those not connected to the aborted process. Calls that must be inside the
 // engine are detected through the `cancelled` poll, never by sleeping.
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <iostream>
 #include <string>
@@ -283,6 +284,8 @@ TEST_P(TransportFailureTest, AbortProcessEndsARendezvousWaitingForALostProcess) 
   for (auto& t : callers) t.join();
   ExpectEndedByTheLoss(c, statuses, why);
   EXPECT_EQ(c.failures().size(), 2u);
+  // The failed group's entries went with it: nobody reads them again.
+  EXPECT_EQ(store.size(), 0u);
   // A group without the lost process is untouched: 0 and 1 go on.
   ExpectPairOfZeroAndOneRuns(c, /*seed=*/15);
 }
@@ -308,6 +311,76 @@ TEST_P(TransportFailureTest, ACallAfterTheLossIsRefusedAtOnce) {
   // Process 2 back in a later epoch: its groups of that epoch run.
   ExpectAllReduceRuns(c, {0, 1, 2}, Ticket("0,1,2", 0, /*generation=*/0, /*epoch=*/5),
                       /*seed=*/18);
+}
+
+// A loss reported late -- process 2 of epoch 4 lost, while the others
+// already run with its next incarnation at epoch 5 (it restarted and
+// rejoined) -- tells the groups of epoch 4 and before only: the group of
+// epoch 5, connected before the report, keeps running.
+TEST_P(TransportFailureTest, ALossTellsOnlyTheGroupsOfItsEpochAndBefore) {
+  SimulatedCluster c(AbortOptions(3));
+  ExpectAllReduceRuns(c, {0, 1, 2}, Ticket("0,1,2", 0, /*generation=*/0, /*epoch=*/5),
+                      /*seed=*/19);
+  const std::string why = "process 2 (127.0.0.1:4000) is lost (epoch 4)";
+  for (int p = 0; p < 2; ++p) c.engine(p).AbortProcess(2, /*epoch=*/4, why);
+  ExpectAllReduceRuns(c, {0, 1, 2}, Ticket("0,1,2", 1, /*generation=*/0, /*epoch=*/5),
+                      /*seed=*/20);
+}
+
+// Groups whose rendezvous failed (a process that never came) leave none of
+// their entries in the store: the key is refused from then on, so nobody
+// reads them again -- over many generations the store stays empty.
+TEST_P(TransportFailureTest, FailedRendezvousLeaveNoKeys) {
+  InMemoryRendezvousStore store;
+  ClusterOptions options = Options(2);
+  options.store = &store;
+  options.timeout = absl::Milliseconds(100);
+  SimulatedCluster c(options);
+  Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 4, 0, 21);
+  for (uint64_t generation = 0; generation < 3; ++generation) {
+    const CrossProcessTicket ticket = Ticket("0,1", generation, generation);
+    CollectiveItem item = ItemFor(g, 0);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    absl::Status alone = c.engine(0).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+    EXPECT_EQ(alone.code(), absl::StatusCode::kDeadlineExceeded) << alone;
+    EXPECT_EQ(store.size(), 0u) << "generation " << generation;
+  }
+}
+
+// A generation given up here (the cluster engine's forfeit, or its set
+// forming again) while one of its groups is still in its rendezvous: the
+// rendezvous ends at once, UNAVAILABLE, rather than the abort waiting for
+// the connect's budget (and the call failing only at its end).
+TEST_P(TransportFailureTest, AbortGenerationEndsARendezvousInProgress) {
+  ClusterOptions options = Options(2);
+  options.timeout = absl::Seconds(20);
+  SimulatedCluster c(options);
+  Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 4, 0, 22);
+  const CrossProcessTicket ticket = Ticket("0,1", 0);
+  PollHook hook;
+  std::atomic<bool> done{false};
+  absl::Status status;
+  std::thread caller([&] {
+    CollectiveItem item = ItemFor(g, 0);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    context.cancelled = hook.Fn();
+    status = c.engine(0).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
+    done = true;
+  });
+  ASSERT_TRUE(hook.WaitReached());
+  // The call is about to connect (process 1 never comes): aborted until it
+  // ends, as its group may not exist at the first abort.
+  const absl::Time start = absl::Now();
+  while (!done && absl::Now() - start < options.timeout) {
+    c.transport(0).AbortGeneration(0, "0,1", 0);
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  caller.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(std::string(status.message()), AnyOf(HasSubstr("given up"), HasSubstr("aborted")));
+  EXPECT_LT(absl::Now() - start, options.timeout / 2);
 }
 
 // On a ring transport a process is connected only to its two neighbours: an

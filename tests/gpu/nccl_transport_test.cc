@@ -244,7 +244,7 @@ TEST_F(LonePeerTest, ALostPeerEndsTheCallWithTheClustersWords) {
   if (IsSkipped()) return;
   std::thread cluster([this] {
     absl::SleepFor(absl::Milliseconds(300));
-    transports_[0]->AbortProcess(1, "process 1 is lost (missed 3 heartbeats)");
+    transports_[0]->AbortProcess(1, /*through_epoch=*/1, "process 1 is lost (missed 3 heartbeats)");
   });
   const absl::Time start = absl::Now();
   absl::Status status = RunAlone(Key({0, 1}), absl::Seconds(60));

@@ -431,6 +431,9 @@ void ClusterEngine::CloseForfeited(const CrossProcessTicket& ticket, const absl:
     options_.transport->AbortGeneration(ticket.epoch, ticket.set_key, ticket.generation);
   }
   if (options_.store != nullptr) {
+    // An earlier generation's key of the set goes (as at the set's next
+    // call): every part of that generation has ended.
+    RetireAbandoned(ticket);
     {
       absl::MutexLock lock(&mu_);
       abandoned_[ticket.set_key] = {ticket.epoch, ticket.generation, absl::Now()};
@@ -509,11 +512,16 @@ absl::StatusOr<std::shared_ptr<TicketSequencer>> ClusterEngine::SequencerFor(
             f.epoch, ", generation ", f.generation));
       }
       retired = std::move(f);
+      // No gap is skipped: this process numbered every call of the
+      // formation itself and each one reaches Run or Settle, so a missing
+      // predecessor is on its way (a slow part), and running past it would
+      // run the calls out of the others' order. The turn's deadline bounds
+      // the wait.
       f = Formation{ticket.epoch, ticket.generation,
                     std::make_shared<TicketSequencer>(
                         absl::StrCat("set ", ticket.set_key, " epoch ", ticket.epoch,
                                      " generation ", ticket.generation),
-                        options_.gap_timeout)};
+                        absl::InfiniteDuration())};
       current = f.sequencer;
     }
     if (retired.sequencer != nullptr) {
@@ -554,12 +562,14 @@ void ClusterEngine::AbortProcess(int32_t process, uint64_t epoch, const std::str
     Loss& loss = lost_[process];
     if (epoch >= loss.epoch) loss = Loss{epoch, why};
   }
-  if (options_.transport != nullptr) options_.transport->AbortProcess(process, why);
+  if (options_.transport != nullptr) options_.transport->AbortProcess(process, epoch, why);
 }
 
 void ClusterEngine::DropEpochsBefore(uint64_t epoch) {
   std::vector<std::shared_ptr<TicketSequencer>> retired;
-  uint64_t keep_from = epoch;
+  // Formations outlive their epoch: their groups and their forfeited
+  // generation's key stay until the set forms again.
+  std::vector<TransportGroupKey> kept;
   {
     absl::MutexLock lock(&mu_);
     min_epoch_ = std::max(min_epoch_, epoch);
@@ -567,13 +577,17 @@ void ClusterEngine::DropEpochsBefore(uint64_t epoch) {
     for (auto it = sequencers_.begin(); it != end; ++it) retired.push_back(it->second);
     sequencers_.erase(sequencers_.begin(), end);
     for (const auto& [set, formation] : formations_) {
-      keep_from = std::min(keep_from, formation.epoch);
+      if (formation.epoch < epoch) kept.push_back({formation.epoch, set, formation.generation, {}});
     }
   }
   for (const auto& sequencer : retired) sequencer->Close();
-  if (options_.transport != nullptr) options_.transport->DropEpochsBefore(keep_from);
-  DeleteAbandoned([keep_from](const std::string&, const Abandoned& given_up) {
-    return given_up.epoch < keep_from;
+  if (options_.transport != nullptr) options_.transport->DropEpochsBefore(epoch, kept);
+  DeleteAbandoned([&](const std::string& set, const Abandoned& given_up) {
+    return given_up.epoch < epoch &&
+           std::none_of(kept.begin(), kept.end(), [&](const TransportGroupKey& k) {
+             return k.set_key == set && k.epoch == given_up.epoch &&
+                    k.generation == given_up.generation;
+           });
   });
 }
 

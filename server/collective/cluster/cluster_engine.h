@@ -24,7 +24,8 @@
 // Call-ordered tickets (CrossProcessTicket::call_ordered: multi-controller
 // calls, numbered by every process itself). Their set is a formation --
 // (set, epoch, generation) agreed once at the coordinator by the caller --
-// with its own sequencer; a newer formation of the set retires the older
+// with its own sequencer, which skips no gap (every predecessor comes: this
+// process numbered it); a newer formation of the set retires the older
 // one (its sequencer closes, its transport groups are aborted), and an
 // epoch change does not (a formation lives until its set re-forms, so an
 // unrelated membership change costs its calls nothing). In its turn such a
@@ -141,7 +142,9 @@ struct ClusterEngineOptions {
   // address and dies before connecting can hold a rendezvous for up to
   // `timeout` more per pair (Gloo's connect timeout).
   absl::Duration timeout = absl::Seconds(30);
-  // How long a ticket waits for a missing predecessor before skipping it.
+  // How long a ticket waits for a missing predecessor before skipping it
+  // (not a call-ordered one: this process numbered its predecessors itself,
+  // and each one comes).
   absl::Duration gap_timeout = absl::Seconds(5);
   // Call-ordered tickets: exchange a word per call before the items
   // (see above). Off: a call runs alone and a part that fails first leaves
@@ -185,8 +188,8 @@ class ClusterEngine final : public CollectiveEngine {
   // poll, with `why`, rather than after `timeout`. Waits at most
   // `gap_timeout` for the turn. No-op when the ticket already ran or was
   // refused here (its turn passed), or for a set of one process. The key
-  // is deleted at this process's first call of the set's next generation,
-  // at its first call of any set 2 x `timeout` later, or when
+  // is deleted at this process's first call (or forfeit) of the set's next
+  // generation, at its first call of any set 2 x `timeout` later, or when
   // DropEpochsBefore retires the key's epoch.
   void Forfeit(const CrossProcessTicket& ticket, const std::vector<int32_t>& participants,
                const absl::Status& why);
@@ -206,12 +209,15 @@ class ClusterEngine final : public CollectiveEngine {
   // Membership changed: frees the groups and sequencers of epochs before
   // `epoch`. Calls of those epochs that wait for their turn, and later ones,
   // fail with FAILED_PRECONDITION; running calls finish on the contexts
-  // they hold. Call-ordered formations are kept (see above), and so are
-  // the transport's groups of epochs from the oldest kept formation on.
+  // they hold. Call-ordered formations are kept (see above), with their
+  // transport groups and their forfeited generation's key; every other
+  // group of those epochs goes.
   void DropEpochsBefore(uint64_t epoch);
 
   // The cluster lost `process`, a member of membership epoch `epoch` (the
-  // view before the loss): every transport group holding it is aborted, so
+  // view before the loss): every transport group of that epoch or an older
+  // one holding it is aborted (a later epoch's group holds its next
+  // incarnation, which rejoined: untouched), so
   // a call in flight with it ends at once, UNAVAILABLE with `why`, instead
   // of at its operation timeout -- also a call whose group is still in its
   // rendezvous, waiting for the lost process to publish. A call that

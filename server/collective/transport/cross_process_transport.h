@@ -142,18 +142,22 @@ class CrossProcessTransport {
   // Aborts every group of `set_key`'s `generation` in `epoch` that this
   // process holds or tried, whatever its subset.
   virtual void AbortGeneration(uint64_t epoch, const std::string& set_key, uint64_t generation) = 0;
-  // Aborts every group, of any epoch, whose subset holds `process`; an
+  // Aborts every group of an epoch up to `through_epoch` (the last one the
+  // lost process was a member in) whose subset holds `process`; an
   // operation in flight on one fails UNAVAILABLE with `why` (the cluster's
   // words: "process 2 is lost (missed its heartbeats ...)"). A group still
   // in its rendezvous fails too, UNAVAILABLE with `why`, once its wait on
   // the store next looks (AbortableRendezvousStore) rather than at its
-  // budget: the lost process may never publish.
-  virtual void AbortProcess(int32_t process, const std::string& why) = 0;
+  // budget: the lost process may never publish. Groups of later epochs
+  // hold a later incarnation of the process (it rejoined) and stay.
+  virtual void AbortProcess(int32_t process, uint64_t through_epoch, const std::string& why) = 0;
   // Whether the group of `key` is connected here.
   virtual bool Connected(const TransportGroupKey& key) const = 0;
-  // Frees the groups (and refusals) of epochs before `epoch`; calls that
-  // hold one keep it until they return.
-  virtual void DropEpochsBefore(uint64_t epoch) = 0;
+  // Frees the groups (and refusals) of epochs before `epoch`, but those of
+  // the generations `kept` names (keys with an empty subset: the cluster
+  // engine's formations, which outlive their epoch); calls that hold one
+  // keep it until they return.
+  virtual void DropEpochsBefore(uint64_t epoch, const std::vector<TransportGroupKey>& kept) = 0;
   // Connected groups held (tests, metrics).
   virtual size_t connected_groups() const = 0;
 };

@@ -3,13 +3,15 @@
 // prefix of the transport's own in front) -- what GlooContextCache and
 // NcclTransport both keep: an entry made on first use, the entries of a
 // generation or holding a process found for an abort, and whole epochs
-// dropped at once when the cluster retires them. Entries are shared: a call
+// dropped at once when the cluster retires them (but groups that outlive
+// their epoch). Entries are shared: a call
 // that holds one keeps it past its removal.
 //
 // Thread-safe (one lock over the table; entries guard themselves).
 #ifndef PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_TRANSPORT_GROUPS_H_
 #define PLACEMENT_SERVER_COLLECTIVE_TRANSPORT_TRANSPORT_GROUPS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <map>
@@ -60,28 +62,45 @@ class TransportGroups {
     return out;
   }
 
-  // Every entry of every epoch for which `keep` is true.
-  std::vector<std::shared_ptr<Entry>> All(absl::FunctionRef<bool(const Entry&)> keep =
-                                              [](const Entry&) { return true; }) const {
+  // Every entry of every epoch for which `keep(epoch, entry)` is true.
+  std::vector<std::shared_ptr<Entry>> All(
+      absl::FunctionRef<bool(uint64_t epoch, const Entry&)> keep = [](uint64_t, const Entry&) {
+        return true;
+      }) const {
     std::vector<std::shared_ptr<Entry>> out;
     absl::MutexLock lock(&mu_);
     for (const auto& [epoch, by_name] : entries_) {
       for (const auto& [name, entry] : by_name) {
-        if (keep(*entry)) out.push_back(entry);
+        if (keep(epoch, *entry)) out.push_back(entry);
       }
     }
     return out;
   }
 
-  // Removes the entries of epochs before `epoch`; they are destroyed here,
-  // outside the lock, unless a caller still holds one.
-  void DropEpochsBefore(uint64_t epoch) {
-    Table dropped;
+  // Removes the entries of epochs before `epoch` but those whose name
+  // starts with one of `kept` (a transport's names of groups that outlive
+  // their epoch); removed ones are destroyed here, outside the lock, unless
+  // a caller still holds one.
+  void DropEpochsBefore(uint64_t epoch, const std::vector<std::string>& kept = {}) {
+    std::vector<std::shared_ptr<Entry>> dropped;
     {
       absl::MutexLock lock(&mu_);
       auto end = entries_.lower_bound(epoch);
-      dropped.insert(std::make_move_iterator(entries_.begin()), std::make_move_iterator(end));
-      entries_.erase(entries_.begin(), end);
+      for (auto it = entries_.begin(); it != end;) {
+        auto& by_name = it->second;
+        for (auto entry = by_name.begin(); entry != by_name.end();) {
+          const bool keep = std::any_of(kept.begin(), kept.end(), [&](const std::string& stem) {
+            return absl::StartsWith(entry->first, stem);
+          });
+          if (keep) {
+            ++entry;
+            continue;
+          }
+          dropped.push_back(std::move(entry->second));
+          by_name.erase(entry++);
+        }
+        it = by_name.empty() ? entries_.erase(it) : std::next(it);
+      }
     }
   }
 

@@ -349,9 +349,10 @@ void NcclTransport::AbortGeneration(uint64_t epoch, const std::string& set_key,
   }
 }
 
-void NcclTransport::AbortProcess(int32_t process, const std::string& why) {
-  for (const auto& entry : entries_.All([process](const Entry& e) {
-         return std::binary_search(e.processes.begin(), e.processes.end(), process);
+void NcclTransport::AbortProcess(int32_t process, uint64_t through_epoch, const std::string& why) {
+  for (const auto& entry : entries_.All([&](uint64_t epoch, const Entry&e) {
+         return epoch <= through_epoch &&
+                std::binary_search(e.processes.begin(), e.processes.end(), process);
        })) {
     Interrupt(*entry, absl::UnavailableError(why));
   }
@@ -366,7 +367,12 @@ bool NcclTransport::Connected(const TransportGroupKey& key) const {
 }
 
 // Their communicators are aborted as the last holder lets go.
-void NcclTransport::DropEpochsBefore(uint64_t epoch) { entries_.DropEpochsBefore(epoch); }
+void NcclTransport::DropEpochsBefore(uint64_t epoch, const std::vector<TransportGroupKey>& kept) {
+  std::vector<std::string> stems;
+  stems.reserve(kept.size());
+  for (const TransportGroupKey& key : kept) stems.push_back(key.GenerationStem());
+  entries_.DropEpochsBefore(epoch, stems);
+}
 
 size_t NcclTransport::connected_groups() const {
   size_t n = 0;

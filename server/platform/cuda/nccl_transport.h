@@ -106,9 +106,9 @@ class NcclTransport final : public CrossProcessTransport {
                                                     absl::string_view what) override;
   void Abort(const TransportGroupKey& key) override;
   void AbortGeneration(uint64_t epoch, const std::string& set_key, uint64_t generation) override;
-  void AbortProcess(int32_t process, const std::string& why) override;
+  void AbortProcess(int32_t process, uint64_t through_epoch, const std::string& why) override;
   bool Connected(const TransportGroupKey& key) const override;
-  void DropEpochsBefore(uint64_t epoch) override;
+  void DropEpochsBefore(uint64_t epoch, const std::vector<TransportGroupKey>& kept) override;
   size_t connected_groups() const override;
 
  private:

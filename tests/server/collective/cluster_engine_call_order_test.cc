@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -365,6 +366,83 @@ TEST_P(CallOrderedTest, FailureAfterTheRoundFailsTheNextCallEverywhere) {
                         "mc/0,1 failed after the collective ran"));
   EXPECT_EQ(second[1].code(), absl::StatusCode::kFailedPrecondition) << second[1];
   EXPECT_THAT(std::string(second[1].message()), HasSubstr("tensor 't-1' was freed"));
+}
+
+// A formation outlives its epoch (its calls run across unrelated
+// membership changes): retiring an epoch frees every other group of it and
+// older ones -- here the single-controller set's of epochs 1 and 2 -- while
+// the formation's group of epoch 0 stays and keeps running.
+TEST(ClusterEngineTest, RetiringEpochsKeepsOnlyTheFormationsGroups) {
+  SimulatedCluster c({.processes = 2});
+  Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 8, 0, 31);
+  for (const auto& s : AllReduceAndSettle(c, g, Ordered(0, "allreduce sum"))) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  for (uint64_t epoch : {1, 2}) {
+    Group h = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 8, 0,
+                        static_cast<uint32_t>(40 + epoch));
+    for (const auto& s : RunGroup(c, h, {0, 1}, Ticket("0,1", 0, 0, epoch))) {
+      ASSERT_TRUE(s.ok()) << "epoch " << epoch << ": " << s;
+    }
+    ExpectResult(h);
+  }
+  ASSERT_EQ(c.engine(0).cached_contexts(), 3u);
+  for (int p : {0, 1}) c.engine(p).DropEpochsBefore(3);
+  for (int p : {0, 1}) EXPECT_EQ(c.engine(p).cached_contexts(), 1u) << "process " << p;
+  Group k = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 8, 0, 32);
+  for (const auto& s : AllReduceAndSettle(c, k, Ordered(1, "allreduce sum"))) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  ExpectResult(k);
+}
+
+// A set that forfeits again in its next generation: the first forfeit's
+// key goes (every part of that generation has ended, as at the set's next
+// call), the second's stays until its own turn comes.
+TEST(ClusterEngineTest, ASecondForfeitOfTheSetRetiresTheFirstOnesKey) {
+  InMemoryRendezvousStore store;
+  SimulatedCluster c({.processes = 2, .store = &store});
+  const absl::Status why = absl::ResourceExhaustedError("device 1025: cannot allocate 64 bytes");
+  c.engine(1).Forfeit(Ticket("0,1", 0, /*generation=*/0), {0, 1}, why);
+  const std::string first = GenerationAbandonedKey(0, "0,1", 0);
+  ASSERT_TRUE(store.Get(first, absl::ZeroDuration()).ok());
+  c.engine(1).Forfeit(Ticket("0,1", 1, /*generation=*/1), {0, 1}, why);
+  EXPECT_EQ(store.Get(first, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(store.Get(GenerationAbandonedKey(0, "0,1", 1), absl::ZeroDuration()).ok());
+}
+
+// A formation's calls are numbered by this process itself and each one
+// reaches Run or Settle: one that waits for its predecessor never skips
+// it, however long past the gap timeout the predecessor comes (skipping
+// would run the calls out of the other processes' order).
+TEST(ClusterEngineTest, AFormationsCallWaitsForItsPredecessorPastTheGapTimeout) {
+  SimulatedCluster c(
+      {.processes = 2, .timeout = absl::Seconds(5), .gap_timeout = absl::Milliseconds(20)});
+  Group first =
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 8, 0, 51);
+  Group second =
+      MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 8, 0, 52);
+  const CrossProcessTicket t0 = Ordered(0, "allreduce sum"), t1 = Ordered(1, "allreduce sum");
+  auto run = [&](int p, const Group& g, const CrossProcessTicket& ticket) {
+    CollectiveItem item = ItemFor(g, p);
+    CollectiveContext context;
+    context.ticket = &ticket;
+    return c.engine(p).Settle(ticket,
+                              c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
+  };
+  absl::Status later;
+  std::thread early([&] { later = run(0, second, t1); });
+  absl::SleepFor(absl::Milliseconds(200));  // ten gap timeouts
+  const std::vector<absl::Status> statuses =
+      OnProcesses({0, 1}, [&](int p) { return run(p, first, t0); });
+  const absl::Status other = run(1, second, t1);
+  early.join();
+  for (const auto& s : statuses) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(later.ok()) << later;
+  EXPECT_TRUE(other.ok()) << other;
+  ExpectResult(first);
+  ExpectResult(second);
 }
 
 #else

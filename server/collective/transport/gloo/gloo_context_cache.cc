@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/collective/cluster/cluster_item.h"
@@ -28,7 +29,7 @@ GlooContextCache::~GlooContextCache() = default;
 std::shared_ptr<GlooContextCache::Entry> GlooContextCache::EntryFor(const TransportGroupKey& key,
                                                                     const std::string& prefix) {
   return entries_.GetOrMake(key.epoch, prefix,
-                            [&] { return std::make_shared<Entry>(key.processes); });
+                            [&] { return std::make_shared<Entry>(prefix, key.processes); });
 }
 
 absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Get(const TransportGroupKey& key,
@@ -63,6 +64,8 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Get(const Trans
   if (!context.ok()) {
     entry->failed = true;
     if (!aborted.ok()) entry->abort_reason = std::string(aborted.message());
+    // The key is refused everywhere from now on: nobody reads its keys.
+    if (TakeKeysLocked(*entry)) DeleteKeys(prefix);
     return context.status();
   }
   entry->context = *context;
@@ -91,18 +94,13 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Connect(
   return context;
 }
 
-void GlooContextCache::Ran(const TransportGroupKey& key, int witness) {
-  if (witness < 0 || witness >= static_cast<int>(key.processes.size()) ||
-      key.processes[witness] != process_index_) {
-    return;
-  }
-  const std::string prefix = GlooPrefix(key);
-  std::shared_ptr<Entry> entry = EntryFor(key, prefix);
-  {
-    absl::MutexLock lock(&entry->mu);
-    if (entry->keys_deleted) return;
-    entry->keys_deleted = true;
-  }
+bool GlooContextCache::TakeKeysLocked(Entry& entry) {
+  if (entry.keys_deleted) return false;
+  entry.keys_deleted = true;
+  return true;
+}
+
+void GlooContextCache::DeleteKeys(const std::string& prefix) {
   // GlooRingContext names its keys "<prefix>/ring/<rank>".
   absl::StatusOr<int64_t> deleted = store_->DeletePrefix(absl::StrCat(prefix, "/"));
   if (!deleted.ok()) {
@@ -111,18 +109,37 @@ void GlooContextCache::Ran(const TransportGroupKey& key, int witness) {
   }
 }
 
+void GlooContextCache::Ran(const TransportGroupKey& key, int witness) {
+  if (witness < 0 || witness >= static_cast<int>(key.processes.size()) ||
+      key.processes[witness] != process_index_) {
+    return;
+  }
+  const std::string prefix = GlooPrefix(key);
+  std::shared_ptr<Entry> entry = EntryFor(key, prefix);
+  bool take = false;
+  {
+    absl::MutexLock lock(&entry->mu);
+    take = TakeKeysLocked(*entry);
+  }
+  if (take) DeleteKeys(prefix);
+}
+
 void GlooContextCache::Fail(const TransportGroupKey& key) {
-  std::shared_ptr<Entry> entry = EntryFor(key, GlooPrefix(key));
+  const std::string prefix = GlooPrefix(key);
+  std::shared_ptr<Entry> entry = EntryFor(key, prefix);
   std::shared_ptr<gloo::Context> dropped;
+  bool take = false;
   {
     absl::MutexLock lock(&entry->mu);
     entry->failed = true;
     dropped = std::move(entry->context);
+    take = TakeKeysLocked(*entry);
   }
   // Closed now, outside the locks, even while a call still holds it: a
   // neighbour whose operation waits on this process fails at once and
   // closes its own connections in turn (see the header).
   if (dropped != nullptr) AbortGlooContext(*dropped);
+  if (take) DeleteKeys(prefix);
 }
 
 void GlooContextCache::FailGeneration(uint64_t epoch, const std::string& set_key,
@@ -130,21 +147,25 @@ void GlooContextCache::FailGeneration(uint64_t epoch, const std::string& set_key
   // Every subset's prefix starts with the set's, up to "/p".
   const std::string stem =
       absl::StrCat("gloo/", TransportGroupKey{epoch, set_key, generation, {}}.GenerationStem());
-  const std::vector<std::shared_ptr<Entry>> matching = entries_.WithPrefix(epoch, stem);
-  std::vector<std::shared_ptr<gloo::Context>> dropped;
-  for (const std::shared_ptr<Entry>& entry : matching) {
-    absl::MutexLock lock(&entry->mu);
-    entry->failed = true;
-    if (entry->context != nullptr) dropped.push_back(std::move(entry->context));
-  }
-  // Closed here, outside the locks (as Fail).
-  for (const std::shared_ptr<gloo::Context>& context : dropped) AbortGlooContext(*context);
+  FailWhere(entries_.All([&](uint64_t e, const Entry& entry) {
+    return e == epoch && absl::StartsWith(entry.prefix, stem);
+  }),
+            absl::StrCat("generation ", generation, " of set ", set_key, " (epoch ", epoch,
+                         ") was given up here"));
 }
 
-void GlooContextCache::FailProcess(int32_t process, const std::string& why) {
-  for (const std::shared_ptr<Entry>& entry : entries_.All([process](const Entry& e) {
-         return std::binary_search(e.processes.begin(), e.processes.end(), process);
-       })) {
+void GlooContextCache::FailProcess(int32_t process, uint64_t through_epoch,
+                                   const std::string& why) {
+  FailWhere(entries_.All([&](uint64_t epoch, const Entry& e) {
+    return epoch <= through_epoch &&
+           std::binary_search(e.processes.begin(), e.processes.end(), process);
+  }),
+            why);
+}
+
+void GlooContextCache::FailWhere(const std::vector<std::shared_ptr<Entry>>& entries,
+                                 const std::string& why) {
+  for (const std::shared_ptr<Entry>& entry : entries) {
     std::shared_ptr<gloo::Context> context;
     // A key that is connecting holds its lock for its rendezvous: its waits
     // on the store end with `why`, and Get fails the key. One whose
@@ -181,7 +202,15 @@ bool GlooContextCache::Connected(const TransportGroupKey& key) const {
   return connected;
 }
 
-void GlooContextCache::DropEpochsBefore(uint64_t epoch) { entries_.DropEpochsBefore(epoch); }
+void GlooContextCache::DropEpochsBefore(uint64_t epoch,
+                                        const std::vector<TransportGroupKey>& kept) {
+  std::vector<std::string> stems;
+  stems.reserve(kept.size());
+  for (const TransportGroupKey& key : kept) {
+    stems.push_back(absl::StrCat("gloo/", key.GenerationStem()));
+  }
+  entries_.DropEpochsBefore(epoch, stems);
+}
 
 size_t GlooContextCache::connected() const {
   size_t n = 0;

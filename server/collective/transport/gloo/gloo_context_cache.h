@@ -64,9 +64,11 @@ class GlooContextCache {
   // Errors (the rendezvous then counts as a failure of the key):
   //   DEADLINE_EXCEEDED from the store when a neighbour in the subset did
   //     not publish its addresses within `budget`, or from Gloo's connect;
-  //   UNAVAILABLE when Gloo cannot connect, when FailProcess aborted the
-  //     rendezvous (its words), or when the key failed before (Fail): the
-  //     set needs a new generation.
+  //   UNAVAILABLE when Gloo cannot connect, when FailProcess or
+  //     FailGeneration aborted the rendezvous (their words), or when the key
+  //     failed before (Fail): the set needs a new generation.
+  // A failed rendezvous deletes the group's keys from the store: the key is
+  // refused everywhere from then on, so nobody connects with them again.
   absl::StatusOr<std::shared_ptr<gloo::Context>> Get(const TransportGroupKey& key,
                                                      absl::Duration budget);
 
@@ -79,7 +81,9 @@ class GlooContextCache {
   // failing call closing its own connections through this function. A
   // chain that leads to a process that is silent without closing anything
   // ends when that process's neighbour is told (FailProcess, which the
-  // cluster does on every survivor) or at the operation's timeout.
+  // cluster does on every survivor) or at the operation's timeout. The
+  // group's rendezvous keys, if still in the store (no operation succeeded),
+  // are deleted.
   void Fail(const TransportGroupKey& key);
 
   // An operation on `key`'s context succeeded here, and the success of its
@@ -92,10 +96,13 @@ class GlooContextCache {
 
   // Fail() for every context of `set_key`'s `generation` in `epoch` that
   // this process holds or tried (every subset): their connections close, so
-  // peers inside an operation on one of them fail at once.
+  // peers inside an operation on one of them fail at once; one still in its
+  // rendezvous ends as FailProcess ends it (UNAVAILABLE, the generation was
+  // given up), rather than this call waiting for its budget.
   void FailGeneration(uint64_t epoch, const std::string& set_key, uint64_t generation);
 
-  // Fail() for every context, of any epoch, whose subset holds `process`,
+  // Fail() for every context of an epoch up to `through_epoch` whose subset
+  // holds `process`,
   // and an operation in flight on one ends at once (AbortGlooContext); its
   // caller reads `why` from AbortReason. A context that is still connecting
   // is aborted too: its rendezvous's waits on the store end within
@@ -104,7 +111,7 @@ class GlooContextCache {
   // rendezvous of processes 0,1,2 under ... (Gloo rank 0 of 3): <why>" --
   // instead of waiting out its budget for a process that will never
   // publish, or that published and then died or went silent.
-  void FailProcess(int32_t process, const std::string& why);
+  void FailProcess(int32_t process, uint64_t through_epoch, const std::string& why);
 
   // Why the context of `key` was aborted by FailProcess; empty otherwise.
   // With `wait`, waits up to that long for FailProcess to say: a call that
@@ -115,27 +122,37 @@ class GlooContextCache {
   // Whether the context of `key` is connected here.
   bool Connected(const TransportGroupKey& key) const;
 
-  // Frees the contexts (and refusals) of epochs before `epoch`. Calls that
-  // hold one keep it until they return.
-  void DropEpochsBefore(uint64_t epoch);
+  // Frees the contexts (and refusals) of epochs before `epoch`, but those of
+  // the generations `kept` names (TransportGroupKeys with an empty subset).
+  // Calls that hold one keep it until they return.
+  void DropEpochsBefore(uint64_t epoch, const std::vector<TransportGroupKey>& kept);
 
   // Connected contexts held (tests, metrics).
   size_t connected() const;
 
  private:
   struct Entry {
-    explicit Entry(std::vector<int32_t> processes) : processes(std::move(processes)) {}
+    Entry(std::string prefix, std::vector<int32_t> processes)
+        : prefix(std::move(prefix)), processes(std::move(processes)) {}
+    const std::string prefix;              // GlooPrefix of the key
     const std::vector<int32_t> processes;  // the key's subset, ascending
     absl::Mutex mu;
     std::shared_ptr<gloo::Context> context ABSL_GUARDED_BY(mu);
     bool failed ABSL_GUARDED_BY(mu) = false;
     bool keys_deleted ABSL_GUARDED_BY(mu) = false;
     std::string abort_reason ABSL_GUARDED_BY(mu);
-    // Aborted by FailProcess while the key connects (mu is held then).
+    // Aborted by FailProcess / FailGeneration while the key connects (mu is
+    // held then).
     RendezvousAbort rendezvous;
   };
 
   std::shared_ptr<Entry> EntryFor(const TransportGroupKey& key, const std::string& prefix);
+  // Whether this call deletes the entry's rendezvous keys (once per key).
+  static bool TakeKeysLocked(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(entry.mu);
+  void DeleteKeys(const std::string& prefix);
+  // Fails `entries` (FailProcess's and FailGeneration's part), `why` said
+  // to their callers.
+  void FailWhere(const std::vector<std::shared_ptr<Entry>>& entries, const std::string& why);
   // The rendezvous of `key`, its store waits ended early by `abort`.
   absl::StatusOr<std::shared_ptr<gloo::Context>> Connect(const TransportGroupKey& key,
                                                          const std::string& prefix,

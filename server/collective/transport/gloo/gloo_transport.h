@@ -57,11 +57,13 @@ class GlooTransport final : public CrossProcessTransport {
   void AbortGeneration(uint64_t epoch, const std::string& set_key, uint64_t generation) override {
     contexts_.FailGeneration(epoch, set_key, generation);
   }
-  void AbortProcess(int32_t process, const std::string& why) override {
-    contexts_.FailProcess(process, why);
+  void AbortProcess(int32_t process, uint64_t through_epoch, const std::string& why) override {
+    contexts_.FailProcess(process, through_epoch, why);
   }
   bool Connected(const TransportGroupKey& key) const override { return contexts_.Connected(key); }
-  void DropEpochsBefore(uint64_t epoch) override { contexts_.DropEpochsBefore(epoch); }
+  void DropEpochsBefore(uint64_t epoch, const std::vector<TransportGroupKey>& kept) override {
+    contexts_.DropEpochsBefore(epoch, kept);
+  }
   size_t connected_groups() const override { return contexts_.connected(); }
 
  private:
