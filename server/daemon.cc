@@ -406,6 +406,8 @@ absl::Status StartPeerServer(DaemonState* state) {
 // Stops what StartPublicServer and JoinCluster started, for a start that
 // fails after them.
 void StopServers(DaemonState* state) {
+  // No listener of the services (destroyed before the cluster) runs again.
+  if (state->cluster) state->cluster->StopHeartbeats();
   if (state->coordinator) state->coordinator->Shutdown();
   const auto now = absl::ToChronoTime(absl::Now());
   if (state->peer_server) state->peer_server->Shutdown(now);

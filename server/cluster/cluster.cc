@@ -32,8 +32,11 @@ void Cluster::SetAddresses(std::string peer_address, std::string gloo_hostname) 
   coordinator_ = connect_(config_.coordinator);
 }
 
-Cluster::~Cluster() {
-  stop_.Notify();
+Cluster::~Cluster() { StopHeartbeats(); }
+
+void Cluster::StopHeartbeats() {
+  absl::MutexLock lock(&stop_mu_);
+  if (!stop_.HasBeenNotified()) stop_.Notify();
   if (heartbeats_.joinable()) heartbeats_.join();
 }
 
@@ -166,6 +169,7 @@ void Cluster::StartHeartbeats() {
 }
 
 void Cluster::Leave() {
+  StopHeartbeats();
   if (!enabled() || coordinator_ == nullptr) return;
   std::string instance;
   {
@@ -363,6 +367,12 @@ Cluster::CallGuard::CallGuard(Cluster* cluster, int32_t process, std::function<v
     : cluster_(cluster), process_(process), cancel_(std::move(cancel)) {
   absl::MutexLock lock(&cluster_->mu_);
   cluster_->calls_[process_].insert(this);
+  // Lost between the caller's look at the view and this registration: the
+  // view's change cancelled the calls registered then, not this one.
+  if (cluster_->enabled() && cluster_->view_ != nullptr && !cluster_->view_->IsAlive(process_) &&
+      process_ < static_cast<int32_t>(cluster_->view_->processes.size())) {
+    cancel_();
+  }
 }
 
 Cluster::CallGuard::~CallGuard() {

@@ -128,7 +128,13 @@ class Cluster {
                                                           std::string instance_id);
   // REQUIRES: Join succeeded. Listeners must be added before.
   void StartHeartbeats();
-  // Tells the coordinator this daemon is going (draining), best effort.
+  // Stops the heartbeat thread (waiting for a beat or a rejoin in flight):
+  // no listener runs after it returns. Idempotent; REQUIRES: not called
+  // from a listener. What a daemon tearing its services down calls first.
+  void StopHeartbeats();
+  // Tells the coordinator this daemon is going (draining), best effort,
+  // after stopping the heartbeats: the coordinator refuses a left member's
+  // beats, and a beat answered so would make the daemon join again.
   void Leave();
 
   // Called (on the heartbeat thread, in order) after every change. REQUIRES:
@@ -155,7 +161,9 @@ class Cluster {
 
   // Registers a call to `process` for cancellation (`cancel`, called from
   // the heartbeat thread, perhaps more than once) if the process is lost
-  // while the call runs. Destroy before what `cancel` touches.
+  // while the call runs -- or at once, in the constructor, when the view
+  // already says it is not alive (lost after the caller looked). Destroy
+  // before what `cancel` touches.
   class CallGuard {
    public:
     CallGuard(Cluster* cluster, int32_t process, std::function<void()> cancel);
@@ -199,6 +207,8 @@ class Cluster {
   std::map<int32_t, std::set<CallGuard*>> calls_ ABSL_GUARDED_BY(mu_);
 
   absl::Notification stop_;
+  // Serializes StopHeartbeats (a drain, then the destructor).
+  absl::Mutex stop_mu_;
   std::thread heartbeats_;
 };
 

@@ -255,11 +255,16 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
         records[slot_of(self)] = *std::move(part);
         return absl::OkStatus();
       });
-  auto fail = [&](absl::Status status) -> absl::Status {
+  auto fail = [&](absl::Status status, bool committing = false) -> absl::Status {
     DriverTicketFailed(ticket);
     tensors_->AbortOn(participants, ids);
-    // A donated input may be half consumed: it is gone everywhere.
-    if (!donated.empty()) store_->Delete(donated).IgnoreError();
+    // A donated input may be half consumed (this daemon's part, say, took
+    // its shards quietly while another part failed): it goes everywhere.
+    // So do results a commit that failed elsewhere installed here and on
+    // the daemons without shards.
+    std::vector<std::string> gone = donated;
+    if (committing) gone.insert(gone.end(), ids.begin(), ids.end());
+    tensors_->DeleteEverywhere(gone);
     return Explain(status, participants);
   };
   if (!ran.ok()) return fail(ran);
@@ -280,7 +285,7 @@ absl::StatusOr<Results> ClusterCollectives::Drive(const std::vector<int32_t>& pa
   std::vector<std::shared_ptr<const Tensor>> committed;
   absl::Status status =
       tensors_->CommitEverywhere(std::move(commit), donated, &committed, installed);
-  if (!status.ok()) return fail(status);
+  if (!status.ok()) return fail(status, /*committing=*/true);
   return committed;
 }
 
@@ -363,7 +368,14 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& tenant,
     }
     tensors_->AbortHere(ids);
     tensors_->DeleteHere(ids);
-    if (!donated.empty()) tensors_->DeleteHere(donated);
+    if (!donated.empty()) {
+      // Consumed: every participant deletes its own part; the lowest tells
+      // the daemons without shards, which hold the input's record.
+      tensors_->DeleteHere(donated);
+      if (self == participants.front()) {
+        tensors_->DeleteEverywhere(donated, NonParticipants(participants));
+      }
+    }
     return Explain(failure, participants);
   }
   std::vector<std::shared_ptr<const Tensor>> committed;
@@ -375,13 +387,19 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& tenant,
   std::vector<const Tensor*> records;
   for (const auto& t : committed) records.push_back(t.get());
   if (self == participants.front()) {
-    std::vector<int32_t> others;
-    for (int32_t p : cluster_->AlivePeers()) {
-      if (!std::binary_search(participants.begin(), participants.end(), p)) others.push_back(p);
-    }
-    FanOutCall(peers_, others, &PeerTransport::StartCommit)(records, donated).IgnoreError();
+    FanOutCall(peers_, NonParticipants(participants), &PeerTransport::StartCommit)(records, donated)
+        .IgnoreError();
   }
   return committed;
+}
+
+std::vector<int32_t> ClusterCollectives::NonParticipants(
+    const std::vector<int32_t>& participants) const {
+  std::vector<int32_t> others;
+  for (int32_t p : cluster_->AlivePeers()) {
+    if (!std::binary_search(participants.begin(), participants.end(), p)) others.push_back(p);
+  }
+  return others;
 }
 
 absl::StatusOr<ClusterCollectives::MultiCall> ClusterCollectives::Number(
@@ -477,11 +495,14 @@ absl::Status ClusterCollectives::Form(MultiSet& set, const std::string& set_key,
   return absl::OkStatus();
 }
 
-void ClusterCollectives::AwaitSettled(const std::string& tensor_id, absl::Time deadline) {
+bool ClusterCollectives::AwaitSettled(const std::string& tensor_id, absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   while (in_flight_.contains(tensor_id)) {
-    if (settled_.WaitWithDeadline(&mu_, deadline)) return;
+    if (absl::Now() >= deadline || settled_.WaitWithDeadline(&mu_, deadline)) {
+      return !in_flight_.contains(tensor_id);
+    }
   }
+  return true;
 }
 
 void ClusterCollectives::OnClusterEvent(const ClusterEvent& event) {

@@ -101,7 +101,8 @@ class ClusterCollectives final : public DistributedCollectives {
   // Waits (up to `deadline`) while `tensor_id` is a result of a
   // multi-controller call running here that has not committed or failed
   // yet: a peer reading it right after its own call returned finds it.
-  void AwaitSettled(const std::string& tensor_id, absl::Time deadline);
+  // Whether it is settled (a `deadline` of now only looks).
+  bool AwaitSettled(const std::string& tensor_id, absl::Time deadline);
 
   // The cluster's membership changed: multi-controller sets that hold a
   // process lost or rejoined since (every set when the coordinator or this
@@ -117,6 +118,9 @@ class ClusterCollectives final : public DistributedCollectives {
 
   // The daemons holding shards of `tensor` (ascending).
   std::vector<int32_t> ParticipantsOf(const Tensor& tensor) const;
+  // The live daemons not among `participants` (ascending): those that hold
+  // a call's records but none of its shards.
+  std::vector<int32_t> NonParticipants(const std::vector<int32_t>& participants) const;
 
   // This daemon's part of a collective with `ticket`: runs `request` on its
   // shards, holds the results pending for `driver` under `result_ids`.

@@ -56,11 +56,12 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterOps::RunTwoPha
   std::vector<std::shared_ptr<const Tensor>> committed;
   absl::Status status = tensors_->CommitEverywhere(std::move(records), delete_ids, &committed);
   if (!status.ok()) {
-    // Whatever was committed goes again, everywhere.
-    std::vector<std::string> made;
-    for (const auto& t : committed) made.push_back(t->id);
-    if (!made.empty()) store_->Delete(made).IgnoreError();
+    // Whatever was committed goes again, everywhere (as the donated inputs,
+    // which the commit deleted on some daemons).
     tensors_->AbortOn(processes, ids);
+    std::vector<std::string> gone = delete_ids;
+    for (const auto& t : committed) gone.push_back(t->id);
+    tensors_->DeleteEverywhere(gone);
     return status;
   }
   return committed;

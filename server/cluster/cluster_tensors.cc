@@ -56,7 +56,11 @@ void ClusterTensors::OnCommit(const Tensor& tensor) {
 }
 
 void ClusterTensors::OnDelete(const std::vector<std::string>& ids) {
-  const std::vector<int32_t> peers = cluster_->AlivePeers();
+  DeleteOnPeers(ids, cluster_->AlivePeers());
+}
+
+void ClusterTensors::DeleteOnPeers(const std::vector<std::string>& ids,
+                                   const std::vector<int32_t>& peers) {
   if (peers.empty() || ids.empty()) return;
   absl::Status status = FanOutCall(peers_, peers, &PeerTransport::StartDeleteTensors)(ids);
   if (!status.ok()) {
@@ -156,6 +160,19 @@ void ClusterTensors::AbortForDriver(const std::vector<std::string>& ids) {
 int64_t ClusterTensors::DeleteHere(const std::vector<std::string>& ids) {
   AbortHere(ids);
   return store_->DeleteHere(ids);
+}
+
+void ClusterTensors::DeleteEverywhere(const std::vector<std::string>& ids,
+                                      std::optional<std::vector<int32_t>> processes) {
+  if (ids.empty()) return;
+  DeleteHere(ids);
+  std::vector<int32_t> peers = cluster_->AlivePeers();
+  if (processes.has_value()) {
+    std::erase_if(peers, [&](int32_t p) {
+      return std::find(processes->begin(), processes->end(), p) == processes->end();
+    });
+  }
+  DeleteOnPeers(ids, peers);
 }
 
 int64_t ClusterTensors::pending_count() const {

@@ -1,5 +1,6 @@
 #include "server/service/peer_handler.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -94,17 +95,31 @@ void PeerHandler::AwaitSettled(const std::vector<std::string>& ids) const {
   for (const std::string& id : ids) collectives_->AwaitSettled(id, deadline);
 }
 
+bool PeerHandler::Settled(const std::vector<std::string>& ids) const {
+  if (collectives_ == nullptr) return true;
+  const absl::Time now = absl::Now();
+  return std::all_of(ids.begin(), ids.end(),
+                     [&](const std::string& id) { return collectives_->AwaitSettled(id, now); });
+}
+
 grpc::ServerUnaryReactor* PeerHandler::DeleteTensors(grpc::CallbackServerContext* context,
                                                      const pb::PeerDeleteTensorsRequest* request,
                                                      pb::PeerDeleteTensorsResponse* response) {
-  return RunPeerUnary(context, *gate_, [&]() -> absl::Status {
+  auto run = [this, request, response]() -> absl::Status {
     const std::vector<std::string> ids(request->tensor_ids().begin(), request->tensor_ids().end());
     // Deleted after a multi-controller call that is still committing here,
     // not before it (which would leave its commit behind).
     AwaitSettled(ids);
     response->set_freed_bytes(tensors_->DeleteHere(ids));
     return absl::OkStatus();
-  });
+  };
+  // A wait for a call still committing here (it may wait for its turn
+  // behind others) goes off the callback threads, which the calls it waits
+  // for may need.
+  if (Settled({request->tensor_ids().begin(), request->tensor_ids().end()})) {
+    return RunPeerUnary(context, *gate_, run);
+  }
+  return RunPeerBlocking(context, *gate_, *prepare_pool_, run);
 }
 
 grpc::ServerUnaryReactor* PeerHandler::ListTensorRecords(
@@ -132,14 +147,17 @@ namespace {
 // the memory to a chunk).
 class ReadBoxReactor final : public grpc::ServerWriteReactor<pb::ReadBoxResponse> {
  public:
-  ReadBoxReactor(CallGate* gate, grpc::CallbackServerContext* context, TensorStore* store,
-                 const pb::ReadBoxRequest& request) {
+  // Admits the call (finished at once when refused: admitted() is false).
+  ReadBoxReactor(CallGate* gate, grpc::CallbackServerContext* context) {
     context->AddTrailingMetadata(kPeerAnswerKey, "1");
     absl::StatusOr<Caller> caller = AdmitPeer(*gate, *context, &ticket_);
-    if (!caller.ok()) {
-      Finish(ToGrpcStatus(caller.status()));
-      return;
-    }
+    admitted_ = caller.ok();
+    if (!admitted_) Finish(ToGrpcStatus(caller.status()));
+  }
+  bool admitted() const { return admitted_; }
+
+  // Opens the box and streams it; from any thread, once, when admitted.
+  void Start(TensorStore* store, const pb::ReadBoxRequest& request) {
     Box box;
     for (const pb::IndexRange& r : request.box()) box.push_back({r.begin(), r.end()});
     chunk_bytes_ = request.chunk_size_bytes() > 0
@@ -178,6 +196,7 @@ class ReadBoxReactor final : public grpc::ServerWriteReactor<pb::ReadBoxResponse
   }
 
   CallGate::Ticket ticket_;
+  bool admitted_ = false;
   int64_t chunk_bytes_ = 0;
   std::unique_ptr<BoxSource> source_;
   pb::ReadBoxResponse response_;
@@ -268,10 +287,20 @@ grpc::ServerReadReactor<pb::WriteShardsRequest>* PeerHandler::WriteShards(
 
 grpc::ServerWriteReactor<pb::ReadBoxResponse>* PeerHandler::ReadBox(
     grpc::CallbackServerContext* context, const pb::ReadBoxRequest* request) {
-  // A result of a multi-controller call still finishing here: the reader's
-  // own call already returned (briefly: the call is past its collective).
-  AwaitSettled({request->tensor_id()});
-  return new ReadBoxReactor(gate_, context, tensors_->store(), *request);
+  auto* reactor = new ReadBoxReactor(gate_, context);
+  if (!reactor->admitted()) return reactor;
+  if (Settled({request->tensor_id()})) {
+    reactor->Start(tensors_->store(), *request);
+    return reactor;
+  }
+  // A result of a multi-controller call still finishing here (the
+  // reader's own call already returned): waited for off the callback
+  // threads. The reactor lives until it finishes.
+  prepare_pool_->Submit([this, reactor, request] {
+    AwaitSettled({request->tensor_id()});
+    reactor->Start(tensors_->store(), *request);
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* PeerHandler::Prepare(grpc::CallbackServerContext* context,

@@ -71,6 +71,8 @@ class PeerHandler final : public placement::v1::PeerService::CallbackService {
   // committed: a peer that uses it right after its own call returned finds
   // it (ClusterCollectives::AwaitSettled).
   void AwaitSettled(const std::vector<std::string>& ids) const;
+  // Whether every one of `ids` is settled now (no wait).
+  bool Settled(const std::vector<std::string>& ids) const;
 
   Cluster* cluster_;
   DeviceInventory* inventory_;

@@ -173,6 +173,52 @@ TEST_F(ClusterForfeitTest, SingleControllerFailsEverywhereAtOnceThenRecovers) {
   EXPECT_TRUE(MemoryReturns(*client_, {}, baseline));
 }
 
+// A multi-controller all-gather, DONATE, over the devices of processes 0
+// and 1, whose result process 1 cannot hold: the call fails, and its input
+// -- consumed, as a donated input that fails mid-way is -- goes on every
+// daemon, also from daemon 2, which holds its record but none of its
+// shards (before, the participants deleted their own copies only, and
+// daemon 2 listed the input for good).
+TEST_F(ClusterForfeitTest, AFailedDonatingCollectiveConsumesItsInputEverywhere) {
+  client::MeshClient meshes(*client_);
+  ASSERT_TRUE(meshes.Create({{"data", 4}}, {.mesh_id = "pair", .device_ids = {0, 1, 2, 3}}).ok());
+  const std::vector<int64_t> baseline = MemoryOf(*client_);
+  client::TensorClient tensors(*client_);
+  std::vector<float> values(4 * kColumns, 1.f);
+  auto input =
+      tensors.Upload(HostArray::Of(values, {4, kColumns}), Placement::Sharded("pair", {{"data"}}));
+  ASSERT_TRUE(input.ok()) << input.status();
+  std::vector<grpc::Status> statuses(2);
+  std::vector<std::thread> trainers;
+  for (int p = 0; p < 2; ++p) {
+    trainers.emplace_back([&, p] {
+      pb::AllGatherRequest request;
+      request.set_tensor_id(input->id);
+      request.set_dim(0);
+      request.set_source(pb::SOURCE_HANDLING_DONATE);
+      request.set_controller(pb::CONTROLLER_MULTI);
+      pb::CollectiveResponse response;
+      auto stub = pb::CollectiveService::NewStub(
+          grpc::CreateChannel(cluster_->address(p), grpc::InsecureChannelCredentials()));
+      grpc::ClientContext context;
+      PrepareTrainerCall(&context, absl::Seconds(100));
+      statuses[p] = stub->AllGather(&context, request, &response);
+    });
+  }
+  for (auto& t : trainers) t.join();
+  EXPECT_EQ(statuses[1].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << statuses[1].error_message();
+  EXPECT_FALSE(statuses[0].ok());
+  for (int p = 0; p < 3; ++p) {
+    auto c = cluster_->Connect(p);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(client::TensorClient(**c).Describe(input->id).status().code(),
+              absl::StatusCode::kNotFound)
+        << "process " << p;
+  }
+  EXPECT_TRUE(MemoryReturns(*client_, {}, baseline));
+}
+
 // Groups that each leave a daemon out (the "y" axis of a 2 x 3 grid over
 // the 3 daemons: devices of processes 0,1 and of 1,2): process 1 fails its
 // part before it reaches either group, so its peers wait for it in

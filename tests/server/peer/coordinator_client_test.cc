@@ -92,6 +92,46 @@ TEST(CoordinatorClientTest, KeyValueStoreWaitsForKeysAndNamesMissingOnes) {
   EXPECT_THAT(std::string(spent.status().message()), HasSubstr("rendezvous/never"));
 }
 
+// A draining daemon leaves and stays gone: its heartbeats stop before it
+// says so (a beat after it, refused, would make it join again and count
+// it as alive until the detection bound passes after it exited).
+TEST(CoordinatorClientTest, ALeftDaemonStaysGone) {
+  auto nodes = StartNodes(2);
+  nodes[1]->cluster->Leave();
+  CoordinatorApi* coordinator = nodes[0]->cluster->coordinator();
+  // Ten of its heartbeat intervals: a beat would have come and joined.
+  absl::SleepFor(absl::Seconds(1));
+  auto topology = coordinator->Topology(absl::Seconds(5));
+  ASSERT_TRUE(topology.ok()) << topology.status();
+  ASSERT_EQ(topology->processes.size(), 2u);
+  EXPECT_EQ(topology->processes[1].state, ProcessState::kLeft);
+}
+
+// A call registered after its process was declared lost (the caller
+// looked at the view just before): cancelled at once, not left to run
+// until its own deadline.
+TEST(CoordinatorClientTest, ACallToAProcessAlreadyLostIsCancelledAtOnce) {
+  auto nodes = StartNodes(2);
+  nodes[1]->cluster->StopHeartbeats();  // silent: the coordinator declares it lost
+  nodes[1]->Stop();
+  const absl::Time limit = absl::Now() + absl::Seconds(30);
+  while (nodes[0]->cluster->view()->IsAlive(1) && absl::Now() < limit) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_FALSE(nodes[0]->cluster->view()->IsAlive(1));
+  int cancelled = 0;
+  {
+    Cluster::CallGuard guard(nodes[0]->cluster.get(), 1, [&] { ++cancelled; });
+  }
+  EXPECT_GE(cancelled, 1);
+  // A call to a live process is left alone.
+  int live = 0;
+  {
+    Cluster::CallGuard guard(nodes[0]->cluster.get(), 0, [&] { ++live; });
+  }
+  EXPECT_EQ(live, 0);
+}
+
 TEST(CoordinatorClientTest, BarriersAgreeAndHandOutTicketsInOrder) {
   auto nodes = StartNodes(2);
   auto arrive = [&](int p, const std::string& id, const std::string& payload) {
