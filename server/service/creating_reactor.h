@@ -30,6 +30,35 @@
 
 namespace placement::server {
 
+// How close to the caller's deadline a result may be ready and still be
+// kept (see the file comment).
+inline constexpr absl::Duration kDeliveryMargin = absl::Milliseconds(20);
+
+// Why a result ready now would not reach the caller of `context`: CANCELLED
+// when the call was cancelled, DEADLINE_EXCEEDED when less than
+// kDeliveryMargin is left before its deadline; OK otherwise. What every
+// call that creates tensors checks before it answers (the uploads too).
+inline absl::Status DeliveryStatus(grpc::CallbackServerContext& context) {
+  if (context.IsCancelled()) {
+    return absl::CancelledError(
+        "the call was cancelled before its result was delivered; nothing was kept");
+  }
+  if (context.deadline() != std::chrono::system_clock::time_point::max() &&
+      absl::FromChrono(context.deadline()) - absl::Now() < kDeliveryMargin) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the result was ready less than ", absl::FormatDuration(kDeliveryMargin),
+        " before the call's deadline and might not reach the caller in time; nothing was kept"));
+  }
+  return absl::OkStatus();
+}
+
+// Deletes each of `ids` still in `store`, one at a time (each telling the
+// cluster): a tensor another path removed meanwhile does not keep the
+// others, as an all-or-none Delete would.
+inline void DeleteEach(TensorStore& store, const std::vector<std::string>& ids) {
+  for (const std::string& id : ids) store.Delete({id}).IgnoreError();
+}
+
 class CreatingUnaryReactor final : public grpc::ServerUnaryReactor {
  public:
   // REQUIRES: `store` outlives the call.
@@ -38,30 +67,20 @@ class CreatingUnaryReactor final : public grpc::ServerUnaryReactor {
 
   // Ends the call with `status`; `created` are the ids the call committed
   // (ignored unless status is OK).
-  static constexpr absl::Duration kDeliveryMargin = absl::Milliseconds(20);
-
   void FinishCreating(absl::Status status, std::vector<std::string> created) {
-    if (status.ok() && !created.empty() && context_->IsCancelled()) {
-      store_->Delete(created).IgnoreError();
-      created.clear();
-      status = absl::CancelledError(
-          "the call was cancelled before its result was delivered; nothing was kept");
-    }
-    if (status.ok() && !created.empty() &&
-        context_->deadline() != std::chrono::system_clock::time_point::max() &&
-        absl::FromChrono(context_->deadline()) - absl::Now() < kDeliveryMargin) {
-      store_->Delete(created).IgnoreError();
-      created.clear();
-      status = absl::DeadlineExceededError(absl::StrCat(
-          "the result was ready less than ", absl::FormatDuration(kDeliveryMargin),
-          " before the call's deadline and might not reach the caller in time; nothing was kept"));
+    if (status.ok() && !created.empty()) {
+      status = DeliveryStatus(*context_);
+      if (!status.ok()) {
+        DeleteEach(*store_, created);
+        created.clear();
+      }
     }
     if (status.ok()) created_ = std::move(created);
     Finish(ToGrpcStatus(status));
   }
 
   void OnDone() override {
-    if (!created_.empty() && context_->IsCancelled()) store_->Delete(created_).IgnoreError();
+    if (!created_.empty() && context_->IsCancelled()) DeleteEach(*store_, created_);
     delete this;
   }
 

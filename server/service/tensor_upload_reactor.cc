@@ -187,8 +187,6 @@ absl::Status UploadBatchReactor::Complete() {
   return AdoptCreated(committed_ids_);
 }
 
-void UploadBatchReactor::ForgetCommitted() {
-  if (!committed_ids_.empty()) ops_->store()->Delete(committed_ids_).IgnoreError();
-}
+void UploadBatchReactor::ForgetCommitted() { DeleteEach(*ops_->store(), committed_ids_); }
 
 }  // namespace placement::server

@@ -32,6 +32,7 @@
 #include "placement/v1/tensor_service.pb.h"
 #include "server/region/region_registry.h"
 #include "server/service/call_gate.h"
+#include "server/service/creating_reactor.h"
 #include "server/tensor/tensor_ops.h"
 
 namespace placement::server {
@@ -52,8 +53,15 @@ class UploadStreamReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         return;
       }
       absl::Status status = Complete();
-      if (status.ok()) status = SerializeResponse();
-      if (!status.ok()) Abort();
+      if (!status.ok()) {
+        Abort();
+      } else {
+        status = SerializeResponse();
+        // As every call that creates tensors (creating_reactor.h): a tensor
+        // whose id may never reach the caller is not kept.
+        if (status.ok()) status = DeliveryStatus(*context_);
+        if (!status.ok()) ForgetCommitted();
+      }
       this->Finish(ToGrpcStatus(status));
       return;
     }

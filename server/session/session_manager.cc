@@ -44,13 +44,19 @@ void SessionManager::SweepLoop() {
 }
 
 absl::StatusOr<SessionManager::Session*> SessionManager::FindLocked(const Caller& caller,
-                                                                    const std::string& id) const {
+                                                                    const std::string& id,
+                                                                    absl::string_view field) const {
   if (id.size() > kMaxSessionIdLength) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "session_id is ", id.size(), " bytes long; session ids are at most ", kMaxSessionIdLength));
+        field, " is ", id.size(), " bytes long; session ids are at most ", kMaxSessionIdLength));
   }
   auto it = sessions_.find(id);
-  if (it == sessions_.end() || !caller.Sees(it->second.tenant)) return SessionNotFound(id);
+  // An expired lease the sweeper has not reached yet is over all the same:
+  // it can be neither renewed nor joined.
+  if (it == sessions_.end() || !caller.Sees(it->second.tenant) ||
+      it->second.expire_time <= absl::Now()) {
+    return SessionNotFound(id);
+  }
   return const_cast<Session*>(&it->second);
 }
 
@@ -124,11 +130,12 @@ absl::StatusOr<int64_t> SessionManager::Close(const Caller& caller, const std::s
     absl::StatusOr<Session*> session = FindLocked(caller, id);
     if (!session.ok()) return session.status();
     tensors = std::move((*session)->tensors);
+    ending_.insert(tensors.begin(), tensors.end());
     ForgetLocked((*session)->tenant);
     sessions_.erase(id);
   }
   NotifyEnded(id);
-  const int64_t deleted = DeleteTensors(tensors);
+  const int64_t deleted = DeleteEnding(tensors);
   for (const auto& listener : end_listeners_) listener(id);
   return deleted;
 }
@@ -203,7 +210,7 @@ void SessionManager::NotifyEnded(const std::string& id) {
 
 absl::Status SessionManager::CheckJoin(const Caller& caller, const std::string& id) const {
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<Session*> session = FindLocked(caller, id);
+  absl::StatusOr<Session*> session = FindLocked(caller, id, "its value");
   if (!session.ok()) {
     return absl::Status(session.status().code(),
                         absl::StrCat("placement-session metadata: ", session.status().message()));
@@ -241,6 +248,9 @@ absl::Status SessionManager::Persist(const Caller& caller,
   for (auto& [id, session] : sessions_) {
     for (const std::string& tensor : *ids) session.tensors.erase(tensor);
   }
+  // A session that ended just now is still deleting its tensors: those not
+  // reached yet stay (persisting wins; DeleteEnding skips them).
+  for (const std::string& tensor : *ids) ending_.erase(tensor);
   return absl::OkStatus();
 }
 
@@ -294,6 +304,7 @@ int64_t SessionManager::SweepExpired(absl::Time now) {
     absl::MutexLock lock(&mu_);
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       if (it->second.expire_time <= now) {
+        ending_.insert(it->second.tensors.begin(), it->second.tensors.end());
         expired.emplace_back(it->first, std::move(it->second.tensors));
         ForgetLocked(it->second.tenant);
         sessions_.erase(it++);
@@ -304,7 +315,7 @@ int64_t SessionManager::SweepExpired(absl::Time now) {
   }
   for (const auto& [id, tensors] : expired) {
     NotifyEnded(id);
-    const int64_t deleted = DeleteTensors(tensors);
+    const int64_t deleted = DeleteEnding(tensors);
     for (const auto& listener : end_listeners_) listener(id);
     LogInfo("session ", id, " expired (lease not renewed); deleted ", deleted, " tensor(s)");
   }
@@ -315,6 +326,18 @@ int64_t SessionManager::DeleteTensors(const absl::flat_hash_set<std::string>& id
   int64_t deleted = 0;
   // One at a time: tensors deleted or donated meanwhile are simply gone.
   for (const std::string& id : ids) deleted += store_->Delete({id}).ok() ? 1 : 0;
+  return deleted;
+}
+
+int64_t SessionManager::DeleteEnding(const absl::flat_hash_set<std::string>& ids) {
+  int64_t deleted = 0;
+  for (const std::string& id : ids) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ending_.erase(id)) continue;  // persisted meanwhile
+    }
+    deleted += store_->Delete({id}).ok() ? 1 : 0;
+  }
   return deleted;
 }
 

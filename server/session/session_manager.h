@@ -32,6 +32,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/auth/caller.h"
@@ -161,7 +162,11 @@ class SessionManager {
   // Keeps the ids of `session` still in the store (one store lock) and
   // sets prune_at to twice what is left (>= kPruneFloor).
   void PruneLocked(Session& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<Session*> FindLocked(const Caller& caller, const std::string& id) const
+  // The open session `id` of the caller's tenant: NOT_FOUND for unknown,
+  // expired (swept or not) or other tenants' sessions; INVALID_ARGUMENT
+  // naming `field` for an id too long to be one.
+  absl::StatusOr<Session*> FindLocked(const Caller& caller, const std::string& id,
+                                      absl::string_view field = "session_id") const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `session` as listed, with `num_tensors` of its tensors alive.
   SessionSnapshot SnapshotLocked(const std::string& id, const Session& session,
@@ -176,8 +181,11 @@ class SessionManager {
   void ForgetLocked(const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs and forgets the watchers of ended session `id` (outside mu_).
   void NotifyEnded(const std::string& id);
-  // Deletes every tensor of an ended session (outside mu_).
+  // Deletes every one of `ids` that exists (outside mu_).
   int64_t DeleteTensors(const absl::flat_hash_set<std::string>& ids);
+  // Deletes the tensors of an ended session (outside mu_), but those
+  // persisted since it ended (Persist takes them out of ending_).
+  int64_t DeleteEnding(const absl::flat_hash_set<std::string>& ids);
   void SweepLoop();
 
   TensorStore* const store_;
@@ -185,6 +193,8 @@ class SessionManager {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int64_t> per_tenant_ ABSL_GUARDED_BY(mu_);
+  // Tensors of ended sessions not deleted yet (DeleteEnding).
+  absl::flat_hash_set<std::string> ending_ ABSL_GUARDED_BY(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Lock order: mu_, then watch_mu_.

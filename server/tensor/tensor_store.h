@@ -58,7 +58,9 @@ struct TensorStoreHooks {
   std::function<int32_t(int64_t device_id)> process_of;
   // After Commit made a tensor visible here.
   std::function<void(const Tensor&)> on_commit;
-  // After Delete / DeleteUsingMesh removed tensors here.
+  // After Delete (and TakeForDonation) removed tensors here; not after
+  // DeleteHere, DeleteIf or DeleteUsingMesh (each daemon deletes a mesh's
+  // tensors itself).
   std::function<void(const std::vector<std::string>& ids)> on_delete;
 };
 

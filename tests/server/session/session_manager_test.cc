@@ -141,6 +141,48 @@ TEST(SessionManagerTest, CloseFreesTheSessionsTensorsAndKeepsDurableOnes) {
   EXPECT_EQ(sessions.tensor_count(), 0);
 }
 
+// A session that ended deletes its tensors one by one after it is gone: a
+// tensor persisted in that window stays (before, Persist answered OK and
+// the tensor was deleted right after). The watch runs in the window.
+TEST(SessionManagerTest, ATensorPersistedWhileItsSessionEndsStays) {
+  TestRig rig;
+  SessionManager sessions(rig.store.get(), Quick());
+  auto s = sessions.Open(Tenant("t"), absl::Seconds(30), "");
+  ASSERT_TRUE(s.ok());
+  const std::string a = MakeTensor(rig, "t"), b = MakeTensor(rig, "t");
+  ASSERT_TRUE(sessions.Adopt(s->id, {a, b}).ok());
+  absl::Status persisted = absl::UnknownError("not run");
+  auto watch =
+      sessions.WatchSession(s->id, [&] { persisted = sessions.Persist(Tenant("t"), {b}); });
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  auto closed = sessions.Close(Tenant("t"), s->id);
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  EXPECT_EQ(*closed, 1);
+  ASSERT_TRUE(persisted.ok()) << persisted;
+  EXPECT_EQ(rig.store->Get(a).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(rig.store->Get(b).ok());
+  watch->reset();
+  ASSERT_TRUE(rig.store->Delete({b}).ok());
+}
+
+// A lease that ran out is over before the sweeper comes: it can be neither
+// renewed nor joined; the sweep then ends it once. An id too long to be a
+// session's, sent as the metadata, is named as such.
+TEST(SessionManagerTest, AnExpiredLeaseIsOverBeforeItIsSwept) {
+  TestRig rig;
+  SessionManager sessions(rig.store.get(), Quick());
+  auto s = sessions.Open(Tenant("t"), absl::Milliseconds(10), "");
+  ASSERT_TRUE(s.ok());
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_EQ(sessions.Renew(Tenant("t"), s->id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(sessions.CheckJoin(Tenant("t"), s->id).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(sessions.SweepExpired(absl::Now()), 1);
+  const absl::Status long_id = sessions.CheckJoin(Tenant("t"), std::string(300, 'x'));
+  EXPECT_EQ(long_id.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(long_id.message()),
+              HasSubstr("placement-session metadata: its value is 300 bytes long"));
+}
+
 TEST(SessionManagerTest, ALongSessionForgetsTheTensorsItsCallsDeleted) {
   // A training loop's session: every step makes a result and deletes it.
   TestRig rig;
