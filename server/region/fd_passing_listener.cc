@@ -1,10 +1,12 @@
 #include "server/region/fd_passing_listener.h"
 
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -77,6 +79,7 @@ FdPassingListener::FdPassingListener(std::string address, int listen_fd, int epo
       wake_fd_(wake_fd),
       options_(options),
       tokens_(options.tokens) {
+  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
   thread_ = std::thread([this] { Serve(); });
 }
 
@@ -92,6 +95,7 @@ FdPassingListener::~FdPassingListener() {
   close(listen_fd_);
   close(epoll_fd_);
   close(wake_fd_);
+  if (spare_fd_ >= 0) close(spare_fd_);
   if (address_[0] != '@') unlink(address_.c_str());
 }
 
@@ -139,7 +143,8 @@ void FdPassingListener::Serve() {
         CloseConnection(conn);
       }
     }
-    wait = ExpireConnections(absl::Now());
+    const absl::Time now = absl::Now();
+    wait = std::min(ExpireConnections(now), tokens_.Sweep(now) - now);
   }
 }
 
@@ -168,7 +173,8 @@ void FdPassingListener::AcceptAll() {
     const int conn = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (conn < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // EAGAIN: all accepted; EMFILE and the like: retried on the next event
+      if ((errno == EMFILE || errno == ENFILE) && RefuseWithSpareFd()) continue;
+      return;  // EAGAIN: all accepted
     }
     absl::StatusOr<std::shared_ptr<PeerProcess>> peer = PeerProcess::OfSocket(conn);
     if (!peer.ok()) {
@@ -190,6 +196,26 @@ void FdPassingListener::AcceptAll() {
     event.data.u64 = static_cast<uint64_t>(conn);
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, conn, &event);
   }
+}
+
+bool FdPassingListener::RefuseWithSpareFd() {
+  // Out of fds: the connection would stay queued, and the level-triggered
+  // listening socket would wake the loop at once, again and again. The
+  // spare fd makes room to accept it, tell it why and close it.
+  if (spare_fd_ < 0) {
+    // None to give (reopening failed): wait a little instead of spinning.
+    absl::SleepFor(absl::Milliseconds(10));
+    spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return false;
+  }
+  close(spare_fd_);
+  const int conn = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (conn >= 0) {
+    SendLine(conn, "ERR the daemon is out of file descriptors; try again later\n");
+    close(conn);
+  }
+  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return conn >= 0;
 }
 
 void FdPassingListener::CloseConnection(int conn) {

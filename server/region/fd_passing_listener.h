@@ -113,6 +113,10 @@ class FdPassingListener {
   void CloseConnection(int conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Closes connections past their deadline; the time until the next one.
   absl::Duration ExpireConnections(absl::Time now);
+  // accept failed for want of fds: accepts one pending connection with the
+  // spare fd and refuses it ("ERR ... out of file descriptors"); false when
+  // there was none to accept (or no spare fd).
+  bool RefuseWithSpareFd();
   // Why a new connection from `peer` is refused ("" when it is not).
   std::string ConnectionRefusalLocked(const PeerProcess& peer) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -121,6 +125,8 @@ class FdPassingListener {
   const int listen_fd_;
   const int epoll_fd_;
   const int wake_fd_;  // eventfd: written to stop Serve
+  // Kept open to be given up when accept runs out of fds (Serve's thread).
+  int spare_fd_ = -1;
   const FdPassingOptions options_;
   FdTokenTable tokens_;
   mutable absl::Mutex mu_;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,14 @@ void FdTokenTable::SweepLocked(absl::Time now) {
       ++it;
     }
   }
+}
+
+absl::Time FdTokenTable::Sweep(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  SweepLocked(now);
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& [token, pending] : pending_) next = std::min(next, pending.expire);
+  return next;
 }
 
 absl::StatusOr<std::string> FdTokenTable::Deposit(int fd, std::shared_ptr<PeerProcess> depositor) {

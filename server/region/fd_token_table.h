@@ -56,6 +56,11 @@ class FdTokenTable {
   absl::StatusOr<ClaimedFd> Take(const std::string& token, const std::string& where);
 
   int64_t size() const;
+  // Drops the tokens expired by `now` (closing their fds), as Deposit and
+  // Take also do; returns when the next one expires (InfiniteFuture: none
+  // left). The listener's loop calls it, so an unclaimed fd -- and the
+  // client memory it keeps alive -- goes at its ttl, not at the next use.
+  absl::Time Sweep(absl::Time now);
 
  private:
   struct Pending {

@@ -152,6 +152,15 @@ absl::StatusOr<RegionRegistry::Opened> RegionRegistry::Open(const Caller& caller
             "process -- register it within a session (placement-session metadata) to outlive "
             "it"));
       }
+      if (caller.session_id.empty() && opened.depositor != nullptr &&
+          opened.depositor->pidfd() < 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "this daemon cannot watch the process that passed the region's fd (",
+            opened.depositor->Describe(),
+            ": no pidfd; another pid namespace?); a region registered outside a session lives "
+            "only as long as that process -- register it within a session (placement-session "
+            "metadata)"));
+      }
       return opened;
     }
     case RegionHandle::Kind::kShmName: {

@@ -36,6 +36,14 @@ absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> SharedMemoryMapping::MapFd(
         "MFD_ALLOW_SEALING, ftruncate, then fcntl(F_ADD_SEALS, F_SEAL_SHRINK)), so that it "
         "cannot shrink under the daemon");
   }
+  // The size read after the seal: once the memory cannot shrink, it is at
+  // most what stays mapped. (The size read before the seal was checked
+  // would let a client shrink the file in between, then seal it, and the
+  // daemon map -- and later touch -- pages past its end: SIGBUS.)
+  if (fstat(fd, &st) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot fstat the region's fd: ", std::strerror(errno)));
+  }
   const int64_t available = static_cast<int64_t>(st.st_size);
   if (available == 0) {
     return absl::InvalidArgumentError("the region's memory is empty (size 0); ftruncate it first");

@@ -358,10 +358,20 @@ absl::StatusOr<std::vector<int>> ExportRegistry::Redeem(
   auto e = it == tokens_.end() ? exports_.end() : exports_.find(it->second);
   if (e == exports_.end() || e->second->redeem_deadline <= absl::Now()) {
     return absl::NotFoundError(
-        "no export has this token (unknown, already redeemed, or expired 60 s after "
-        "ExportShards)");
+        absl::StrCat("no export has this token (unknown, already redeemed, or expired ",
+                     absl::FormatDuration(options_.redeem_ttl), " after ExportShards)"));
   }
   Record& exported = *e->second;
+  // Outside a session only the reader's exit ends a redeemed export: a
+  // reader whose process this daemon cannot watch (no pidfd: another pid
+  // namespace, or gone already) would hold it for good. The token stays.
+  if (exits_ != nullptr && exported.info.session_id.empty() && reader->pidfd() < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this daemon cannot watch the redeeming process (", reader->Describe(),
+        ": no pidfd; another pid namespace, or it exited), and an export made outside a session "
+        "lives only as long as its reader; export within a session (placement-session "
+        "metadata)"));
+  }
   tokens_.erase(it);
   exported.token.clear();
   std::vector<int> fds;

@@ -6,17 +6,20 @@
 // and group it was given.
 #include "server/region/fd_passing_listener.h"
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/src/region_fd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -116,6 +119,47 @@ TEST(FdPassingListenerTest, IdleConnectionsAreClosedAfterTheTimeout) {
   EXPECT_THAT(ReadAll(idle), StartsWith("ERR nothing received within 200ms"));
   close(idle);
   EXPECT_EQ((*listener)->connections(), 0);
+}
+
+// An unclaimed fd goes at its ttl although nobody deposits or claims
+// another (before, expired tokens were dropped only then, and their
+// memory stayed alive).
+TEST(FdPassingListenerTest, UnclaimedFdsGoAtTheirTtlByThemselves) {
+  FdPassingOptions options;
+  options.tokens.ttl = absl::Milliseconds(100);
+  auto listener = FdPassingListener::Start(AbstractName(), options);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  ASSERT_TRUE(PassMemfd((*listener)->address()).ok());
+  EXPECT_EQ((*listener)->pending(), 1);
+  const absl::Time limit = absl::Now() + absl::Seconds(10);
+  while ((*listener)->pending() > 0 && absl::Now() < limit) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ((*listener)->pending(), 0);
+}
+
+// Out of fds, the listener answers a waiting client and closes it (with an
+// fd it keeps spare for this) instead of leaving it queued while its loop
+// spins on the listening socket.
+TEST(FdPassingListenerTest, OutOfFdsAClientIsToldWhy) {
+  auto listener = FdPassingListener::Start(AbstractName(), FdPassingOptions{});
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &before), 0);
+  rlimit low = before;
+  low.rlim_cur = std::min<rlim_t>(before.rlim_cur, 256);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  // Every fd of the lowered limit taken but one, which the client takes.
+  std::vector<int> filler;
+  for (int fd; (fd = dup(STDERR_FILENO)) >= 0;) filler.push_back(fd);
+  ASSERT_FALSE(filler.empty());
+  close(filler.back());
+  filler.pop_back();
+  const int client = ConnectIdle((*listener)->address());
+  std::string said = client >= 0 ? ReadAll(client) : "";
+  if (client >= 0) close(client);
+  for (int fd : filler) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &before), 0);
+  ASSERT_GE(client, 0);
+  EXPECT_THAT(said, StartsWith("ERR the daemon is out of file descriptors"));
 }
 
 TEST(FdPassingListenerTest, ConnectionsArePerProcessBounded) {
