@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "server/tensor/label_limits.h"
 
 namespace placement::server {
 
@@ -39,6 +40,15 @@ absl::Status PrefetchPipeline::OnBatchHeader(const PrefetchBatchHeader& header) 
   for (const BatchArraySpec& array : arrays) expected += ByteSize(array.dtype, array.shape);
   std::string name = header.name;
   if (name.empty() && !config_.name.empty()) name = absl::StrCat(config_.name, "/", sequence);
+  if (absl::Status s =
+          CheckLength(header.name.empty() ? "its name (open.name/<batch>)" : "batch.name", name,
+                      kMaxTensorNameLength);
+      !s.ok()) {
+    return InBatch(sequence, s);
+  }
+  if (absl::Status s = CheckLength("batch.owner", header.owner, kMaxOwnerLength); !s.ok()) {
+    return InBatch(sequence, s);
+  }
   const PlacementRule& rule = IsDefaultRule(header.rule) ? config_.rule : header.rule;
   absl::StatusOr<std::unique_ptr<BatchUploadSession>> session =
       ops_->StartBatchUpload(arrays, rule, name, TensorOwner(config_.tenant, header.owner));
@@ -61,9 +71,9 @@ absl::Status PrefetchPipeline::OnBatchChunk(int64_t array_index, absl::string_vi
     if (next_sequence_ == 0) {
       return absl::InvalidArgumentError("a chunk arrived before the first batch header");
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a chunk of ", data.size(), " bytes arrived after batch ", next_sequence_ - 1,
-        " was complete; send a batch header first"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a chunk of ", data.size(), " bytes arrived after batch ", next_sequence_ - 1,
+                     " was complete; send a batch header first"));
   }
   const int64_t sequence = next_sequence_ - 1;
   if (absl::Status s = receiving_->Write(array_index, data); !s.ok()) {
@@ -99,13 +109,12 @@ absl::Status PrefetchPipeline::CommitReceiving() {
 
 absl::Status PrefetchPipeline::OnRelease(int64_t sequence) {
   if (sequence < 0 || sequence >= next_sequence_) {
-    return absl::InvalidArgumentError(absl::StrCat("release.sequence ", sequence,
-                                                   ": no such batch (", next_sequence_,
-                                                   " batches were sent)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "release.sequence ", sequence, ": no such batch (", next_sequence_, " batches were sent)"));
   }
   if (sequence >= next_delivery_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "release.sequence ", sequence, ": the batch has not been delivered yet"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("release.sequence ", sequence, ": the batch has not been delivered yet"));
   }
   auto it = staged_.find(sequence);
   if (it == staged_.end()) {
@@ -121,8 +130,8 @@ absl::Status PrefetchPipeline::OnRelease(int64_t sequence) {
 absl::Status PrefetchPipeline::OnNext() {
   const int64_t n = nexts_;
   if (n > next_delivery_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "next #", n, " asks for batch ", n, " before batch ", n - 1, " was delivered"));
+    return absl::FailedPreconditionError(absl::StrCat("next #", n, " asks for batch ", n,
+                                                      " before batch ", n - 1, " was delivered"));
   }
   ++nexts_;
   if (n == next_delivery_) asked_at_ = absl::Now();

@@ -228,7 +228,7 @@ PrefetchBatchHeader BatchHeaderFromProto(const pb::BatchHeader& header) {
   }
   absl::StatusOr<PlacementRule> rule = PlacementRuleFromProto(header.rule());
   if (!rule.ok()) {
-    out.arrays = rule.status();
+    out.arrays = Prefixed("batch.rule", rule.status());
     return out;
   }
   out.rule = *std::move(rule);

@@ -8,10 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 #include "server/service/from_proto.h"
 #include "server/service/region_slices.h"
 #include "server/service/rule_meshes.h"
 #include "server/service/to_proto.h"
+#include "server/tensor/label_limits.h"
 
 namespace placement::server {
 namespace {
@@ -88,8 +90,12 @@ class PrefetchReactor final
           caller_.tenant);
       if (id.ok()) {
         stream_id_ = *id;
+        absl::MutexLock lock(&mu_);
         manager_->metrics()->StreamOpened();
         opened_ = true;
+        // Finished already (its session ended, or a shutdown, since the
+        // watch or the registration): closed as it opened.
+        if (finish_sent_) manager_->metrics()->StreamClosed(finish_status_.code());
       } else {
         status = id.status();
       }
@@ -161,6 +167,7 @@ class PrefetchReactor final
       if (pipeline_ != nullptr) {
         return absl::InvalidArgumentError("a second open message arrived; a stream opens once");
       }
+      RETURN_IF_ERROR(CheckLength("open.name", request.open().name(), kMaxTensorNameLength));
       if (absl::Status s =
               CheckRuleMeshesVisible(*manager_->ops()->meshes(), caller_, request.open().rule());
           !s.ok()) {
@@ -253,9 +260,10 @@ class PrefetchReactor final
   StreamRegistry::Lease lease_;
   std::unique_ptr<SessionManager::Watch> session_watch_;  // null outside a session
   std::optional<int64_t> stream_id_;
-  bool opened_ = false;
 
   absl::Mutex mu_;
+  // Counted open in the metrics (StreamOpened), so closed once it finishes.
+  bool opened_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<PrefetchPipeline> pipeline_ ABSL_GUARDED_BY(mu_);
   pb::PrefetchRequest request_;    // the read in flight
   pb::PrefetchResponse response_;  // the write in flight

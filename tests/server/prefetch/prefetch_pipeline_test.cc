@@ -243,6 +243,31 @@ TEST_F(PipelineTest, BadSpecFailsNamingBatchAndArray) {
   EXPECT_EQ(rig_.MemoryInUse(), 0);
 }
 
+// Names and owner labels are bounded as UploadBatch bounds them: a batch
+// whose name (given, or made from the stream's) or owner is too long is
+// refused, naming the batch, the field and the numbers, and admits nothing.
+TEST_F(PipelineTest, OverlongNamesAndOwnersAreRefused) {
+  auto p = Open(2, false, {}, std::string(300, 's'));
+  absl::Status status = p->OnBatchHeader(Header(kBatch));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("batch 0: its name (open.name/<batch>) is 302 bytes long; at most 256"));
+  auto q = Open(2);
+  PrefetchBatchHeader owned = Header(kBatch);
+  owned.owner = std::string(200, 'o');
+  status = q->OnBatchHeader(owned);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("batch 0: batch.owner is 200 bytes long; at most 128"));
+  PrefetchBatchHeader named = Header(kBatch);
+  named.name = std::string(257, 'n');
+  status = q->OnBatchHeader(named);
+  EXPECT_THAT(status.message(), HasSubstr("batch 0: batch.name is 257 bytes long; at most 256"));
+  ASSERT_TRUE(Send(*q, 1).ok());
+  p->Close();
+  q->Close();
+  EXPECT_EQ(rig_.MemoryInUse(), 0);
+}
+
 TEST_F(PipelineTest, ChunkOutsideABatchIsRejected) {
   auto p = Open(2);
   EXPECT_EQ(p->OnBatchChunk(0, "abc").code(), absl::StatusCode::kInvalidArgument);
