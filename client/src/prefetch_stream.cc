@@ -153,6 +153,25 @@ struct PrefetchStream::Impl {
     return absl::OkStatus();
   }
 
+  // Queues a `next` (credit for one more ready message): FAILED_PRECONDITION
+  // while the last one asked for was not read yet, or the stream is closed
+  // for sending; CANCELLED once cancelled. FlushControl sends it.
+  absl::Status QueueNext() {
+    absl::MutexLock lock(&mu);
+    if (absl::Status s = CanSendControlLocked(); !s.ok()) return s;
+    const int64_t n = nexts;
+    if (n > reads) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("RequestNext() asks for batch ", n, " before batch ", n - 1, " was read"));
+    }
+    if (options.release == ReleaseMode::kOnNext && n >= 1) unreleased.erase(n - 1);
+    ++nexts;
+    pb::PrefetchRequest message;
+    message.mutable_next();
+    control.push_back(std::move(message));
+    return absl::OkStatus();
+  }
+
   // Flushes the control queue (waiting at most for the chunk being written).
   // Callers queue their message in the same critical section that updates
   // the credit, so the producer can never write a batch header that the
@@ -385,22 +404,8 @@ absl::Status PrefetchStream::Release(int64_t sequence) {
 }
 
 absl::Status PrefetchStream::RequestNext() {
-  Impl& m = *impl_;
-  {
-    absl::MutexLock lock(&m.mu);
-    if (absl::Status s = m.CanSendControlLocked(); !s.ok()) return s;
-    int64_t n = m.nexts;
-    if (n > m.reads) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("RequestNext() asks for batch ", n, " before batch ", n - 1, " was read"));
-    }
-    if (m.options.release == ReleaseMode::kOnNext && n >= 1) m.unreleased.erase(n - 1);
-    ++m.nexts;
-    pb::PrefetchRequest message;
-    message.mutable_next();
-    m.control.push_back(std::move(message));
-  }
-  return m.FlushControl();
+  if (absl::Status queued = impl_->QueueNext(); !queued.ok()) return queued;
+  return impl_->FlushControl();
 }
 
 absl::StatusOr<std::optional<DeviceBatch>> PrefetchStream::Next() {
@@ -415,11 +420,15 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchStream::Next() {
   }
   // Half-closed: the daemon sends the batches it still holds unasked.
   if (send_closed) return Read();
-  if (absl::Status requested = RequestNext(); !requested.ok()) {
+  // Refused before anything was asked (a batch asked and not read yet, a
+  // cancelled stream): nothing to read either -- reading would take the
+  // batch another caller asked for.
+  if (absl::Status queued = impl_->QueueNext(); !queued.ok()) return queued;
+  if (absl::Status flushed = impl_->FlushControl(); !flushed.ok()) {
     // A broken stream: Read reports the daemon's status.
     absl::StatusOr<std::optional<DeviceBatch>> read = Read();
     if (!read.ok()) return read.status();
-    return requested;
+    return flushed;
   }
   return Read();
 }

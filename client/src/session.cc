@@ -1,5 +1,6 @@
 #include "placement/client/session.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "client/src/client_impl.h"
@@ -36,26 +37,40 @@ Session::Session(const Client& client, std::string id, absl::Duration ttl)
 Session::~Session() { (void)Close(); }
 
 void Session::RenewLoop() {
+  // A renewal ends within a third of the ttl (a stalled daemon must not
+  // hold it past the lease); after a failure the next try comes within a
+  // second, while the lease may still be running.
+  absl::Duration bound = ttl_ / 3;
+  const absl::Duration deadline = client_.options().default_deadline;
+  if (deadline > absl::ZeroDuration() && deadline != absl::InfiniteDuration()) {
+    bound = std::min(bound, deadline);
+  }
+  const absl::Duration retry = std::min(absl::Seconds(1), ttl_ / 10);
+  absl::Duration wait = ttl_ / 3;
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), ttl_ / 3);
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait);
     if (stopping_) return;
-    mu_.Unlock();
     grpc::ClientContext context;
-    client_.impl().PrepareContext(&context);
+    client_.impl().Prepare(&context, bound);
+    renewing_ = &context;
+    mu_.Unlock();
     pb::RenewSessionRequest request;
     request.set_session_id(id_);
     pb::RenewSessionResponse response;
-    grpc::Status status =
-        pb::SessionService::NewStub(client_.impl().channel)->RenewSession(&context, request, &response);
+    grpc::Status status = pb::SessionService::NewStub(client_.impl().channel)
+                              ->RenewSession(&context, request, &response);
     mu_.Lock();
+    renewing_ = nullptr;
     if (status.ok()) {
       renewals_.fetch_add(1);
+      wait = ttl_ / 3;
     } else if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
       lost_.store(true);  // expired: nothing left to renew
       return;
+    } else {
+      wait = retry;  // daemon restarting or stalled, the network: soon again
     }
-    // Other errors (daemon restarting, network): try again next period.
   }
 }
 
@@ -65,6 +80,7 @@ absl::StatusOr<int64_t> Session::Close() {
     if (closed_) return 0;
     closed_ = true;
     stopping_ = true;
+    if (renewing_ != nullptr) renewing_->TryCancel();
   }
   if (renewer_.joinable()) renewer_.join();
   grpc::ClientContext context;
@@ -72,8 +88,8 @@ absl::StatusOr<int64_t> Session::Close() {
   pb::CloseSessionRequest request;
   request.set_session_id(id_);
   pb::CloseSessionResponse response;
-  grpc::Status status =
-      pb::SessionService::NewStub(client_.impl().channel)->CloseSession(&context, request, &response);
+  grpc::Status status = pb::SessionService::NewStub(client_.impl().channel)
+                            ->CloseSession(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response.deleted_tensors();
 }

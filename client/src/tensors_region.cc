@@ -144,6 +144,13 @@ std::optional<absl::StatusOr<DownloadHeader>> DownloadThroughStaging(
     }
     return FromGrpcStatus(status);
   }
+  // The daemon wrote at most the slice offered; a header that says more (a
+  // daemon of another version, a bug) must not overrun the caller's buffer.
+  if (header.total_bytes() < 0 || static_cast<size_t>(header.total_bytes()) > out.size()) {
+    return absl::InternalError(absl::StrCat("the daemon's download header claims ",
+                                            header.total_bytes(), " bytes for tensor ", tensor_id,
+                                            "; the region slice offered holds ", out.size()));
+  }
   ParallelCopy(out.data(), lease->region().data(), static_cast<size_t>(header.total_bytes()));
   if (options.progress) options.progress(header.total_bytes(), header.total_bytes());
   return FromProto(header);

@@ -285,6 +285,32 @@ TEST_F(PrefetchTest, NegativeBufferSizeIsInvalid) {
   EXPECT_EQ(it.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Next() refused because the batch asked for earlier is not read yet
+// (RequestNext() then Next(), or two consumers at once) reads nothing: the
+// batch stays for the Read that asked for it (before, the refused Next
+// read it and dropped it, and its slot was never freed).
+TEST_F(PrefetchTest, ARefusedNextLosesNoBatch) {
+  PrefetchOptions options;
+  options.buffer_size = 2;
+  auto stream = PrefetchStream::Open(*client_, options);
+  ASSERT_TRUE(stream.ok());
+  PrefetchStream& s = **stream;
+  for (int k = 0; k < 2; ++k) {
+    HostBatch batch = MakeBatch(k);
+    ASSERT_TRUE(s.SendBatch(batch.Views()).ok());
+  }
+  ASSERT_TRUE(s.RequestNext().ok());
+  auto refused = s.Next();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  auto first = s.Read();
+  ASSERT_TRUE(first.ok() && first->has_value()) << first.status();
+  EXPECT_EQ((*first)->sequence, 0);
+  auto second = s.Next();
+  ASSERT_TRUE(second.ok() && second->has_value()) << second.status();
+  EXPECT_EQ((*second)->sequence, 1);
+  s.Cancel();
+}
+
 TEST_F(PrefetchTest, EndOfStreamDeliversTheRestThenFreesUnreleased) {
   PrefetchOptions options;
   options.buffer_size = 3;

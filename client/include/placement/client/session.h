@@ -9,9 +9,12 @@
 // Tensors created by calls that carry the session id are freed when the
 // session is closed (Close() or the destructor) or when renewals stop for a
 // whole ttl -- a crashed or partitioned process -- so a trainer that dies
-// leaves nothing behind. Renewals go every ttl / 3; a renewal that fails
-// NOT_FOUND (the lease already ran out) stops them and is reported by
-// lost().
+// leaves nothing behind. Renewals go every ttl / 3, each bounded by a third
+// of the ttl (and the Client's default deadline); one that fails otherwise
+// (a stalled daemon, the network) is tried again within a second, not a
+// period later, while the lease lasts. A renewal that fails NOT_FOUND (the
+// lease already ran out) stops them and is reported by lost(). Close()
+// cancels a renewal in flight rather than wait for it.
 //
 // Thread-safe. The Client must outlive the Session.
 #ifndef PLACEMENT_CLIENT_SESSION_H_
@@ -25,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpcpp/client_context.h"
 #include "placement/client/client.h"
 
 namespace placement::client {
@@ -63,6 +67,8 @@ class Session {
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // The renewal in flight (Close cancels it); null between renewals.
+  grpc::ClientContext* renewing_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::thread renewer_;
 };
 
