@@ -28,8 +28,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "grpcpp/client_context.h"
 #include "placement/client/client.h"
+
+namespace grpc {
+class ClientContext;
+}  // namespace grpc
 
 namespace placement::client {
 
