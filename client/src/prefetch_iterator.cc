@@ -185,7 +185,18 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchIterator::Next() {
   }
   absl::Time start = absl::Now();
   // "next": asks for batch `taken` and releases batch taken-1.
-  if (absl::Status s = m.stream->RequestNext(); !s.ok()) return m.End(s);
+  if (absl::Status s = m.stream->RequestNext(); !s.ok()) {
+    // The viewer cancelled the stream because a view failed: its error
+    // (FAILED_PRECONDITION from another host, say) is the cause, not the
+    // cancellation. The cancelled stream ends the viewer's loop.
+    if (m.viewer.joinable()) {
+      absl::MutexLock lock(&m.mu);
+      m.mu.Await(absl::Condition(
+          +[](Impl* i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(i->mu) { return i->viewer_done; }, &m));
+      if (!m.viewer_status.ok()) s = m.viewer_status;
+    }
+    return m.End(s);
+  }
   bool available;
   absl::Status producer_status;
   {

@@ -36,7 +36,9 @@
 // a pipeline staged outlives it. Copy a tensor with TensorClient::Place to
 // keep it.
 //
-// Thread-safety: see each class.
+// Thread-safety: see each class. Streams and iterators hold a reference to
+// the Client (and, same-host, to its region pool): the Client must outlive
+// them.
 #ifndef PLACEMENT_CLIENT_PREFETCH_H_
 #define PLACEMENT_CLIENT_PREFETCH_H_
 

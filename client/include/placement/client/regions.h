@@ -83,7 +83,8 @@ class RegionClient {
 
 // Shared memory created by this process (a sealed memfd), mapped here and
 // registered with the daemon. Destroying it unregisters (the daemon first
-// finishes transfers using it) and unmaps.
+// finishes transfers using it) and unmaps, through the Client it was made
+// with, which must outlive it.
 class SharedRegion {
  public:
   // FAILED_PRECONDITION when the daemon is not on this host
