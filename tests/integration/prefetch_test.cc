@@ -117,6 +117,23 @@ class PrefetchTest : public ::testing::Test {
     std::unique_ptr<pb::PrefetchService::Stub> stub;
     std::unique_ptr<grpc::ClientReaderWriter<pb::PrefetchRequest, pb::PrefetchResponse>> stream;
   };
+  // A stream of `buffer_size` with batches 0 .. buffer_size-1 sent (null
+  // after a failed assertion).
+  std::unique_ptr<PrefetchStream> OpenFull(int buffer_size) {
+    PrefetchOptions options;
+    options.buffer_size = buffer_size;
+    auto stream = PrefetchStream::Open(*client_, options);
+    EXPECT_TRUE(stream.ok()) << stream.status();
+    if (!stream.ok()) return nullptr;
+    for (int k = 0; k < buffer_size; ++k) {
+      HostBatch batch = MakeBatch(k);
+      absl::StatusOr<int64_t> sent = (*stream)->SendBatch(batch.Views());
+      EXPECT_TRUE(sent.ok()) << sent.status();
+      if (!sent.ok()) return nullptr;
+    }
+    return *std::move(stream);
+  }
+
   std::unique_ptr<RawStream> OpenRaw(int buffer_size) {
     auto raw = std::make_unique<RawStream>();
     raw->stub = pb::PrefetchService::NewStub(
@@ -290,15 +307,9 @@ TEST_F(PrefetchTest, NegativeBufferSizeIsInvalid) {
 // batch stays for the Read that asked for it (before, the refused Next
 // read it and dropped it, and its slot was never freed).
 TEST_F(PrefetchTest, ARefusedNextLosesNoBatch) {
-  PrefetchOptions options;
-  options.buffer_size = 2;
-  auto stream = PrefetchStream::Open(*client_, options);
-  ASSERT_TRUE(stream.ok());
-  PrefetchStream& s = **stream;
-  for (int k = 0; k < 2; ++k) {
-    HostBatch batch = MakeBatch(k);
-    ASSERT_TRUE(s.SendBatch(batch.Views()).ok());
-  }
+  std::unique_ptr<PrefetchStream> stream = OpenFull(2);
+  ASSERT_NE(stream, nullptr);
+  PrefetchStream& s = *stream;
   ASSERT_TRUE(s.RequestNext().ok());
   auto refused = s.Next();
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
@@ -312,15 +323,9 @@ TEST_F(PrefetchTest, ARefusedNextLosesNoBatch) {
 }
 
 TEST_F(PrefetchTest, EndOfStreamDeliversTheRestThenFreesUnreleased) {
-  PrefetchOptions options;
-  options.buffer_size = 3;
-  auto stream = PrefetchStream::Open(*client_, options);
-  ASSERT_TRUE(stream.ok());
-  PrefetchStream& s = **stream;
-  for (int k = 0; k < 3; ++k) {
-    HostBatch batch = MakeBatch(k);
-    ASSERT_TRUE(s.SendBatch(batch.Views()).ok());
-  }
+  std::unique_ptr<PrefetchStream> stream = OpenFull(3);
+  ASSERT_NE(stream, nullptr);
+  PrefetchStream& s = *stream;
   ASSERT_TRUE(s.CloseSend().ok());
   for (int k = 0; k < 3; ++k) {
     auto batch = s.Read();
