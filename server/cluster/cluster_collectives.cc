@@ -368,13 +368,12 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& tenant,
     }
     tensors_->AbortHere(ids);
     tensors_->DeleteHere(ids);
-    if (!donated.empty()) {
-      // Consumed: every participant deletes its own part; the lowest tells
-      // the daemons without shards, which hold the input's record.
+    // Consumed: every participant deletes its own part; the lowest also
+    // tells the daemons without shards, which hold the input's record.
+    if (self == participants.front()) {
+      tensors_->DeleteEverywhere(donated, NonParticipants(participants));
+    } else {
       tensors_->DeleteHere(donated);
-      if (self == participants.front()) {
-        tensors_->DeleteEverywhere(donated, NonParticipants(participants));
-      }
     }
     return Explain(failure, participants);
   }

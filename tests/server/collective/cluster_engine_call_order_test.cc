@@ -119,17 +119,22 @@ CrossProcessTicket Ordered(uint64_t call, std::string digest,
   return t;
 }
 
+// Process p runs its item of `g` (a `kind` collective) as call-ordered
+// `ticket` and settles it; its outcome.
+absl::Status RunAndSettle(SimulatedCluster& c, int p, CollectiveKind kind, const Group& g,
+                          const CrossProcessTicket& ticket) {
+  CollectiveItem item = ItemFor(g, p);
+  CollectiveContext context;
+  context.ticket = &ticket;
+  return c.engine(p).Settle(ticket, c.engine(p).Run(kind, {&item, 1}, context));
+}
+
 // Runs the all-reduce of `g` as call-ordered `ticket` on processes 0 and 1
 // and settles it; each process's outcome.
 std::vector<absl::Status> AllReduceAndSettle(SimulatedCluster& c, const Group& g,
                                              const CrossProcessTicket& ticket) {
-  return OnProcesses({0, 1}, [&](int p) {
-    CollectiveItem item = ItemFor(g, p);
-    CollectiveContext context;
-    context.ticket = &ticket;
-    return c.engine(p).Settle(ticket,
-                              c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
-  });
+  return OnProcesses(
+      {0, 1}, [&](int p) { return RunAndSettle(c, p, CollectiveKind::kAllReduce, g, ticket); });
 }
 
 // Call-ordered tickets behave alike with and without the per-call check
@@ -154,13 +159,7 @@ TEST_P(CallOrderedTest, TicketsRunAndSettleWithoutACoordinator) {
     Group g = MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 32, 0,
                         static_cast<int>(call) + 1);
     const CrossProcessTicket ticket = Ordered(call, "allreduce sum");
-    auto statuses = OnProcesses({0, 1}, [&](int p) {
-      CollectiveItem item = ItemFor(g, p);
-      CollectiveContext context;
-      context.ticket = &ticket;
-      absl::Status ran = c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context);
-      return c.engine(p).Settle(ticket, ran);
-    });
+    auto statuses = AllReduceAndSettle(c, g, ticket);
     for (const auto& s : statuses) ASSERT_TRUE(s.ok()) << s;
     ExpectResult(g);
   }
@@ -179,13 +178,8 @@ TEST(ClusterEngineTest, CheckedCallOrderedMismatchFailsEverywhereWithoutRunningT
       MakeGroup(c, CollectiveKind::kAllGather, DType::kF32, ReduceOp::kSum, {0, 1}, 32, 0, 2);
   const CrossProcessTicket t0 = Ordered(0, "allreduce"), t1 = Ordered(0, "allgather");
   auto statuses = OnProcesses({0, 1}, [&](int p) {
-    const CrossProcessTicket& ticket = p == 0 ? t0 : t1;
-    CollectiveItem item = ItemFor(p == 0 ? reduce : gather, p);
-    CollectiveContext context;
-    context.ticket = &ticket;
-    absl::Status ran = c.engine(p).Run(
-        p == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kAllGather, {&item, 1}, context);
-    return c.engine(p).Settle(ticket, ran);
+    return p == 0 ? RunAndSettle(c, 0, CollectiveKind::kAllReduce, reduce, t0)
+                  : RunAndSettle(c, 1, CollectiveKind::kAllGather, gather, t1);
   });
   for (int p = 0; p < 2; ++p) {
     EXPECT_EQ(statuses[p].code(), absl::StatusCode::kInvalidArgument) << statuses[p];
@@ -249,12 +243,7 @@ TEST(ClusterEngineTest, UncheckedCallsThatDifferNeverExchangeBytesAndFailTheNext
       MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kMax, {0, 1}, 32, 0, 2);
   const CrossProcessTicket t0 = Ordered(0, "sum"), t0_max = Ordered(0, "max");
   auto first = OnProcesses({0, 1}, [&](int p) {
-    const CrossProcessTicket& ticket = p == 0 ? t0 : t0_max;
-    CollectiveItem item = ItemFor(p == 0 ? sum : max, p);
-    CollectiveContext context;
-    context.ticket = &ticket;
-    return c.engine(p).Settle(ticket,
-                              c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
+    return RunAndSettle(c, p, CollectiveKind::kAllReduce, p == 0 ? sum : max, p == 0 ? t0 : t0_max);
   });
   // Each fails: by its own timeout, or by the connection the other closed
   // when its timeout came first.
@@ -425,11 +414,7 @@ TEST(ClusterEngineTest, AFormationsCallWaitsForItsPredecessorPastTheGapTimeout) 
       MakeGroup(c, CollectiveKind::kAllReduce, DType::kF32, ReduceOp::kSum, {0, 1}, 8, 0, 52);
   const CrossProcessTicket t0 = Ordered(0, "allreduce sum"), t1 = Ordered(1, "allreduce sum");
   auto run = [&](int p, const Group& g, const CrossProcessTicket& ticket) {
-    CollectiveItem item = ItemFor(g, p);
-    CollectiveContext context;
-    context.ticket = &ticket;
-    return c.engine(p).Settle(ticket,
-                              c.engine(p).Run(CollectiveKind::kAllReduce, {&item, 1}, context));
+    return RunAndSettle(c, p, CollectiveKind::kAllReduce, g, ticket);
   };
   absl::Status later;
   std::thread early([&] { later = run(0, second, t1); });
