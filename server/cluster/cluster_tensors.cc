@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/cluster/fan_out.h"
@@ -261,8 +262,22 @@ void ClusterTensors::RetryAborts() {
 }
 
 absl::Status ClusterTensors::SyncFrom(int32_t process) {
+  std::vector<std::string> held;
+  {
+    absl::MutexLock lock(&mu_);
+    held.swap(held_when_dropped_);
+  }
   absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> records = peers_->ListTensorRecords(process);
-  if (!records.ok()) return records.status();
+  if (!records.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (held_when_dropped_.empty()) held_when_dropped_ = std::move(held);  // for the next try
+    return records.status();
+  }
+  // Deleted while this daemon was out: no longer listed there.
+  absl::flat_hash_set<std::string> listed;
+  for (const std::unique_ptr<Tensor>& record : *records) listed.insert(record->id);
+  std::erase_if(held, [&](const std::string& id) { return listed.contains(id); });
+  const int64_t stale = DeleteHere(held);
   int64_t installed = 0;
   for (std::unique_ptr<Tensor>& record : *records) {
     bool has_local = false;
@@ -271,7 +286,8 @@ absl::Status ClusterTensors::SyncFrom(int32_t process) {
     store_->Install(std::move(record)).IgnoreError();
     ++installed;
   }
-  LogInfo("cluster: copied ", installed, " tensor record(s) from process ", process);
+  LogInfo("cluster: copied ", installed, " tensor record(s) from process ", process, "; deleted ",
+          stale, " it no longer has");
   return absl::OkStatus();
 }
 
@@ -285,6 +301,14 @@ void ClusterTensors::OnClusterEvent(const ClusterEvent& event) {
   if (!gone.empty()) {
     std::vector<std::string> ids =
         store_->DeleteIf([&](const Tensor& t) { return TouchesAny(t, gone); });
+    if (event.self_lost) {
+      // What is left are other daemons' tensors; those deleted while this
+      // one is out go when it is back (SyncFrom).
+      std::vector<std::string> held;
+      for (const auto& t : store_->List()) held.push_back(t->id);
+      absl::MutexLock lock(&mu_);
+      held_when_dropped_ = std::move(held);
+    }
     std::vector<std::unique_ptr<Tensor>> freed;
     {
       absl::MutexLock lock(&mu_);

@@ -14,7 +14,9 @@
 //   - Membership: when a process is lost, every tensor with a shard on it is
 //     deleted here (its bytes are gone); when this daemon itself was
 //     dropped, it deletes every tensor with a shard on itself, and after
-//     joining again copies the records it lacks from process 0.
+//     joining again copies the records it lacks from process 0 and deletes
+//     the records it kept from before that process 0 no longer has (deleted
+//     while it was out).
 //
 // Thread-safe.
 #ifndef PLACEMENT_SERVER_CLUSTER_CLUSTER_TENSORS_H_
@@ -102,6 +104,13 @@ class ClusterTensors {
   int64_t abort_retries() const;
 
   // Copies the records this daemon lacks from `process` (after a rejoin).
+  // After this daemon was dropped (ClusterEvent::self_lost), also deletes
+  // here the records it held when it was dropped that `process` no longer
+  // lists: tensors deleted while the others could not reach it. (Records
+  // committed since are never candidates: a commit still on its way to
+  // `process` cannot remove them. One that reached this daemon before it
+  // was dropped and `process` only after this listing -- a commit delayed
+  // past the whole detection bound and rejoin -- would be.)
   absl::Status SyncFrom(int32_t process);
 
  private:
@@ -135,6 +144,9 @@ class ClusterTensors {
     absl::Time until;
   };
   std::vector<AbortRetry> abort_retries_ ABSL_GUARDED_BY(mu_);
+  // The records (all shells) this daemon held when it was last dropped,
+  // for SyncFrom to check against process 0's; empty otherwise.
+  std::vector<std::string> held_when_dropped_ ABSL_GUARDED_BY(mu_);
   absl::Notification stop_;
   std::thread reaper_;
 };

@@ -214,5 +214,47 @@ TEST_F(ClusterFailureTest, StoppedDaemonFailsARunningCollectiveWithinTheDetectio
   EXPECT_EQ(formed->cluster.state, client::ClusterState::kFormed);
 }
 
+// A daemon the others dropped (SIGSTOP past the detection bound, like a
+// host cut off) and that joins again forgets the tensors deleted while it
+// was out and learns those made meanwhile; the others' tensors it held
+// stay. Before, it kept the deleted ones' records for good: listed and
+// described, but no daemon held their bytes.
+TEST_F(ClusterFailureTest, ADroppedDaemonForgetsWhatWasDeletedWhileItWasOut) {
+  client::TensorClient tensors(*clients_[0]);
+  std::vector<float> values(16, 1.f);
+  auto upload = [&](int64_t device) {
+    return tensors.Upload(HostArray::Of(values, {16}), Placement::Device(device));
+  };
+  auto kept = upload(0);    // process 0
+  auto doomed = upload(2);  // process 1
+  ASSERT_TRUE(kept.ok() && doomed.ok()) << kept.status() << doomed.status();
+  client::TensorClient on_2(*clients_[2]);
+  ASSERT_TRUE(on_2.Describe(doomed->id).ok());
+
+  ASSERT_EQ(kill(cluster_->daemon(2).pid(), SIGSTOP), 0);
+  auto dropped = WaitForStatus(
+      *clients_[0],
+      [](const client::DaemonStatus& s) { return ProcessIs(s, 2, client::ProcessState::kLost); },
+      absl::Seconds(30));
+  ASSERT_TRUE(dropped.ok() && ProcessIs(*dropped, 2, client::ProcessState::kLost));
+  ASSERT_TRUE(tensors.Delete({doomed->id}).ok());
+  auto made = upload(3);  // while process 2 is out
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_EQ(kill(cluster_->daemon(2).pid(), SIGCONT), 0);
+
+  // Back in: it copies what was made meanwhile (bounded: 30 s).
+  bool synced = false;
+  for (int i = 0; i < 600 && !synced; ++i) {
+    synced = on_2.Describe(made->id).ok();
+    if (!synced) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(synced) << "the rejoined daemon never listed the tensor made while it was out";
+  EXPECT_EQ(on_2.Describe(doomed->id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(on_2.Describe(kept->id).ok());
+  auto listed = on_2.List();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  for (const client::TensorInfo& t : *listed) EXPECT_NE(t.id, doomed->id);
+}
+
 }  // namespace
 }  // namespace placement::testing
