@@ -51,6 +51,10 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterOps::RunTwoPha
   absl::Status prepared = prepare();
   if (!prepared.ok()) {
     tensors_->AbortOn(processes, ids);
+    // Donated inputs some daemons took before another failed: consumed
+    // everywhere, as a failed donating collective's (the request's checks
+    // ran before any daemon took anything, so a refused request kept them).
+    tensors_->DeleteEverywhere(delete_ids);
     return prepared;
   }
   std::vector<std::shared_ptr<const Tensor>> committed;
@@ -114,9 +118,9 @@ absl::Status ClusterOps::PreparePlace(const std::string& source_id, const Tensor
 absl::StatusOr<std::shared_ptr<const Tensor>> ClusterOps::Assemble(
     Shape global_shape, const ResolvedSharding& target, const std::vector<std::string>& ids,
     SourceHandling source, std::string name) {
-  if (ids.empty()) {
-    return absl::InvalidArgumentError("tensor_ids is empty; Assemble needs one tensor per device");
-  }
+  // Every check the daemons' parts make, on the records here, before any
+  // of them takes a donated piece.
+  RETURN_IF_ERROR(CheckAssemble(*store_, global_shape, target, ids, source));
   ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> first, store_->Get(ids.front()));
   ASSIGN_OR_RETURN(std::unique_ptr<Tensor> record,
                    RecordFor(store_->NewId(), first->dtype, global_shape, target, std::move(name),

@@ -72,7 +72,9 @@ class ClusterOps final : public DistributedOps {
   // Runs `prepare` (the Prepare fanned out to every process of
   // `processes`, this daemon's part included) once every process is alive,
   // then commits `records` everywhere (deleting `delete_ids`), or aborts
-  // them on `processes` on failure.
+  // them on `processes` on failure. `delete_ids` are donated inputs: a
+  // failure deletes them everywhere too (some parts may have taken them),
+  // so the caller checks the request before, while nothing is taken.
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> RunTwoPhase(
       const std::vector<int32_t>& processes, const std::function<absl::Status()>& prepare,
       std::vector<std::unique_ptr<Tensor>> records, const std::vector<std::string>& delete_ids);

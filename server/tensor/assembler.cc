@@ -83,12 +83,18 @@ std::string PieceName(const std::string& name, size_t index) {
   return name.empty() ? std::string() : absl::StrCat(name, "/shard-", index);
 }
 
-}  // namespace
+// What AssembleTensor checked: the pieces, the target's shard domains and,
+// per domain, the index of its piece.
+struct CheckedAssembly {
+  std::vector<std::shared_ptr<const Tensor>> pieces;
+  std::vector<ShardDomain> domains;
+  std::vector<size_t> match;
+};
 
-absl::StatusOr<std::unique_ptr<Tensor>> AssembleTensor(TensorStore* store, Shape global_shape,
-                                                       const ResolvedSharding& target,
-                                                       const std::vector<std::string>& piece_ids,
-                                                       SourceHandling source, std::string name) {
+absl::StatusOr<CheckedAssembly> CheckPieces(const TensorStore& store, const Shape& global_shape,
+                                            const ResolvedSharding& target,
+                                            const std::vector<std::string>& piece_ids,
+                                            SourceHandling source) {
   if (piece_ids.empty()) {
     return absl::InvalidArgumentError("tensor_ids is empty; Assemble needs one tensor per device");
   }
@@ -98,12 +104,44 @@ absl::StatusOr<std::unique_ptr<Tensor>> AssembleTensor(TensorStore* store, Shape
       return absl::InvalidArgumentError(absl::StrCat("tensor_ids lists '", id, "' twice"));
     }
   }
-  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const Tensor>> pieces, store->GetMany(piece_ids));
+  CheckedAssembly out;
+  ASSIGN_OR_RETURN(out.pieces, store.GetMany(piece_ids));
+  const Tensor& first = *out.pieces.front();
+  RETURN_IF_ERROR(ValidateShape(global_shape, first.dtype));
+  ASSIGN_OR_RETURN(out.domains, target.sharding.IndexDomains(global_shape));
+  ASSIGN_OR_RETURN(out.match, MatchPieces(out.pieces, target.sharding, global_shape, out.domains));
+  if (source == SourceHandling::kDonate) {
+    // Donated pieces become the shards as they are. Their memory stays its
+    // tenant's (DeviceBuffer::owner), so it must be the result's.
+    for (const auto& piece : out.pieces) {
+      if (piece->owner.tenant != first.owner.tenant) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "tensor '", piece->id, "' belongs to tenant '", piece->owner.tenant, "' and tensor '",
+            first.id, "' to tenant '", first.owner.tenant,
+            "': donated pieces must be one tenant's (its memory stays that tenant's); keep the "
+            "sources to copy them"));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status CheckAssemble(const TensorStore& store, const Shape& global_shape,
+                           const ResolvedSharding& target,
+                           const std::vector<std::string>& piece_ids, SourceHandling source) {
+  return CheckPieces(store, global_shape, target, piece_ids, source).status();
+}
+
+absl::StatusOr<std::unique_ptr<Tensor>> AssembleTensor(TensorStore* store, Shape global_shape,
+                                                       const ResolvedSharding& target,
+                                                       const std::vector<std::string>& piece_ids,
+                                                       SourceHandling source, std::string name) {
+  ASSIGN_OR_RETURN(CheckedAssembly checked,
+                   CheckPieces(*store, global_shape, target, piece_ids, source));
+  auto& [pieces, domains, match] = checked;
   const DType dtype = pieces.front()->dtype;
-  RETURN_IF_ERROR(ValidateShape(global_shape, dtype));
-  ASSIGN_OR_RETURN(std::vector<ShardDomain> domains, target.sharding.IndexDomains(global_shape));
-  ASSIGN_OR_RETURN(std::vector<size_t> match,
-                   MatchPieces(pieces, target.sharding, global_shape, domains));
   const TensorOwner owner = pieces.front()->owner;
 
   if (source == SourceHandling::kKeep) {
@@ -123,17 +161,7 @@ absl::StatusOr<std::unique_ptr<Tensor>> AssembleTensor(TensorStore* store, Shape
     return out;
   }
 
-  // Donate: the checked pieces become the shards as they are. Their memory
-  // stays its tenant's (DeviceBuffer::owner), so it must be the result's.
-  for (const auto& piece : pieces) {
-    if (piece->owner.tenant != owner.tenant) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "tensor '", piece->id, "' belongs to tenant '", piece->owner.tenant, "' and tensor '",
-          pieces.front()->id, "' to tenant '", owner.tenant,
-          "': donated pieces must be one tenant's (its memory stays that tenant's); keep the "
-          "sources to copy them"));
-    }
-  }
+  // Donate: the checked pieces become the shards as they are.
   pieces.clear();  // drop our references so the store can hand them over
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Tensor>> taken,
                    store->TakeAllForDonation(piece_ids));

@@ -12,9 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "placement/client/meshes.h"
 #include "placement/client/tensors.h"
+#include "placement/v1/tensor_service.grpc.pb.h"
 #include "tests/cluster/cluster_test_util.h"
 
 namespace placement::testing {
@@ -170,6 +172,81 @@ TEST_P(ClusterTensorsTest, AssembleAndDisassembleAcrossDaemons) {
     ASSERT_TRUE(tensors_[0]->Download((*split)[d].id, client::AsWritableBytes(piece)).ok());
     EXPECT_EQ(piece[2], d * 10.f + 2);
   }
+}
+
+// A donating Disassemble / Assemble whose part fails on one daemon (its
+// tensor in use there: a download holds it) after the others took theirs
+// consumes its sources everywhere, as a failed donating collective does;
+// before, they were gone on the daemons that took them and left on the one
+// that failed. A refused request (checked before any daemon takes
+// anything) keeps them all.
+TEST_P(ClusterTensorsTest, AFailedDonationConsumesItsSourcesEverywhere) {
+  // 16 MiB per device: more than a stalled download's transport buffers,
+  // so the download holds its tensor until it is cancelled.
+  const int64_t cols = int64_t{4} << 20;
+  const int last = cluster_->size() - 1;
+  // Holds `id` on daemon `p` with a download that reads its header only.
+  struct Held {
+    grpc::ClientContext context;
+    std::unique_ptr<v1::TensorService::Stub> stub;
+    std::unique_ptr<grpc::ClientReader<v1::DownloadResponse>> reader;
+  };
+  auto hold = [&](int p, const std::string& id) {
+    auto held = std::make_unique<Held>();
+    held->stub = v1::TensorService::NewStub(
+        grpc::CreateChannel(cluster_->address(p), grpc::InsecureChannelCredentials()));
+    v1::DownloadRequest request;
+    request.set_tensor_id(id);
+    request.set_chunk_size_bytes(64 << 10);
+    held->reader = held->stub->Download(&held->context, request);
+    v1::DownloadResponse header;
+    EXPECT_TRUE(held->reader->Read(&header));
+    return held;
+  };
+  auto release = [](std::unique_ptr<Held> held) {
+    held->context.TryCancel();
+    held->reader->Finish().IgnoreError();
+  };
+  auto gone_everywhere = [&](const std::string& id) {
+    for (int p = 0; p < cluster_->size(); ++p) {
+      EXPECT_EQ(tensors_[p]->Describe(id).status().code(), absl::StatusCode::kNotFound)
+          << "tensor " << id << " is still listed on daemon " << p;
+    }
+  };
+
+  std::vector<float> rows(n_ * cols, 1.f);
+  auto whole =
+      tensors_[0]->Upload(HostArray::Of(rows, {n_, cols}), Placement::Sharded("flat", {{"data"}}));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  auto held = hold(last, whole->id);
+  auto split = tensors_[0]->Disassemble(whole->id, SourceHandling::kDonate);
+  EXPECT_EQ(split.status().code(), absl::StatusCode::kFailedPrecondition) << split.status();
+  EXPECT_THAT(split.status().message(), HasSubstr("in use"));
+  release(std::move(held));
+  gone_everywhere(whole->id);
+
+  std::vector<std::string> pieces;
+  std::vector<float> row(cols, 2.f);
+  for (int d = 0; d < n_; ++d) {
+    auto info = tensors_[0]->Upload(HostArray::Of(row, {1, cols}), Placement::Device(d));
+    ASSERT_TRUE(info.ok()) << info.status();
+    pieces.push_back(info->id);
+  }
+  // Refused (a shape no piece fits): every piece stays.
+  auto refused = tensors_[0]->Assemble({n_, cols * 2}, Placement::Sharded("flat", {{"data"}}),
+                                       pieces, SourceHandling::kDonate);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  for (int p = 0; p < cluster_->size(); ++p) {
+    for (const std::string& piece : pieces) EXPECT_TRUE(tensors_[p]->Describe(piece).ok());
+  }
+  held = hold(last, pieces.back());  // the last device's piece, on its daemon
+  auto assembled = tensors_[0]->Assemble({n_, cols}, Placement::Sharded("flat", {{"data"}}), pieces,
+                                         SourceHandling::kDonate);
+  EXPECT_EQ(assembled.status().code(), absl::StatusCode::kFailedPrecondition) << assembled.status();
+  release(std::move(held));
+  for (const std::string& piece : pieces) gone_everywhere(piece);
+  // The cancelled download lets go of its piece's memory on its own time.
+  for (int i = 0; i < 500 && Memory() != baseline_; ++i) absl::SleepFor(absl::Milliseconds(10));
 }
 
 TEST_P(ClusterTensorsTest, ErrorsNameTheProblemOnEveryDaemon) {
