@@ -92,10 +92,7 @@ class PrefetchReactor final
         stream_id_ = *id;
         absl::MutexLock lock(&mu_);
         manager_->metrics()->StreamOpened();
-        opened_ = true;
-        // Finished already (its session ended, or a shutdown, since the
-        // watch or the registration): closed as it opened.
-        if (finish_sent_) manager_->metrics()->StreamClosed(finish_status_.code());
+        opened_ = true;  // closed in OnDone, which runs after this
       } else {
         status = id.status();
       }
@@ -150,6 +147,16 @@ class PrefetchReactor final
   void OnDone() override {
     session_watch_.reset();  // no session callback runs after this
     if (stream_id_.has_value()) manager_->Unregister(*stream_id_);
+    {
+      absl::MutexLock lock(&mu_);
+      // A client's cancel fails the read in flight, which can be seen
+      // before OnCancel as an input that ended mid-batch: the call's own
+      // cancellation (known by now) decides, not that error.
+      if (opened_) {
+        manager_->metrics()->StreamClosed(context_->IsCancelled() ? absl::StatusCode::kCancelled
+                                                                  : finish_status_.code());
+      }
+    }
     delete this;
   }
 
@@ -248,7 +255,6 @@ class PrefetchReactor final
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!finish_requested_ || finish_sent_ || writing_) return;
     finish_sent_ = true;
-    if (opened_) manager_->metrics()->StreamClosed(finish_status_.code());
     Finish(ToGrpcStatus(finish_status_));
   }
 
@@ -262,7 +268,7 @@ class PrefetchReactor final
   std::optional<int64_t> stream_id_;
 
   absl::Mutex mu_;
-  // Counted open in the metrics (StreamOpened), so closed once it finishes.
+  // Counted open in the metrics (StreamOpened), so closed once it is done.
   bool opened_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<PrefetchPipeline> pipeline_ ABSL_GUARDED_BY(mu_);
   pb::PrefetchRequest request_;    // the read in flight

@@ -22,6 +22,7 @@
 #include "placement/v1/prefetch_service.grpc.pb.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/device_memory.h"
+#include "tests/testing/process_probe.h"
 
 namespace placement {
 namespace {
@@ -408,6 +409,49 @@ TEST_F(PrefetchTest, CancelMidStreamFreesEverything) {
   auto after = (*stream)->Read();
   EXPECT_EQ(after.status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(MemoryAfterSettling(), baseline);
+}
+
+// Streams the client cancels are counted `cancelled` in
+// placementd_prefetch_streams_total, also when the cancel cuts a batch in
+// half (the read it failed can reach the daemon before the cancel does,
+// looking like an input that ended mid-batch: before, some were counted
+// `error`), and the gauge of open streams comes back to 0.
+TEST_F(PrefetchTest, ClientCancelsAreCountedCancelledNotErrors) {
+  Start({"--cpu_devices=8", "--cpu_device_memory=67108864", "--metrics_listen=127.0.0.1:0"});
+  const int port = testing::MetricsPort(daemon_->ReadyValue("metrics"));
+  auto metric = [&](const std::string& series) {
+    return testing::MetricValue(testing::HttpGet(port, "/metrics"), series);
+  };
+  constexpr int kStreams = 40;
+  for (int i = 0; i < kStreams; ++i) {
+    auto raw = OpenRaw(2);
+    pb::PrefetchRequest header;  // a batch's header, none of its bytes
+    pb::ArrayHeader* array = header.mutable_batch()->add_arrays();
+    array->set_key("x");
+    array->set_dtype(pb::DTYPE_F32);
+    array->add_shape(1024);
+    ASSERT_TRUE(raw->stream->Write(header));
+    if (i % 2 == 1) {  // half of them also send part of its bytes
+      pb::PrefetchRequest chunk;
+      chunk.mutable_chunk()->set_data(std::string(100, 'x'));
+      ASSERT_TRUE(raw->stream->Write(chunk));
+    }
+    raw->context.TryCancel();
+    EXPECT_EQ(raw->stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // The daemon counts each stream when it is done with it: poll, bounded.
+  double cancelled = 0;
+  for (int i = 0; i < 200; ++i) {
+    cancelled = metric("placementd_prefetch_streams_total{result=\"cancelled\"}");
+    if (cancelled + metric("placementd_prefetch_streams_total{result=\"error\"}") >= kStreams &&
+        metric("placementd_prefetch_streams_open") == 0) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(25));
+  }
+  EXPECT_EQ(cancelled, kStreams);
+  EXPECT_EQ(metric("placementd_prefetch_streams_total{result=\"error\"}"), 0);
+  EXPECT_EQ(metric("placementd_prefetch_streams_open"), 0);
 }
 
 TEST_F(PrefetchTest, WrongBytesFailTheStreamNamingBatchAndArray) {
