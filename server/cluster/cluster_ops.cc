@@ -43,18 +43,25 @@ std::vector<int32_t> ClusterOps::ProcessesOf(const NamedSharding& sharding) cons
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterOps::RunTwoPhase(
-    const std::vector<int32_t>& processes, const std::function<absl::Status()>& prepare,
+    const std::vector<int32_t>& processes, const std::function<absl::Status(int*)>& prepare,
     std::vector<std::unique_ptr<Tensor>> records, const std::vector<std::string>& delete_ids) {
   RETURN_IF_ERROR(cluster_->CheckAlive(processes));
   std::vector<std::string> ids;
   for (const auto& r : records) ids.push_back(r->id);
-  absl::Status prepared = prepare();
+  int parts_ok = 0;
+  absl::Status prepared = prepare(&parts_ok);
   if (!prepared.ok()) {
     tensors_->AbortOn(processes, ids);
-    // Donated inputs some daemons took before another failed: consumed
-    // everywhere, as a failed donating collective's (the request's checks
-    // ran before any daemon took anything, so a refused request kept them).
-    tensors_->DeleteEverywhere(delete_ids);
+    // A part takes its donated inputs all or none: when none did, they
+    // stay everywhere. When some did before another failed, they are
+    // consumed everywhere, as a failed donating collective's.
+    if (!delete_ids.empty() && parts_ok > 0) {
+      tensors_->DeleteEverywhere(delete_ids);
+      return absl::Status(
+          prepared.code(),
+          absl::StrCat(prepared.message(), "; the donated source(s) were consumed (", parts_ok,
+                       " of ", processes.size(), " daemons had taken theirs)"));
+    }
     return prepared;
   }
   std::vector<std::shared_ptr<const Tensor>> committed;
@@ -89,11 +96,12 @@ absl::StatusOr<std::shared_ptr<const Tensor>> ClusterOps::Place(const Tensor& so
   const Tensor& result = *record;
   const std::vector<int32_t> processes = ProcessesOf(target.sharding);
   const int32_t self = cluster_->process_index();
-  auto prepare = [&] {
+  auto prepare = [&](int* parts_ok) {
     return FanOutCall(
-        peers_, processes,
-        {self, [&] { return PreparePlace(source_id, result, self, absl::ZeroDuration()); }},
-        &PeerTransport::StartPreparePlace)(source_id, result);
+               peers_, processes,
+               {self, [&] { return PreparePlace(source_id, result, self, absl::ZeroDuration()); }},
+               &PeerTransport::StartPreparePlace)
+        .Counting(parts_ok)(source_id, result);
   };
   std::vector<std::unique_ptr<Tensor>> records;
   records.push_back(std::move(record));
@@ -120,8 +128,8 @@ absl::StatusOr<std::shared_ptr<const Tensor>> ClusterOps::Assemble(
     SourceHandling source, std::string name) {
   // Every check the daemons' parts make, on the records here, before any
   // of them takes a donated piece.
-  RETURN_IF_ERROR(CheckAssemble(*store_, global_shape, target, ids, source));
-  ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> first, store_->Get(ids.front()));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> first,
+                   CheckAssemble(*store_, global_shape, target, ids, source));
   ASSIGN_OR_RETURN(std::unique_ptr<Tensor> record,
                    RecordFor(store_->NewId(), first->dtype, global_shape, target, std::move(name),
                              first->owner, cluster_));
@@ -130,11 +138,13 @@ absl::StatusOr<std::shared_ptr<const Tensor>> ClusterOps::Assemble(
   const Tensor& result = *record;
   const std::vector<int32_t> processes = ProcessesOf(target.sharding);
   const int32_t self = cluster_->process_index();
-  auto prepare = [&] {
+  auto prepare = [&](int* parts_ok) {
     return FanOutCall(
-        peers_, processes,
-        {self, [&] { return PrepareAssemble(ids, result, source, self, absl::ZeroDuration()); }},
-        &PeerTransport::StartPrepareAssemble)(ids, result, donate);
+               peers_, processes,
+               {self,
+                [&] { return PrepareAssemble(ids, result, source, self, absl::ZeroDuration()); }},
+               &PeerTransport::StartPrepareAssemble)
+        .Counting(parts_ok)(ids, result, donate);
   };
   std::vector<std::unique_ptr<Tensor>> records;
   records.push_back(std::move(record));
@@ -179,12 +189,15 @@ absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> ClusterOps::Disassemb
   tensor.reset();
   const bool donate = source == SourceHandling::kDonate;
   const int32_t self = cluster_->process_index();
-  auto prepare = [&] {
-    return FanOutCall(
-        peers_, processes,
-        {self,
-         [&] { return PrepareDisassemble(id, result_ids, source, self, absl::ZeroDuration()); }},
-        &PeerTransport::StartPrepareDisassemble)(id, result_ids, donate);
+  auto prepare = [&](int* parts_ok) {
+    return FanOutCall(peers_, processes,
+                      {self,
+                       [&] {
+                         return PrepareDisassemble(id, result_ids, source, self,
+                                                   absl::ZeroDuration());
+                       }},
+                      &PeerTransport::StartPrepareDisassemble)
+        .Counting(parts_ok)(id, result_ids, donate);
   };
   return RunTwoPhase(processes, prepare, std::move(records),
                      donate ? std::vector<std::string>{id} : std::vector<std::string>{});

@@ -72,11 +72,13 @@ class ClusterOps final : public DistributedOps {
   // Runs `prepare` (the Prepare fanned out to every process of
   // `processes`, this daemon's part included) once every process is alive,
   // then commits `records` everywhere (deleting `delete_ids`), or aborts
-  // them on `processes` on failure. `delete_ids` are donated inputs: a
-  // failure deletes them everywhere too (some parts may have taken them),
-  // so the caller checks the request before, while nothing is taken.
+  // them on `processes` on failure. `prepare` sets how many parts
+  // succeeded. `delete_ids` are donated inputs, which each part takes all
+  // or none of: a failure after some part took them deletes them
+  // everywhere too (the status says they were consumed); one where no part
+  // did keeps them.
   absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> RunTwoPhase(
-      const std::vector<int32_t>& processes, const std::function<absl::Status()>& prepare,
+      const std::vector<int32_t>& processes, const std::function<absl::Status(int*)>& prepare,
       std::vector<std::unique_ptr<Tensor>> records, const std::vector<std::string>& delete_ids);
   // The daemons holding shards of a tensor laid out as `sharding`.
   std::vector<int32_t> ProcessesOf(const NamedSharding& sharding) const;

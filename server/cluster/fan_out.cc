@@ -53,7 +53,8 @@ absl::Status Explaining(const std::vector<absl::Status>& results) {
 }  // namespace
 
 absl::Status FanOutAsync(const std::vector<int32_t>& processes, const StartCall& start,
-                         int32_t here, const std::function<absl::Status()>& run_here) {
+                         int32_t here, const std::function<absl::Status()>& run_here,
+                         int* succeeded) {
   struct Waiting {
     absl::Mutex mu;
     size_t pending ABSL_GUARDED_BY(mu) = 0;
@@ -93,6 +94,10 @@ absl::Status FanOutAsync(const std::vector<int32_t>& processes, const StartCall&
   }
   // Every `done` ran: the calls may go.
   calls.clear();
+  if (succeeded != nullptr) {
+    *succeeded = static_cast<int>(
+        std::count_if(results.begin(), results.end(), [](const auto& s) { return s.ok(); }));
+  }
   return Explaining(results);
 }
 

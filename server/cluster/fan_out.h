@@ -39,6 +39,7 @@ bool IsUnreachable(const absl::Status& status);
 // reach its process (IsUnreachable: it names the one that vanished; the
 // others only saw its consequences, a closed connection), else the first.
 // No thread per process: a driver of many daemons holds one thread.
+// `succeeded`, when given, is set to how many parts returned OK.
 // A transport that completes calls on threads of its own rather than in
 // Wait must not be waited for from those threads (a gRPC callback thread,
 // for the callback API): a blocked caller could starve them. PeerClient
@@ -46,8 +47,8 @@ bool IsUnreachable(const absl::Status& status);
 using StartCall = std::function<std::unique_ptr<PeerTransport::PendingCall>(
     int32_t process, PeerTransport::Done done)>;
 absl::Status FanOutAsync(const std::vector<int32_t>& processes, const StartCall& start,
-                         int32_t here = -1,
-                         const std::function<absl::Status()>& run_here = nullptr);
+                         int32_t here = -1, const std::function<absl::Status()>& run_here = nullptr,
+                         int* succeeded = nullptr);
 
 // This daemon's own part of a fan-out: run() on the calling thread when
 // `process` is one of the fan-out's processes (no call goes to it).
@@ -82,6 +83,12 @@ class PeerCallFanOut<TypeList<Args...>> {
   PeerCallFanOut(PeerTransport* peers, const std::vector<int32_t>& processes, OwnPart own,
                  Start start)
       : peers_(peers), processes_(processes), own_(std::move(own)), start_(start) {}
+  // The same fan-out, setting `*succeeded` to how many parts returned OK.
+  PeerCallFanOut Counting(int* succeeded) const {
+    PeerCallFanOut counting = *this;
+    counting.succeeded_ = succeeded;
+    return counting;
+  }
   // The arguments as the Start* form takes them (braced lists work).
   absl::Status operator()(Args... args) const {
     return FanOutAsync(
@@ -89,7 +96,7 @@ class PeerCallFanOut<TypeList<Args...>> {
         [&](int32_t p, PeerTransport::Done done) {
           return (peers_->*start_)(p, args..., std::move(done));
         },
-        own_.process, own_.run);
+        own_.process, own_.run, succeeded_);
   }
 
  private:
@@ -97,6 +104,7 @@ class PeerCallFanOut<TypeList<Args...>> {
   const std::vector<int32_t>& processes_;  // outlives the expression's call
   const OwnPart own_;
   const Start start_;
+  int* succeeded_ = nullptr;
 };
 
 }  // namespace fan_out_internal

@@ -100,9 +100,9 @@ absl::Status CoordinatorClient::Set(const std::string& key, const std::string& v
 }
 
 absl::StatusOr<std::string> CoordinatorClient::Get(const std::string& key, absl::Duration timeout) {
-  // No wait (or a spent one) looks once: the coordinator reads an unset
-  // (zero) wait as its default of seconds.
-  timeout = std::max(timeout, absl::Milliseconds(1));
+  // No wait (or a spent one) looks once: the coordinator reads a zero wait
+  // so (an unset one as its default of seconds).
+  timeout = std::max(timeout, absl::ZeroDuration());
   pb::KeyValueGetRequest request;
   request.set_key(key);
   DurationToProto(timeout, request.mutable_timeout());

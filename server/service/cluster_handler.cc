@@ -23,6 +23,14 @@ absl::Duration WaitOf(const google::protobuf::Duration& d, absl::Duration fallba
   return std::min(wait, ClusterHandler::kMaxWait);
 }
 
+// KeyValueGet's wait: unset means 30 s; a zero (or negative) one looks
+// once (a rendezvous whose budget is spent); capped.
+absl::Duration GetWaitOf(const pb::KeyValueGetRequest& request) {
+  if (!request.has_timeout()) return absl::Seconds(30);
+  return std::clamp(DurationFromProto(request.timeout()), absl::ZeroDuration(),
+                    ClusterHandler::kMaxWait);
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* ClusterHandler::Join(grpc::CallbackServerContext* context,
@@ -82,7 +90,7 @@ grpc::ServerUnaryReactor* ClusterHandler::KeyValueGet(grpc::CallbackServerContex
                                                       const pb::KeyValueGetRequest* request,
                                                       pb::KeyValueGetResponse* response) {
   return RunPeerAsync(context, *gate_, [this, request, response](auto finish) {
-    coordinator_->kv().Get(request->key(), WaitOf(request->timeout(), absl::Seconds(30)),
+    coordinator_->kv().Get(request->key(), GetWaitOf(*request),
                            [response, finish](absl::StatusOr<std::string> value) {
                              if (value.ok()) response->set_value(*std::move(value));
                              finish(value.status());

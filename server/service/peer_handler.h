@@ -81,7 +81,8 @@ class PeerHandler final : public placement::v1::PeerService::CallbackService {
   ClusterOps* ops_;
   CallGate* gate_;
   ClusterCollectives* collectives_ = nullptr;
-  // Runs Prepare (which may stream for a long time) off the callback
+  // Runs Prepare (which may stream for a long time), and DeleteTensors' and
+  // ReadBox's waits for a call still committing here, off the callback
   // threads; more than this many at once queue.
   std::unique_ptr<WorkerPool> prepare_pool_ = std::make_unique<WorkerPool>(16);
 };

@@ -101,6 +101,7 @@ absl::Status UploadReactor::Complete() {
 
 void UploadReactor::ForgetCommitted() {
   if (!committed_id_.empty()) ops_->store()->Delete({committed_id_}).IgnoreError();
+  committed_id_.clear();  // once: OnDone may ask again after a late delivery failed
 }
 
 UploadBatchReactor::UploadBatchReactor(grpc::CallbackServerContext* context, const TensorOps* ops,
@@ -187,6 +188,9 @@ absl::Status UploadBatchReactor::Complete() {
   return AdoptCreated(committed_ids_);
 }
 
-void UploadBatchReactor::ForgetCommitted() { DeleteEach(*ops_->store(), committed_ids_); }
+void UploadBatchReactor::ForgetCommitted() {
+  DeleteEach(*ops_->store(), committed_ids_);
+  committed_ids_.clear();  // once, as UploadReactor's
+}
 
 }  // namespace placement::server

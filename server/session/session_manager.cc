@@ -245,11 +245,26 @@ absl::Status SessionManager::Persist(const Caller& caller,
       ResolveTensorIds(*store_, caller, tensor_ids, "tensor_ids");
   if (!ids.ok()) return ids.status();
   absl::MutexLock lock(&mu_);
+  // A session that ended just now is still deleting its tensors: one it is
+  // deleting at this moment is lost (OK means kept); those not reached yet
+  // stay (persisting wins; DeleteEnding skips them).
+  for (const std::string& tensor : *ids) {
+    if (deleting_.contains(tensor)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("tensor '", tensor,
+                       "' is being deleted: its session ended (closed, or its lease expired)"));
+    }
+  }
+  // Deleted since they were resolved (their session's DeleteEnding ran in
+  // between): NOT_FOUND, as for any unknown id. (Lock order: mu_, then the
+  // store's.)
+  if (absl::StatusOr<std::vector<std::shared_ptr<const Tensor>>> still = store_->GetMany(*ids);
+      !still.ok()) {
+    return still.status();
+  }
   for (auto& [id, session] : sessions_) {
     for (const std::string& tensor : *ids) session.tensors.erase(tensor);
   }
-  // A session that ended just now is still deleting its tensors: those not
-  // reached yet stay (persisting wins; DeleteEnding skips them).
   for (const std::string& tensor : *ids) ending_.erase(tensor);
   return absl::OkStatus();
 }
@@ -335,8 +350,11 @@ int64_t SessionManager::DeleteEnding(const absl::flat_hash_set<std::string>& ids
     {
       absl::MutexLock lock(&mu_);
       if (!ending_.erase(id)) continue;  // persisted meanwhile
+      deleting_.insert(id);              // Persist refuses it from now on
     }
     deleted += store_->Delete({id}).ok() ? 1 : 0;
+    absl::MutexLock lock(&mu_);
+    deleting_.erase(id);
   }
   return deleted;
 }

@@ -113,6 +113,8 @@ class SessionManager {
   absl::Status Adopt(const std::string& id, const std::vector<std::string>& tensor_ids);
   // Makes the tensors durable (takes them out of their sessions). Ids must
   // be visible to the caller (NOT_FOUND otherwise, nothing changed).
+  // FAILED_PRECONDITION, nothing changed, for a tensor its ended session is
+  // deleting at this moment; OK means every tensor is kept.
   absl::Status Persist(const Caller& caller, const std::vector<std::string>& tensor_ids);
 
   // Runs `on_end` once when session `id` ends (closed or expired), on the
@@ -193,8 +195,11 @@ class SessionManager {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Session> sessions_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int64_t> per_tenant_ ABSL_GUARDED_BY(mu_);
-  // Tensors of ended sessions not deleted yet (DeleteEnding).
+  // Tensors of ended sessions not deleted yet (DeleteEnding), and those it
+  // is deleting now (Persist refuses them: it would answer OK for a tensor
+  // about to go).
   absl::flat_hash_set<std::string> ending_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> deleting_ ABSL_GUARDED_BY(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Lock order: mu_, then watch_mu_.

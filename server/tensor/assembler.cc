@@ -128,10 +128,12 @@ absl::StatusOr<CheckedAssembly> CheckPieces(const TensorStore& store, const Shap
 
 }  // namespace
 
-absl::Status CheckAssemble(const TensorStore& store, const Shape& global_shape,
-                           const ResolvedSharding& target,
-                           const std::vector<std::string>& piece_ids, SourceHandling source) {
-  return CheckPieces(store, global_shape, target, piece_ids, source).status();
+absl::StatusOr<std::shared_ptr<const Tensor>> CheckAssemble(
+    const TensorStore& store, const Shape& global_shape, const ResolvedSharding& target,
+    const std::vector<std::string>& piece_ids, SourceHandling source) {
+  ASSIGN_OR_RETURN(CheckedAssembly checked,
+                   CheckPieces(store, global_shape, target, piece_ids, source));
+  return std::move(checked.pieces.front());
 }
 
 absl::StatusOr<std::unique_ptr<Tensor>> AssembleTensor(TensorStore* store, Shape global_shape,

@@ -53,9 +53,10 @@ absl::StatusOr<std::unique_ptr<Tensor>> AssembleTensor(TensorStore* store, Shape
 // of its INVALID_ARGUMENT and NOT_FOUND errors, and the donated pieces'
 // tenants), over the pieces' records: what a cluster's driver runs before
 // any daemon takes its pieces, so that a request refused leaves them all.
-absl::Status CheckAssemble(const TensorStore& store, const Shape& global_shape,
-                           const ResolvedSharding& target,
-                           const std::vector<std::string>& piece_ids, SourceHandling source);
+// Returns the first piece (the result takes its dtype and owner).
+absl::StatusOr<std::shared_ptr<const Tensor>> CheckAssemble(
+    const TensorStore& store, const Shape& global_shape, const ResolvedSharding& target,
+    const std::vector<std::string>& piece_ids, SourceHandling source);
 
 // NOT_FOUND: unknown id. FAILED_PRECONDITION (kDonate): the tensor is in use.
 // RESOURCE_EXHAUSTED (kKeep): device budgets or quota. Pieces are named

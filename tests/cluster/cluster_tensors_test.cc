@@ -179,7 +179,8 @@ TEST_P(ClusterTensorsTest, AssembleAndDisassembleAcrossDaemons) {
 // consumes its sources everywhere, as a failed donating collective does;
 // before, they were gone on the daemons that took them and left on the one
 // that failed. A refused request (checked before any daemon takes
-// anything) keeps them all.
+// anything) and one whose every part failed (each takes all or none) keep
+// them all.
 TEST_P(ClusterTensorsTest, AFailedDonationConsumesItsSourcesEverywhere) {
   // 16 MiB per device: more than a stalled download's transport buffers,
   // so the download holds its tensor until it is cancelled.
@@ -198,6 +199,9 @@ TEST_P(ClusterTensorsTest, AFailedDonationConsumesItsSourcesEverywhere) {
     v1::DownloadRequest request;
     request.set_tensor_id(id);
     request.set_chunk_size_bytes(64 << 10);
+    // Its own shards only: a whole download would hold the tensor on the
+    // daemons it reads the other shards from, too.
+    request.set_process_index(p);
     held->reader = held->stub->Download(&held->context, request);
     v1::DownloadResponse header;
     EXPECT_TRUE(held->reader->Read(&header));
@@ -222,6 +226,7 @@ TEST_P(ClusterTensorsTest, AFailedDonationConsumesItsSourcesEverywhere) {
   auto split = tensors_[0]->Disassemble(whole->id, SourceHandling::kDonate);
   EXPECT_EQ(split.status().code(), absl::StatusCode::kFailedPrecondition) << split.status();
   EXPECT_THAT(split.status().message(), HasSubstr("in use"));
+  EXPECT_THAT(split.status().message(), HasSubstr("the donated source(s) were consumed"));
   release(std::move(held));
   gone_everywhere(whole->id);
 
@@ -240,9 +245,16 @@ TEST_P(ClusterTensorsTest, AFailedDonationConsumesItsSourcesEverywhere) {
     for (const std::string& piece : pieces) EXPECT_TRUE(tensors_[p]->Describe(piece).ok());
   }
   held = hold(last, pieces.back());  // the last device's piece, on its daemon
+  // Its only part failed: nothing was taken, so the piece stays.
+  auto alone = tensors_[0]->Assemble({1, cols}, Placement::Device(n_ - 1), {pieces.back()},
+                                     SourceHandling::kDonate);
+  EXPECT_EQ(alone.status().code(), absl::StatusCode::kFailedPrecondition) << alone.status();
+  EXPECT_THAT(alone.status().message(), ::testing::Not(HasSubstr("consumed")));
+  for (int p = 0; p < cluster_->size(); ++p) EXPECT_TRUE(tensors_[p]->Describe(pieces.back()).ok());
   auto assembled = tensors_[0]->Assemble({n_, cols}, Placement::Sharded("flat", {{"data"}}), pieces,
                                          SourceHandling::kDonate);
   EXPECT_EQ(assembled.status().code(), absl::StatusCode::kFailedPrecondition) << assembled.status();
+  EXPECT_THAT(assembled.status().message(), HasSubstr("the donated source(s) were consumed"));
   release(std::move(held));
   for (const std::string& piece : pieces) gone_everywhere(piece);
   // The cancelled download lets go of its piece's memory on its own time.

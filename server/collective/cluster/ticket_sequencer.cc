@@ -36,8 +36,9 @@ absl::Status TicketSequencer::Acquire(uint64_t ticket, const CollectiveContext& 
   if (finished_.contains(ticket)) {
     return absl::FailedPreconditionError(
         absl::StrCat("ticket ", ticket, " of ", name_,
-                     " was given up here already (refused, cancelled or abandoned while ticket ",
-                     next_, " was next)"));
+                     " was given up here already (refused, cancelled or abandoned before its "
+                     "turn; next ticket: ",
+                     next_, ")"));
   }
   if (!waiting_.insert(ticket).second) {
     return absl::FailedPreconditionError(

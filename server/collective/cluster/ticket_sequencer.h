@@ -7,7 +7,8 @@
 // not), were abandoned (never ran here: invalid arguments, cancelled while
 // waiting), or were skipped. A gap -- a ticket that never reached this
 // process -- is skipped once the lowest waiting ticket has waited
-// `gap_timeout` with nothing running and no progress (logged). A ticket that
+// `gap_timeout` with nothing running and no progress (logged; an infinite
+// `gap_timeout` never skips, as a formation's sequencer). A ticket that
 // arrives after its turn passed is refused.
 //
 // Example: tickets 1 and 2 arrive first and wait; 0 arrives, runs, finishes;

@@ -87,9 +87,12 @@ TEST(CoordinatorClientTest, KeyValueStoreWaitsForKeysAndNamesMissingOnes) {
   auto now = one->Get("rendezvous/a", absl::ZeroDuration());
   ASSERT_TRUE(now.ok()) << now.status();
   EXPECT_EQ(*now, "127.0.0.1:9");
+  const absl::Time asked = absl::Now();
   auto spent = one->Get("rendezvous/never", -absl::Seconds(1));
   EXPECT_EQ(spent.status().code(), absl::StatusCode::kDeadlineExceeded) << spent.status();
   EXPECT_THAT(std::string(spent.status().message()), HasSubstr("rendezvous/never"));
+  // It looked once: not the coordinator's default wait of 30 s.
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(5));
 }
 
 // A draining daemon leaves and stays gone: its heartbeats stop before it

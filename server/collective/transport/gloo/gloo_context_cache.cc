@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/collective/cluster/cluster_item.h"
@@ -147,9 +146,7 @@ void GlooContextCache::FailGeneration(uint64_t epoch, const std::string& set_key
   // Every subset's prefix starts with the set's, up to "/p".
   const std::string stem =
       absl::StrCat("gloo/", TransportGroupKey{epoch, set_key, generation, {}}.GenerationStem());
-  FailWhere(entries_.All([&](uint64_t e, const Entry& entry) {
-    return e == epoch && absl::StartsWith(entry.prefix, stem);
-  }),
+  FailWhere(entries_.WithPrefix(epoch, stem),
             absl::StrCat("generation ", generation, " of set ", set_key, " (epoch ", epoch,
                          ") was given up here"));
 }
@@ -177,8 +174,11 @@ void GlooContextCache::FailWhere(const std::vector<std::shared_ptr<Entry>>& entr
     entry->failed = true;
     if (entry->abort_reason.empty()) entry->abort_reason = why;
     context = std::move(entry->context);
+    // Refused everywhere from now on, as Fail()'s: nobody reads its keys.
+    const bool take = TakeKeysLocked(*entry);
     entry->mu.Unlock();
     if (context != nullptr) AbortGlooContext(*context);
+    if (take) DeleteKeys(entry->prefix);
   }
 }
 

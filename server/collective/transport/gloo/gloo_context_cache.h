@@ -113,7 +113,8 @@ class GlooContextCache {
   // publish, or that published and then died or went silent.
   void FailProcess(int32_t process, uint64_t through_epoch, const std::string& why);
 
-  // Why the context of `key` was aborted by FailProcess; empty otherwise.
+  // Why the context of `key` was aborted by FailProcess or FailGeneration
+  // (the first of them to say); empty otherwise.
   // With `wait`, waits up to that long for FailProcess to say: a call that
   // failed because a peer closed its connections (the peer aborted on a
   // loss it learnt first) learns the loss itself moments later.
@@ -151,7 +152,7 @@ class GlooContextCache {
   static bool TakeKeysLocked(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(entry.mu);
   void DeleteKeys(const std::string& prefix);
   // Fails `entries` (FailProcess's and FailGeneration's part), `why` said
-  // to their callers.
+  // to their callers, and deletes their rendezvous keys as Fail() does.
   void FailWhere(const std::vector<std::shared_ptr<Entry>>& entries, const std::string& why);
   // The rendezvous of `key`, its store waits ended early by `abort`.
   absl::StatusOr<std::shared_ptr<gloo::Context>> Connect(const TransportGroupKey& key,
