@@ -105,20 +105,19 @@ bool PeerHandler::Settled(const std::vector<std::string>& ids) const {
 grpc::ServerUnaryReactor* PeerHandler::DeleteTensors(grpc::CallbackServerContext* context,
                                                      const pb::PeerDeleteTensorsRequest* request,
                                                      pb::PeerDeleteTensorsResponse* response) {
-  auto run = [this, request, response]() -> absl::Status {
-    const std::vector<std::string> ids(request->tensor_ids().begin(), request->tensor_ids().end());
+  std::vector<std::string> ids(request->tensor_ids().begin(), request->tensor_ids().end());
+  const bool settled = Settled(ids);
+  auto run = [this, ids = std::move(ids), settled, response]() -> absl::Status {
     // Deleted after a multi-controller call that is still committing here,
     // not before it (which would leave its commit behind).
-    AwaitSettled(ids);
+    if (!settled) AwaitSettled(ids);
     response->set_freed_bytes(tensors_->DeleteHere(ids));
     return absl::OkStatus();
   };
   // A wait for a call still committing here (it may wait for its turn
   // behind others) goes off the callback threads, which the calls it waits
   // for may need.
-  if (Settled({request->tensor_ids().begin(), request->tensor_ids().end()})) {
-    return RunPeerUnary(context, *gate_, run);
-  }
+  if (settled) return RunPeerUnary(context, *gate_, run);
   return RunPeerBlocking(context, *gate_, *prepare_pool_, run);
 }
 

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/src/region_fd.h"
@@ -147,8 +148,14 @@ TEST(FdPassingListenerTest, OutOfFdsAClientIsToldWhy) {
   rlimit low = before;
   low.rlim_cur = std::min<rlim_t>(before.rlim_cur, 256);
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-  // Every fd of the lowered limit taken but one, which the client takes.
+  // Every fd of the lowered limit taken but one, which the client takes;
+  // given back (and the limit) however the test ends, so that a failure
+  // here does not starve the tests after it.
   std::vector<int> filler;
+  absl::Cleanup restore = [&] {
+    for (int fd : filler) close(fd);
+    setrlimit(RLIMIT_NOFILE, &before);
+  };
   for (int fd; (fd = dup(STDERR_FILENO)) >= 0;) filler.push_back(fd);
   ASSERT_FALSE(filler.empty());
   close(filler.back());
@@ -156,8 +163,7 @@ TEST(FdPassingListenerTest, OutOfFdsAClientIsToldWhy) {
   const int client = ConnectIdle((*listener)->address());
   std::string said = client >= 0 ? ReadAll(client) : "";
   if (client >= 0) close(client);
-  for (int fd : filler) close(fd);
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &before), 0);
+  std::move(restore).Invoke();
   ASSERT_GE(client, 0);
   EXPECT_THAT(said, StartsWith("ERR the daemon is out of file descriptors"));
 }
