@@ -52,13 +52,6 @@ inline absl::Status DeliveryStatus(grpc::CallbackServerContext& context) {
   return absl::OkStatus();
 }
 
-// Deletes each of `ids` still in `store`, one at a time (each telling the
-// cluster): a tensor another path removed meanwhile does not keep the
-// others, as an all-or-none Delete would.
-inline void DeleteEach(TensorStore& store, const std::vector<std::string>& ids) {
-  for (const std::string& id : ids) store.Delete({id}).IgnoreError();
-}
-
 class CreatingUnaryReactor final : public grpc::ServerUnaryReactor {
  public:
   // REQUIRES: `store` outlives the call.
@@ -71,7 +64,7 @@ class CreatingUnaryReactor final : public grpc::ServerUnaryReactor {
     if (status.ok() && !created.empty()) {
       status = DeliveryStatus(*context_);
       if (!status.ok()) {
-        DeleteEach(*store_, created);
+        store_->DeleteExisting(created);
         created.clear();
       }
     }
@@ -80,7 +73,7 @@ class CreatingUnaryReactor final : public grpc::ServerUnaryReactor {
   }
 
   void OnDone() override {
-    if (!created_.empty() && context_->IsCancelled()) DeleteEach(*store_, created_);
+    if (!created_.empty() && context_->IsCancelled()) store_->DeleteExisting(created_);
     delete this;
   }
 

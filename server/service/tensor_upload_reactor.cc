@@ -189,7 +189,7 @@ absl::Status UploadBatchReactor::Complete() {
 }
 
 void UploadBatchReactor::ForgetCommitted() {
-  DeleteEach(*ops_->store(), committed_ids_);
+  ops_->store()->DeleteExisting(committed_ids_);
   committed_ids_.clear();  // once, as UploadReactor's
 }
 

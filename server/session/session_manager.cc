@@ -234,7 +234,7 @@ absl::Status SessionManager::Adopt(const std::string& id,
       return absl::OkStatus();
     }
   }
-  DeleteTensors(absl::flat_hash_set<std::string>(tensor_ids.begin(), tensor_ids.end()));
+  store_->DeleteExisting(tensor_ids);
   return absl::FailedPreconditionError(
       absl::StrCat("session '", id, "' ended while the call ran; its results were deleted"));
 }
@@ -245,9 +245,9 @@ absl::Status SessionManager::Persist(const Caller& caller,
       ResolveTensorIds(*store_, caller, tensor_ids, "tensor_ids");
   if (!ids.ok()) return ids.status();
   absl::MutexLock lock(&mu_);
-  // A session that ended just now is still deleting its tensors: one it is
-  // deleting at this moment is lost (OK means kept); those not reached yet
-  // stay (persisting wins; DeleteEnding skips them).
+  // A session that ended just now is still deleting its tensors: once its
+  // DeleteEnding has taken them (deleting_) they are lost (OK means kept);
+  // before that, persisting wins (DeleteEnding skips what left ending_).
   for (const std::string& tensor : *ids) {
     if (deleting_.contains(tensor)) {
       return absl::FailedPreconditionError(
@@ -337,25 +337,21 @@ int64_t SessionManager::SweepExpired(absl::Time now) {
   return static_cast<int64_t>(expired.size());
 }
 
-int64_t SessionManager::DeleteTensors(const absl::flat_hash_set<std::string>& ids) {
-  int64_t deleted = 0;
-  // One at a time: tensors deleted or donated meanwhile are simply gone.
-  for (const std::string& id : ids) deleted += store_->Delete({id}).ok() ? 1 : 0;
-  return deleted;
-}
-
 int64_t SessionManager::DeleteEnding(const absl::flat_hash_set<std::string>& ids) {
-  int64_t deleted = 0;
-  for (const std::string& id : ids) {
-    {
-      absl::MutexLock lock(&mu_);
+  std::vector<std::string> deleting;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& id : ids) {
       if (!ending_.erase(id)) continue;  // persisted meanwhile
       deleting_.insert(id);              // Persist refuses it from now on
+      deleting.push_back(id);
     }
-    deleted += store_->Delete({id}).ok() ? 1 : 0;
-    absl::MutexLock lock(&mu_);
-    deleting_.erase(id);
   }
+  // One store call (one cluster broadcast); tensors deleted or donated
+  // meanwhile are simply gone.
+  const int64_t deleted = static_cast<int64_t>(store_->DeleteExisting(deleting).size());
+  absl::MutexLock lock(&mu_);
+  for (const std::string& id : deleting) deleting_.erase(id);
   return deleted;
 }
 

@@ -183,10 +183,9 @@ class SessionManager {
   void ForgetLocked(const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs and forgets the watchers of ended session `id` (outside mu_).
   void NotifyEnded(const std::string& id);
-  // Deletes every one of `ids` that exists (outside mu_).
-  int64_t DeleteTensors(const absl::flat_hash_set<std::string>& ids);
-  // Deletes the tensors of an ended session (outside mu_), but those
-  // persisted since it ended (Persist takes them out of ending_).
+  // Deletes the tensors of an ended session that still exist (outside mu_,
+  // with one store call), but those persisted since it ended (Persist takes
+  // them out of ending_).
   int64_t DeleteEnding(const absl::flat_hash_set<std::string>& ids);
   void SweepLoop();
 

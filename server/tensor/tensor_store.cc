@@ -188,30 +188,40 @@ absl::StatusOr<int64_t> TensorStore::Delete(const std::vector<std::string>& ids)
     for (const std::string& id : ids) {
       if (!tensors_.contains(id)) return NotFound(id);
     }
-    for (const std::string& id : ids) {
-      auto it = tensors_.find(id);
-      if (it == tensors_.end()) continue;  // repeated id
-      freed += it->second->device_bytes();
-      released.push_back(std::move(it->second));
-      tensors_.erase(it);
-    }
+    freed = RemoveLocked(ids, &released, /*removed=*/nullptr);
   }
   if (hooks_.on_delete && quiet_depth == 0) hooks_.on_delete(ids);
   return freed;
 }
 
-int64_t TensorStore::DeleteHere(const std::vector<std::string>& ids) {
+std::vector<std::string> TensorStore::DeleteExisting(const std::vector<std::string>& ids) {
   std::vector<std::shared_ptr<Tensor>> released;
-  int64_t freed = 0;
+  std::vector<std::string> removed;
   {
     absl::MutexLock lock(&mu_);
-    for (const std::string& id : ids) {
-      auto it = tensors_.find(id);
-      if (it == tensors_.end()) continue;
-      freed += it->second->device_bytes();
-      released.push_back(std::move(it->second));
-      tensors_.erase(it);
-    }
+    RemoveLocked(ids, &released, &removed);
+  }
+  if (hooks_.on_delete && quiet_depth == 0 && !removed.empty()) hooks_.on_delete(removed);
+  return removed;
+}
+
+int64_t TensorStore::DeleteHere(const std::vector<std::string>& ids) {
+  std::vector<std::shared_ptr<Tensor>> released;
+  absl::MutexLock lock(&mu_);
+  return RemoveLocked(ids, &released, /*removed=*/nullptr);
+}
+
+int64_t TensorStore::RemoveLocked(const std::vector<std::string>& ids,
+                                  std::vector<std::shared_ptr<Tensor>>* released,
+                                  std::vector<std::string>* removed) {
+  int64_t freed = 0;
+  for (const std::string& id : ids) {
+    auto it = tensors_.find(id);
+    if (it == tensors_.end()) continue;  // unknown, or repeated
+    freed += it->second->device_bytes();
+    released->push_back(std::move(it->second));
+    if (removed != nullptr) removed->push_back(id);
+    tensors_.erase(it);
   }
   return freed;
 }

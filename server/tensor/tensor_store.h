@@ -140,6 +140,9 @@ class TensorStore {
   // Removes every id or none: NOT_FOUND names the first unknown id. Returns
   // the device bytes released.
   absl::StatusOr<int64_t> Delete(const std::vector<std::string>& ids);
+  // Removes whichever of `ids` exist (tensors deleted or donated meanwhile
+  // are simply gone) and runs on_delete once for them. Returns their ids.
+  std::vector<std::string> DeleteExisting(const std::vector<std::string>& ids);
   // Removes whichever of `ids` exist, without on_delete (another daemon
   // deleted them). Returns the device bytes released here.
   int64_t DeleteHere(const std::vector<std::string>& ids);
@@ -199,6 +202,12 @@ class TensorStore {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Tensor>> tensors_ ABSL_GUARDED_BY(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
+  // Moves whichever of `ids` exist into `released` (freed by the caller,
+  // after unlocking) and their ids into `removed` when not null; returns
+  // their device bytes.
+  int64_t RemoveLocked(const std::vector<std::string>& ids,
+                       std::vector<std::shared_ptr<Tensor>>* released,
+                       std::vector<std::string>* removed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "t-" + 32 random hex digits that no tensor here has.
   std::string UnusedIdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   mutable absl::Mutex memory_owners_mu_;

@@ -62,6 +62,29 @@ TEST(TensorStoreTest, GetAndDeleteAreAllOrNothing) {
   EXPECT_EQ(*rig.store->Delete({}), 0);
 }
 
+TEST(TensorStoreTest, DeleteExistingSkipsWhatIsGoneAndTellsTheClusterOnce) {
+  TestRig rig;
+  std::vector<std::vector<std::string>> told;
+  TensorStoreHooks hooks;
+  hooks.on_delete = [&](const std::vector<std::string>& ids) { told.push_back(ids); };
+  rig.store->set_hooks(std::move(hooks));
+  auto a = Make(rig, "a", 0), b = Make(rig, "b", 1), c = Make(rig, "c", 2);
+  const std::string a_id = a->id, b_id = b->id, c_id = c->id;
+  a.reset();
+  b.reset();
+  c.reset();
+  ASSERT_TRUE(rig.store->Delete({b_id}).ok());
+  told.clear();
+  EXPECT_EQ(rig.store->DeleteExisting({a_id, b_id, "t-0", c_id, a_id}),
+            (std::vector<std::string>{a_id, c_id}));
+  EXPECT_EQ(told, (std::vector<std::vector<std::string>>{{a_id, c_id}}));
+  EXPECT_EQ(rig.store->size(), 0);
+  EXPECT_EQ(rig.MemoryInUse(), 0);
+  // Nothing left to delete: nothing to tell.
+  EXPECT_TRUE(rig.store->DeleteExisting({a_id, "t-0"}).empty());
+  EXPECT_EQ(told.size(), 1u);
+}
+
 TEST(TensorStoreTest, CountsAndRetainsOnlyCommittedIds) {
   TestRig rig;
   auto a = Make(rig, "a", 0), b = Make(rig, "b", 1);
