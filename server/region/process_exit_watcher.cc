@@ -44,13 +44,36 @@ ProcessExitWatcher::~ProcessExitWatcher() {
   close(wake_fd_);
 }
 
-int64_t ProcessExitWatcher::Watch(const std::shared_ptr<PeerProcess>& process,
-                                  std::function<void()> on_exit) {
-  if (process == nullptr || process->pidfd() < 0) return 0;
-  // A dup per watch: epoll takes each open fd once, and the caller's
-  // PeerProcess may be destroyed before the watch ends.
-  const int fd = fcntl(process->pidfd(), F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return 0;
+WatchablePid& WatchablePid::operator=(WatchablePid&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+WatchablePid::~WatchablePid() {
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::StatusOr<WatchablePid> ProcessExitWatcher::Prepare(const PeerProcess& process) {
+  if (process.pidfd() < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this daemon cannot watch ", process.Describe(),
+        ": no pidfd (a pid namespace it cannot see, or the process had exited when it "
+        "connected)"));
+  }
+  const int fd = fcntl(process.pidfd(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this daemon cannot watch ", process.Describe(),
+        ": duplicating its pidfd failed: ", std::strerror(errno)));
+  }
+  return WatchablePid(fd);
+}
+
+int64_t ProcessExitWatcher::Watch(WatchablePid process, std::function<void()> on_exit) {
+  const int fd = std::exchange(process.fd_, -1);
   absl::MutexLock lock(&mu_);
   const int64_t key = next_key_++;
   entries_[key] = Entry{fd, std::move(on_exit)};

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <thread>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -23,6 +24,21 @@
 
 namespace placement::server {
 
+// A process ready to be watched: our own dup of its pidfd (epoll takes each
+// open fd once, and the PeerProcess may be destroyed before the watch
+// ends). Move-only; closes the fd unless a Watch took it.
+class WatchablePid {
+ public:
+  WatchablePid(WatchablePid&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  WatchablePid& operator=(WatchablePid&& other) noexcept;
+  ~WatchablePid();
+
+ private:
+  friend class ProcessExitWatcher;
+  explicit WatchablePid(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
 class ProcessExitWatcher {
  public:
   // INTERNAL when epoll or eventfd cannot be made.
@@ -31,10 +47,15 @@ class ProcessExitWatcher {
   ProcessExitWatcher(const ProcessExitWatcher&) = delete;
   ProcessExitWatcher& operator=(const ProcessExitWatcher&) = delete;
 
-  // Runs `on_exit` once `process` exited (at once, on the watcher's thread,
-  // if it already has). Returns a key for Cancel, or 0 when the process's
-  // lifetime is unknown (no pidfd): nothing is watched then.
-  int64_t Watch(const std::shared_ptr<PeerProcess>& process, std::function<void()> on_exit);
+  // Whether `process` can be watched, checked before anything is made that
+  // only its exit would end. FAILED_PRECONDITION when this daemon has no
+  // pidfd for it (a pid namespace it cannot see, or the process had exited
+  // when it connected); RESOURCE_EXHAUSTED when the pidfd cannot be
+  // duplicated (out of fds). The message names the process.
+  static absl::StatusOr<WatchablePid> Prepare(const PeerProcess& process);
+  // Runs `on_exit` once the process exited (at once, on the watcher's
+  // thread, if it already has). Returns a key for Cancel (never 0).
+  int64_t Watch(WatchablePid process, std::function<void()> on_exit);
   // Forgets a watch; afterwards its callback never starts (one already
   // running on the watcher's thread may still finish). Unknown keys are
   // ignored.

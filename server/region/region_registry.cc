@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -139,28 +140,28 @@ absl::StatusOr<RegionRegistry::Opened> RegionRegistry::Open(const Caller& caller
             "fd passing is off on this daemon (--region_socket is empty); use shm_name");
       }
       ASSIGN_OR_RETURN(ClaimedFd claimed, fds_->TakeFd(handle.value));
-      absl::StatusOr<std::unique_ptr<SharedMemoryMapping>> mapped =
-          SharedMemoryMapping::MapFd(claimed.fd, size_bytes);
-      close(claimed.fd);
-      if (!mapped.ok()) return mapped.status();
-      opened.mapping = *std::move(mapped);
+      absl::Cleanup close_fd = [fd = claimed.fd] { close(fd); };
       opened.depositor = std::move(claimed.depositor);
-      if (caller.session_id.empty() && opened.depositor != nullptr && opened.depositor->Exited()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "the process that passed the region's fd (", opened.depositor->Describe(),
-            ") has exited; a region registered outside a session lives only as long as that "
-            "process -- register it within a session (placement-session metadata) to outlive "
-            "it"));
+      if (caller.session_id.empty()) {
+        // Outside a session the region lives as long as the process that
+        // passed its fd: that process must be alive, and watchable.
+        constexpr absl::string_view kLifetime =
+            "a region registered outside a session lives only as long as that process -- "
+            "register it within a session (placement-session metadata) to outlive it";
+        if (opened.depositor->Exited()) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("the process that passed the region's fd (",
+                           opened.depositor->Describe(), ") has exited; ", kLifetime));
+        }
+        absl::StatusOr<WatchablePid> watchable = ProcessExitWatcher::Prepare(*opened.depositor);
+        if (!watchable.ok()) {
+          return absl::Status(watchable.status().code(),
+                              absl::StrCat("the process that passed the region's fd: ",
+                                           watchable.status().message(), "; ", kLifetime));
+        }
+        opened.watchable = *std::move(watchable);
       }
-      if (caller.session_id.empty() && opened.depositor != nullptr &&
-          opened.depositor->pidfd() < 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "this daemon cannot watch the process that passed the region's fd (",
-            opened.depositor->Describe(),
-            ": no pidfd; another pid namespace?); a region registered outside a session lives "
-            "only as long as that process -- register it within a session (placement-session "
-            "metadata)"));
-      }
+      ASSIGN_OR_RETURN(opened.mapping, SharedMemoryMapping::MapFd(claimed.fd, size_bytes));
       return opened;
     }
     case RegionHandle::Kind::kShmName: {
@@ -226,8 +227,9 @@ absl::StatusOr<RegionSnapshot> RegionRegistry::Register(const Caller& caller, st
         // Outside a session the region lives as long as the process that
         // passed its fd. (Watched under mu_, so a removal of the region
         // always finds its watch key.)
-        if (caller.session_id.empty() && exits_ != nullptr) {
-          region->exit_watch = exits_->Watch(opened.depositor, [this, id] { ProcessExited(id); });
+        if (opened.watchable.has_value() && exits_ != nullptr) {
+          region->exit_watch =
+              exits_->Watch(*std::move(opened.watchable), [this, id] { ProcessExited(id); });
         }
       }
     }

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -199,6 +200,8 @@ class RegionRegistry {
     std::unique_ptr<SharedMemoryMapping> mapping;
     std::unique_ptr<UnsealedShmFile> shm;
     std::shared_ptr<PeerProcess> depositor;
+    // Outside a session: the depositor, ready to be watched.
+    std::optional<WatchablePid> watchable;
   };
   absl::StatusOr<Opened> Open(const Caller& caller, int64_t size_bytes, const RegionHandle& handle);
   bool VisibleLocked(const Caller& caller, const Region& region) const

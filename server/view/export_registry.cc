@@ -362,15 +362,20 @@ absl::StatusOr<std::vector<int>> ExportRegistry::Redeem(
                      absl::FormatDuration(options_.redeem_ttl), " after ExportShards)"));
   }
   Record& exported = *e->second;
-  // Outside a session only the reader's exit ends a redeemed export: a
-  // reader whose process this daemon cannot watch (no pidfd: another pid
-  // namespace, or gone already) would hold it for good. The token stays.
-  if (exits_ != nullptr && exported.info.session_id.empty() && reader->pidfd() < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this daemon cannot watch the redeeming process (", reader->Describe(),
-        ": no pidfd; another pid namespace, or it exited), and an export made outside a session "
-        "lives only as long as its reader; export within a session (placement-session "
-        "metadata)"));
+  // A redeemed export ends when its reader exits. Outside a session nothing
+  // else ends it: a reader this daemon cannot watch would hold it for good
+  // (refused; the token stays).
+  std::optional<WatchablePid> watchable;
+  if (exits_ != nullptr) {
+    absl::StatusOr<WatchablePid> prepared = ProcessExitWatcher::Prepare(*reader);
+    if (!prepared.ok() && exported.info.session_id.empty()) {
+      return absl::Status(
+          prepared.status().code(),
+          absl::StrCat("the redeeming process: ", prepared.status().message(),
+                       "; an export made outside a session lives only as long as its reader -- "
+                       "export within a session (placement-session metadata)"));
+    }
+    if (prepared.ok()) watchable = *std::move(prepared);
   }
   tokens_.erase(it);
   exported.token.clear();
@@ -379,10 +384,11 @@ absl::StatusOr<std::vector<int>> ExportRegistry::Redeem(
     if (shard->fd >= 0) fds.push_back(shard->TakeFd());
   }
   exported.info.reader_pid = reader->pid();
-  if (exits_ != nullptr) {
+  if (watchable.has_value()) {
     // Watched under mu_, so an end of the export always finds the key.
     const std::string id = exported.info.id;
-    exported.exit_watch = exits_->Watch(reader, [this, id] { ProcessExited(id); });
+    exported.exit_watch =
+        exits_->Watch(*std::move(watchable), [this, id] { ProcessExited(id); });
   }
   return fds;
 }

@@ -220,7 +220,12 @@ absl::StatusOr<std::vector<int>> UploadReservations::Redeem(
   fds.reserve(record.slots.size());
   for (auto& slot : record.slots) fds.push_back(slot->TakeFd());
   if (exits_ != nullptr && writer != nullptr) {
-    record.exit_watch = exits_->Watch(writer, [this, id] { WriterExited(id); });
+    // A writer this daemon cannot watch (ProcessExitWatcher::Prepare) is
+    // bounded by the ttl below instead.
+    if (absl::StatusOr<WatchablePid> watchable = ProcessExitWatcher::Prepare(*writer);
+        watchable.ok()) {
+      record.exit_watch = exits_->Watch(*std::move(watchable), [this, id] { WriterExited(id); });
+    }
   }
   // A watched writer may copy as long as it takes: its exit ends the
   // reservation. An unwatched one gets `ttl` more.

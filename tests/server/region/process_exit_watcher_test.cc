@@ -1,0 +1,126 @@
+#include "server/region/process_exit_watcher.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/region/peer_process.h"
+
+namespace placement::server {
+namespace {
+
+// A child process at the other end of a socketpair, as the region socket
+// sees its clients (SO_PEERCRED, a pidfd). It waits until killed.
+struct Child {
+  Child() {
+    int fds[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      pause();
+      _exit(0);
+    }
+    close(fds[1]);
+    absl::StatusOr<std::shared_ptr<PeerProcess>> peer = PeerProcess::OfSocket(fds[0]);
+    EXPECT_TRUE(peer.ok()) << peer.status();
+    if (peer.ok()) process = *std::move(peer);
+    close(fds[0]);
+  }
+  ~Child() {
+    if (pid > 0) Kill();
+  }
+  void Kill() {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+  pid_t pid = -1;
+  std::shared_ptr<PeerProcess> process;
+};
+
+TEST(ProcessExitWatcherTest, RunsTheCallbackOnceTheProcessExits) {
+  auto watcher = ProcessExitWatcher::Create();
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  Child child;
+  ASSERT_NE(child.process, nullptr);
+  ASSERT_EQ(child.process->pid(), child.pid);
+  absl::StatusOr<WatchablePid> watchable = ProcessExitWatcher::Prepare(*child.process);
+  ASSERT_TRUE(watchable.ok()) << watchable.status();
+  absl::Notification exited;
+  const int64_t key = (*watcher)->Watch(*std::move(watchable), [&] { exited.Notify(); });
+  EXPECT_NE(key, 0);
+  EXPECT_EQ((*watcher)->size(), 1);
+  EXPECT_FALSE(exited.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  child.Kill();
+  EXPECT_TRUE(exited.WaitForNotificationWithTimeout(absl::Seconds(30)));
+}
+
+TEST(ProcessExitWatcherTest, ACancelledWatchNeverRuns) {
+  auto watcher = ProcessExitWatcher::Create();
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  Child child;
+  ASSERT_NE(child.process, nullptr);
+  absl::StatusOr<WatchablePid> watchable = ProcessExitWatcher::Prepare(*child.process);
+  ASSERT_TRUE(watchable.ok()) << watchable.status();
+  std::atomic<bool> ran = false;
+  const int64_t key = (*watcher)->Watch(*std::move(watchable), [&] { ran = true; });
+  (*watcher)->Cancel(key);
+  EXPECT_EQ((*watcher)->size(), 0);
+  child.Kill();
+  // A second watch on another exit, after the first: the watcher's thread
+  // has passed the cancelled one's exit by the time this one runs.
+  Child other;
+  ASSERT_NE(other.process, nullptr);
+  absl::Notification second;
+  (*watcher)->Watch(*ProcessExitWatcher::Prepare(*other.process), [&] { second.Notify(); });
+  other.Kill();
+  ASSERT_TRUE(second.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_FALSE(ran);
+}
+
+TEST(ProcessExitWatcherTest, AProcessWithoutAPidfdCannotBeWatched) {
+  // As a client in a pid namespace the daemon cannot see shows.
+  std::shared_ptr<PeerProcess> unseen = PeerProcess::Unseen(1000, 1000);
+  absl::StatusOr<WatchablePid> watchable = ProcessExitWatcher::Prepare(*unseen);
+  EXPECT_EQ(watchable.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(watchable.status().message(),
+            "this daemon cannot watch pid 0 (uid 1000): no pidfd (a pid namespace it cannot see, "
+            "or the process had exited when it connected)");
+}
+
+TEST(ProcessExitWatcherTest, OutOfFdsPrepareSaysWhyAndNothingIsWatched) {
+  Child child;
+  ASSERT_NE(child.process, nullptr);
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &before), 0);
+  rlimit low = before;
+  low.rlim_cur = std::min<rlim_t>(before.rlim_cur, 256);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  // Every fd of the lowered limit taken, given back (and the limit) however
+  // the test ends.
+  std::vector<int> filler;
+  absl::Cleanup restore = [&] {
+    for (int fd : filler) close(fd);
+    setrlimit(RLIMIT_NOFILE, &before);
+  };
+  for (int fd; (fd = dup(STDERR_FILENO)) >= 0;) filler.push_back(fd);
+  absl::StatusOr<WatchablePid> watchable = ProcessExitWatcher::Prepare(*child.process);
+  EXPECT_EQ(watchable.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(watchable.status().message(),
+            "this daemon cannot watch " + child.process->Describe() +
+                ": duplicating its pidfd failed: Too many open files");
+}
+
+}  // namespace
+}  // namespace placement::server
