@@ -153,7 +153,7 @@ std::string FdPassingListener::ConnectionRefusalLocked(const PeerProcess& peer) 
     auto it = map.find(key);
     return it == map.end() ? int64_t{0} : it->second;
   };
-  if (count(per_process_, peer.pid()) >= options_.max_connections_per_process) {
+  if (peer.pid_known() && count(per_process_, peer.pid()) >= options_.max_connections_per_process) {
     return absl::StrCat(peer.Describe(), " already has ", options_.max_connections_per_process,
                         " connections open to the region socket");
   }
@@ -188,7 +188,7 @@ void FdPassingListener::AcceptAll() {
       close(conn);
       continue;
     }
-    ++per_process_[(*peer)->pid()];
+    if ((*peer)->pid_known()) ++per_process_[(*peer)->pid()];
     ++per_uid_[(*peer)->uid()];
     connections_[conn] = Connection{absl::Now() + options_.connection_timeout, *std::move(peer)};
     epoll_event event{};
@@ -222,7 +222,7 @@ void FdPassingListener::CloseConnection(int conn) {
   auto it = connections_.find(conn);
   if (it == connections_.end()) return;
   const PeerProcess& peer = *it->second.peer;
-  if (--per_process_[peer.pid()] == 0) per_process_.erase(peer.pid());
+  if (peer.pid_known() && --per_process_[peer.pid()] == 0) per_process_.erase(peer.pid());
   if (--per_uid_[peer.uid()] == 0) per_uid_.erase(peer.uid());
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, conn, nullptr);
   close(conn);

@@ -24,8 +24,9 @@
 // Serving: one thread, epoll over every open connection, so no connection
 // can stall another. A connection that sends nothing within
 // `connection_timeout` is closed; connections open at once are bounded in
-// all, per uid and per process (past a bound a new connection is answered
-// "ERR ..." and closed). Unclaimed fds are bounded by FdTokenTable.
+// all, per uid and per process -- a process in a pid namespace the daemon
+// cannot see (pid 0) by its uid only (past a bound a new connection is
+// answered "ERR ..." and closed). Unclaimed fds are bounded by FdTokenTable.
 //
 // Thread-safe. The destructor stops the thread, closes every connection and
 // unclaimed fd, and unlinks a path socket.

@@ -17,28 +17,31 @@ FdTokenTable::~FdTokenTable() {
 }
 
 void FdTokenTable::ForgetLocked(const Pending& pending) {
-  if (--per_process_[pending.depositor->pid()] == 0) per_process_.erase(pending.depositor->pid());
-  if (--per_uid_[pending.depositor->uid()] == 0) per_uid_.erase(pending.depositor->uid());
+  const PeerProcess& depositor = *pending.depositor;
+  if (depositor.pid_known() && --per_process_[depositor.pid()] == 0) {
+    per_process_.erase(depositor.pid());
+  }
+  if (--per_uid_[depositor.uid()] == 0) per_uid_.erase(depositor.uid());
 }
 
-void FdTokenTable::SweepLocked(absl::Time now) {
+absl::Time FdTokenTable::SweepLocked(absl::Time now) {
+  absl::Time next = absl::InfiniteFuture();
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second.expire <= now) {
       close(it->second.fd);
       ForgetLocked(it->second);
       pending_.erase(it++);
     } else {
+      next = std::min(next, it->second.expire);
       ++it;
     }
   }
+  return next;
 }
 
 absl::Time FdTokenTable::Sweep(absl::Time now) {
   absl::MutexLock lock(&mu_);
-  SweepLocked(now);
-  absl::Time next = absl::InfiniteFuture();
-  for (const auto& [token, pending] : pending_) next = std::min(next, pending.expire);
-  return next;
+  return SweepLocked(now);
 }
 
 absl::StatusOr<std::string> FdTokenTable::Deposit(int fd, std::shared_ptr<PeerProcess> depositor) {
@@ -51,7 +54,8 @@ absl::StatusOr<std::string> FdTokenTable::Deposit(int fd, std::shared_ptr<PeerPr
   };
   std::string refusal;
   const std::string ttl = absl::FormatDuration(limits_.ttl);
-  if (count(per_process_, depositor->pid()) >= limits_.max_per_process) {
+  if (depositor->pid_known() &&
+      count(per_process_, depositor->pid()) >= limits_.max_per_process) {
     refusal = absl::StrCat(depositor->Describe(), " already has ", limits_.max_per_process,
                            " unclaimed fds (the per-process bound); claim them with "
                            "RegisterRegion or let them expire (",
@@ -73,7 +77,7 @@ absl::StatusOr<std::string> FdTokenTable::Deposit(int fd, std::shared_ptr<PeerPr
   }
   std::string token = absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(bitgen_),
                                       absl::Uniform<uint64_t>(bitgen_));
-  ++per_process_[depositor->pid()];
+  if (depositor->pid_known()) ++per_process_[depositor->pid()];
   ++per_uid_[depositor->uid()];
   pending_[token] = Pending{fd, now + limits_.ttl, std::move(depositor)};
   return token;

@@ -4,7 +4,9 @@
 //
 // Bounds, so that no client can take another's place: at most
 // `max_per_process` unclaimed fds per depositing process, `max_per_uid` per
-// uid and `max_total` over all. A deposit past a bound is refused (the fd is
+// uid and `max_total` over all. Processes in a pid namespace the daemon
+// cannot see (pid 0) are bounded by their uid only: nothing tells them
+// apart, and one must not fill a bound the others share. A deposit past a bound is refused (the fd is
 // closed) with RESOURCE_EXHAUSTED naming the bound; nothing is ever evicted
 // to make room, so one client flooding the socket cannot invalidate another
 // client's token.
@@ -68,8 +70,9 @@ class FdTokenTable {
     absl::Time expire;
     std::shared_ptr<PeerProcess> depositor;
   };
-  // Drops expired tokens (closing their fds).
-  void SweepLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops expired tokens (closing their fds); returns when the next of
+  // those left expires (InfiniteFuture when none is left).
+  absl::Time SweepLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetLocked(const Pending& pending) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const FdTokenLimits limits_;

@@ -46,6 +46,10 @@ std::shared_ptr<PeerProcess> PeerProcess::Self() {
       new PeerProcess(getpid(), getuid(), getgid(), PidfdOpen(getpid())));
 }
 
+std::shared_ptr<PeerProcess> PeerProcess::Unseen(uid_t uid, gid_t gid) {
+  return std::shared_ptr<PeerProcess>(new PeerProcess(0, uid, gid, -1));
+}
+
 PeerProcess::~PeerProcess() {
   if (pidfd_ >= 0) close(pidfd_);
 }

@@ -28,11 +28,18 @@ class PeerProcess {
   static absl::StatusOr<std::shared_ptr<PeerProcess>> OfSocket(int conn);
   // This process (for tests and in-process callers).
   static std::shared_ptr<PeerProcess> Self();
+  // A process of `uid`/`gid` in a pid namespace this one cannot see, as
+  // OfSocket reports it: pid 0, no pidfd (for tests).
+  static std::shared_ptr<PeerProcess> Unseen(uid_t uid, gid_t gid);
   ~PeerProcess();
   PeerProcess(const PeerProcess&) = delete;
   PeerProcess& operator=(const PeerProcess&) = delete;
 
   pid_t pid() const { return pid_; }
+  // False for a process in a pid namespace this one cannot see (pid 0):
+  // nothing tells two such processes apart, so per-process bounds do not
+  // count them (their uid's bounds do).
+  bool pid_known() const { return pid_ > 0; }
   uid_t uid() const { return uid_; }
   gid_t gid() const { return gid_; }
   // Readable once the process exited; -1 when unknown. Owned by this object.
