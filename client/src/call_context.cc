@@ -5,8 +5,12 @@
 
 namespace placement::client {
 
+absl::Duration EffectiveTimeout(absl::Duration timeout) {
+  return timeout > absl::ZeroDuration() ? timeout : absl::InfiniteDuration();
+}
+
 void SetTimeout(absl::Duration timeout, grpc::ClientContext* context) {
-  if (timeout != absl::InfiniteDuration() && timeout > absl::ZeroDuration()) {
+  if (EffectiveTimeout(timeout) != absl::InfiniteDuration()) {
     context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   }
 }

@@ -15,6 +15,10 @@ namespace placement::client {
 // message limit with room for the message framing.
 inline constexpr int64_t kMaxChunkBytes = int64_t{4} << 20;
 
+// A timeout as ClientOptions::default_deadline means it: zero or negative
+// is none (InfiniteDuration).
+absl::Duration EffectiveTimeout(absl::Duration timeout);
+
 // Sets the deadline now + `timeout` when `timeout` is positive and finite;
 // leaves `context` without a deadline otherwise.
 void SetTimeout(absl::Duration timeout, grpc::ClientContext* context);

@@ -124,9 +124,9 @@ struct PrefetchIterator::Impl {
   absl::Status CloseStream() {
     absl::Status closed = stream->CloseSend();
     if (viewer.joinable()) {
+      absl::Status cause = ViewerCauseOr(absl::OkStatus());
       viewer.join();
-      absl::MutexLock lock(&mu);
-      if (!viewer_status.ok()) return viewer_status;
+      if (!cause.ok()) return cause;
     } else {
       while (true) {
         absl::StatusOr<std::optional<DeviceBatch>> rest = stream->Read();
@@ -141,18 +141,31 @@ struct PrefetchIterator::Impl {
   // Where Next() finds its batch: the stream, or the viewer's queue.
   absl::StatusOr<std::optional<DeviceBatch>> TakeReady() {
     if (!viewer.joinable()) return stream->Read();
-    absl::MutexLock lock(&mu);
-    mu.Await(absl::Condition(
-        +[](Impl* m)
-             ABSL_EXCLUSIVE_LOCKS_REQUIRED(m->mu) { return !m->viewed.empty() || m->viewer_done; },
-        this));
-    if (viewed.empty()) {
-      if (!viewer_status.ok()) return viewer_status;
-      return std::optional<DeviceBatch>();
+    {
+      absl::MutexLock lock(&mu);
+      mu.Await(absl::Condition(
+          +[](Impl* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+               m->mu) { return !m->viewed.empty() || m->viewer_done; },
+          this));
+      if (!viewed.empty()) {
+        DeviceBatch batch = std::move(viewed.front());
+        viewed.pop_front();
+        return std::optional<DeviceBatch>(std::move(batch));
+      }
     }
-    DeviceBatch batch = std::move(viewed.front());
-    viewed.pop_front();
-    return std::optional<DeviceBatch>(std::move(batch));
+    if (absl::Status cause = ViewerCauseOr(absl::OkStatus()); !cause.ok()) return cause;
+    return std::optional<DeviceBatch>();
+  }
+
+  // With views, once the viewer stopped: its error when a view failed --
+  // the cause of whatever the stream reports afterwards, since the viewer
+  // then cancels it (FAILED_PRECONDITION from another host, say, rather
+  // than CANCELLED) -- else `otherwise`. Without views, `otherwise`.
+  absl::Status ViewerCauseOr(absl::Status otherwise) {
+    if (!viewer.joinable()) return otherwise;
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(&viewer_done));
+    return viewer_status.ok() ? otherwise : viewer_status;
   }
 
   absl::StatusOr<std::optional<DeviceBatch>> End(absl::Status status) {
@@ -186,16 +199,8 @@ absl::StatusOr<std::optional<DeviceBatch>> PrefetchIterator::Next() {
   absl::Time start = absl::Now();
   // "next": asks for batch `taken` and releases batch taken-1.
   if (absl::Status s = m.stream->RequestNext(); !s.ok()) {
-    // The viewer cancelled the stream because a view failed: its error
-    // (FAILED_PRECONDITION from another host, say) is the cause, not the
-    // cancellation. The cancelled stream ends the viewer's loop.
-    if (m.viewer.joinable()) {
-      absl::MutexLock lock(&m.mu);
-      m.mu.Await(absl::Condition(
-          +[](Impl* i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(i->mu) { return i->viewer_done; }, &m));
-      if (!m.viewer_status.ok()) s = m.viewer_status;
-    }
-    return m.End(s);
+    // The failed stream ends the viewer's loop too.
+    return m.End(m.ViewerCauseOr(std::move(s)));
   }
   bool available;
   absl::Status producer_status;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "client/src/call_context.h"
 #include "client/src/client_impl.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
@@ -40,11 +41,8 @@ void Session::RenewLoop() {
   // A renewal ends within a third of the ttl (a stalled daemon must not
   // hold it past the lease); after a failure the next try comes within a
   // second, while the lease may still be running.
-  absl::Duration bound = ttl_ / 3;
-  const absl::Duration deadline = client_.options().default_deadline;
-  if (deadline > absl::ZeroDuration() && deadline != absl::InfiniteDuration()) {
-    bound = std::min(bound, deadline);
-  }
+  const absl::Duration bound =
+      std::min(ttl_ / 3, EffectiveTimeout(client_.options().default_deadline));
   const absl::Duration retry = std::min(absl::Seconds(1), ttl_ / 10);
   absl::Duration wait = ttl_ / 3;
   absl::MutexLock lock(&mu_);

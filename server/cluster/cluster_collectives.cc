@@ -370,10 +370,9 @@ absl::StatusOr<Results> ClusterCollectives::RunMulti(const std::string& tenant,
     tensors_->DeleteHere(ids);
     // Consumed: every participant deletes its own part; the lowest also
     // tells the daemons without shards, which hold the input's record.
+    tensors_->DeleteHere(donated);
     if (self == participants.front()) {
-      tensors_->DeleteEverywhere(donated, NonParticipants(participants));
-    } else {
-      tensors_->DeleteHere(donated);
+      tensors_->DeleteOnPeers(donated, NonParticipants(participants));
     }
     return Explain(failure, participants);
   }

@@ -163,17 +163,10 @@ int64_t ClusterTensors::DeleteHere(const std::vector<std::string>& ids) {
   return store_->DeleteHere(ids);
 }
 
-void ClusterTensors::DeleteEverywhere(const std::vector<std::string>& ids,
-                                      std::optional<std::vector<int32_t>> processes) {
+void ClusterTensors::DeleteEverywhere(const std::vector<std::string>& ids) {
   if (ids.empty()) return;
   DeleteHere(ids);
-  std::vector<int32_t> peers = cluster_->AlivePeers();
-  if (processes.has_value()) {
-    std::erase_if(peers, [&](int32_t p) {
-      return std::find(processes->begin(), processes->end(), p) == processes->end();
-    });
-  }
-  DeleteOnPeers(ids, peers);
+  DeleteOnPeers(ids, cluster_->AlivePeers());
 }
 
 int64_t ClusterTensors::pending_count() const {

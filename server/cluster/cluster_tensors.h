@@ -24,7 +24,6 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -75,12 +74,14 @@ class ClusterTensors {
                           const std::vector<std::string>& delete_ids);
   void AbortHere(const std::vector<std::string>& ids);
   int64_t DeleteHere(const std::vector<std::string>& ids);
-  // DeleteHere(ids), then the same on every live peer (or on `processes`
-  // only, when given), best effort: what a failed operation left on some
-  // daemons -- inputs it consumed on some and not others, results some
-  // installed -- goes everywhere, whichever daemons still hold it.
-  void DeleteEverywhere(const std::vector<std::string>& ids,
-                        std::optional<std::vector<int32_t>> processes = std::nullopt);
+  // DeleteHere(ids), then the same on every live peer, best effort: what a
+  // failed operation left on some daemons -- inputs it consumed on some and
+  // not others, results some installed -- goes everywhere, whichever
+  // daemons still hold it.
+  void DeleteEverywhere(const std::vector<std::string>& ids);
+  // Deletes `ids` on `peers` (StartDeleteTensors), best effort, logging a
+  // miss.
+  void DeleteOnPeers(const std::vector<std::string>& ids, const std::vector<int32_t>& peers);
   int64_t pending_count() const;
   TensorStore* store() const { return store_; }
 
@@ -122,8 +123,6 @@ class ClusterTensors {
 
   void OnCommit(const Tensor& tensor);
   void OnDelete(const std::vector<std::string>& ids);
-  // Deletes `ids` on `peers` (StartDeleteTensors), logging a miss.
-  void DeleteOnPeers(const std::vector<std::string>& ids, const std::vector<int32_t>& peers);
   void OnClusterEvent(const ClusterEvent& event);
   void ReapLoop();
   // Tries the Aborts that failed again (AbortOn); off the lock.

@@ -38,16 +38,15 @@ absl::Status PrefetchPipeline::OnBatchHeader(const PrefetchBatchHeader& header) 
   const std::vector<BatchArraySpec>& arrays = *header.arrays;
   int64_t expected = 0;
   for (const BatchArraySpec& array : arrays) expected += ByteSize(array.dtype, array.shape);
+  // The header's own name and owner were checked with it (from_proto); a
+  // name made from the stream's may still be too long.
   std::string name = header.name;
-  if (name.empty() && !config_.name.empty()) name = absl::StrCat(config_.name, "/", sequence);
-  if (absl::Status s =
-          CheckLength(header.name.empty() ? "its name (open.name/<batch>)" : "batch.name", name,
-                      kMaxTensorNameLength);
-      !s.ok()) {
-    return InBatch(sequence, s);
-  }
-  if (absl::Status s = CheckLength("batch.owner", header.owner, kMaxOwnerLength); !s.ok()) {
-    return InBatch(sequence, s);
+  if (name.empty() && !config_.name.empty()) {
+    name = absl::StrCat(config_.name, "/", sequence);
+    if (absl::Status s = CheckLength("its name (open.name/<batch>)", name, kMaxTensorNameLength);
+        !s.ok()) {
+      return InBatch(sequence, s);
+    }
   }
   const PlacementRule& rule = IsDefaultRule(header.rule) ? config_.rule : header.rule;
   absl::StatusOr<std::unique_ptr<BatchUploadSession>> session =

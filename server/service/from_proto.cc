@@ -193,6 +193,7 @@ absl::StatusOr<int64_t> ChunkSizeFromProto(int64_t chunk_size_bytes) {
 }
 
 absl::StatusOr<PrefetchConfig> PrefetchConfigFromProto(const pb::PrefetchOpen& open) {
+  RETURN_IF_ERROR(CheckLength("open.name", open.name(), kMaxTensorNameLength));
   // Each staged batch is device memory plus its record; a stream may not
   // ask the daemon to hold an unbounded number of them.
   if (open.buffer_size() < 0 || open.buffer_size() > kMaxPrefetchBufferSize) {
@@ -214,6 +215,14 @@ PrefetchBatchHeader BatchHeaderFromProto(const pb::BatchHeader& header) {
   PrefetchBatchHeader out;
   out.name = header.name();
   out.owner = header.owner();
+  if (absl::Status s = CheckLength("batch.name", header.name(), kMaxTensorNameLength); !s.ok()) {
+    out.arrays = std::move(s);
+    return out;
+  }
+  if (absl::Status s = CheckLength("batch.owner", header.owner(), kMaxOwnerLength); !s.ok()) {
+    out.arrays = std::move(s);
+    return out;
+  }
   std::vector<BatchArraySpec> arrays;
   for (int i = 0; i < header.arrays_size(); ++i) {
     const pb::ArrayHeader& array = header.arrays(i);

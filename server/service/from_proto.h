@@ -82,14 +82,16 @@ absl::StatusOr<ProcessLocalRequest> ProcessLocalFromProto(const placement::v1::P
 
 // --- Prefetch ------------------------------------------------------------------
 
-// buffer_size 0 -> 2; INVALID_ARGUMENT for a negative buffer_size
-// ("open.buffer_size is -1; must be >= 1 (0 selects the default 2)") and
-// for a malformed rule ("open.rule: ...").
+// buffer_size 0 -> 2; INVALID_ARGUMENT for a name longer than
+// kMaxTensorNameLength, a buffer_size out of range ("open.buffer_size is
+// -1; must be in [1, 1024] (0 selects the default 2)") and a malformed rule
+// ("open.rule: ...").
 absl::StatusOr<PrefetchConfig> PrefetchConfigFromProto(const placement::v1::PrefetchOpen& open);
 
-// Never fails itself: a malformed array ("array 'labels': arrays[1].dtype:
-// ...") or rule is carried in PrefetchBatchHeader::arrays for the pipeline
-// to report after its stream-state checks.
+// Never fails itself: a name or owner too long ("batch.owner is 300 bytes
+// ..."), a malformed array ("array 'labels': arrays[1].dtype: ...") or rule
+// is carried in PrefetchBatchHeader::arrays for the pipeline to report
+// after its stream-state checks.
 PrefetchBatchHeader BatchHeaderFromProto(const placement::v1::BatchHeader& header);
 
 }  // namespace placement::server

@@ -13,7 +13,6 @@
 #include "server/service/region_slices.h"
 #include "server/service/rule_meshes.h"
 #include "server/service/to_proto.h"
-#include "server/tensor/label_limits.h"
 
 namespace placement::server {
 namespace {
@@ -174,7 +173,6 @@ class PrefetchReactor final
       if (pipeline_ != nullptr) {
         return absl::InvalidArgumentError("a second open message arrived; a stream opens once");
       }
-      RETURN_IF_ERROR(CheckLength("open.name", request.open().name(), kMaxTensorNameLength));
       if (absl::Status s =
               CheckRuleMeshesVisible(*manager_->ops()->meshes(), caller_, request.open().rule());
           !s.ok()) {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -311,6 +312,16 @@ TEST_F(PrefetchTest, ARefusedNextLosesNoBatch) {
   std::unique_ptr<PrefetchStream> stream = OpenFull(2);
   ASSERT_NE(stream, nullptr);
   PrefetchStream& s = *stream;
+  // A lost batch would leave a read waiting for good: cancelled after 30 s
+  // (Cancel may be called from any thread), the test fails instead.
+  absl::Notification done;
+  std::thread watchdog([&] {
+    if (!done.WaitForNotificationWithTimeout(absl::Seconds(30))) s.Cancel();
+  });
+  absl::Cleanup stop_watchdog = [&] {
+    done.Notify();
+    watchdog.join();
+  };
   ASSERT_TRUE(s.RequestNext().ok());
   auto refused = s.Next();
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();

@@ -213,6 +213,44 @@ TEST_F(PrefetchViewTest, DestroyingTheIteratorMidStreamEndsEveryExport) {
   // TearDown: exports and memory back to baseline.
 }
 
+// A view the daemon refuses ends the iteration with the refusal, not with
+// the cancellation the viewer then sends; what was staged and exported goes.
+TEST_F(PrefetchViewTest, ARefusedViewEndsTheIterationWithItsCause) {
+  auto daemon =
+      testing::DaemonProcess::Start({.extra_flags = {"--cpu_devices=8", "--max_exports=3"}});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  ClientOptions client_options;
+  client_options.session_policy = SessionPolicy::kNone;
+  auto c = Client::Connect((*daemon)->address(), client_options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  client_ = std::move(*c);
+  daemon_ = std::move(*daemon);  // the fixture's daemon goes
+  baseline_ = MemoryInUse();
+  PrefetchOptions options;
+  options.views = true;
+  {
+    auto it = PrefetchToDevice(*client_, Source(10), {}, /*buffer_size=*/2, options);
+    ASSERT_TRUE(it.ok()) << it.status();
+    absl::Status ended;
+    std::vector<DeviceBatch> held;  // keeps the views open: the bound is reached
+    for (int k = 0; k < 10 && ended.ok(); ++k) {
+      auto batch = (*it)->Next();
+      if (!batch.ok()) {
+        ended = batch.status();
+      } else {
+        ASSERT_TRUE(batch->has_value()) << "batch " << k << " missing";
+        held.push_back(**std::move(batch));
+      }
+    }
+    EXPECT_EQ(ended.code(), absl::StatusCode::kResourceExhausted) << ended;
+    EXPECT_THAT(ended.message(), ::testing::HasSubstr("of --max_exports=3 are open"));
+    EXPECT_LE(held.size(), 2u);
+    auto again = (*it)->Next();
+    EXPECT_EQ(again.status(), ended);
+  }
+  // TearDown: exports and memory back to baseline.
+}
+
 TEST_F(PrefetchViewTest, WithoutViewsBatchesCarryNone) {
   auto it = PrefetchToDevice(*client_, Source(2), {}, /*buffer_size=*/2);
   ASSERT_TRUE(it.ok()) << it.status();

@@ -24,8 +24,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "server/collective/transport/cross_process_transport.h"
 
 namespace placement::server {
 
@@ -77,11 +79,18 @@ class TransportGroups {
     return out;
   }
 
-  // Removes the entries of epochs before `epoch` but those whose name
-  // starts with one of `kept` (a transport's names of groups that outlive
-  // their epoch); removed ones are destroyed here, outside the lock, unless
-  // a caller still holds one.
-  void DropEpochsBefore(uint64_t epoch, const std::vector<std::string>& kept = {}) {
+  // Removes the entries of epochs before `epoch` but the groups of `kept`
+  // (groups that outlive their epoch), every generation of them: the names
+  // starting with `prefix` + the key's GenerationStem (`prefix`: what the
+  // transport puts in front of TransportGroupKey::Name). Removed entries are
+  // destroyed here, outside the lock, unless a caller still holds one.
+  void DropEpochsBefore(uint64_t epoch, const std::vector<TransportGroupKey>& kept = {},
+                        absl::string_view prefix = "") {
+    std::vector<std::string> stems;
+    stems.reserve(kept.size());
+    for (const TransportGroupKey& key : kept) {
+      stems.push_back(absl::StrCat(prefix, key.GenerationStem()));
+    }
     std::vector<std::shared_ptr<Entry>> dropped;
     {
       absl::MutexLock lock(&mu_);
@@ -89,7 +98,7 @@ class TransportGroups {
       for (auto it = entries_.begin(); it != end;) {
         auto& by_name = it->second;
         for (auto entry = by_name.begin(); entry != by_name.end();) {
-          const bool keep = std::any_of(kept.begin(), kept.end(), [&](const std::string& stem) {
+          const bool keep = std::any_of(stems.begin(), stems.end(), [&](const std::string& stem) {
             return absl::StartsWith(entry->first, stem);
           });
           if (keep) {

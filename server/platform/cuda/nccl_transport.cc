@@ -368,10 +368,7 @@ bool NcclTransport::Connected(const TransportGroupKey& key) const {
 
 // Their communicators are aborted as the last holder lets go.
 void NcclTransport::DropEpochsBefore(uint64_t epoch, const std::vector<TransportGroupKey>& kept) {
-  std::vector<std::string> stems;
-  stems.reserve(kept.size());
-  for (const TransportGroupKey& key : kept) stems.push_back(key.GenerationStem());
-  entries_.DropEpochsBefore(epoch, stems);
+  entries_.DropEpochsBefore(epoch, kept);
 }
 
 size_t NcclTransport::connected_groups() const {

@@ -30,8 +30,11 @@ struct Array {
 };
 
 // A wire BatchHeader, converted as the handler does.
-PrefetchBatchHeader Header(const std::vector<Array>& arrays) {
+PrefetchBatchHeader Header(const std::vector<Array>& arrays, const std::string& name = "",
+                           const std::string& owner = "") {
   pb::BatchHeader header;
+  header.set_name(name);
+  header.set_owner(owner);
   for (const Array& a : arrays) {
     pb::ArrayHeader* h = header.add_arrays();
     h->set_key(a.key);
@@ -253,14 +256,10 @@ TEST_F(PipelineTest, OverlongNamesAndOwnersAreRefused) {
   EXPECT_THAT(status.message(),
               HasSubstr("batch 0: its name (open.name/<batch>) is 302 bytes long; at most 256"));
   auto q = Open(2);
-  PrefetchBatchHeader owned = Header(kBatch);
-  owned.owner = std::string(200, 'o');
-  status = q->OnBatchHeader(owned);
+  status = q->OnBatchHeader(Header(kBatch, "", std::string(200, 'o')));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("batch 0: batch.owner is 200 bytes long; at most 128"));
-  PrefetchBatchHeader named = Header(kBatch);
-  named.name = std::string(257, 'n');
-  status = q->OnBatchHeader(named);
+  status = q->OnBatchHeader(Header(kBatch, std::string(257, 'n')));
   EXPECT_THAT(status.message(), HasSubstr("batch 0: batch.name is 257 bytes long; at most 256"));
   ASSERT_TRUE(Send(*q, 1).ok());
   p->Close();

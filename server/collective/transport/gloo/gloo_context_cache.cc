@@ -35,7 +35,7 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Get(const Trans
                                                                      absl::Duration budget) {
   const std::string prefix = GlooPrefix(key);
   std::shared_ptr<Entry> entry = EntryFor(key, prefix);
-  absl::MutexLock lock(&entry->mu);
+  absl::ReleasableMutexLock lock(&entry->mu);
   if (entry->failed) {
     // Aborted for a lost process before this call reached it: the cluster's
     // reason, as a call inside the operation gets it.
@@ -64,7 +64,10 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> GlooContextCache::Get(const Trans
     entry->failed = true;
     if (!aborted.ok()) entry->abort_reason = std::string(aborted.message());
     // The key is refused everywhere from now on: nobody reads its keys.
-    if (TakeKeysLocked(*entry)) DeleteKeys(prefix);
+    // Deleted off the lock (a coordinator call).
+    const bool take = TakeKeysLocked(*entry);
+    lock.Release();
+    if (take) DeleteKeys(prefix);
     return context.status();
   }
   entry->context = *context;
@@ -204,12 +207,7 @@ bool GlooContextCache::Connected(const TransportGroupKey& key) const {
 
 void GlooContextCache::DropEpochsBefore(uint64_t epoch,
                                         const std::vector<TransportGroupKey>& kept) {
-  std::vector<std::string> stems;
-  stems.reserve(kept.size());
-  for (const TransportGroupKey& key : kept) {
-    stems.push_back(absl::StrCat("gloo/", key.GenerationStem()));
-  }
-  entries_.DropEpochsBefore(epoch, stems);
+  entries_.DropEpochsBefore(epoch, kept, "gloo/");
 }
 
 size_t GlooContextCache::connected() const {
