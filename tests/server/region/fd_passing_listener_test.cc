@@ -6,7 +6,6 @@
 // and group it was given.
 #include "server/region/fd_passing_listener.h"
 
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -18,13 +17,13 @@
 #include <thread>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/src/region_fd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/fd_exhaustion.h"
 
 namespace placement::server {
 namespace {
@@ -143,27 +142,13 @@ TEST(FdPassingListenerTest, UnclaimedFdsGoAtTheirTtlByThemselves) {
 TEST(FdPassingListenerTest, OutOfFdsAClientIsToldWhy) {
   auto listener = FdPassingListener::Start(AbstractName(), FdPassingOptions{});
   ASSERT_TRUE(listener.ok()) << listener.status();
-  rlimit before{};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &before), 0);
-  rlimit low = before;
-  low.rlim_cur = std::min<rlim_t>(before.rlim_cur, 256);
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-  // Every fd of the lowered limit taken but one, which the client takes;
-  // given back (and the limit) however the test ends, so that a failure
-  // here does not starve the tests after it.
-  std::vector<int> filler;
-  absl::Cleanup restore = [&] {
-    for (int fd : filler) close(fd);
-    setrlimit(RLIMIT_NOFILE, &before);
-  };
-  for (int fd; (fd = dup(STDERR_FILENO)) >= 0;) filler.push_back(fd);
-  ASSERT_FALSE(filler.empty());
-  close(filler.back());
-  filler.pop_back();
+  // Every fd but one taken; the client takes that one.
+  testing::FdExhaustion exhausted(/*leave_free=*/1);
+  ASSERT_TRUE(exhausted.ok());
   const int client = ConnectIdle((*listener)->address());
   std::string said = client >= 0 ? ReadAll(client) : "";
   if (client >= 0) close(client);
-  std::move(restore).Invoke();
+  exhausted.Release();
   ASSERT_GE(client, 0);
   EXPECT_THAT(said, StartsWith("ERR the daemon is out of file descriptors"));
 }

@@ -1,20 +1,17 @@
 #include "server/region/process_exit_watcher.h"
 
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
-#include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/region/peer_process.h"
+#include "tests/testing/fd_exhaustion.h"
 
 namespace placement::server {
 namespace {
@@ -102,19 +99,8 @@ TEST(ProcessExitWatcherTest, AProcessWithoutAPidfdCannotBeWatched) {
 TEST(ProcessExitWatcherTest, OutOfFdsPrepareSaysWhyAndNothingIsWatched) {
   Child child;
   ASSERT_NE(child.process, nullptr);
-  rlimit before{};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &before), 0);
-  rlimit low = before;
-  low.rlim_cur = std::min<rlim_t>(before.rlim_cur, 256);
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-  // Every fd of the lowered limit taken, given back (and the limit) however
-  // the test ends.
-  std::vector<int> filler;
-  absl::Cleanup restore = [&] {
-    for (int fd : filler) close(fd);
-    setrlimit(RLIMIT_NOFILE, &before);
-  };
-  for (int fd; (fd = dup(STDERR_FILENO)) >= 0;) filler.push_back(fd);
+  testing::FdExhaustion exhausted;
+  ASSERT_TRUE(exhausted.ok());
   absl::StatusOr<WatchablePid> watchable = ProcessExitWatcher::Prepare(*child.process);
   EXPECT_EQ(watchable.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(watchable.status().message(),
