@@ -250,11 +250,16 @@ TEST_F(PipelineTest, BadSpecFailsNamingBatchAndArray) {
 // whose name (given, or made from the stream's) or owner is too long is
 // refused, naming the batch, the field and the numbers, and admits nothing.
 TEST_F(PipelineTest, OverlongNamesAndOwnersAreRefused) {
-  auto p = Open(2, false, {}, std::string(300, 's'));
+  pb::PrefetchOpen open;
+  open.set_name(std::string(300, 's'));
+  EXPECT_EQ(PrefetchConfigFromProto(open).status().message(),
+            "open.name is 300 bytes long; at most 256");
+  // A stream name that fits, whose batch names ("<name>/<batch>") do not.
+  auto p = Open(2, false, {}, std::string(255, 's'));
   absl::Status status = p->OnBatchHeader(Header(kBatch));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(),
-              HasSubstr("batch 0: its name (open.name/<batch>) is 302 bytes long; at most 256"));
+              HasSubstr("batch 0: its name (open.name/<batch>) is 257 bytes long; at most 256"));
   auto q = Open(2);
   status = q->OnBatchHeader(Header(kBatch, "", std::string(200, 'o')));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);

@@ -2,10 +2,14 @@
 
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstring>
+#include <string>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -16,23 +20,34 @@
 namespace placement::server {
 namespace {
 
-// A child process at the other end of a socketpair, as the region socket
-// sees its clients (SO_PEERCRED, a pidfd). It waits until killed.
+// A child process at the other end of a unix socket, as the region socket
+// sees its clients (SO_PEERCRED, a pidfd): the child connects after the
+// fork (a socketpair would report its creator). It waits until killed.
 struct Child {
   Child() {
-    int fds[2];
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    // Abstract (leading NUL), unique to this process.
+    const std::string name = "placement-exit-watcher-test-" + std::to_string(getpid());
+    std::memcpy(address.sun_path + 1, name.data(), name.size());
+    const socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    EXPECT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), length), 0);
+    EXPECT_EQ(listen(listener, 1), 0);
     pid = fork();
     if (pid == 0) {
-      close(fds[0]);
+      const int conn = socket(AF_UNIX, SOCK_STREAM, 0);
+      if (connect(conn, reinterpret_cast<sockaddr*>(&address), length) != 0) _exit(1);
       pause();
       _exit(0);
     }
-    close(fds[1]);
-    absl::StatusOr<std::shared_ptr<PeerProcess>> peer = PeerProcess::OfSocket(fds[0]);
+    const int conn = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    close(listener);
+    EXPECT_GE(conn, 0);
+    absl::StatusOr<std::shared_ptr<PeerProcess>> peer = PeerProcess::OfSocket(conn);
     EXPECT_TRUE(peer.ok()) << peer.status();
     if (peer.ok()) process = *std::move(peer);
-    close(fds[0]);
+    close(conn);
   }
   ~Child() {
     if (pid > 0) Kill();
