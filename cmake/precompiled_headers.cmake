@@ -23,7 +23,8 @@ endforeach()
 # those of TARGET's sources that use gRPC or the generated API -- the file
 # or its own header (same name, .h) includes a grpcpp/ or a .pb.h header --
 # and leaves the others as they are. The test is redone at each configure
-# (a stale answer only costs build time).
+# (a stale answer only costs build time). Call it after the target's
+# sources are added: later ones all get the header.
 function(placement_precompile_grpc target)
   if(NOT PLACEMENT_PCH)
     return()
@@ -31,21 +32,25 @@ function(placement_precompile_grpc target)
   target_precompile_headers(${target} PRIVATE ${PLACEMENT_PCH_HEADERS})
   get_target_property(sources ${target} SOURCES)
   get_target_property(source_dir ${target} SOURCE_DIR)
-  foreach(source ${sources})
-    if(NOT source MATCHES "\\.cc$")
+  foreach(source IN LISTS sources)
+    # Generated sources cannot be read at configure time; they keep the header.
+    if(NOT source MATCHES "\\.cc$" OR source MATCHES "^\\$<")
       continue()
     endif()
-    if(NOT IS_ABSOLUTE ${source})
-      set(source ${source_dir}/${source})
+    if(NOT IS_ABSOLUTE "${source}")
+      set(source "${source_dir}/${source}")
     endif()
-    file(READ ${source} text)
-    string(REGEX REPLACE "\\.cc$" ".h" header ${source})
-    if(EXISTS ${header})
-      file(READ ${header} header_text)
+    if(NOT EXISTS "${source}")
+      continue()
+    endif()
+    file(READ "${source}" text)
+    string(REGEX REPLACE "\\.cc$" ".h" header "${source}")
+    if(EXISTS "${header}")
+      file(READ "${header}" header_text)
       string(APPEND text "${header_text}")
     endif()
     if(NOT text MATCHES "#include [<\"](grpcpp/|[^>\"\n]*\\.pb\\.h)")
-      set_source_files_properties(${source} TARGET_DIRECTORY ${target}
+      set_source_files_properties("${source}" TARGET_DIRECTORY ${target}
         PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
     endif()
   endforeach()

@@ -144,8 +144,9 @@ struct PrefetchIterator::Impl {
     {
       absl::MutexLock lock(&mu);
       mu.Await(absl::Condition(
-          +[](Impl* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-               m->mu) { return !m->viewed.empty() || m->viewer_done; },
+          +[](Impl* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(m->mu) {
+            return !m->viewed.empty() || m->viewer_done;
+          },
           this));
       if (!viewed.empty()) {
         DeviceBatch batch = std::move(viewed.front());

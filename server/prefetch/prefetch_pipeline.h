@@ -73,9 +73,10 @@ struct PrefetchConfig {
 
 // One batch header (BatchHeader on the wire).
 struct PrefetchBatchHeader {
-  // The batch's arrays, or why the wire header's arrays or rule are
-  // malformed (INVALID_ARGUMENT naming the array or field): the pipeline
-  // reports it after its own stream-state checks, with the batch number.
+  // The batch's arrays, or why the wire header is malformed -- its arrays,
+  // rule, or a name or owner too long (INVALID_ARGUMENT naming the array or
+  // field; from_proto checks them all): the pipeline reports it after its
+  // own stream-state checks, with the batch number.
   absl::StatusOr<std::vector<BatchArraySpec>> arrays;
   PlacementRule rule;  // unset = the stream's rule
   std::string name;    // empty = "<stream name>/<sequence>" when the stream has a name
@@ -155,10 +156,10 @@ class PrefetchPipeline {
   PrefetchConfig config_;
   PrefetchMetrics* metrics_;
 
-  int64_t next_sequence_ = 0;  // batches admitted
-  int64_t next_delivery_ = 0;  // the next batch whose ready is due
-  int64_t nexts_ = 0;          // OnNext calls
-  std::optional<absl::Time> asked_at_;  // Next waiting for batch next_delivery_
+  int64_t next_sequence_ = 0;              // batches admitted
+  int64_t next_delivery_ = 0;              // the next batch whose ready is due
+  int64_t nexts_ = 0;                      // OnNext calls
+  std::optional<absl::Time> asked_at_;     // Next waiting for batch next_delivery_
   std::map<int64_t, StagedBatch> staged_;  // committed, not released
 
   // The batch being received.

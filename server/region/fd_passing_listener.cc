@@ -109,6 +109,11 @@ void FdPassingListener::set_view_redeemer(ViewRedeemer redeemer) {
   redeemer_ = std::move(redeemer);
 }
 
+absl::StatusOr<std::shared_ptr<PeerProcess>> FdPassingListener::DepositorOf(
+    const std::string& token) const {
+  return tokens_.DepositorOf(token, address_);
+}
+
 absl::StatusOr<ClaimedFd> FdPassingListener::TakeFd(const std::string& token) {
   return tokens_.Take(token, address_);
 }

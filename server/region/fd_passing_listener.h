@@ -86,6 +86,8 @@ class FdPassingListener {
   // Takes the fd passed with `token` and who passed it; the caller owns
   // (closes) the fd. NOT_FOUND for an unknown, expired or claimed token.
   absl::StatusOr<ClaimedFd> TakeFd(const std::string& token);
+  // Who deposited the fd of `token`; the token stays (FdTokenTable::DepositorOf).
+  absl::StatusOr<std::shared_ptr<PeerProcess>> DepositorOf(const std::string& token) const;
 
   // Serves "V" requests through `redeemer` from now on (null: answered
   // "ERR views are off"). REQUIRES: `redeemer` stays callable until it is

@@ -54,8 +54,7 @@ absl::StatusOr<std::string> FdTokenTable::Deposit(int fd, std::shared_ptr<PeerPr
   };
   std::string refusal;
   const std::string ttl = absl::FormatDuration(limits_.ttl);
-  if (depositor->pid_known() &&
-      count(per_process_, depositor->pid()) >= limits_.max_per_process) {
+  if (depositor->pid_known() && count(per_process_, depositor->pid()) >= limits_.max_per_process) {
     refusal = absl::StrCat(depositor->Describe(), " already has ", limits_.max_per_process,
                            " unclaimed fds (the per-process bound); claim them with "
                            "RegisterRegion or let them expire (",
@@ -83,16 +82,32 @@ absl::StatusOr<std::string> FdTokenTable::Deposit(int fd, std::shared_ptr<PeerPr
   return token;
 }
 
+namespace {
+
+absl::Status UnknownToken(const std::string& token, const std::string& where) {
+  return absl::NotFoundError(absl::StrCat("fd_token '", token.substr(0, 64),
+                                          "' is unknown, expired or already used; pass the fd "
+                                          "again on ",
+                                          where));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<PeerProcess>> FdTokenTable::DepositorOf(
+    const std::string& token, const std::string& where) const {
+  absl::MutexLock lock(&mu_);
+  auto it = pending_.find(token);
+  if (it == pending_.end() || it->second.expire <= absl::Now()) {
+    return UnknownToken(token, where);
+  }
+  return it->second.depositor;
+}
+
 absl::StatusOr<ClaimedFd> FdTokenTable::Take(const std::string& token, const std::string& where) {
   absl::MutexLock lock(&mu_);
   SweepLocked(absl::Now());
   auto it = pending_.find(token);
-  if (it == pending_.end()) {
-    return absl::NotFoundError(absl::StrCat("fd_token '", token.substr(0, 64),
-                                            "' is unknown, expired or already used; pass the fd "
-                                            "again on ",
-                                            where));
-  }
+  if (it == pending_.end()) return UnknownToken(token, where);
   ClaimedFd claimed{it->second.fd, it->second.depositor};
   ForgetLocked(it->second);
   pending_.erase(it);

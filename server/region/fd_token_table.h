@@ -6,10 +6,9 @@
 // `max_per_process` unclaimed fds per depositing process, `max_per_uid` per
 // uid and `max_total` over all. Processes in a pid namespace the daemon
 // cannot see (pid 0) are bounded by their uid only: nothing tells them
-// apart, and one must not fill a bound the others share. A deposit past a bound is refused (the fd is
-// closed) with RESOURCE_EXHAUSTED naming the bound; nothing is ever evicted
-// to make room, so one client flooding the socket cannot invalidate another
-// client's token.
+// apart, and one must not fill a bound the others share. A deposit past a bound is refused (the fd
+// is closed) with RESOURCE_EXHAUSTED naming the bound; nothing is ever evicted to make room, so one
+// client flooding the socket cannot invalidate another client's token.
 //
 // Thread-safe. The destructor closes every unclaimed fd.
 #ifndef PLACEMENT_SERVER_REGION_FD_TOKEN_TABLE_H_
@@ -56,6 +55,10 @@ class FdTokenTable {
   // Takes the fd deposited with `token`. NOT_FOUND for an unknown, expired or
   // already claimed token (`where` is named in the message: the socket).
   absl::StatusOr<ClaimedFd> Take(const std::string& token, const std::string& where);
+  // Who deposited the fd of `token`, which stays (a claim can be checked
+  // before it uses the token up). NOT_FOUND as Take.
+  absl::StatusOr<std::shared_ptr<PeerProcess>> DepositorOf(const std::string& token,
+                                                           const std::string& where) const;
 
   int64_t size() const;
   // Drops the tokens expired by `now` (closing their fds), as Deposit and

@@ -30,15 +30,18 @@ absl::StatusOr<std::shared_ptr<PeerProcess>> PeerProcess::OfSocket(int conn) {
         absl::StrCat("SO_PEERCRED on the region socket: ", std::strerror(errno)));
   }
   int pidfd = -1;
+  int pidfd_error = 0;
   if (cred.pid > 0) {
     // The kernel's pidfd names the process that connected even if it exited
     // since; pidfd_open of the pid is the fallback on kernels before 6.5.
     length = sizeof(pidfd);
     if (getsockopt(conn, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length) != 0) {
       pidfd = PidfdOpen(cred.pid);
+      if (pidfd < 0) pidfd_error = errno;
     }
   }
-  return std::shared_ptr<PeerProcess>(new PeerProcess(cred.pid, cred.uid, cred.gid, pidfd));
+  return std::shared_ptr<PeerProcess>(
+      new PeerProcess(cred.pid, cred.uid, cred.gid, pidfd, pidfd_error));
 }
 
 std::shared_ptr<PeerProcess> PeerProcess::Self() {

@@ -44,18 +44,23 @@ class PeerProcess {
   gid_t gid() const { return gid_; }
   // Readable once the process exited; -1 when unknown. Owned by this object.
   int pidfd() const { return pidfd_; }
+  // Why pidfd() is -1 for a process whose pid is known: the errno of the
+  // failed open (EMFILE / ENFILE: this daemon was out of fds; ESRCH: the
+  // process had exited). 0 otherwise.
+  int pidfd_error() const { return pidfd_error_; }
   // True once the process exited (false when its lifetime is unknown).
   bool Exited() const;
   // "pid 4242 (uid 1000)", for messages and logs.
   std::string Describe() const;
 
  private:
-  PeerProcess(pid_t pid, uid_t uid, gid_t gid, int pidfd)
-      : pid_(pid), uid_(uid), gid_(gid), pidfd_(pidfd) {}
+  PeerProcess(pid_t pid, uid_t uid, gid_t gid, int pidfd, int pidfd_error = 0)
+      : pid_(pid), uid_(uid), gid_(gid), pidfd_(pidfd), pidfd_error_(pidfd_error) {}
   const pid_t pid_;
   const uid_t uid_;
   const gid_t gid_;
   const int pidfd_;
+  const int pidfd_error_;
 };
 
 }  // namespace placement::server

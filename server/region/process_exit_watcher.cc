@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/logging.h"
 
 namespace placement::server {
 
@@ -57,17 +58,22 @@ WatchablePid::~WatchablePid() {
 }
 
 absl::StatusOr<WatchablePid> ProcessExitWatcher::Prepare(const PeerProcess& process) {
+  if (process.pidfd() < 0 && (process.pidfd_error() == EMFILE || process.pidfd_error() == ENFILE)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this daemon cannot watch ", process.Describe(),
+                     ": it was out of fds for the process's pidfd when the process connected"));
+  }
   if (process.pidfd() < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this daemon cannot watch ", process.Describe(),
-        ": no pidfd (a pid namespace it cannot see, or the process had exited when it "
-        "connected)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("this daemon cannot watch ", process.Describe(),
+                     ": no pidfd (a pid namespace it cannot see, or the process had exited when it "
+                     "connected)"));
   }
   const int fd = fcntl(process.pidfd(), F_DUPFD_CLOEXEC, 0);
   if (fd < 0) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "this daemon cannot watch ", process.Describe(),
-        ": duplicating its pidfd failed: ", std::strerror(errno)));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this daemon cannot watch ", process.Describe(),
+                     ": duplicating its pidfd failed: ", std::strerror(errno)));
   }
   return WatchablePid(fd);
 }
@@ -80,7 +86,12 @@ int64_t ProcessExitWatcher::Watch(WatchablePid process, std::function<void()> on
   epoll_event event{};
   event.events = EPOLLIN;
   event.data.u64 = static_cast<uint64_t>(key);
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
+    // ENOMEM, or ENOSPC past fs.epoll.max_user_watches: the watch stays
+    // registered (Cancel works) but never fires.
+    LogWarning("cannot watch a process's exit (epoll: ", std::strerror(errno),
+               "); what ends with it stays until it is unregistered or the daemon stops");
+  }
   return key;
 }
 

@@ -50,11 +50,14 @@ class ProcessExitWatcher {
   // Whether `process` can be watched, checked before anything is made that
   // only its exit would end. FAILED_PRECONDITION when this daemon has no
   // pidfd for it (a pid namespace it cannot see, or the process had exited
-  // when it connected); RESOURCE_EXHAUSTED when the pidfd cannot be
-  // duplicated (out of fds). The message names the process.
+  // when it connected); RESOURCE_EXHAUSTED when this daemon was or is out
+  // of fds (for the pidfd when the process connected, or to duplicate it
+  // now). The message names the process.
   static absl::StatusOr<WatchablePid> Prepare(const PeerProcess& process);
   // Runs `on_exit` once the process exited (at once, on the watcher's
-  // thread, if it already has). Returns a key for Cancel (never 0).
+  // thread, if it already has). Returns a key for Cancel (never 0). Should
+  // the kernel refuse the watch (epoll out of memory or past
+  // fs.epoll.max_user_watches), it is logged and never fires.
   int64_t Watch(WatchablePid process, std::function<void()> on_exit);
   // Forgets a watch; afterwards its callback never starts (one already
   // running on the watcher's thread may still finish). Unknown keys are

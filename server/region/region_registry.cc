@@ -139,9 +139,8 @@ absl::StatusOr<RegionRegistry::Opened> RegionRegistry::Open(const Caller& caller
         return absl::FailedPreconditionError(
             "fd passing is off on this daemon (--region_socket is empty); use shm_name");
       }
-      ASSIGN_OR_RETURN(ClaimedFd claimed, fds_->TakeFd(handle.value));
-      absl::Cleanup close_fd = [fd = claimed.fd] { close(fd); };
-      opened.depositor = std::move(claimed.depositor);
+      // Checked before the token is used up: a refused claim can be retried.
+      ASSIGN_OR_RETURN(opened.depositor, fds_->DepositorOf(handle.value));
       if (caller.session_id.empty()) {
         // Outside a session the region lives as long as the process that
         // passed its fd: that process must be alive, and watchable.
@@ -161,6 +160,8 @@ absl::StatusOr<RegionRegistry::Opened> RegionRegistry::Open(const Caller& caller
         }
         opened.watchable = *std::move(watchable);
       }
+      ASSIGN_OR_RETURN(ClaimedFd claimed, fds_->TakeFd(handle.value));
+      absl::Cleanup close_fd = [fd = claimed.fd] { close(fd); };
       ASSIGN_OR_RETURN(opened.mapping, SharedMemoryMapping::MapFd(claimed.fd, size_bytes));
       return opened;
     }

@@ -387,8 +387,7 @@ absl::StatusOr<std::vector<int>> ExportRegistry::Redeem(
   if (watchable.has_value()) {
     // Watched under mu_, so an end of the export always finds the key.
     const std::string id = exported.info.id;
-    exported.exit_watch =
-        exits_->Watch(*std::move(watchable), [this, id] { ProcessExited(id); });
+    exported.exit_watch = exits_->Watch(*std::move(watchable), [this, id] { ProcessExited(id); });
   }
   return fds;
 }

@@ -22,6 +22,7 @@ class FdExhaustion {
       low.rlim_cur = std::min<rlim_t>(before_.rlim_cur, 256);
       lowered_ = setrlimit(RLIMIT_NOFILE, &low) == 0;
     }
+    if (!lowered_) return;  // ok() is false: the real limit may be a million fds
     for (int fd; (fd = dup(STDERR_FILENO)) >= 0;) taken_.push_back(fd);
     for (int i = 0; i < leave_free && !taken_.empty(); ++i) {
       close(taken_.back());

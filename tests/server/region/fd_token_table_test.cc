@@ -38,6 +38,23 @@ TEST(FdTokenTableTest, ATokenGivesItsFdOnceToWhoeverHoldsIt) {
   EXPECT_EQ(table.size(), 0);
 }
 
+// A claim is checked against its depositor before it uses the token up
+// (RegisterRegion refuses a process it cannot watch and leaves the token).
+TEST(FdTokenTableTest, DepositorOfLeavesTheToken) {
+  FdTokenTable table(FdTokenLimits{});
+  std::shared_ptr<PeerProcess> self = PeerProcess::Self();
+  absl::StatusOr<std::string> token = table.Deposit(NewFd(), self);
+  ASSERT_TRUE(token.ok()) << token.status();
+  absl::StatusOr<std::shared_ptr<PeerProcess>> depositor = table.DepositorOf(*token, "here");
+  ASSERT_TRUE(depositor.ok()) << depositor.status();
+  EXPECT_EQ(*depositor, self);
+  EXPECT_EQ(table.size(), 1);
+  absl::StatusOr<ClaimedFd> claimed = table.Take(*token, "here");
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  close(claimed->fd);
+  EXPECT_EQ(table.DepositorOf(*token, "here").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST(FdTokenTableTest, ExpiredTokensCloseTheirFdsAndSweepSaysWhenTheNextGoes) {
   FdTokenLimits limits;
   limits.ttl = absl::Seconds(60);

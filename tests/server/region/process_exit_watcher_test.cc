@@ -1,5 +1,6 @@
 #include "server/region/process_exit_watcher.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -10,6 +11,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -31,19 +33,27 @@ struct Child {
     // Abstract (leading NUL), unique to this process.
     const std::string name = "placement-exit-watcher-test-" + std::to_string(getpid());
     std::memcpy(address.sun_path + 1, name.data(), name.size());
-    const socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    const socklen_t length =
+        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
     EXPECT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), length), 0);
     EXPECT_EQ(listen(listener, 1), 0);
     pid = fork();
     if (pid == 0) {
+      close(listener);
       const int conn = socket(AF_UNIX, SOCK_STREAM, 0);
       if (connect(conn, reinterpret_cast<sockaddr*>(&address), length) != 0) _exit(1);
       pause();
       _exit(0);
     }
-    const int conn = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    EXPECT_GT(pid, 0);
+    // A child that could not connect must not leave the accept waiting.
+    pollfd ready{listener, POLLIN, 0};
+    const int conn = pid > 0 && poll(&ready, 1, 30'000) == 1
+                         ? accept4(listener, nullptr, nullptr, SOCK_CLOEXEC)
+                         : -1;
     close(listener);
     EXPECT_GE(conn, 0);
+    if (conn < 0) return;
     absl::StatusOr<std::shared_ptr<PeerProcess>> peer = PeerProcess::OfSocket(conn);
     EXPECT_TRUE(peer.ok()) << peer.status();
     if (peer.ok()) process = *std::move(peer);
@@ -94,8 +104,10 @@ TEST(ProcessExitWatcherTest, ACancelledWatchNeverRuns) {
   // has passed the cancelled one's exit by the time this one runs.
   Child other;
   ASSERT_NE(other.process, nullptr);
+  absl::StatusOr<WatchablePid> other_watchable = ProcessExitWatcher::Prepare(*other.process);
+  ASSERT_TRUE(other_watchable.ok()) << other_watchable.status();
   absl::Notification second;
-  (*watcher)->Watch(*ProcessExitWatcher::Prepare(*other.process), [&] { second.Notify(); });
+  (*watcher)->Watch(*std::move(other_watchable), [&] { second.Notify(); });
   other.Kill();
   ASSERT_TRUE(second.WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_FALSE(ran);
