@@ -37,6 +37,10 @@ Cluster::~Cluster() { StopHeartbeats(); }
 void Cluster::StopHeartbeats() {
   absl::MutexLock lock(&stop_mu_);
   if (!stop_.HasBeenNotified()) stop_.Notify();
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
   if (heartbeats_.joinable()) heartbeats_.join();
 }
 
@@ -144,6 +148,7 @@ absl::StatusOr<std::shared_ptr<const ClusterView>> Cluster::Join(
         ranges_.emplace_back(p.first_device_id, static_cast<int64_t>(p.devices.size()));
       }
       view_ = view;
+      settled_epoch_ = view->epoch;
       return view;
     }
     last = joined.status();
@@ -184,7 +189,7 @@ void Cluster::HeartbeatLoop() {
   // The coordinator counts as lost once no beat succeeded for the
   // detection bound (interval x misses), however long each failed beat took.
   absl::Time last_success = absl::Now();
-  while (!stop_.WaitForNotificationWithTimeout(config_.heartbeat_interval)) {
+  while (SleepUntilNextBeat()) {
     std::shared_ptr<const ClusterView> current = view();
     std::string instance;
     {
@@ -258,6 +263,37 @@ void Cluster::HeartbeatLoop() {
       }
     }
   }
+}
+
+bool Cluster::SleepUntilNextBeat() {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(
+                           +[](Cluster* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+                             return c->beat_now_ || c->stopping_;
+                           },
+                           this),
+                       config_.heartbeat_interval);
+  beat_now_ = false;
+  return !stopping_;
+}
+
+bool Cluster::AwaitEpoch(int64_t epoch, absl::Time deadline) {
+  if (!enabled()) return true;
+  struct Waiting {
+    Cluster* cluster;
+    int64_t epoch;
+  } waiting{this, epoch};
+  absl::MutexLock lock(&mu_);
+  if (settled_epoch_ >= epoch) return true;
+  beat_now_ = true;
+  mu_.AwaitWithDeadline(absl::Condition(
+                            +[](Waiting* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->cluster->mu_) {
+                              return w->cluster->settled_epoch_ >= w->epoch ||
+                                     w->cluster->stopping_;
+                            },
+                            &waiting),
+                        deadline);
+  return settled_epoch_ >= epoch;
 }
 
 bool Cluster::Rejoin(const ClusterView& before) {
@@ -354,6 +390,8 @@ void Cluster::Publish(std::shared_ptr<const ClusterView> after, bool self_lost,
   LogInfo("cluster: epoch ", a.epoch, ", state ", ClusterStateName(a.state),
           event.lost.empty() ? "" : absl::StrCat(", ", event.lost.size(), " process(es) lost"));
   for (const auto& listener : listeners_) listener(event);
+  absl::MutexLock lock(&mu_);
+  settled_epoch_ = std::max(settled_epoch_, a.epoch);
 }
 
 void Cluster::CancelCallsTo(int32_t process) {

@@ -144,6 +144,13 @@ class Cluster {
   // The latest view (a lone daemon's has state kSingle and no processes).
   std::shared_ptr<const ClusterView> view() const;
   int64_t epoch() const { return view()->epoch; }
+  // Waits until this daemon has taken in a view of `epoch` or later (its
+  // listeners ran), asking the coordinator at once rather than at the next
+  // beat, up to `deadline`; false when it has not by then (or is stopping).
+  // For a peer's request stamped with a newer epoch than this daemon's view
+  // (a rejoin or loss it has not heard of yet): deciding on the older view
+  // would refuse a call the others run, and they would wait it out.
+  bool AwaitEpoch(int64_t epoch, absl::Time deadline);
   // The process owning a device (-1 when unknown); a lone daemon owns all.
   int32_t ProcessOf(int64_t device_id) const;
   bool IsLocalDevice(int64_t device_id) const { return ProcessOf(device_id) == process_index(); }
@@ -180,6 +187,9 @@ class Cluster {
 
  private:
   void HeartbeatLoop();
+  // Sleeps until the next beat is due, or asked for (AwaitEpoch); false
+  // when stopping.
+  bool SleepUntilNextBeat();
   // Replaces the view and tells the listeners.
   void Publish(std::shared_ptr<const ClusterView> after, bool self_lost, bool coordinator_lost);
   // Joins again after the coordinator was lost and publishes the view
@@ -200,6 +210,10 @@ class Cluster {
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const ClusterView> view_ ABSL_GUARDED_BY(mu_);
+  // The epoch of the last view whose listeners ran (AwaitEpoch).
+  int64_t settled_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  bool beat_now_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<DeviceDescription> local_devices_ ABSL_GUARDED_BY(mu_);
   std::string instance_id_ ABSL_GUARDED_BY(mu_);
   // (first id, count) per process, fixed at the first formation.

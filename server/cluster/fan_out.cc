@@ -44,6 +44,13 @@ absl::Status Explaining(const std::vector<absl::Status>& results) {
   for (const absl::Status& s : results) {
     if (IsUnreachable(s)) return s;
   }
+  // A part refused or told of a loss says why; a wait that ran out or was
+  // cancelled only says that someone did not come.
+  for (const absl::Status& s : results) {
+    if (s.code() == absl::StatusCode::kUnavailable || s.code() == absl::StatusCode::kAborted) {
+      return s;
+    }
+  }
   for (const absl::Status& s : results) {
     if (!s.ok()) return s;
   }

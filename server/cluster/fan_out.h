@@ -37,7 +37,9 @@ bool IsUnreachable(const absl::Status& status);
 // first error (in the order of `processes`, `here` included) that is not a
 // consequence of another's (IsConsequence), else the first that could not
 // reach its process (IsUnreachable: it names the one that vanished; the
-// others only saw its consequences, a closed connection), else the first.
+// others only saw its consequences, a closed connection), else the first
+// UNAVAILABLE or ABORTED (a part told of a loss or refused: it says why the
+// others' waits ran out), else the first.
 // No thread per process: a driver of many daemons holds one thread.
 // `succeeded`, when given, is set to how many parts returned OK.
 // A transport that completes calls on threads of its own rather than in

@@ -99,9 +99,14 @@ TEST(FanOutAsyncTest, PicksTheCauseOverConsequencesInProcessOrder) {
                   start_with({absl::OkStatus(), absl::OkStatus(), absl::AbortedError("late")}), 1,
                   [] { return absl::InvalidArgumentError("bad item"); });
   EXPECT_EQ(s, absl::InvalidArgumentError("bad item"));
-  // Only consequences: the first.
+  // Only consequences: a part told of a loss says why the others' waits
+  // ran out (process 0's rendezvous timed out because process 1 refused).
+  s = FanOutAsync({0, 1}, start_with({absl::DeadlineExceededError("not published within 20s"),
+                                      absl::UnavailableError("process 2 is lost")}));
+  EXPECT_EQ(s, absl::UnavailableError("process 2 is lost"));
+  // Only waits that ran out or were cancelled: the first.
   s = FanOutAsync(
-      {0, 1}, start_with({absl::DeadlineExceededError("slow"), absl::UnavailableError("closed")}));
+      {0, 1}, start_with({absl::DeadlineExceededError("slow"), absl::CancelledError("cancelled")}));
   EXPECT_EQ(s, absl::DeadlineExceededError("slow"));
   EXPECT_EQ(destroyed_early.load(), 0);
 }

@@ -110,6 +110,27 @@ TEST(CoordinatorClientTest, ALeftDaemonStaysGone) {
   EXPECT_EQ(topology->processes[1].state, ProcessState::kLeft);
 }
 
+// A daemon that sees a peer's request stamped with a newer epoch than its
+// view asks the coordinator at once instead of waiting for its next beat
+// (30 s here): the view it then decides on has the change.
+TEST(CoordinatorClientTest, AwaitEpochTakesInANewerViewWithoutWaitingForTheNextBeat) {
+  auto nodes = StartNodes(3, absl::Seconds(30));
+  const int64_t before = nodes[1]->cluster->epoch();
+  nodes[2]->cluster->Leave();
+  auto topology = nodes[0]->cluster->coordinator()->Topology(absl::Seconds(5));
+  ASSERT_TRUE(topology.ok()) << topology.status();
+  ASSERT_GT(topology->epoch, before);
+  // Node 1 has not beaten since: its view is the old one.
+  EXPECT_EQ(nodes[1]->cluster->epoch(), before);
+  EXPECT_TRUE(nodes[1]->cluster->view()->IsAlive(2));
+  EXPECT_TRUE(nodes[1]->cluster->AwaitEpoch(topology->epoch, absl::Now() + absl::Seconds(10)));
+  EXPECT_GE(nodes[1]->cluster->epoch(), topology->epoch);
+  EXPECT_FALSE(nodes[1]->cluster->view()->IsAlive(2));
+  // An epoch nobody has reached: false at the deadline.
+  EXPECT_FALSE(
+      nodes[1]->cluster->AwaitEpoch(topology->epoch + 5, absl::Now() + absl::Milliseconds(300)));
+}
+
 // A call registered after its process was declared lost (the caller
 // looked at the view just before): cancelled at once, not left to run
 // until its own deadline.

@@ -137,12 +137,16 @@ struct PeerTestNode {
   std::string address;
 };
 
-// Starts `n` nodes on loopback and joins them all (each Join on a thread of
-// its own: a join returns once every node joined).
-inline std::vector<std::unique_ptr<PeerTestNode>> StartNodes(int n) {
+// Starts `n` nodes on loopback, beating every `heartbeat`, and joins them
+// all (each Join on a thread of its own: a join returns once every node
+// joined).
+inline std::vector<std::unique_ptr<PeerTestNode>> StartNodes(
+    int n, absl::Duration heartbeat = absl::Milliseconds(100)) {
   std::vector<std::unique_ptr<PeerTestNode>> nodes;
-  nodes.push_back(PeerTestNode::Start(0, n, ""));
-  for (int p = 1; p < n; ++p) nodes.push_back(PeerTestNode::Start(p, n, nodes[0]->address));
+  nodes.push_back(PeerTestNode::Start(0, n, "", heartbeat));
+  for (int p = 1; p < n; ++p) {
+    nodes.push_back(PeerTestNode::Start(p, n, nodes[0]->address, heartbeat));
+  }
   std::vector<absl::Status> joined(n);
   std::vector<std::thread> threads;
   for (int p = 0; p < n; ++p) threads.emplace_back([&, p] { joined[p] = nodes[p]->Join(); });
