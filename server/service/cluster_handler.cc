@@ -197,4 +197,10 @@ grpc::ServerUnaryReactor* ClusterHandler::ListMeshes(grpc::CallbackServerContext
   });
 }
 
+// Out of line: constructing or destroying the handler instantiates gRPC's
+// handler templates for each of its methods, in this file only.
+ClusterHandler::ClusterHandler(Coordinator* coordinator, CallGate* gate)
+    : coordinator_(coordinator), gate_(gate) {}
+ClusterHandler::~ClusterHandler() = default;
+
 }  // namespace placement::server

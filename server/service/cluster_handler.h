@@ -23,8 +23,8 @@ class ClusterHandler final : public placement::v1::ClusterService::CallbackServi
 
   // REQUIRES: every argument outlives the handler; `meshes` may be set
   // later (set_meshes) but before daemons call the mesh RPCs.
-  ClusterHandler(Coordinator* coordinator, CallGate* gate)
-      : coordinator_(coordinator), gate_(gate) {}
+  ClusterHandler(Coordinator* coordinator, CallGate* gate);
+  ~ClusterHandler() override;
   void set_meshes(MeshAuthority* meshes) { meshes_ = meshes; }
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,

@@ -169,4 +169,8 @@ grpc::ServerUnaryReactor* CollectiveHandler::Broadcast(grpc::CallbackServerConte
   return Serve(context, {request->tensor_id()}, CollectiveRequestFromProto(*request), response);
 }
 
+// Out of line: constructing or destroying the handler instantiates gRPC's
+// handler templates for each of its methods, in this file only.
+CollectiveHandler::~CollectiveHandler() = default;
+
 }  // namespace placement::server

@@ -29,6 +29,7 @@ class CollectiveHandler final : public placement::v1::CollectiveService::Callbac
   // REQUIRES: core, dispatch and gate outlive the handler; dispatch has at
   // least one thread.
   CollectiveHandler(const CollectiveServiceCore* core, WorkerPool* dispatch, CallGate* gate);
+  ~CollectiveHandler() override;
   grpc::ServerUnaryReactor* AllReduce(grpc::CallbackServerContext* context,
                                       const placement::v1::AllReduceRequest* request,
                                       placement::v1::CollectiveResponse* response) override;

@@ -147,4 +147,17 @@ grpc::ServerUnaryReactor* DaemonHandler::TrimMemory(grpc::CallbackServerContext*
   });
 }
 
+// Out of line: constructing or destroying the handler instantiates gRPC's
+// handler templates for each of its methods, in this file only.
+DaemonHandler::DaemonHandler(const DaemonIdentity* identity, const DeviceInventory* inventory,
+                             DaemonCounts counts, CallGate* gate, const Cluster* cluster,
+                             TrimMemoryFn trim)
+    : identity_(identity),
+      inventory_(inventory),
+      counts_(std::move(counts)),
+      gate_(gate),
+      cluster_(cluster),
+      trim_(std::move(trim)) {}
+DaemonHandler::~DaemonHandler() = default;
+
 }  // namespace placement::server

@@ -42,13 +42,8 @@ class DaemonHandler final : public placement::v1::DaemonService::CallbackService
   // daemon.
   DaemonHandler(const DaemonIdentity* identity, const DeviceInventory* inventory,
                 DaemonCounts counts, CallGate* gate, const Cluster* cluster = nullptr,
-                TrimMemoryFn trim = nullptr)
-      : identity_(identity),
-        inventory_(inventory),
-        counts_(std::move(counts)),
-        gate_(gate),
-        cluster_(cluster),
-        trim_(std::move(trim)) {}
+                TrimMemoryFn trim = nullptr);
+  ~DaemonHandler() override;
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const placement::v1::GetStatusRequest* request,

@@ -121,4 +121,11 @@ grpc::ServerUnaryReactor* DeviceHandler::ValidateBatchSize(
   });
 }
 
+// Out of line: constructing or destroying the handler instantiates gRPC's
+// handler templates for each of its methods, in this file only.
+DeviceHandler::DeviceHandler(const DeviceInventory* inventory, CallGate* gate,
+                             TenantUseFn tenant_use)
+    : inventory_(inventory), gate_(gate), tenant_use_(std::move(tenant_use)) {}
+DeviceHandler::~DeviceHandler() = default;
+
 }  // namespace placement::server

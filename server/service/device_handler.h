@@ -25,8 +25,8 @@ class DeviceHandler final : public placement::v1::DeviceService::CallbackService
       const std::string& tenant)>;
 
   // `tenant_use` empty: every caller sees the daemon's figures.
-  DeviceHandler(const DeviceInventory* inventory, CallGate* gate, TenantUseFn tenant_use = nullptr)
-      : inventory_(inventory), gate_(gate), tenant_use_(std::move(tenant_use)) {}
+  DeviceHandler(const DeviceInventory* inventory, CallGate* gate, TenantUseFn tenant_use = nullptr);
+  ~DeviceHandler() override;
 
   grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* context,
                                         const placement::v1::ListDevicesRequest* request,

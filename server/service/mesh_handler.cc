@@ -130,4 +130,10 @@ grpc::ServerUnaryReactor* MeshHandler::DeleteMesh(grpc::CallbackServerContext* c
   });
 }
 
+// Out of line: constructing or destroying the handler instantiates gRPC's
+// handler templates for each of its methods, in this file only.
+MeshHandler::MeshHandler(MeshRegistry* meshes, const TensorOps* ops, CallGate* gate)
+    : meshes_(meshes), ops_(ops), gate_(gate) {}
+MeshHandler::~MeshHandler() = default;
+
 }  // namespace placement::server

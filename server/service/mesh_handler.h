@@ -15,8 +15,8 @@ namespace placement::server {
 class MeshHandler final : public placement::v1::MeshService::CallbackService {
  public:
   // REQUIRES: every argument outlives the handler.
-  MeshHandler(MeshRegistry* meshes, const TensorOps* ops, CallGate* gate)
-      : meshes_(meshes), ops_(ops), gate_(gate) {}
+  MeshHandler(MeshRegistry* meshes, const TensorOps* ops, CallGate* gate);
+  ~MeshHandler() override;
   // Meshes created by calls joined to a session go with it (unset: meshes
   // are durable). REQUIRES: before serving; `sessions` outlives the handler.
   void set_sessions(const SessionManager* sessions) { sessions_ = sessions; }

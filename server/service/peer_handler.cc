@@ -368,4 +368,16 @@ grpc::ServerUnaryReactor* PeerHandler::Prepare(grpc::CallbackServerContext* cont
       });
 }
 
+// Out of line: constructing or destroying the handler instantiates gRPC's
+// handler templates for each of its methods, in this file only.
+PeerHandler::PeerHandler(Cluster* cluster, DeviceInventory* inventory, ClusterTensors* tensors,
+                         ClusterMeshes* meshes, ClusterOps* ops, CallGate* gate)
+    : cluster_(cluster),
+      inventory_(inventory),
+      tensors_(tensors),
+      meshes_(meshes),
+      ops_(ops),
+      gate_(gate) {}
+PeerHandler::~PeerHandler() = default;
+
 }  // namespace placement::server

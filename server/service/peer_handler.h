@@ -24,13 +24,8 @@ class PeerHandler final : public placement::v1::PeerService::CallbackService {
  public:
   // REQUIRES: every argument outlives the handler.
   PeerHandler(Cluster* cluster, DeviceInventory* inventory, ClusterTensors* tensors,
-              ClusterMeshes* meshes, ClusterOps* ops, CallGate* gate)
-      : cluster_(cluster),
-        inventory_(inventory),
-        tensors_(tensors),
-        meshes_(meshes),
-        ops_(ops),
-        gate_(gate) {}
+              ClusterMeshes* meshes, ClusterOps* ops, CallGate* gate);
+  ~PeerHandler() override;
 
   // Collectives another daemon drives (Prepare with a CollectiveOp).
   // REQUIRES: set before serving.

@@ -284,4 +284,10 @@ grpc::ServerBidiReactor<pb::PrefetchRequest, pb::PrefetchResponse>* PrefetchHand
   return new PrefetchReactor(context, manager_, gate_, regions_);
 }
 
+// Out of line: constructing or destroying the handler instantiates gRPC's
+// handler templates for each of its methods, in this file only.
+PrefetchHandler::PrefetchHandler(PrefetchManager* manager, CallGate* gate, RegionRegistry* regions)
+    : manager_(manager), gate_(gate), regions_(regions) {}
+PrefetchHandler::~PrefetchHandler() = default;
+
 }  // namespace placement::server

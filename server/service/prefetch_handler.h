@@ -27,8 +27,8 @@ class PrefetchHandler final : public placement::v1::PrefetchService::CallbackSer
  public:
   // REQUIRES: manager, gate and regions (null: region chunks are refused)
   // outlive every stream.
-  PrefetchHandler(PrefetchManager* manager, CallGate* gate, RegionRegistry* regions = nullptr)
-      : manager_(manager), gate_(gate), regions_(regions) {}
+  PrefetchHandler(PrefetchManager* manager, CallGate* gate, RegionRegistry* regions = nullptr);
+  ~PrefetchHandler() override;
 
   grpc::ServerBidiReactor<placement::v1::PrefetchRequest, placement::v1::PrefetchResponse>*
   Prefetch(grpc::CallbackServerContext* context) override;

@@ -59,4 +59,10 @@ grpc::ServerUnaryReactor* RegionHandler::ListRegions(grpc::CallbackServerContext
   });
 }
 
+// Out of line: constructing or destroying the handler instantiates gRPC's
+// handler templates for each of its methods, in this file only.
+RegionHandler::RegionHandler(RegionRegistry* regions, CallGate* gate)
+    : regions_(regions), gate_(gate) {}
+RegionHandler::~RegionHandler() = default;
+
 }  // namespace placement::server

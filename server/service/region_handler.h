@@ -12,7 +12,8 @@ namespace placement::server {
 class RegionHandler final : public placement::v1::RegionService::CallbackService {
  public:
   // REQUIRES: regions and gate outlive the handler.
-  RegionHandler(RegionRegistry* regions, CallGate* gate) : regions_(regions), gate_(gate) {}
+  RegionHandler(RegionRegistry* regions, CallGate* gate);
+  ~RegionHandler() override;
 
   grpc::ServerUnaryReactor* RegisterRegion(
       grpc::CallbackServerContext* context, const placement::v1::RegisterRegionRequest* request,

@@ -84,4 +84,10 @@ grpc::ServerUnaryReactor* SessionHandler::ListSessions(grpc::CallbackServerConte
   });
 }
 
+// Out of line: constructing or destroying the handler instantiates gRPC's
+// handler templates for each of its methods, in this file only.
+SessionHandler::SessionHandler(SessionManager* sessions, CallGate* gate)
+    : sessions_(sessions), gate_(gate) {}
+SessionHandler::~SessionHandler() = default;
+
 }  // namespace placement::server

@@ -12,7 +12,8 @@ namespace placement::server {
 class SessionHandler final : public placement::v1::SessionService::CallbackService {
  public:
   // REQUIRES: sessions and gate outlive the handler.
-  SessionHandler(SessionManager* sessions, CallGate* gate) : sessions_(sessions), gate_(gate) {}
+  SessionHandler(SessionManager* sessions, CallGate* gate);
+  ~SessionHandler() override;
 
   grpc::ServerUnaryReactor* OpenSession(grpc::CallbackServerContext* context,
                                         const placement::v1::OpenSessionRequest* request,

@@ -139,4 +139,10 @@ grpc::ServerUnaryReactor* TensorHandler::Disassemble(grpc::CallbackServerContext
       });
 }
 
+// Out of line: constructing or destroying the handler instantiates gRPC's
+// handler templates for each of its methods, in this file only.
+TensorHandler::TensorHandler(const TensorOps* ops, CallGate* gate, RegionRegistry* regions)
+    : ops_(ops), gate_(gate), regions_(regions) {}
+TensorHandler::~TensorHandler() = default;
+
 }  // namespace placement::server

@@ -23,8 +23,8 @@ class TensorHandler final : public TensorServiceBase {
  public:
   // REQUIRES: ops, gate and regions (null: region transfers are refused)
   // outlive the handler.
-  TensorHandler(const TensorOps* ops, CallGate* gate, RegionRegistry* regions = nullptr)
-      : ops_(ops), gate_(gate), regions_(regions) {}
+  TensorHandler(const TensorOps* ops, CallGate* gate, RegionRegistry* regions = nullptr);
+  ~TensorHandler() override;
 
   grpc::ServerReadReactor<grpc::ByteBuffer>* Upload(grpc::CallbackServerContext* context,
                                                     grpc::ByteBuffer* response) override;

@@ -173,4 +173,11 @@ grpc::ServerUnaryReactor* ViewHandler::CancelUpload(grpc::CallbackServerContext*
   });
 }
 
+// Out of line: constructing or destroying the handler instantiates gRPC's
+// handler templates for each of its methods, in this file only.
+ViewHandler::ViewHandler(const TensorOps* ops, ExportRegistry* exports, UploadReservations* uploads,
+                         CallGate* gate)
+    : ops_(ops), store_(ops->store()), exports_(exports), uploads_(uploads), gate_(gate) {}
+ViewHandler::~ViewHandler() = default;
+
 }  // namespace placement::server

@@ -16,8 +16,8 @@ class ViewHandler final : public placement::v1::ViewService::CallbackService {
  public:
   // REQUIRES: the arguments outlive the handler.
   ViewHandler(const TensorOps* ops, ExportRegistry* exports, UploadReservations* uploads,
-              CallGate* gate)
-      : ops_(ops), store_(ops->store()), exports_(exports), uploads_(uploads), gate_(gate) {}
+              CallGate* gate);
+  ~ViewHandler() override;
 
   grpc::ServerUnaryReactor* ExportShards(grpc::CallbackServerContext* context,
                                          const placement::v1::ExportShardsRequest* request,
