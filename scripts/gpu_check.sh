@@ -21,6 +21,9 @@
 #      (upload/download and region H2D/D2H against pinned cudaMemcpy, the
 #      CUDA IPC view in parts against the reader's own device-to-device copy,
 #      prefetch at compute = transfer and 2x, the NCCL collective part),
+#   6. issue 24's CPU rows on a machine with a core per daemon (CPU
+#      devices): the cluster all-reduce over 2 and 4 daemons against Gloo
+#      direct, and the 1 KiB collective against a bare gRPC echo,
 #   and writes the record docs/gpu-runs/YYYY-MM-DD-<short sha>.txt (into $OUT
 #   when set, so a device call brings it back): `commit: <sha>`, the device
 #   as the driver names it, each result, each figure, and a closing
@@ -36,7 +39,7 @@ bundle=.gpu-bundle
 gpu_tests=(cuda_backend_test nccl_engine_test nccl_transport_test gpu_daemon_test region_gpu_test
   tensor_gpu_test view_gpu_test "backend_conformance_test --gtest_filter=*/cuda" "daemon_conformance_test --gtest_filter=*/cuda")
 cluster_tests=(cluster_tensors_test cluster_collectives_test)
-benches=(tensor_transfer_bench prefetch_bench collective_bench)
+benches=(tensor_transfer_bench prefetch_bench collective_bench cluster_bench device_latency_bench)
 # memcheck: the tests that drive CUDA memory directly (daemons included).
 memcheck_tests=(cuda_backend_test region_gpu_test tensor_gpu_test view_gpu_test)
 
@@ -215,6 +218,14 @@ run() {
   bench "collectives: NCCL part" "$bin/collective_bench" --gloo=false --min_time_ms=100 \
     --max_bytes=$((64 << 20))
   note ""
+  note "## 6. CPU rows with a core per daemon (issue 24's targets; CPU devices, $(nproc) cores)"
+  bench "cluster all-reduce, 2 daemons, vs Gloo direct" "$bin/cluster_bench" --processes=2 \
+    --sections=allreduce --source=donate --min_bytes=65536 --max_bytes=16777216 --reps=3
+  bench "cluster all-reduce, 4 daemons, vs Gloo direct" "$bin/cluster_bench" --processes=4 \
+    --sections=allreduce --source=donate --min_bytes=65536 --max_bytes=16777216 --reps=3
+  bench "1 KiB collective vs a bare gRPC echo" "$bin/device_latency_bench" --transport=tcp \
+    --iterations=5000
+  note ""
   note "took: $(($(date +%s) - started)) s"
   note "$passed passed, $failed failed"
   [[ $failed == 0 ]]
@@ -224,7 +235,7 @@ case $mode in
   prepare) prepare ;;
   run) run ;;
   *)
-    sed -n '2,27p' "$0"
+    sed -n '2,30p' "$0"
     exit 2
     ;;
 esac
