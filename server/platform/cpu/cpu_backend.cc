@@ -142,11 +142,12 @@ int64_t CpuBackend::exported_blocks() const {
 }
 
 absl::StatusOr<int> CpuBackend::ExportFile(void* block, int fd) {
+  bool marked_here = false;
   {
     // Marked before any reader can have it: from now on the block is freed,
     // never cached, when its buffer goes.
     absl::MutexLock lock(&exported_mu_);
-    exported_.insert(block);
+    marked_here = exported_.insert(block).second;
   }
   // F_SEAL_FUTURE_WRITE keeps the daemon's mapping writable but refuses
   // every new writable mapping, write() and hole punch, through any fd --
@@ -162,6 +163,12 @@ absl::StatusOr<int> CpuBackend::ExportFile(void* block, int fd) {
   // seals: then the file is not read-only for everyone, and the caller
   // exports a private copy instead.
   if ((fcntl(fd, F_GET_SEALS) & kSeals) != kSeals) {
+    // Nothing was sealed here and no reader has the file: the block stays
+    // its writer's, reusable and writable in place as before.
+    if (marked_here) {
+      absl::MutexLock lock(&exported_mu_);
+      exported_.erase(block);
+    }
     return absl::FailedPreconditionError("the memory file is sealed without F_SEAL_FUTURE_WRITE");
   }
   const std::string path = absl::StrCat("/proc/self/fd/", fd);

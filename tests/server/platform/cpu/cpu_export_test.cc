@@ -99,6 +99,42 @@ TEST(CpuExportTest, ASmallBufferIsExportedAsAChargedPrivateCopy) {
   EXPECT_EQ((*none)->size, 0);
 }
 
+// A tenant's in-place writer (ExportWritable) may seal its memory file
+// with F_SEAL_SEAL before anyone views the buffer: the file can then never
+// be made read-only for everyone, so the view is a private copy, sealed
+// itself, that the writer's later writes do not reach.
+TEST(CpuExportTest, AWritersSealSealMakesTheViewAPrivateCopy) {
+  auto backend = MakeBackend();
+  constexpr MemoryOwnerTag kTenant = 7;
+  auto buffer = backend->AllocateFor(0, 1 << 20, kTenant);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  const std::vector<uint8_t> bytes = Fill(**buffer, 4);
+  auto writable = backend->ExportWritable(**buffer, kTenant);
+  ASSERT_TRUE(writable.ok()) << writable.status();
+  ASSERT_EQ(fcntl((*writable)->fd, F_ADD_SEALS, F_SEAL_SEAL), 0) << std::strerror(errno);
+  const int64_t in_use = backend->MemoryInUse(0);
+  auto view = backend->ExportShard(**buffer);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_TRUE((*view)->copied());
+  EXPECT_EQ(backend->MemoryInUse(0), in_use + (1 << 20));
+  EXPECT_EQ(ReadExport(**view), bytes);
+  const int seals = fcntl((*view)->fd, F_GET_SEALS);
+  EXPECT_EQ(seals & (F_SEAL_FUTURE_WRITE | F_SEAL_SEAL), F_SEAL_FUTURE_WRITE | F_SEAL_SEAL);
+  // The writer still writes its own file; the view keeps what it saw.
+  void* mapped = mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, (*writable)->fd, 0);
+  ASSERT_NE(mapped, MAP_FAILED) << std::strerror(errno);
+  static_cast<uint8_t*>(mapped)[9] = 0xab;
+  munmap(mapped, 1 << 20);
+  EXPECT_EQ(static_cast<uint8_t*>((*buffer)->data())[9], 0xab);
+  EXPECT_EQ(ReadExport(**view)[9], bytes[9]);
+  // The tenant's file is not marked exported: its block stays the tenant's
+  // to write in place again.
+  view->reset();
+  EXPECT_EQ(backend->MemoryInUse(0), in_use);
+  EXPECT_EQ(backend->exported_blocks(), 0);
+  EXPECT_TRUE(backend->ExportWritable(**buffer, kTenant).ok());
+}
+
 TEST(CpuExportTest, AnExportedBlockIsNeverReused) {
   auto backend = MakeBackend();
   void* exported_block = nullptr;
