@@ -220,9 +220,11 @@ run() {
   note ""
   note "## 6. CPU rows with a core per daemon (issue 24's targets; CPU devices, $(nproc) cores)"
   bench "cluster all-reduce, 2 daemons, vs Gloo direct" "$bin/cluster_bench" --processes=2 \
-    --sections=allreduce --source=donate --min_bytes=65536 --max_bytes=16777216 --reps=3
+    --sections=allreduce --source=donate --min_bytes=65536 --max_bytes=16777216 --reps=3 \
+    --min_time_ms=400
   bench "cluster all-reduce, 4 daemons, vs Gloo direct" "$bin/cluster_bench" --processes=4 \
-    --sections=allreduce --source=donate --min_bytes=65536 --max_bytes=16777216 --reps=3
+    --sections=allreduce --source=donate --min_bytes=65536 --max_bytes=16777216 --reps=3 \
+    --min_time_ms=400
   bench "1 KiB collective vs a bare gRPC echo" "$bin/device_latency_bench" --transport=tcp \
     --iterations=5000
   note ""

@@ -38,7 +38,7 @@ void Cluster::StopHeartbeats() {
   absl::MutexLock lock(&stop_mu_);
   if (!stop_.HasBeenNotified()) stop_.Notify();
   {
-    absl::MutexLock lock(&mu_);
+    absl::MutexLock lock(&beat_mu_);
     stopping_ = true;
   }
   if (heartbeats_.joinable()) heartbeats_.join();
@@ -148,6 +148,7 @@ absl::StatusOr<std::shared_ptr<const ClusterView>> Cluster::Join(
         ranges_.emplace_back(p.first_device_id, static_cast<int64_t>(p.devices.size()));
       }
       view_ = view;
+      absl::MutexLock beat_lock(&beat_mu_);
       settled_epoch_ = view->epoch;
       return view;
     }
@@ -189,7 +190,8 @@ void Cluster::HeartbeatLoop() {
   // The coordinator counts as lost once no beat succeeded for the
   // detection bound (interval x misses), however long each failed beat took.
   absl::Time last_success = absl::Now();
-  while (SleepUntilNextBeat()) {
+  bool asked = false;
+  while (SleepUntilNextBeat(&asked)) {
     std::shared_ptr<const ClusterView> current = view();
     std::string instance;
     {
@@ -241,7 +243,10 @@ void Cluster::HeartbeatLoop() {
       last_success = absl::Now();
       continue;
     }
-    ++misses;
+    // A beat AwaitEpoch asked for is not a miss (many asked at once while
+    // the coordinator is briefly away would count as many); the time
+    // since the last success still bounds the wait.
+    if (!asked) ++misses;
     if ((misses >= config_.heartbeat_misses ||
          absl::Now() - last_success >= config_.detection_bound()) &&
         current->state != ClusterState::kFailed) {
@@ -265,34 +270,37 @@ void Cluster::HeartbeatLoop() {
   }
 }
 
-bool Cluster::SleepUntilNextBeat() {
-  absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(
-                           +[](Cluster* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
-                             return c->beat_now_ || c->stopping_;
-                           },
-                           this),
-                       config_.heartbeat_interval);
+bool Cluster::SleepUntilNextBeat(bool* asked) {
+  absl::MutexLock lock(&beat_mu_);
+  beat_mu_.AwaitWithTimeout(absl::Condition(
+                                +[](Cluster* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->beat_mu_) {
+                                  return c->beat_now_ || c->stopping_;
+                                },
+                                this),
+                            config_.heartbeat_interval);
+  *asked = beat_now_;
   beat_now_ = false;
   return !stopping_;
 }
 
 bool Cluster::AwaitEpoch(int64_t epoch, absl::Time deadline) {
   if (!enabled()) return true;
+  const bool failed = view()->state == ClusterState::kFailed;
   struct Waiting {
     Cluster* cluster;
     int64_t epoch;
   } waiting{this, epoch};
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&beat_mu_);
   if (settled_epoch_ >= epoch) return true;
+  if (failed) return false;
   beat_now_ = true;
-  mu_.AwaitWithDeadline(absl::Condition(
-                            +[](Waiting* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->cluster->mu_) {
-                              return w->cluster->settled_epoch_ >= w->epoch ||
-                                     w->cluster->stopping_;
-                            },
-                            &waiting),
-                        deadline);
+  beat_mu_.AwaitWithDeadline(
+      absl::Condition(
+          +[](Waiting* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->cluster->beat_mu_) {
+            return w->cluster->settled_epoch_ >= w->epoch || w->cluster->stopping_;
+          },
+          &waiting),
+      deadline);
   return settled_epoch_ >= epoch;
 }
 
@@ -390,7 +398,7 @@ void Cluster::Publish(std::shared_ptr<const ClusterView> after, bool self_lost,
   LogInfo("cluster: epoch ", a.epoch, ", state ", ClusterStateName(a.state),
           event.lost.empty() ? "" : absl::StrCat(", ", event.lost.size(), " process(es) lost"));
   for (const auto& listener : listeners_) listener(event);
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&beat_mu_);
   settled_epoch_ = std::max(settled_epoch_, a.epoch);
 }
 

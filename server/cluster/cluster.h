@@ -11,8 +11,8 @@
 //
 // Lifecycle: construct, Join (blocks until the cluster formed), then
 // StartHeartbeats. Heartbeats run every heartbeat_interval on a thread of
-// their own; a newer epoch in the answer replaces the view and calls the
-// listeners. Failure handling:
+// their own (and at once when AwaitEpoch asks); a newer epoch in the answer replaces the view and
+// calls the listeners. Failure handling:
 //   - the coordinator says this daemon is no longer a member: the daemon
 //     joins again with the same instance id. If the same coordinator
 //     answers (it declared this daemon lost, e.g. after a partition),
@@ -150,7 +150,9 @@ class Cluster {
   // For a peer's request stamped with a newer epoch than this daemon's view
   // (a rejoin or loss it has not heard of yet): deciding on the older view
   // would refuse a call the others run, and they would wait it out.
-  bool AwaitEpoch(int64_t epoch, absl::Time deadline);
+  // Returns false at once when the view is kFailed (the heartbeat thread is
+  // joining again: a beat cannot be asked for).
+  bool AwaitEpoch(int64_t epoch, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_, beat_mu_);
   // The process owning a device (-1 when unknown); a lone daemon owns all.
   int32_t ProcessOf(int64_t device_id) const;
   bool IsLocalDevice(int64_t device_id) const { return ProcessOf(device_id) == process_index(); }
@@ -187,9 +189,10 @@ class Cluster {
 
  private:
   void HeartbeatLoop();
-  // Sleeps until the next beat is due, or asked for (AwaitEpoch); false
-  // when stopping.
-  bool SleepUntilNextBeat();
+  // Sleeps until the next beat is due, or asked for (AwaitEpoch: then
+  // `*asked` is set, and a failed beat is not counted as a miss); false when
+  // stopping.
+  bool SleepUntilNextBeat(bool* asked) ABSL_LOCKS_EXCLUDED(beat_mu_);
   // Replaces the view and tells the listeners.
   void Publish(std::shared_ptr<const ClusterView> after, bool self_lost, bool coordinator_lost);
   // Joins again after the coordinator was lost and publishes the view
@@ -210,10 +213,14 @@ class Cluster {
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const ClusterView> view_ ABSL_GUARDED_BY(mu_);
+  // The heartbeat thread's wake-ups and AwaitEpoch's waits, apart from mu_:
+  // a waiter with a condition makes every unlock of its mutex evaluate it,
+  // and mu_ is taken on every call's path (view, ProcessOf, CheckAlive).
+  mutable absl::Mutex beat_mu_ ABSL_ACQUIRED_AFTER(mu_);
   // The epoch of the last view whose listeners ran (AwaitEpoch).
-  int64_t settled_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  bool beat_now_ ABSL_GUARDED_BY(mu_) = false;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t settled_epoch_ ABSL_GUARDED_BY(beat_mu_) = 0;
+  bool beat_now_ ABSL_GUARDED_BY(beat_mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(beat_mu_) = false;
   std::vector<DeviceDescription> local_devices_ ABSL_GUARDED_BY(mu_);
   std::string instance_id_ ABSL_GUARDED_BY(mu_);
   // (first id, count) per process, fixed at the first formation.

@@ -184,12 +184,12 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Partici
   // A ticket of a newer epoch than this daemon's view: the driver heard of
   // a rejoin or a loss first. Judged on the older view, a rejoined
   // participant would count as lost, and this part's refusal would leave
-  // the others waiting out their budget for its rendezvous.
-  if (static_cast<int64_t>(ticket.epoch) > cluster_->epoch()) {
-    cluster_->AwaitEpoch(
-        static_cast<int64_t>(ticket.epoch),
-        std::min(context.deadline, absl::Now() + cluster_->config().detection_bound()));
-  }
+  // the others waiting out their budget for its rendezvous. Bounded well
+  // inside that budget (op_timeout): one asked-for beat normally settles it.
+  const ClusterConfig& config = cluster_->config();
+  cluster_->AwaitEpoch(static_cast<int64_t>(ticket.epoch),
+                       std::min({context.deadline, absl::Now() + config.op_timeout / 2,
+                                 absl::Now() + config.detection_bound()}));
   absl::Status alive = cluster_->CheckAlive(participants);
   // A coordinator-issued ticket a lost participant will never run needs no
   // forfeit; a call-ordered one still settles.

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -263,6 +264,50 @@ TEST_F(CollectiveServiceTest, ClientCancelMidCollective) {
   }
   EXPECT_EQ(tensors_->List()->size(), tensors_before);
   EXPECT_TRUE(collectives_->AllReduce(big->id, "mean").ok());
+}
+
+// A result ready less than kDeliveryMargin (20 ms) before the caller's
+// deadline might reach the caller after it (who would then see
+// DEADLINE_EXCEEDED while the daemon kept the result): the daemon keeps
+// nothing and answers DEADLINE_EXCEEDED. With 15 ms in all, every answer is
+// DEADLINE_EXCEEDED -- the daemon's, or gRPC's on a machine too slow to
+// answer in time -- and no result stays.
+TEST_F(CollectiveServiceTest, AResultReadyWithinTheDeliveryMarginIsNotKept) {
+  auto mesh = DataMesh(8);
+  ASSERT_TRUE(mesh.ok());
+  auto grads = Partial(*tensors_, *mesh, {16}, {"data"}, [](int p, int64_t) { return p; });
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  const size_t tensors_before = tensors_->List()->size();
+  auto stub = pb::CollectiveService::NewStub(
+      grpc::CreateChannel(client_->target(), grpc::InsecureChannelCredentials()));
+  auto all_reduce = [&](absl::Duration timeout, pb::CollectiveResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    pb::AllReduceRequest request;
+    request.set_tensor_id(grads->id);
+    request.set_op_name("sum");
+    return stub->AllReduce(&context, request, response);
+  };
+  int by_the_daemon = 0;
+  for (int i = 0; i < 20; ++i) {
+    pb::CollectiveResponse response;
+    const grpc::Status status = all_reduce(absl::Milliseconds(15), &response);
+    ASSERT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+        << "call " << i << ": " << status.error_message();
+    if (absl::StrContains(status.error_message(), "nothing was kept")) ++by_the_daemon;
+  }
+  GTEST_LOG_(INFO) << by_the_daemon << " of 20 answered by the daemon's margin";
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (tensors_->List()->size() != tensors_before && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(tensors_->List()->size(), tensors_before);
+  // With time to spare the result is kept.
+  pb::CollectiveResponse response;
+  const grpc::Status status = all_reduce(absl::Seconds(30), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(tensors_->List()->size(), tensors_before + 1);
+  EXPECT_TRUE(tensors_->Delete({response.tensor().id()}).ok());
 }
 
 TEST_F(CollectiveServiceTest, InputDeletedWhileCollectiveRuns) {

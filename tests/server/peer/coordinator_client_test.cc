@@ -131,6 +131,27 @@ TEST(CoordinatorClientTest, AwaitEpochTakesInANewerViewWithoutWaitingForTheNextB
       nodes[1]->cluster->AwaitEpoch(topology->epoch + 5, absl::Now() + absl::Milliseconds(300)));
 }
 
+// Beats asked for by AwaitEpoch while the coordinator is away are not
+// counted as missed beats: twenty of them in a second do not declare it
+// lost (5 misses would); the detection bound (1 s x 5) still does.
+TEST(CoordinatorClientTest, AskedForBeatsAreNotMisses) {
+  auto nodes = StartNodes(2, absl::Seconds(1));
+  const int64_t epoch = nodes[1]->cluster->epoch();
+  nodes[0]->Stop();
+  const absl::Time stopped = absl::Now();
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_FALSE(nodes[1]->cluster->AwaitEpoch(epoch + 1, absl::Now() + absl::Milliseconds(50)));
+  }
+  if (absl::Now() - stopped < absl::Seconds(4)) {
+    EXPECT_NE(nodes[1]->cluster->view()->state, ClusterState::kFailed);
+  }
+  const absl::Time limit = absl::Now() + absl::Seconds(30);
+  while (nodes[1]->cluster->view()->state != ClusterState::kFailed && absl::Now() < limit) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(nodes[1]->cluster->view()->state, ClusterState::kFailed);
+}
+
 // A call registered after its process was declared lost (the caller
 // looked at the view just before): cancelled at once, not left to run
 // until its own deadline.
