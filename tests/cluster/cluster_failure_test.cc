@@ -2,7 +2,8 @@
 // collective waits for it or runs through it -- the others answer
 // UNAVAILABLE naming it within heartbeat_interval x misses, free what they
 // held (device memory back to baseline), and the restarted daemon rejoins
-// with the same process index and takes part in the next collective.
+// with the same process index and takes part in the next collective, also
+// driven by it while a participant's view is still behind its rejoin.
 #include <signal.h>
 
 #include <cstdio>
@@ -130,6 +131,64 @@ TEST_F(ClusterFailureTest, KilledDaemonFailsWaitingMultiControllerCallsAndRejoin
   ASSERT_TRUE(sum.ok()) << sum.status();
   std::vector<float> got(4);
   ASSERT_TRUE(tensors.Download(sum->id, client::AsWritableBytes(got)).ok());
+  EXPECT_EQ(got[0], 6.f);
+}
+
+// A participant that heard of a loss but not yet of the rejoin after it:
+// process 1 beats every 3 s (the others every 250 ms; the coordinator
+// declares a process lost after 6 s). After process 2 is killed and
+// rejoins, the first collective process 2 drives over 0,1,2 reaches process
+// 1 with a ticket of the newer epoch while process 1's view still says 2 is
+// lost. Process 1 asks for a beat and takes part; before, it refused and the
+// others waited out --cluster_op_timeout (20 s) in their rendezvous.
+TEST(ClusterStaleViewTest, AParticipantBehindTheDriversEpochCatchesUpAndTakesPart) {
+  ClusterOptions options;
+  options.num_processes = 3;
+  options.devices_per_process = 2;
+  options.heartbeat_misses = 24;  // 6 s at 250 ms
+  options.extra_flags = {"--cluster_op_timeout=20s"};
+  options.per_process = {{}, {"--heartbeat_interval=3s"}, {}};
+  auto cluster = ClusterProcesses::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto c0 = (*cluster)->Connect(0);
+  auto c1 = (*cluster)->Connect(1);
+  ASSERT_TRUE(c0.ok() && c1.ok());
+  ASSERT_TRUE(client::MeshClient(**c0).Create({{"data", 6}}, {.mesh_id = "flat"}).ok());
+  (*cluster)->Kill(2);
+  // Process 1 has heard of the loss (its view: 2 lost).
+  auto heard = WaitForStatus(
+      **c1,
+      [](const client::DaemonStatus& s) {
+        return s.cluster.processes.size() == 3 &&
+               s.cluster.processes[2].state != client::ProcessState::kAlive;
+      },
+      absl::Seconds(30));
+  ASSERT_TRUE(heard.ok()) << heard.status();
+  ASSERT_NE(heard->cluster.processes[2].state, client::ProcessState::kAlive);
+  ASSERT_TRUE((*cluster)->Restart(2).ok()) << (*cluster)->daemon(2).Stderr();
+  auto formed = WaitForStatus(**c0, [](const client::DaemonStatus& s) {
+    return s.cluster.state == client::ClusterState::kFormed;
+  });
+  ASSERT_TRUE(formed.ok());
+  ASSERT_EQ(formed->cluster.state, client::ClusterState::kFormed);
+  const int64_t epoch = formed->cluster.epoch;
+  std::vector<float> values(6 * 4, 1.f);
+  auto input = client::TensorClient(**c0).Upload(HostArray::Of(values, {6, 4}),
+                                                 Placement::Sharded("flat", {{"data"}}));
+  ASSERT_TRUE(input.ok()) << input.status();
+  auto c2 = (*cluster)->Connect(2);
+  ASSERT_TRUE(c2.ok());
+  // Whether process 1 was still behind when the call reached it.
+  auto before = (*c1)->GetStatus();
+  ASSERT_TRUE(before.ok());
+  const bool behind = before->cluster.epoch < epoch;
+  const absl::Time start = absl::Now();
+  auto sum = client::CollectiveClient(**c2).AllReduce(input->id, client::ReduceOp::kSum);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  GTEST_LOG_(INFO) << "process 1 was " << (behind ? "behind" : "already at")
+                   << " the rejoin's epoch; the collective took " << absl::Now() - start;
+  std::vector<float> got(4);
+  ASSERT_TRUE(client::TensorClient(**c2).Download(sum->id, client::AsWritableBytes(got)).ok());
   EXPECT_EQ(got[0], 6.f);
 }
 
