@@ -251,7 +251,8 @@ void Cluster::HeartbeatLoop() {
          absl::Now() - last_success >= config_.detection_bound()) &&
         current->state != ClusterState::kFailed) {
       LogError("cluster: the coordinator at ", config_.coordinator, " missed ", misses,
-               " heartbeats (", beat.status().message(),
+               " scheduled heartbeats, none answered for ",
+               absl::FormatDuration(absl::Now() - last_success), " (", beat.status().message(),
                "); the cluster has failed until it is back");
       // Only the coordinator's process is known to be gone: the others'
       // tensors stay, and a peer that restarted meanwhile shows as a new
@@ -285,15 +286,17 @@ bool Cluster::SleepUntilNextBeat(bool* asked) {
 
 bool Cluster::AwaitEpoch(int64_t epoch, absl::Time deadline) {
   if (!enabled()) return true;
+  // While the view is kFailed the heartbeat thread is joining again and
+  // cannot be asked for a beat; the join's answer may still come soon.
   const bool failed = view()->state == ClusterState::kFailed;
+  if (failed) deadline = std::min(deadline, absl::Now() + config_.heartbeat_interval);
   struct Waiting {
     Cluster* cluster;
     int64_t epoch;
   } waiting{this, epoch};
   absl::MutexLock lock(&beat_mu_);
   if (settled_epoch_ >= epoch) return true;
-  if (failed) return false;
-  beat_now_ = true;
+  if (!failed) beat_now_ = true;
   beat_mu_.AwaitWithDeadline(
       absl::Condition(
           +[](Waiting* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->cluster->beat_mu_) {

@@ -150,8 +150,8 @@ class Cluster {
   // For a peer's request stamped with a newer epoch than this daemon's view
   // (a rejoin or loss it has not heard of yet): deciding on the older view
   // would refuse a call the others run, and they would wait it out.
-  // Returns false at once when the view is kFailed (the heartbeat thread is
-  // joining again: a beat cannot be asked for).
+  // While the view is kFailed (the heartbeat thread is joining again: no
+  // beat can be asked for) it only waits, up to one heartbeat_interval.
   bool AwaitEpoch(int64_t epoch, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_, beat_mu_);
   // The process owning a device (-1 when unknown); a lone daemon owns all.
   int32_t ProcessOf(int64_t device_id) const;

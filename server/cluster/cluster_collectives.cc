@@ -181,8 +181,9 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Partici
     records[index] = std::move(record);
     return view;
   };
-  // A ticket of a newer epoch than this daemon's view: the driver heard of
-  // a rejoin or a loss first. Judged on the older view, a rejoined
+  // A ticket of a newer epoch than this daemon has taken in (its view, and
+  // the listeners that retire old groups): the driver heard of a rejoin or
+  // a loss first. Judged on the older view, a rejoined
   // participant would count as lost, and this part's refusal would leave
   // the others waiting out their budget for its rendezvous. Bounded well
   // inside that budget (op_timeout): one asked-for beat normally settles it.

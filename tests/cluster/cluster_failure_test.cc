@@ -136,7 +136,7 @@ TEST_F(ClusterFailureTest, KilledDaemonFailsWaitingMultiControllerCallsAndRejoin
 
 // A participant that heard of a loss but not yet of the rejoin after it:
 // process 1 beats every 3 s (the others every 250 ms; the coordinator
-// declares a process lost after 6 s). After process 2 is killed and
+// declares a process lost after 8 s). After process 2 is killed and
 // rejoins, the first collective process 2 drives over 0,1,2 reaches process
 // 1 with a ticket of the newer epoch while process 1's view still says 2 is
 // lost. Process 1 asks for a beat and takes part; before, it refused and the
@@ -145,7 +145,7 @@ TEST(ClusterStaleViewTest, AParticipantBehindTheDriversEpochCatchesUpAndTakesPar
   ClusterOptions options;
   options.num_processes = 3;
   options.devices_per_process = 2;
-  options.heartbeat_misses = 24;  // 6 s at 250 ms
+  options.heartbeat_misses = 32;  // 8 s at 250 ms: process 1's 3 s beats have 5 s to spare
   options.extra_flags = {"--cluster_op_timeout=20s"};
   options.per_process = {{}, {"--heartbeat_interval=3s"}, {}};
   auto cluster = ClusterProcesses::Start(options);

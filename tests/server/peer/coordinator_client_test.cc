@@ -142,7 +142,7 @@ TEST(CoordinatorClientTest, AskedForBeatsAreNotMisses) {
   for (int i = 0; i < 20; ++i) {
     EXPECT_FALSE(nodes[1]->cluster->AwaitEpoch(epoch + 1, absl::Now() + absl::Milliseconds(50)));
   }
-  if (absl::Now() - stopped < absl::Seconds(4)) {
+  if (absl::Now() - stopped < absl::Seconds(3)) {
     EXPECT_NE(nodes[1]->cluster->view()->state, ClusterState::kFailed);
   }
   const absl::Time limit = absl::Now() + absl::Seconds(30);
