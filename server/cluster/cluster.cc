@@ -286,6 +286,11 @@ bool Cluster::SleepUntilNextBeat(bool* asked) {
 
 bool Cluster::AwaitEpoch(int64_t epoch, absl::Time deadline) {
   if (!enabled()) return true;
+  {
+    // Every participated call asks: the usual answer costs one lock.
+    absl::MutexLock lock(&beat_mu_);
+    if (settled_epoch_ >= epoch) return true;
+  }
   // While the view is kFailed the heartbeat thread is joining again and
   // cannot be asked for a beat; the join's answer may still come soon.
   const bool failed = view()->state == ClusterState::kFailed;

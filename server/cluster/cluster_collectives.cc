@@ -188,9 +188,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Tensor>>> ClusterCollectives::Partici
   // the others waiting out their budget for its rendezvous. Bounded well
   // inside that budget (op_timeout): one asked-for beat normally settles it.
   const ClusterConfig& config = cluster_->config();
-  cluster_->AwaitEpoch(static_cast<int64_t>(ticket.epoch),
-                       std::min({context.deadline, absl::Now() + config.op_timeout / 2,
-                                 absl::Now() + config.detection_bound()}));
+  cluster_->AwaitEpoch(
+      static_cast<int64_t>(ticket.epoch),
+      std::min(context.deadline,
+               absl::Now() + std::min(config.op_timeout / 2, config.detection_bound())));
   absl::Status alive = cluster_->CheckAlive(participants);
   // A coordinator-issued ticket a lost participant will never run needs no
   // forfeit; a call-ordered one still settles.

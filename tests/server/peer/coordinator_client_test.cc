@@ -150,6 +150,11 @@ TEST(CoordinatorClientTest, AskedForBeatsAreNotMisses) {
     absl::SleepFor(absl::Milliseconds(50));
   }
   EXPECT_EQ(nodes[1]->cluster->view()->state, ClusterState::kFailed);
+  // On a kFailed view no beat can be asked for: the wait is capped at one
+  // heartbeat interval (1 s), not the caller's 60 s.
+  const absl::Time asked = absl::Now();
+  EXPECT_FALSE(nodes[1]->cluster->AwaitEpoch(epoch + 1, absl::Now() + absl::Seconds(60)));
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(30));
 }
 
 // A call registered after its process was declared lost (the caller
