@@ -45,6 +45,7 @@ RUN cmake -S . -B build -G Ninja \
       -DPLACEMENT_WITH_CUDA=ON \
       -DPLACEMENT_BUILD_TESTS=OFF \
       -DPLACEMENT_BUILD_BENCH=OFF \
+      -DPLACEMENT_UNITY=ON \
  && cmake --build build --target placementd placectl \
  && cmake --install build --prefix /opt/placement --component daemon
 
@@ -100,6 +101,7 @@ RUN cmake -S . -B build -G Ninja \
       -DPLACEMENT_WITH_CUDA=OFF \
       -DPLACEMENT_BUILD_TESTS=OFF \
       -DPLACEMENT_BUILD_BENCH=OFF \
+      -DPLACEMENT_UNITY=ON \
  && cmake --build build --target placementd placectl \
  && cmake --install build --prefix /opt/placement --component daemon
 

@@ -30,6 +30,11 @@ function(placement_precompile_grpc target)
     return()
   endif()
   target_precompile_headers(${target} PRIVATE ${PLACEMENT_PCH_HEADERS})
+  # A batch of a unity build (unity_build.cmake) holds files of both kinds:
+  # loading the header once per batch costs little.
+  if(PLACEMENT_UNITY)
+    return()
+  endif()
   get_target_property(sources ${target} SOURCES)
   get_target_property(source_dir ${target} SOURCE_DIR)
   foreach(source IN LISTS sources)

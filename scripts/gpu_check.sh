@@ -50,7 +50,8 @@ prepare() {
   local python
   python=$(bash scripts/python_env.sh "$build_dir")
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPLACEMENT_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DPLACEMENT_PYTHON="$python" ${CMAKE_ARGS:-} >/dev/null
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DPLACEMENT_PYTHON="$python" -DPLACEMENT_UNITY="${PLACEMENT_UNITY:-ON}" \
+    ${CMAKE_ARGS:-} >/dev/null
   # The C++ integration tests: ctest entries that are executables of ours.
   local executables integration
   executables=$(ninja -C "$build_dir" -t targets all | sed -n 's|^bin/\([A-Za-z0-9_]*\): .*|\1|p')

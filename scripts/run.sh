@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
 bash scripts/install_deps.sh
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DPLACEMENT_UNITY="${PLACEMENT_UNITY:-ON}" >/dev/null
 cmake --build "$build_dir" --target placementd placectl
 exec "$build_dir/bin/placementd" "$@"

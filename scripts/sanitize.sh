@@ -13,7 +13,8 @@ which=${1:-address}
 run() {
   local kind=$1 dir=$2 regex=$3
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
-    -DPLACEMENT_SANITIZER="$kind" -DPLACEMENT_WITH_CUDA=OFF -DPLACEMENT_BUILD_BENCH=OFF >/dev/null
+    -DPLACEMENT_SANITIZER="$kind" -DPLACEMENT_WITH_CUDA=OFF -DPLACEMENT_BUILD_BENCH=OFF \
+    -DPLACEMENT_UNITY="${PLACEMENT_UNITY:-ON}" >/dev/null
   # Build only what the selected tests need.
   # A test's executable is its name, or its name less a _<instance> suffix
   # (transport_conformance_test_gloo runs transport_conformance_test).

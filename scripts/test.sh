@@ -3,6 +3,8 @@
 # machine: installs missing packages, makes a Python venv for the tests that
 # use outside gRPC clients, configures with Ninja, builds, runs ctest.
 #   bash scripts/test.sh            # BUILD_DIR=build, BUILD_TYPE=Release
+# The libraries compile in batches of files (unity build; PLACEMENT_UNITY=OFF
+# for one file at a time, as an edit-compile loop wants).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
@@ -11,6 +13,6 @@ bash scripts/install_deps.sh
 mkdir -p "$build_dir"
 python=$(bash scripts/python_env.sh "$build_dir")
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" \
-  -DPLACEMENT_PYTHON="$python" ${CMAKE_ARGS:-}
+  -DPLACEMENT_PYTHON="$python" -DPLACEMENT_UNITY="${PLACEMENT_UNITY:-ON}" ${CMAKE_ARGS:-}
 cmake --build "$build_dir"
 ctest --test-dir "$build_dir" --output-on-failure -j "${CTEST_JOBS:-2}" ${CTEST_ARGS:-}
