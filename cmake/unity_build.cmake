@@ -10,7 +10,7 @@
 # fails to compile), and a file must include what it uses: a batch hides a
 # missing include that the default build shows.
 option(PLACEMENT_UNITY "Compile the libraries in batches of sources (CI builds from scratch)" OFF)
-set(PLACEMENT_UNITY_BATCH 8 CACHE STRING "Sources per batch when PLACEMENT_UNITY is ON")
+set(PLACEMENT_UNITY_BATCH 16 CACHE STRING "Sources per batch when PLACEMENT_UNITY is ON")
 
 # placement_unity(TARGET...): batches each TARGET's sources when
 # PLACEMENT_UNITY is ON, except the files that define command-line flags

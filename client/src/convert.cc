@@ -12,15 +12,15 @@ namespace {
 // ProcessLocal.global_name's limit (tensor_service.proto).
 constexpr size_t kMaxGlobalNameBytes = 256;
 
-absl::Duration FromProto(const google::protobuf::Duration& d) {
+absl::Duration DurationFromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
 }
 
-absl::Time FromProto(const google::protobuf::Timestamp& t) {
+absl::Time TimeFromProto(const google::protobuf::Timestamp& t) {
   return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
 }
 
-google::protobuf::Duration ToProto(absl::Duration d) {
+google::protobuf::Duration DurationToProto(absl::Duration d) {
   google::protobuf::Duration out;
   int64_t seconds = absl::IDivDuration(d, absl::Seconds(1), &d);
   out.set_seconds(seconds);
@@ -28,7 +28,7 @@ google::protobuf::Duration ToProto(absl::Duration d) {
   return out;
 }
 
-google::protobuf::Timestamp ToProto(absl::Time t) {
+google::protobuf::Timestamp TimeToProto(absl::Time t) {
   google::protobuf::Timestamp out;
   int64_t seconds = absl::ToUnixSeconds(t);
   out.set_seconds(seconds);
@@ -110,7 +110,7 @@ pb::ProcessLocal ToProto(const ProcessLocal& local) {
   pb::ProcessLocal out;
   out.set_global_name(local.global_name);
   for (int64_t d : local.global_shape) out.add_global_shape(d);
-  if (local.timeout > absl::ZeroDuration()) *out.mutable_timeout() = ToProto(local.timeout);
+  if (local.timeout > absl::ZeroDuration()) *out.mutable_timeout() = DurationToProto(local.timeout);
   return out;
 }
 
@@ -311,8 +311,8 @@ DaemonStatus FromProto(const pb::GetStatusResponse& status) {
   out.backend = status.backend();
   out.backend_note = status.backend_note();
   out.instance_id = status.instance_id();
-  out.uptime = FromProto(status.uptime());
-  out.start_time = FromProto(status.start_time());
+  out.uptime = DurationFromProto(status.uptime());
+  out.start_time = TimeFromProto(status.start_time());
   out.listen_address = status.listen_address();
   out.num_devices = status.num_devices();
   out.num_meshes = status.num_meshes();
@@ -394,8 +394,8 @@ PrefetchStats FromProto(const pb::PrefetchStats& stats) {
   PrefetchStats out;
   out.batches_staged = stats.batches_staged();
   out.bytes_staged = stats.bytes_staged();
-  out.consumer_stall = FromProto(stats.consumer_stall());
-  out.producer_blocked = FromProto(stats.producer_blocked());
+  out.consumer_stall = DurationFromProto(stats.consumer_stall());
+  out.producer_blocked = DurationFromProto(stats.producer_blocked());
   out.max_batches_held = stats.max_batches_held();
   return out;
 }
@@ -472,8 +472,8 @@ pb::GetStatusResponse ToProto(const DaemonStatus& status) {
   out.set_backend(status.backend);
   out.set_backend_note(status.backend_note);
   out.set_instance_id(status.instance_id);
-  *out.mutable_uptime() = ToProto(status.uptime);
-  *out.mutable_start_time() = ToProto(status.start_time);
+  *out.mutable_uptime() = DurationToProto(status.uptime);
+  *out.mutable_start_time() = TimeToProto(status.start_time);
   out.set_listen_address(status.listen_address);
   out.set_num_devices(status.num_devices);
   out.set_num_meshes(status.num_meshes);
@@ -569,8 +569,8 @@ pb::PrefetchStats ToProto(const PrefetchStats& stats) {
   pb::PrefetchStats out;
   out.set_batches_staged(stats.batches_staged);
   out.set_bytes_staged(stats.bytes_staged);
-  *out.mutable_consumer_stall() = ToProto(stats.consumer_stall);
-  *out.mutable_producer_blocked() = ToProto(stats.producer_blocked);
+  *out.mutable_consumer_stall() = DurationToProto(stats.consumer_stall);
+  *out.mutable_producer_blocked() = DurationToProto(stats.producer_blocked);
   out.set_max_batches_held(stats.max_batches_held);
   return out;
 }
@@ -620,7 +620,7 @@ StreamStatus FromProto(const pb::StreamStatus& stream) {
   out.what = stream.what();
   out.bytes = stream.bytes();
   out.total_bytes = stream.total_bytes();
-  out.opened = FromProto(stream.opened());
+  out.opened = TimeFromProto(stream.opened());
   return out;
 }
 
@@ -646,7 +646,7 @@ pb::StreamStatus ToProto(const StreamStatus& stream) {
   out.set_what(stream.what);
   out.set_bytes(stream.bytes);
   out.set_total_bytes(stream.total_bytes);
-  *out.mutable_opened() = ToProto(stream.opened);
+  *out.mutable_opened() = TimeToProto(stream.opened);
   return out;
 }
 
