@@ -5,6 +5,8 @@
 # others would only pay for loading the header (~0.5 s each), so they go
 # without. PLACEMENT_PCH=OFF turns every precompiled header off, e.g. to
 # check that each file includes what it uses.
+include(${CMAKE_CURRENT_LIST_DIR}/source_files.cmake)
+
 option(PLACEMENT_PCH "Precompile the gRPC and generated API headers" ON)
 
 file(GLOB placement_pch_protos RELATIVE ${PROJECT_SOURCE_DIR}/proto
@@ -35,19 +37,9 @@ function(placement_precompile_grpc target)
   if(PLACEMENT_UNITY)
     return()
   endif()
-  get_target_property(sources ${target} SOURCES)
-  get_target_property(source_dir ${target} SOURCE_DIR)
+  # Generated sources cannot be read at configure time; they keep the header.
+  placement_readable_sources(${target} sources)
   foreach(source IN LISTS sources)
-    # Generated sources cannot be read at configure time; they keep the header.
-    if(NOT source MATCHES "\\.cc$" OR source MATCHES "^\\$<")
-      continue()
-    endif()
-    if(NOT IS_ABSOLUTE "${source}")
-      set(source "${source_dir}/${source}")
-    endif()
-    if(NOT EXISTS "${source}")
-      continue()
-    endif()
     file(READ "${source}" text)
     string(REGEX REPLACE "\\.cc$" ".h" header "${source}")
     if(EXISTS "${header}")

@@ -9,6 +9,8 @@
 # files of one library may not define the same internal name (the unity build
 # fails to compile), and a file must include what it uses: a batch hides a
 # missing include that the default build shows.
+include(${CMAKE_CURRENT_LIST_DIR}/source_files.cmake)
+
 option(PLACEMENT_UNITY "Compile the libraries in batches of sources (CI builds from scratch)" OFF)
 set(PLACEMENT_UNITY_BATCH 16 CACHE STRING "Sources per batch when PLACEMENT_UNITY is ON")
 
@@ -25,21 +27,12 @@ function(placement_unity)
   foreach(target IN LISTS ARGN)
     set_target_properties(${target} PROPERTIES
       UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${PLACEMENT_UNITY_BATCH})
-    get_target_property(sources ${target} SOURCES)
-    get_target_property(source_dir ${target} SOURCE_DIR)
+    placement_readable_sources(${target} sources)
     foreach(source IN LISTS sources)
-      if(NOT source MATCHES "\\.cc$" OR source MATCHES "^\\$<")
-        continue()
-      endif()
-      if(NOT IS_ABSOLUTE "${source}")
-        set(source "${source_dir}/${source}")
-      endif()
-      if(EXISTS "${source}")
-        file(STRINGS "${source}" flags REGEX "^ABSL_FLAG\\(" LIMIT_COUNT 1)
-        if(flags)
-          set_source_files_properties("${source}" TARGET_DIRECTORY ${target}
-            PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
-        endif()
+      file(STRINGS "${source}" flags REGEX "^ABSL_FLAG\\(" LIMIT_COUNT 1)
+      if(flags)
+        set_source_files_properties("${source}" TARGET_DIRECTORY ${target}
+          PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
       endif()
     endforeach()
   endforeach()
